@@ -1,0 +1,44 @@
+# gpufleet developer loop. `make run` and `make test` work on a machine with only
+# python3, make and git: uv is bootstrapped into .tools/ when it is not on PATH.
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+UV ?= $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
+VENV := .venv
+STAMP := $(VENV)/.synced
+PY := $(VENV)/bin/python
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: run test check lint typecheck format bench clean
+
+$(UV):
+	python3 scripts/bootstrap_uv.py $(dir $(UV))
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/gpufleet catalog gpus
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n auto
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff format --check src tests scripts benchmarks
+	$(VENV)/bin/ruff check src tests scripts benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy src
+
+check: lint typecheck test
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format src tests scripts benchmarks
+	$(VENV)/bin/ruff check --fix src tests scripts benchmarks
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .tools .mypy_cache .pytest_cache .ruff_cache

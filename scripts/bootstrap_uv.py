@@ -1,0 +1,70 @@
+"""Fetch a pinned `uv` from PyPI into .tools/bin without needing pip or venv.
+
+A fresh Debian machine has python3 but often neither pip nor the venv module
+(they are separate packages there), so the Makefile cannot assume either. The
+uv wheel carries a static binary; we download the wheel that matches this
+machine, check its sha256 against PyPI's JSON metadata and unpack the binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import stat
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+UV_VERSION = "0.13.9"
+PYPI_JSON = f"https://pypi.org/pypi/uv/{UV_VERSION}/json"
+
+
+def _platform_tags() -> list[str]:
+    machine = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    if sys.platform.startswith("linux"):
+        return [f"manylinux_2_17_{arch}", f"manylinux2014_{arch}", f"musllinux_1_1_{arch}"]
+    if sys.platform == "darwin":
+        return ["macosx_11_0_arm64" if arch == "aarch64" else "macosx_10_12_x86_64"]
+    raise SystemExit(f"bootstrap_uv: unsupported platform {sys.platform}; install uv by hand")
+
+
+def _pick_wheel(files: list[dict[str, object]]) -> dict[str, object]:
+    for tag in _platform_tags():
+        for entry in files:
+            name = str(entry["filename"])
+            if name.endswith(".whl") and tag in name:
+                return entry
+    raise SystemExit("bootstrap_uv: no uv wheel for this platform on PyPI; install uv by hand")
+
+
+def main() -> None:
+    dest = Path(sys.argv[1] if len(sys.argv) > 1 else ".tools/bin")
+    target = dest / "uv"
+    if target.exists():
+        return
+    with urllib.request.urlopen(PYPI_JSON, timeout=120) as response:
+        meta = json.load(response)
+    entry = _pick_wheel(meta["urls"])
+    with urllib.request.urlopen(str(entry["url"]), timeout=600) as response:
+        blob = response.read()
+    digest = hashlib.sha256(blob).hexdigest()
+    expected = entry["digests"]["sha256"]  # type: ignore[index]
+    if digest != expected:
+        raise SystemExit(f"bootstrap_uv: sha256 mismatch for {entry['filename']}")
+    with zipfile.ZipFile(io.BytesIO(blob)) as wheel:
+        member = next(n for n in wheel.namelist() if n.endswith("/scripts/uv"))
+        dest.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".partial")
+        partial.write_bytes(wheel.read(member))
+    partial.chmod(partial.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.replace(partial, target)
+    print(f"bootstrap_uv: installed uv {UV_VERSION} at {target}")
+
+
+if __name__ == "__main__":
+    main()
