@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import platform
 import stat
 import sys
@@ -62,7 +61,7 @@ def main() -> None:
         partial = target.with_suffix(".partial")
         partial.write_bytes(wheel.read(member))
     partial.chmod(partial.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    os.replace(partial, target)
+    partial.replace(target)
     print(f"bootstrap_uv: installed uv {UV_VERSION} at {target}")
 
 

@@ -55,8 +55,15 @@ def suggest(name: str, known: Iterable[str], limit: int = 3) -> list[str]:
     by_lower: dict[str, str] = {}
     for k in known:
         by_lower.setdefault(k.lower(), k)
-    matches = difflib.get_close_matches(name.lower(), list(by_lower), n=limit, cutoff=0.6)
-    if not matches:
+    target = name.lower()
+    matches = difflib.get_close_matches(target, list(by_lower), n=limit, cutoff=0.6)
+    if matches:
+        # Offer only the near-ties of the best match: one good hint beats three guesses.
+        best = difflib.SequenceMatcher(None, target, matches[0]).ratio()
+        matches = [
+            m for m in matches if difflib.SequenceMatcher(None, target, m).ratio() >= best - 0.05
+        ]
+    else:
         # Substring hits catch short forms such as "h100" -> "h100-sxm5-80gb".
         matches = [k for k in by_lower if name.lower() in k][:limit]
     return [by_lower[m] for m in matches]

@@ -48,7 +48,7 @@ class Accelerator(CatalogRow):
     bf16_sparse_tflops: float | None = None
     fp8_sparse_tflops: float | None = None
     memory_bytes: int
-    memory_type: str
+    memory_type: str | None = None
     memory_bandwidth_gbytes_per_s: float
     scaleup_link: str | None = None
     scaleup_bidir_gbytes_per_s: float | None = None

@@ -84,4 +84,10 @@ def load_rows(name: str, model: type[RowT]) -> tuple[RowT, ...]:
 
 def as_records(rows: Sequence[CatalogRow]) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts with stable snake_case keys."""
-    return [row.model_dump(mode="json") for row in rows]
+    return [_provenance_last(row.model_dump(mode="json")) for row in rows]
+
+
+def _provenance_last(record: dict[str, Any]) -> dict[str, Any]:
+    """Facts first, then where they came from: the order people read a row in."""
+    tail = {k: record.pop(k) for k in ("source", "retrieved", "notes") if k in record}
+    return {**record, **tail}

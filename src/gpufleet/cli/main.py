@@ -1,0 +1,66 @@
+"""The `gpufleet` command: plan, schedule and account for GPU clusters."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpufleet import __version__
+from gpufleet.cli import catalog, specs
+from gpufleet.errors import EXIT_USER_ERROR, UserError
+
+app = typer.Typer(
+    name="gpufleet",
+    help="Plan, schedule and account for GPU clusters for AI.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(catalog.app, name="catalog")
+app.command("schema")(specs.schema)
+app.command("validate")(specs.validate)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpufleet {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = None,
+) -> None:
+    """gpufleet: capacity plans, a multi-tenant GPU scheduler and chargeback."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code: user errors print one message and give 2.
+
+    Click's standalone mode handles usage errors (exit 2), --help and broken pipes;
+    our own `UserError`s pass through it and are reported here, never as tracebacks.
+    """
+    try:
+        app(args=argv, prog_name="gpufleet", standalone_mode=True)
+    except UserError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        return EXIT_USER_ERROR
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

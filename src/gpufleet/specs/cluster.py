@@ -1,0 +1,114 @@
+"""Cluster spec: node groups with their accelerators, topology position and MIG layout.
+
+The scheduler, simulator and config exporters all read this one description
+of a cluster, so its checks (topology depth, MIG layouts that fit the GPU)
+guard every face at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, Self
+
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from gpufleet.specs.base import Spec
+from gpufleet.specs.names import AcceleratorName
+
+Capacity = Literal["reserved", "on-demand", "spot"]
+DEFAULT_LEVELS = ("block", "leaf", "node")
+
+
+class NodeGroup(Spec):
+    name: str = Field(min_length=1)
+    count: PositiveInt = Field(description="Nodes in this group.")
+    accelerator: AcceleratorName
+    gpus_per_node: PositiveInt = 8
+    labels: dict[str, str] = Field(default_factory=dict)
+    topology: str | None = Field(
+        default=None,
+        description="Path in the topology tree above the nodes, e.g. 'block-a/leaf-3'.",
+    )
+    mig_layout: str | dict[str, PositiveInt] | None = Field(
+        default=None,
+        description="Catalog layout name (e.g. all-1g.10gb, all-balanced) or {profile: count}.",
+    )
+    capacity: Capacity = "on-demand"
+    fractions: bool = Field(default=False, description="GPUs may be shared by fraction.")
+
+    @field_validator("topology")
+    @classmethod
+    def _clean_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = value.strip("/").split("/")
+        if any(not p.strip() for p in parts):
+            raise ValueError(f"topology path '{value}' has an empty component")
+        return "/".join(p.strip() for p in parts)
+
+    def mig_instances(self) -> dict[str, int] | None:
+        """The MIG layout as {profile: count}, resolving a catalog layout name."""
+        if self.mig_layout is None:
+            return None
+        if isinstance(self.mig_layout, Mapping):
+            return dict(self.mig_layout)
+        from gpufleet.catalog.mig import get_mig_layout
+
+        return dict(get_mig_layout(self.accelerator, self.mig_layout).instances)
+
+
+class ClusterSpec(Spec):
+    kind: Literal["cluster"] = "cluster"
+    name: str = "cluster"
+    topology_levels: tuple[str, ...] = Field(
+        default=DEFAULT_LEVELS,
+        description="Named levels from the top of the tree down to 'node'.",
+    )
+    node_groups: list[NodeGroup] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        problems = cluster_problems(self)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(g.count * g.gpus_per_node for g in self.node_groups)
+
+
+def cluster_problems(spec: ClusterSpec) -> list[str]:
+    from gpufleet.catalog.accelerators import get_accelerator
+    from gpufleet.catalog.mig import check_layout
+    from gpufleet.errors import UnknownNameError
+
+    out: list[str] = []
+    if not spec.topology_levels or spec.topology_levels[-1] != "node":
+        out.append("topology_levels: the last level must be 'node'")
+    seen: set[str] = set()
+    depth = len(spec.topology_levels) - 1
+    for i, group in enumerate(spec.node_groups):
+        where = f"node_groups[{i}]"
+        if group.name in seen:
+            out.append(f"{where}.name: '{group.name}' is used by another node group")
+        seen.add(group.name)
+        if group.topology is not None and len(group.topology.split("/")) != depth:
+            levels = "/".join(spec.topology_levels[:-1])
+            out.append(
+                f"{where}.topology: '{group.topology}' has {len(group.topology.split('/'))} "
+                f"levels; expected {depth} ({levels})"
+            )
+        if group.mig_layout is None:
+            continue
+        device = get_accelerator(group.accelerator)
+        if not device.supports_mig:
+            out.append(f"{where}.mig_layout: {device.name} does not support MIG")
+            continue
+        try:
+            instances = group.mig_instances() or {}
+        except UnknownNameError as exc:
+            out.append(f"{where}.mig_layout: {exc}")
+            continue
+        out.extend(f"{where}.mig_layout: {p}" for p in check_layout(device.name, instances))
+    return out

@@ -1,0 +1,37 @@
+"""`model:` in a workload spec: a published preset, a preset with overrides, or explicit fields.
+
+Written as `model: {preset: llama-3-70b}`, `model: llama-3-70b`, or the
+architecture fields spelled out. Presets are expanded here, before the
+architecture is validated, so a typo in an override is reported at its own
+path (`model.hiden`) like any other field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+from gpufleet.errors import UnknownNameError
+from gpufleet.specs.model import ModelArch
+
+
+def expand_preset(value: Any) -> Any:
+    if isinstance(value, str):
+        value = {"preset": value}
+    if not isinstance(value, Mapping) or "preset" not in value:
+        return value
+    from gpufleet.catalog.models import get_model_preset
+
+    overrides = {k: v for k, v in value.items() if k != "preset"}
+    try:
+        preset = get_model_preset(str(value["preset"]))
+    except UnknownNameError as exc:
+        raise ValueError(str(exc).replace("unknown model", "unknown model preset", 1)) from None
+    # Only the fields the preset states: derived ones (head_dim) must follow overrides.
+    base = preset.arch_fields()
+    return {**base, **overrides}
+
+
+ModelSpec = Annotated[ModelArch, BeforeValidator(expand_preset)]
