@@ -89,5 +89,7 @@ def as_records(rows: Sequence[CatalogRow]) -> list[dict[str, Any]]:
 
 def _provenance_last(record: dict[str, Any]) -> dict[str, Any]:
     """Facts first, then where they came from: the order people read a row in."""
-    tail = {k: record.pop(k) for k in ("source", "retrieved", "notes") if k in record}
+    tail: dict[str, Any] = {
+        k: record.pop(k) for k in ("source", "retrieved", "notes") if k in record
+    }
     return {**record, **tail}

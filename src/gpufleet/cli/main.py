@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpufleet import __version__
 from gpufleet.cli import catalog, specs
@@ -49,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, prog_name="gpufleet", standalone_mode=True)
     except UserError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False
+        )
         return EXIT_USER_ERROR
     except SystemExit as exc:
         code = exc.code

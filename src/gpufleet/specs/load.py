@@ -53,7 +53,8 @@ def validate(model: type[M], data: Any, source: str) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         # A cross-field check may report several problems, one per line.
-        problems = [line for err in exc.errors() for line in describe(model, err).split("\n")]
+        errors = _without_derived_noise(model, exc.errors())
+        problems = [line for err in errors for line in describe(model, err).split("\n")]
         raise SpecError(source, problems) from None
 
 
@@ -109,6 +110,23 @@ _MESSAGES: dict[str, str] = {
 _SHOW_INPUT = frozenset(_MESSAGES) - {"string_too_short", "too_short"}
 
 
+def _without_derived_noise(
+    model: type[BaseModel], errors: list[ErrorDetails]
+) -> list[ErrorDetails]:
+    """Drop "missing" for derived fields (head_dim) when their parent has other errors."""
+    parents = [tuple(e["loc"][:-1]) for e in errors]
+
+    def noise(i: int, err: ErrorDetails) -> bool:
+        if err["type"] != "missing" or not err["loc"]:
+            return False
+        target = _model_of(_annotation_at(model, err["loc"][:-1]))
+        derived: frozenset[str] = getattr(target, "derived_fields", frozenset())
+        others = sum(1 for j, p in enumerate(parents) if p == parents[i] and j != i)
+        return err["loc"][-1] in derived and others > 0
+
+    return [e for i, e in enumerate(errors) if not noise(i, e)]
+
+
 def format_path(loc: Sequence[int | str]) -> str:
     out = ""
     for part in loc:
@@ -137,8 +155,8 @@ def _is_union_tag(part: int | str) -> bool:
     return isinstance(part, str) and (part.startswith("function-") or "[" in part)
 
 
-def _fields_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
-    """Field names (and aliases) accepted at `loc`, for did-you-mean hints."""
+def _annotation_at(model: type[BaseModel], loc: Sequence[int | str]) -> Any:
+    """The type expected at `loc` inside `model`, or None when the path leaves the models."""
     current: Any = model
     for part in loc:
         if isinstance(part, int):
@@ -146,9 +164,14 @@ def _fields_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
             continue
         sub = _model_of(current)
         if sub is None or part not in sub.model_fields:
-            return []
+            return None
         current = sub.model_fields[part].annotation
-    target = _model_of(current)
+    return current
+
+
+def _fields_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """Field names (and aliases) accepted at `loc`, for did-you-mean hints."""
+    target = _model_of(_annotation_at(model, loc))
     if target is None:
         return []
     names: list[str] = []

@@ -30,7 +30,7 @@ what to change.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -112,6 +112,8 @@ class ModelArch(BaseModel):
     model_config = ConfigDict(
         frozen=True, extra="forbid", json_schema_extra=_derived_fields_optional
     )
+    # Filled from other fields; "missing" only matters when nothing else is wrong.
+    derived_fields: ClassVar[frozenset[str]] = _DERIVED
 
     name: str | None = Field(default=None, description="Preset or display name; not used.")
     layers: int = Field(description="Transformer blocks (num_hidden_layers).")
