@@ -1,0 +1,1 @@
+"""gpufleet benchmarks: `make bench` (python -m benchmarks). Kept out of `make test`."""

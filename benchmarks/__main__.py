@@ -1,0 +1,111 @@
+"""Run the benchmarks and print a Markdown table with the machine they ran on.
+
+Each benchmark states its budget next to its code, so a slower result is read
+against the number it was held to. Budgets are checked: a run over budget
+exits 1. Results are written with `--out FILE` (docs/benchmarks.md keeps the
+last committed run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    what: str
+    budget_s: float
+    repeat: int
+    fn: Callable[[], object]
+
+
+def _catalog_cold() -> object:
+    code = "from gpufleet.catalog.registry import TABLES\nfor t in TABLES.values(): t.load()\n"
+    return subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _cli_version() -> object:
+    exe = Path(sys.executable).with_name("gpufleet")
+    return subprocess.run([str(exe), "--version"], check=True, capture_output=True)
+
+
+def _validate_examples() -> object:
+    from gpufleet.specs.kinds import load_spec
+
+    return [load_spec(p) for p in sorted((ROOT / "examples").glob("*.yaml"))]
+
+
+BENCHES = [
+    Bench(
+        "catalog-cold-load",
+        "new process: import and load every catalog table",
+        budget_s=2.0,
+        repeat=5,
+        fn=_catalog_cold,
+    ),
+    Bench("cli-startup", "`gpufleet --version` in a new process", 1.5, 5, _cli_version),
+    Bench(
+        "validate-examples",
+        "validate every examples/*.yaml (warm catalog)",
+        budget_s=0.25,
+        repeat=20,
+        fn=_validate_examples,
+    ),
+]
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    python = platform.python_version()
+    return f"{platform.machine()} · {cpus} CPUs · Python {python} · {platform.platform()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("--out", type=Path, help="also write the Markdown report here")
+    args = parser.parse_args()
+    lines = [
+        f"Machine: {machine()}  ",
+        f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
+        "| benchmark | what | median s | min s | budget s | ok |",
+        "|---|---|---|---|---|---|",
+    ]
+    failed = False
+    for bench in BENCHES:
+        bench.fn()  # warm-up: imports and caches are not what we measure twice
+        times = []
+        for _ in range(bench.repeat):
+            start = time.perf_counter()
+            bench.fn()
+            times.append(time.perf_counter() - start)
+        median = statistics.median(times)
+        ok = median <= bench.budget_s
+        failed |= not ok
+        lines.append(
+            f"| {bench.name} | {bench.what} | {median:.3f} | {min(times):.3f} "
+            f"| {bench.budget_s} | {'yes' if ok else 'NO'} |"
+        )
+        print(lines[-1], flush=True)
+    report = "\n".join(lines) + "\n"
+    print()
+    print(report)
+    if args.out:
+        args.out.write_text(report, encoding="utf-8")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
