@@ -3,7 +3,9 @@
 A fresh Debian machine has python3 but often neither pip nor the venv module
 (they are separate packages there), so the Makefile cannot assume either. The
 uv wheel carries a static binary; we download the wheel that matches this
-machine, check its sha256 against PyPI's JSON metadata and unpack the binary.
+machine from the package index's simple API (PEP 691 JSON, which mirrors and
+proxies serve too), check its sha256 and unpack the binary. Set
+UV_BOOTSTRAP_INDEX to use another index.
 """
 
 from __future__ import annotations
@@ -11,15 +13,18 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import platform
 import stat
 import sys
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
 
 UV_VERSION = "0.13.9"
-PYPI_JSON = f"https://pypi.org/pypi/uv/{UV_VERSION}/json"
+INDEX = os.environ.get("UV_BOOTSTRAP_INDEX", "https://pypi.org/simple").rstrip("/")
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
 
 def _platform_tags() -> list[str]:
@@ -33,10 +38,11 @@ def _platform_tags() -> list[str]:
 
 
 def _pick_wheel(files: list[dict[str, object]]) -> dict[str, object]:
+    prefix = f"uv-{UV_VERSION}-"
     for tag in _platform_tags():
         for entry in files:
             name = str(entry["filename"])
-            if name.endswith(".whl") and tag in name:
+            if name.startswith(prefix) and name.endswith(".whl") and tag in name:
                 return entry
     raise SystemExit("bootstrap_uv: no uv wheel for this platform on PyPI; install uv by hand")
 
@@ -46,13 +52,15 @@ def main() -> None:
     target = dest / "uv"
     if target.exists():
         return
-    with urllib.request.urlopen(PYPI_JSON, timeout=120) as response:
+    request = urllib.request.Request(f"{INDEX}/uv/", headers={"Accept": SIMPLE_JSON})
+    with urllib.request.urlopen(request, timeout=120) as response:
         meta = json.load(response)
-    entry = _pick_wheel(meta["urls"])
-    with urllib.request.urlopen(str(entry["url"]), timeout=600) as response:
+    entry = _pick_wheel(meta["files"])
+    url = urllib.parse.urljoin(f"{INDEX}/uv/", str(entry["url"]))
+    with urllib.request.urlopen(url, timeout=600) as response:
         blob = response.read()
     digest = hashlib.sha256(blob).hexdigest()
-    expected = entry["digests"]["sha256"]  # type: ignore[index]
+    expected = entry["hashes"]["sha256"]  # type: ignore[index]
     if digest != expected:
         raise SystemExit(f"bootstrap_uv: sha256 mismatch for {entry['filename']}")
     with zipfile.ZipFile(io.BytesIO(blob)) as wheel:
