@@ -8,6 +8,8 @@ VENV := .venv
 STAMP := $(VENV)/.synced
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
+# Trust the machine's CA store, as pip and curl do (TLS-inspecting proxies, private mirrors).
+export UV_SYSTEM_CERTS ?= 1
 
 .PHONY: run test check lint typecheck format bench clean
 
