@@ -75,3 +75,14 @@ def test_plain_integers_round_trip(n: int) -> None:
     assert parse_count(n) == n
     assert parse_count(str(n)) == n
     assert parse_bytes(f"{n}B") == n
+
+
+def test_zero_and_negative_amounts_are_rejected_where_they_make_no_sense() -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from gpufleet.quantities import PositiveSeconds, TokenCount
+
+    with pytest.raises(ValidationError, match="must be greater than 0, got '0T'"):
+        TypeAdapter(TokenCount).validate_python("0T")
+    with pytest.raises(ValidationError, match="must be greater than 0, got 0"):
+        TypeAdapter(PositiveSeconds).validate_python(0)

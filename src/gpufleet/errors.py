@@ -24,8 +24,11 @@ class UserError(GpufleetError):
 class SpecError(UserError):
     """A workload, cluster or team spec failed validation.
 
-    `problems` holds one line per problem, each starting with the field path,
-    so a file with several mistakes is fixed in one round.
+    `problems` holds one line per problem, each starting with the field path.
+    Every field-level problem is reported at once; checks across fields (a
+    parallel layout against the GPU count, a MIG layout against its GPU) run
+    once the fields they compare have parsed, so they may surface in a second
+    round.
     """
 
     def __init__(self, source: str, problems: list[str]) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+
+Q = TypeVar("Q", int, float)
 
 _NUMBER = r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 _SPLIT = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-z/]*)\s*$")
@@ -129,6 +132,8 @@ def parse_bit_rate(value: object) -> float:
     scale = BIT_RATE_SCALE.get(unit)
     if scale is None:
         hint = " (GB/s is bytes: write Gbps for bits)" if unit in BYTE_RATE_SCALE else ""
+        if not hint and unit.upper() in {u.upper() for u in BIT_RATE_SCALE}:
+            hint = " (units are case-sensitive: Gbps is bits, GB/s is bytes)"
         raise ValueError(f"unknown bit-rate unit '{unit}' in '{value}'{hint}; use Gbps or Tbps")
     return num * scale
 
@@ -143,6 +148,8 @@ def parse_byte_rate(value: object) -> float:
     scale = BYTE_RATE_SCALE.get(unit)
     if scale is None:
         hint = " (Gbps is bits: write GB/s for bytes)" if unit in BIT_RATE_SCALE else ""
+        if not hint and unit.upper() in {u.upper() for u in BYTE_RATE_SCALE}:
+            hint = " (units are case-sensitive: GB/s is bytes, Gbps is bits)"
         raise ValueError(f"unknown throughput unit '{unit}' in '{value}'{hint}; use GB/s or TB/s")
     return num * scale
 
@@ -155,7 +162,9 @@ def parse_duration(value: object) -> float:
         num, unit = _split(str(value), what, example)
         scale = DURATION_SCALE.get(unit.lower())
         if scale is None:
-            raise ValueError(f"unknown duration unit '{unit}' in '{value}'; use s, min, h, d or w")
+            raise ValueError(
+                f"unknown duration unit '{unit}' in '{value}'; use s, min, h, d, w or y"
+            )
         plain = num * scale
     return plain
 
@@ -171,25 +180,57 @@ def _schema(description: str, example: str) -> WithJsonSchema:
     )
 
 
+def _positive(parse: Callable[[object], Q]) -> Callable[[object], Q]:
+    """Wrap a parser so zero and negative amounts are rejected with the amount shown."""
+
+    def check(value: object) -> Q:
+        amount = parse(value)
+        if amount <= 0:
+            raise ValueError(f"must be greater than 0, got {value!r}")
+        return amount
+
+    return check
+
+
+def _non_negative(parse: Callable[[object], Q]) -> Callable[[object], Q]:
+    def check(value: object) -> Q:
+        amount = parse(value)
+        if amount < 0:
+            raise ValueError(f"must not be negative, got {value!r}")
+        return amount
+
+    return check
+
+
 TokenCount = Annotated[
-    int, BeforeValidator(parse_count), _schema("A count; SI suffixes K, M, B, T, P.", "15T")
+    int,
+    BeforeValidator(_positive(parse_count)),
+    _schema("A positive count; SI suffixes K, M, B, T, P.", "15T"),
 ]
 Bytes = Annotated[
-    int, BeforeValidator(parse_bytes), _schema("A size in bytes; units GB, GiB, TB, TiB.", "80GiB")
+    int,
+    BeforeValidator(_non_negative(parse_bytes)),
+    _schema("A size in bytes; units GB, GiB, TB, TiB.", "80GiB"),
 ]
 BitsPerSecond = Annotated[
     float,
-    BeforeValidator(parse_bit_rate),
-    _schema("A bit rate; units Gbps, Tbps (bare number: Gb/s).", "400Gbps"),
+    BeforeValidator(_positive(parse_bit_rate)),
+    _schema("A positive bit rate; units Gbps, Tbps (bare number: Gb/s).", "400Gbps"),
 ]
 BytesPerSecond = Annotated[
     float,
-    BeforeValidator(parse_byte_rate),
-    _schema("A throughput; units GB/s, TB/s (bare number: GB/s).", "200GB/s"),
+    BeforeValidator(_positive(parse_byte_rate)),
+    _schema("A positive throughput; units GB/s, TB/s (bare number: GB/s).", "200GB/s"),
 ]
 Seconds = Annotated[
     float,
-    BeforeValidator(parse_duration),
+    BeforeValidator(_non_negative(parse_duration)),
     PlainSerializer(float),
-    _schema("A duration; units s, min, h, d, w (bare number: seconds).", "90d"),
+    _schema("A duration; units s, min, h, d, w, y (bare number: seconds).", "90d"),
+]
+PositiveSeconds = Annotated[
+    float,
+    BeforeValidator(_positive(parse_duration)),
+    PlainSerializer(float),
+    _schema("A positive duration; units s, min, h, d, w, y (bare number: seconds).", "6h"),
 ]

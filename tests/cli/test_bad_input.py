@@ -169,7 +169,7 @@ CASES = [
         node_groups:
           - {name: g, count: 2, accelerator: h100, topology: leaf-1}
         """,
-        ["node_groups[0].topology: 'leaf-1' has 1 levels; expected 2 (block/leaf)"],
+        ["node_groups[0].topology: 'leaf-1' has 1 level; expected 2 (block/leaf)"],
         id="topology-path-too-short",
     ),
     pytest.param(

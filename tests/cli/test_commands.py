@@ -141,3 +141,35 @@ def test_examples_validate(path: Path, capsys: pytest.CaptureFixture[str]) -> No
     code, out, _ = run(["validate", str(path), "--format", "json"], capsys)
     assert code == 0
     assert json.loads(out)["kind"] in SCHEMAS
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_conform_to_the_printed_json_schema(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Editors and CI validate specs with `gpufleet schema`; it must accept what we accept."""
+    import jsonschema
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    code, out, _ = run(["schema", data["kind"]], capsys)
+    assert code == 0
+    jsonschema.validate(data, json.loads(out))
+
+
+def test_filters_accept_aliases_and_sizes_with_units(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["catalog", "instances", "--format", "json", "--filter", "accelerator=H100"]
+    code, out, _ = run([*argv, "--filter", "provider=aws"], capsys)
+    assert code == 0
+    names = {r["name"] for r in json.loads(out)}
+    assert names == {"p5.48xlarge", "p5.4xlarge"}
+    code, out, _ = run(
+        ["catalog", "gpus", "--format", "json", "--filter", "memory_bytes>=190GB"], capsys
+    )
+    assert {r["name"] for r in json.loads(out)} == {"b200-sxm-192gb", "mi300x", "mi325x"}
+
+
+def test_bare_command_prints_help_and_succeeds(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run([], capsys)
+    assert code == 0
+    assert "catalog" in out

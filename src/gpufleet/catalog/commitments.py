@@ -64,6 +64,7 @@ class Commitment(CatalogRow):
     table_columns: ClassVar[tuple[str, ...]] = (
         "provider",
         "program",
+        "scope",
         "instance_types",
         "term_years",
         "discount_fraction",

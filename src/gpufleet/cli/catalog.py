@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -27,9 +28,24 @@ FilterOpt = Annotated[
 ]
 
 
+def _canonical(table: str) -> Callable[[str, str], str]:
+    """Filter values naming an accelerator accept its aliases (H100, A100-SXM4-80GB)."""
+
+    def canonical(column: str, value: str) -> str:
+        if column == "accelerator" or (table == "gpus" and column == "name"):
+            from gpufleet.catalog.accelerators import accelerator_index
+
+            index = accelerator_index()
+            if value in index:
+                return index.get(value).name
+        return value
+
+    return canonical
+
+
 def _show(entry: TableEntry, fmt: Format, filters: list[str] | None) -> None:
     rows = entry.load()
-    records = apply_filters(as_records(rows), filters or [])
+    records = apply_filters(as_records(rows), filters or [], _canonical(entry.name))
     columns = type(rows[0]).table_columns if rows else ()
     render(records, fmt, wide_console(), title=entry.title, table_columns=columns)
 
@@ -38,7 +54,7 @@ def _register(entry: TableEntry) -> None:
     def command(format: FormatOpt = Format.table, filter: FilterOpt = None) -> None:
         _show(entry, format, filter)
 
-    command.__doc__ = f"List {entry.title.lower()} with units, source and retrieved date."
+    command.__doc__ = f"{entry.title}: every row with units, source and retrieved date."
     app.command(entry.name)(command)
 
 

@@ -47,8 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     Click's standalone mode handles usage errors (exit 2), --help and broken pipes;
     our own `UserError`s pass through it and are reported here, never as tracebacks.
     """
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        args = ["--help"]  # a bare `gpufleet` is a request for help, not an error
     try:
-        app(args=argv, prog_name="gpufleet", standalone_mode=True)
+        app(args=args, prog_name="gpufleet", standalone_mode=True)
     except UserError as exc:
         Console(stderr=True, soft_wrap=True).print(
             f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from gpufleet.catalog.columns import unit_of
 from gpufleet.errors import UserError, suggest
+from gpufleet.quantities import parse_bytes
 
 
 class Format(StrEnum):
@@ -45,6 +46,13 @@ def parse_filters(exprs: Sequence[str], columns: Sequence[str]) -> list[Callable
     return [_parse_filter(expr, columns) for expr in exprs]
 
 
+def _canonical_expr(expr: str, canonical: Callable[[str, str], str]) -> str:
+    match = _FILTER.match(expr)
+    if match is None or match["op"] not in {"=", "!="}:
+        return expr
+    return f"{match['key']}{match['op']}{canonical(match['key'], match['value'].strip())}"
+
+
 def _parse_filter(expr: str, columns: Sequence[str]) -> Callable[[Record], bool]:
     match = _FILTER.match(expr)
     if match is None:
@@ -53,14 +61,13 @@ def _parse_filter(expr: str, columns: Sequence[str]) -> Callable[[Record], bool]
         )
     key, op, value = match["key"], match["op"], match["value"].strip()
     if key not in columns:
-        hint = suggest(key, columns, limit=1)
+        # `memory` should point at `memory_bytes`: a unit suffix is the usual omission.
+        hint = [c for c in columns if unit_of(c) and c.startswith(f"{key}_")][:1]
+        hint = hint or suggest(key, columns, limit=1)
         tail = f"; did you mean '{hint[0]}'?" if hint else ""
         raise UserError(f"--filter '{expr}': unknown column '{key}'{tail}")
     if op in _NUMERIC_OPS:
-        try:
-            bound = float(value)
-        except ValueError:
-            raise UserError(f"--filter '{expr}': '{value}' is not a number") from None
+        bound = _number(key, value, expr)
         compare = _NUMERIC_OPS[op]
 
         def numeric(rec: Record) -> bool:
@@ -82,6 +89,20 @@ def _parse_filter(expr: str, columns: Sequence[str]) -> Callable[[Record], bool]
     return lambda rec: any(_equal(c, wanted) for c in cells(rec))
 
 
+def _number(column: str, value: str, expr: str) -> float:
+    """A filter bound; `_bytes` columns also take sizes with units (80GB, 80GiB)."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    if unit_of(column) == "bytes":
+        try:
+            return float(parse_bytes(value))
+        except ValueError as exc:
+            raise UserError(f"--filter '{expr}': {exc}") from None
+    raise UserError(f"--filter '{expr}': '{value}' is not a number") from None
+
+
 def _equal(cell: str, wanted: str) -> bool:
     if cell == wanted:
         return True
@@ -97,10 +118,18 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
-def apply_filters(records: Sequence[Record], exprs: Sequence[str]) -> list[Record]:
+def apply_filters(
+    records: Sequence[Record],
+    exprs: Sequence[str],
+    canonical: Callable[[str, str], str] | None = None,
+) -> list[Record]:
+    """Keep records matching every filter; `canonical(column, value)` may rewrite an
+    equality value first (an alias such as H100 to the catalog's canonical name)."""
     columns = list(records[0]) if records else []
     if exprs and not records:
         return []
+    if canonical is not None:
+        exprs = [_canonical_expr(e, canonical) for e in exprs]
     tests = parse_filters(exprs, columns)
     return [r for r in records if all(t(r) for t in tests)]
 
@@ -135,7 +164,7 @@ def render(
     for rec in records:
         table.add_row(*(human(col, rec.get(col)) for col in columns))
     console.print(table)
-    console.print(f"{len(records)} rows", style="dim")
+    console.print(f"{len(records)} row{'' if len(records) == 1 else 's'}", style="dim")
 
 
 def to_csv(records: Sequence[Record]) -> str:
@@ -152,6 +181,8 @@ def to_csv(records: Sequence[Record]) -> str:
 def _csv_cell(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, list | tuple):
         return ";".join(str(v) for v in value)
     if isinstance(value, dict):
@@ -205,7 +236,11 @@ def human(column: str, value: Any) -> str:
 
 
 def format_bytes(value: float) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+    """Binary units when the value is a whole number of them (32 GiB), else decimal."""
+    for unit, scale in (("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30)):
+        if value >= scale and value % scale == 0:
+            return f"{value / scale:,.0f} {unit}"
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
         if value >= scale:
             return f"{value / scale:,.4g} {unit}"
     return f"{value:,.0f} B"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from gpufleet.cli.output import Format
 from gpufleet.errors import UserError, suggest
 from gpufleet.specs.kinds import SCHEMAS, load_spec
 
@@ -26,17 +26,26 @@ def schema(
     typer.echo(json.dumps(model.model_json_schema(), indent=2))
 
 
+class SpecFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
 def validate(
     path: Annotated[Path, typer.Argument(help="A spec YAML file (any kind).")],
-    format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
+    format: Annotated[
+        SpecFormat,
+        typer.Option(
+            "--format", "-f", help="table: a one-line verdict; json: the spec as understood."
+        ),
+    ] = SpecFormat.table,
 ) -> None:
-    """Check a spec file and print it with defaults filled in and names made canonical."""
+    """Check a spec file. With --format json, print it with defaults filled in and
+    catalog names made canonical (what the planner will use)."""
     spec = load_spec(path)
-    if format is Format.json:
+    if format is SpecFormat.json:
         typer.echo(spec.model_dump_json(indent=2))
         return
-    if format is Format.csv:
-        raise UserError("validate: --format csv is not available; use table or json")
     console = Console()
     kind = getattr(spec, "kind", type(spec).__name__)
     console.print(f"[green]ok[/green] {path}: valid {kind} spec")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, Self
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from gpufleet.specs.base import Spec
+from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.names import AcceleratorName
 
 Capacity = Literal["reserved", "on-demand", "spot"]
@@ -58,6 +58,8 @@ class NodeGroup(Spec):
 
 
 class ClusterSpec(Spec):
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=kind_required)
+
     kind: Literal["cluster"] = "cluster"
     name: str = "cluster"
     topology_levels: tuple[str, ...] = Field(
@@ -95,9 +97,10 @@ def cluster_problems(spec: ClusterSpec) -> list[str]:
         seen.add(group.name)
         if group.topology is not None and len(group.topology.split("/")) != depth:
             levels = "/".join(spec.topology_levels[:-1])
+            given = len(group.topology.split("/"))
             out.append(
-                f"{where}.topology: '{group.topology}' has {len(group.topology.split('/'))} "
-                f"levels; expected {depth} ({levels})"
+                f"{where}.topology: '{group.topology}' has {given} level{'s' * (given != 1)}; "
+                f"expected {depth} ({levels})"
             )
         if group.mig_layout is None:
             continue

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
-from gpufleet.specs.base import Spec
+from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.hardware import HardwareSpec
 from gpufleet.specs.model_ref import ModelSpec
 
@@ -76,6 +76,8 @@ class InferenceParallelism(Spec):
 
 
 class InferenceSpec(Spec):
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=kind_required)
+
     kind: Literal["inference"] = "inference"
     name: str | None = None
     model: ModelSpec

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, model_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
 
-from gpufleet.specs.base import Spec
+from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.names import AcceleratorName
 
 
@@ -54,6 +54,8 @@ class Team(Spec):
 
 
 class TeamsSpec(Spec):
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=kind_required)
+
     kind: Literal["teams"] = "teams"
     priority_classes: list[PriorityClass] = Field(
         default_factory=lambda: list(DEFAULT_PRIORITY_CLASSES)

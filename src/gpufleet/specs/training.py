@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
-from gpufleet.quantities import BytesPerSecond, Seconds, TokenCount
-from gpufleet.specs.base import Spec
+from gpufleet.quantities import BytesPerSecond, PositiveSeconds, Seconds, TokenCount
+from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.hardware import HardwareSpec
 from gpufleet.specs.model_ref import ModelSpec
 
@@ -25,7 +25,7 @@ class TrainingParams(Spec):
     seq_len: PositiveInt = Field(description="Tokens per sequence.")
     global_batch: PositiveInt = Field(description="Sequences per optimizer step.")
     tokens: TokenCount | None = Field(
-        default=None, gt=0, description="Token budget, e.g. 15.6T; needed for time and cost."
+        default=None, description="Token budget, e.g. 15.6T; needed for time and cost."
     )
     precision: TrainingPrecision = "bf16"
     optimizer: Literal["adam", "adamw"] = "adam"
@@ -51,16 +51,18 @@ class Parallelism(Spec):
 
 class Reliability(Spec):
     checkpoint_storage: BytesPerSecond | None = Field(
-        default=None, gt=0, description="Write throughput for checkpoints (bare number: GB/s)."
+        default=None, description="Write throughput for checkpoints (bare number: GB/s)."
     )
-    checkpoint_interval: Seconds | None = Field(default=None, gt=0)
-    gpu_mtbf: Seconds | None = Field(
-        default=None, gt=0, description="Mean time between failures of one GPU."
+    checkpoint_interval: PositiveSeconds | None = None
+    gpu_mtbf: PositiveSeconds | None = Field(
+        default=None, description="Mean time between failures of one GPU."
     )
-    restart_overhead: Seconds | None = Field(default=None, ge=0)
+    restart_overhead: Seconds | None = None
 
 
 class TrainingSpec(Spec):
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=kind_required)
+
     kind: Literal["training"] = "training"
     name: str | None = None
     model: ModelSpec
@@ -115,7 +117,11 @@ def training_problems(spec: TrainingSpec) -> list[str]:
             )
     if train.seq_len % par.cp:
         out.append(f"parallelism.cp ({par.cp}) must divide training.seq_len ({train.seq_len})")
-    if par.ep > 1 and arch.experts % par.ep:
+    if par.ep > 1 and arch.experts == 1:
+        out.append(
+            f"parallelism.ep ({par.ep}) needs a mixture-of-experts model (model.experts is 1)"
+        )
+    elif par.ep > 1 and arch.experts % par.ep:
         out.append(f"parallelism.ep ({par.ep}) must divide model.experts ({arch.experts})")
     model_parallel = par.tp * par.pp * par.cp
     if hw.count is not None:
