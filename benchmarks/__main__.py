@@ -58,7 +58,7 @@ BENCHES = [
     Bench("cli-startup", "`gpufleet --version` in a new process", 1.5, 5, _cli_version),
     Bench(
         "validate-examples",
-        "validate every examples/*.yaml (warm catalog)",
+        "check every examples/*.yaml (warm catalog)",
         budget_s=0.25,
         repeat=20,
         fn=_validate_examples,

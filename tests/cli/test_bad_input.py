@@ -213,7 +213,7 @@ def test_bad_spec_gets_exact_messages_and_exit_2(
     spec.write_text(dedent(text), encoding="utf-8")
     before = sorted(tmp_path.iterdir())
 
-    code = main(["validate", str(spec)])
+    code = main(["check", str(spec)])
 
     out, err = capsys.readouterr()
     assert code == 2
@@ -226,20 +226,18 @@ def test_bad_spec_gets_exact_messages_and_exit_2(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        pytest.param(["check", "{tmp}/nope.yaml"], "{tmp}/nope.yaml: no such file", id="missing"),
         pytest.param(
-            ["validate", "{tmp}/nope.yaml"], "{tmp}/nope.yaml: no such file", id="missing"
+            ["check", "{tmp}"], "{tmp}: is a directory, expected a YAML file", id="directory"
         ),
         pytest.param(
-            ["validate", "{tmp}"], "{tmp}: is a directory, expected a YAML file", id="directory"
-        ),
-        pytest.param(
-            ["validate", "{tmp}/broken.yaml"],
+            ["check", "{tmp}/broken.yaml"],
             "{tmp}/broken.yaml: YAML syntax error at line 3, column 9: "
             "expected ',' or '}}', but got ':'",
             id="yaml-syntax",
         ),
         pytest.param(
-            ["validate", "{tmp}/latin1.yaml"],
+            ["check", "{tmp}/latin1.yaml"],
             "{tmp}/latin1.yaml: not a UTF-8 text file",
             id="not-utf8",
         ),

@@ -60,7 +60,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         [],
         ["catalog"],
         ["schema"],
-        ["validate"],
+        ["check"],
         *[["catalog", name] for name in TABLES],
     ],
     ids=lambda a: " ".join(a) or "root",
@@ -138,7 +138,7 @@ def test_schema_prints_json_schema(name: str, capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_validate(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["validate", str(path), "--format", "json"], capsys)
+    code, out, _ = run(["check", str(path), "--format", "json"], capsys)
     assert code == 0
     assert json.loads(out)["kind"] in SCHEMAS
 

@@ -21,8 +21,9 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(catalog.app, name="catalog")
+_GROUPS = frozenset({"catalog"})
 app.command("schema")(specs.schema)
-app.command("validate")(specs.validate)
+app.command("check")(specs.check)
 
 
 def _version(value: bool) -> None:
@@ -48,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     our own `UserError`s pass through it and are reported here, never as tracebacks.
     """
     args = sys.argv[1:] if argv is None else argv
-    if not args:
-        args = ["--help"]  # a bare `gpufleet` is a request for help, not an error
+    if not args or (len(args) == 1 and args[0] in _GROUPS):
+        args = [*args, "--help"]  # a bare command group is a request for help, not an error
     try:
         app(args=args, prog_name="gpufleet", standalone_mode=True)
     except UserError as exc:

@@ -31,7 +31,7 @@ class SpecFormat(StrEnum):
     json = "json"
 
 
-def validate(
+def check(
     path: Annotated[Path, typer.Argument(help="A spec YAML file (any kind).")],
     format: Annotated[
         SpecFormat,
@@ -40,8 +40,11 @@ def validate(
         ),
     ] = SpecFormat.table,
 ) -> None:
-    """Check a spec file. With --format json, print it with defaults filled in and
-    catalog names made canonical (what the planner will use)."""
+    """Check a spec file; --format json prints it as gpufleet understood it.
+
+    The JSON has defaults filled in and catalog names made canonical: what the
+    planner and scheduler will use.
+    """
     spec = load_spec(path)
     if format is SpecFormat.json:
         typer.echo(spec.model_dump_json(indent=2))
