@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpufleet import __version__
-from gpufleet.cli import catalog, specs
+from gpufleet.cli import catalog, specs, training
 from gpufleet.errors import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -21,7 +21,20 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(catalog.app, name="catalog")
-_GROUPS = frozenset({"catalog"})
+estimate_app = typer.Typer(help="Estimate one configuration of a workload.", no_args_is_help=True)
+estimate_app.command("training")(training.estimate_training)
+search_app = typer.Typer(
+    help="Search hardware and parallel layouts for a workload.", no_args_is_help=True
+)
+search_app.command("training")(training.search_training)
+validate_app = typer.Typer(
+    help="Compare the estimators with published measurements.", no_args_is_help=True
+)
+validate_app.command("training")(training.validate_training)
+app.add_typer(estimate_app, name="estimate")
+app.add_typer(search_app, name="search")
+app.add_typer(validate_app, name="validate")
+_GROUPS = frozenset({"catalog", "estimate", "search", "validate"})
 app.command("schema")(specs.schema)
 app.command("check")(specs.check)
 

@@ -17,7 +17,7 @@ from gpufleet.specs.hardware import HardwareSpec
 from gpufleet.specs.model_ref import ModelSpec
 
 TrainingPrecision = Literal["bf16", "fp8"]
-Framework = Literal["megatron", "deepspeed", "fsdp", "jax", "nemo"]
+Framework = Literal["megatron", "megatron-2021", "nemo", "deepspeed", "fsdp", "jax"]
 Recompute = Literal["none", "selective", "full"]
 
 
@@ -31,6 +31,11 @@ class TrainingParams(Spec):
     optimizer: Literal["adam", "adamw"] = "adam"
     framework: Framework = Field(
         default="megatron", description="Selects an efficiency profile with its source."
+    )
+    dropout: bool = Field(
+        default=False,
+        description="Hidden and attention dropout on (GPT-3-era recipes); adds masks to "
+        "activation memory and elementwise time.",
     )
 
 

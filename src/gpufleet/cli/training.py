@@ -1,0 +1,254 @@
+"""`gpufleet estimate|search|validate training`: the training planner on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpufleet.cli.output import format_bytes, wide_console
+from gpufleet.errors import UserError
+from gpufleet.specs.load import load
+from gpufleet.specs.training import TrainingSpec
+
+EXIT_INFEASIBLE = 1
+SpecArg = Annotated[Path, typer.Argument(help="A training spec YAML file (kind: training).")]
+JsonOpt = Annotated[
+    str, typer.Option("--format", "-f", help="table (terminal) or json (stable fields).")
+]
+
+
+def _format(value: str) -> str:
+    if value not in {"table", "json"}:
+        raise UserError(f"--format: '{value}' is not one of table, json")
+    return value
+
+
+def _load(path: Path) -> TrainingSpec:
+    return load(TrainingSpec, path)
+
+
+def estimate_training(spec_path: SpecArg, format: JsonOpt = "table") -> None:
+    """Estimate one training configuration: memory, step time, MFU, time and GPU-hours.
+
+    Exit code 1 when the configuration does not fit; 2 for bad input.
+    """
+    from gpufleet.estimate.training_estimate import estimate_training as run
+
+    fmt = _format(format)
+    result = run(_load(spec_path))
+    if fmt == "json":
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        _print_estimate(result, wide_console())
+    if not result.fits:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _print_estimate(r: object, console: Console) -> None:
+    from gpufleet.estimate.training_estimate import TrainingEstimate
+
+    assert isinstance(r, TrainingEstimate)
+    p = r.parallelism
+    console.print(
+        f"[bold]{r.gpus} × {r.accelerator}[/bold]  tp {p.tp} · pp {p.pp} · dp {p.dp} · cp {p.cp}"
+        f" · ep {p.ep} · microbatch {p.microbatch} · zero {p.zero_stage} · recompute "
+        f"{p.recompute} ({p.chosen_by})"
+    )
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="dim")
+    table.add_column(justify="right")
+    rows = [
+        ("tokens/s", f"{r.tokens_per_s:,.0f}"),
+        ("step time", f"{r.step_time_s:.3f} s"),
+        ("TFLOP/s per GPU (model)", f"{r.tflops_per_gpu:.1f}"),
+        ("MFU / HFU", f"{r.mfu:.1%} / {r.hfu:.1%}"),
+        (
+            "memory per GPU",
+            f"{format_bytes(r.memory_per_gpu_bytes.total)} of "
+            f"{format_bytes(r.memory_capacity_bytes)}"
+            + ("" if r.fits else "  [red]does not fit[/red]"),
+        ),
+        (
+            "  weights / grads / optimizer",
+            f"{format_bytes(r.memory_per_gpu_bytes.weights)} / "
+            f"{format_bytes(r.memory_per_gpu_bytes.gradients)} / "
+            f"{format_bytes(r.memory_per_gpu_bytes.optimizer)}",
+        ),
+        (
+            "  activations / other",
+            f"{format_bytes(r.memory_per_gpu_bytes.activations)} / "
+            f"{format_bytes(r.memory_per_gpu_bytes.other)}",
+        ),
+        (
+            "comm tp / pp / dp (exposed)",
+            f"{r.comm_time_s.tp:.3f} / {r.comm_time_s.pp:.3f} / "
+            f"{r.comm_time_s.dp:.3f} s ({r.comm_time_s.exposed:.3f} s)",
+        ),
+    ]
+    if r.train_time_days is not None:
+        rows.append(("train time (no failures)", f"{r.train_time_days:.1f} days"))
+        rows.append(("GPU-hours (no failures)", f"{r.gpu_hours:,.0f}"))
+    if r.goodput_fraction is not None:
+        rows.append(("goodput", f"{r.goodput_fraction:.1%}"))
+    if r.wall_clock_days_with_failures is not None:
+        rows.append(("wall clock with failures", f"{r.wall_clock_days_with_failures:.1f} days"))
+        rows.append(("GPU-hours with failures", f"{r.gpu_hours_with_failures:,.0f}"))
+    for label, value in rows:
+        table.add_row(label, value)
+    console.print(table)
+    for reason in r.reasons:
+        console.print(f"[red]{reason}[/red]")
+    console.print(
+        f"{len(r.assumptions)} assumptions; --format json lists them with sources", style="dim"
+    )
+
+
+def search_training(
+    spec_path: SpecArg,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many candidates to show.")] = 10,
+    accelerators: Annotated[
+        list[str] | None,
+        typer.Option("--accelerator", "-a", help="Accelerator to consider (repeatable)."),
+    ] = None,
+    max_gpus: Annotated[int | None, typer.Option("--max-gpus", min=1)] = None,
+    format: JsonOpt = "table",
+) -> None:
+    """Search accelerators × GPU counts × parallel layouts; print the best and the Pareto front."""
+    from gpufleet.catalog.accelerators import get_accelerator
+    from gpufleet.plan.training_search import Constraints
+    from gpufleet.plan.training_search import search_training as run
+
+    fmt = _format(format)
+    spec = _load(spec_path)
+    names = [get_accelerator(a).name for a in (accelerators or [spec.hardware.accelerator])]
+    result = run(spec, names, constraints=Constraints(max_gpus=max_gpus), top_k=top)
+    if fmt == "json":
+        typer.echo(
+            json.dumps(
+                {
+                    "candidates_evaluated": result.candidates_evaluated,
+                    "rejected": dict(result.rejected.most_common()),
+                    "top": [c.__dict__ for c in result.top],
+                    "pareto": [c.__dict__ for c in result.pareto],
+                    "assumptions": [a.__dict__ for a in result.assumptions.frozen()],
+                },
+                indent=2,
+            )
+        )
+        return
+    console = wide_console()
+    table = Table(title=f"Top {len(result.top)} of {result.candidates_evaluated:,} candidates")
+    for col in (
+        "accelerator",
+        "GPUs",
+        "tp·pp·dp·cp·ep",
+        "mb",
+        "zero",
+        "recompute",
+        "MFU",
+        "step s",
+        "days",
+        "GPU-hours",
+        "cost $",
+    ):
+        table.add_column(col, justify="left" if col in {"accelerator", "recompute"} else "right")
+    for c in result.top:
+        table.add_row(
+            c.accelerator,
+            str(c.gpus),
+            f"{c.tp}·{c.pp}·{c.dp}·{c.cp}·{c.ep}",
+            str(c.microbatch),
+            str(c.zero_stage),
+            c.recompute,
+            f"{c.mfu:.1%}",
+            f"{c.step_time_s:.2f}",
+            "-" if c.train_time_s is None else f"{c.train_time_s / 86400:.1f}",
+            "-" if c.gpu_hours is None else f"{c.gpu_hours:,.0f}",
+            "-" if c.cost_usd is None else f"{c.cost_usd:,.0f}",
+        )
+    console.print(table)
+    console.print(f"Pareto front (time, cost, GPUs): {len(result.pareto)} configurations")
+    console.print(
+        "Rejected: " + ", ".join(f"{n:,} {why}" for why, n in result.rejected.most_common()),
+        style="dim",
+    )
+    if not result.top:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def validate_training(
+    fit: Annotated[bool, typer.Option("--fit", help="Refit the efficiency parameters.")] = False,
+    write: Annotated[bool, typer.Option("--write", help="With --fit: save them.")] = False,
+    format: JsonOpt = "table",
+) -> None:
+    """Compare the training estimator with every published run in the ground-truth table."""
+    from gpufleet.validation.training import (
+        fit_parameters,
+        summarise,
+        write_fitted,
+    )
+    from gpufleet.validation.training import (
+        validate_training as run,
+    )
+
+    fmt = _format(format)
+    if write and not fit:
+        raise UserError("--write needs --fit")
+    if fit:
+        result = fit_parameters()
+        if write:
+            from importlib import resources
+
+            path = resources.files("gpufleet.estimate").joinpath("data", "efficiency.yaml")
+            write_fitted(result.parameters, str(path))
+        typer.echo(
+            json.dumps(
+                {
+                    "fitted": result.parameters,
+                    "before": result.before.__dict__,
+                    "after": result.after.__dict__,
+                },
+                indent=2,
+            )
+        )
+        return
+    results = run()
+    summary = summarise(results)
+    if fmt == "json":
+        typer.echo(
+            json.dumps(
+                {
+                    "rows": [r.__dict__ | {"error": r.error} for r in results],
+                    "summary": summary.__dict__,
+                },
+                indent=2,
+            )
+        )
+        return
+    console = wide_console()
+    table = Table(title="Training estimator vs published runs")
+    for col in ("id", "metric", "published", "predicted", "error", "layout"):
+        table.add_column(
+            col, justify="right" if col in {"published", "predicted", "error"} else "left"
+        )
+    for r in results:
+        colour = "green" if abs(r.error) <= 0.10 else ("yellow" if abs(r.error) <= 0.25 else "red")
+        table.add_row(
+            r.id,
+            r.metric,
+            f"{r.published:,.2f}",
+            f"{r.predicted:,.2f}",
+            f"[{colour}]{r.error:+.1%}[/{colour}]",
+            r.layout,
+        )
+    console.print(table)
+    console.print(
+        f"throughput rows: median |error| {summary.throughput_median_abs:.1%} (target ≤ 10%), "
+        f"max {summary.throughput_max_abs:.1%} (target ≤ 25%); goodput rows: median "
+        f"{summary.goodput_median_abs:.1%} (target ≤ 15%)"
+    )

@@ -1,0 +1,139 @@
+"""Resolve a workload's hardware to the numbers the performance models need.
+
+The catalog answers "what is an H100"; the estimators need "how fast can one
+GPU of this cluster compute, read memory, talk inside its node and talk
+across nodes". This module makes that translation once, recording every
+default it takes (system, fabric, GPUs per node) as an assumption.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.catalog.accelerators import Accelerator, Precision, get_accelerator
+from gpufleet.catalog.fabrics import Fabric, get_fabric, load_fabrics
+from gpufleet.catalog.systems import System, get_system, load_systems
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+
+# Default scale-out fabric by accelerator when neither a system nor a fabric is
+# given: the InfiniBand generation NVIDIA's reference systems pair with it
+# (DGX A100: HDR 200, DGX H100/H200/B200: NDR 400 — systems.csv rows).
+_SYSTEM_PREFERENCE = ("server", "cloud-instance", "rack")
+
+
+@dataclass(frozen=True)
+class GpuHardware:
+    """Per-GPU capabilities of one cluster configuration, in base SI units."""
+
+    accelerator: str
+    peak_flops: float  # dense, at the workload's precision
+    memory_bytes: int
+    memory_bytes_per_s: float
+    scaleup_bytes_per_s: float  # unidirectional, per GPU, inside the scale-up domain
+    scaleup_domain_gpus: int
+    gpus_per_node: int
+    scaleout_bytes_per_s: float  # unidirectional, per GPU, across nodes
+    system: str | None
+    fabric: str | None
+
+
+def resolve_hardware(
+    accelerator: str,
+    precision: Precision,
+    log: Assumptions,
+    system: str | None = None,
+    scale_out: str | None = None,
+) -> GpuHardware:
+    device = get_accelerator(accelerator)
+    peak = device.dense_flops(precision)
+    if peak is None:
+        raise UserError(
+            f"{device.name} has no published dense {precision} throughput in the catalog; "
+            "choose another precision or accelerator"
+        )
+    sys_row = _system_for(device, system, log)
+    fabric = _fabric_for(sys_row, scale_out, log)
+    gpus_per_node = sys_row.node_gpus if sys_row else _default_gpus_per_node(device, log)
+    domain = device.scaleup_domain_gpus or 1
+    if sys_row and sys_row.scaleup_domain_gpus:
+        domain = sys_row.scaleup_domain_gpus
+    if device.scaleup_bidir_gbytes_per_s is None:
+        # No published scale-up link: fall back to the scale-out path inside the node too.
+        scaleup = None
+        log.add(
+            "scaleup_bandwidth",
+            "unknown; intra-node traffic uses the scale-out bandwidth",
+            f"{device.name} has no scale-up bandwidth in accelerators.csv",
+        )
+    else:
+        scaleup = device.scaleup_bidir_gbytes_per_s * 1e9 / 2
+    scaleout = _scaleout_per_gpu(sys_row, fabric, gpus_per_node, log)
+    return GpuHardware(
+        accelerator=device.name,
+        peak_flops=peak,
+        memory_bytes=device.memory_bytes,
+        memory_bytes_per_s=device.memory_bandwidth_gbytes_per_s * 1e9,
+        scaleup_bytes_per_s=scaleup if scaleup is not None else scaleout,
+        scaleup_domain_gpus=max(1, min(domain, gpus_per_node) if domain <= 8 else domain),
+        gpus_per_node=gpus_per_node,
+        scaleout_bytes_per_s=scaleout,
+        system=sys_row.name if sys_row else None,
+        fabric=fabric.name if fabric else None,
+    )
+
+
+def _system_for(device: Accelerator, name: str | None, log: Assumptions) -> System | None:
+    if name is not None:
+        row = get_system(name)
+        if row.accelerator != device.name:
+            raise UserError(
+                f"hardware.system: {row.name} holds {row.accelerator}, not {device.name}"
+            )
+        return row
+    for kind in _SYSTEM_PREFERENCE:
+        for row in load_systems():
+            if row.accelerator == device.name and row.kind == kind and row.node_gpus <= 8:
+                log.add("system", row.name, f"first {kind} with {device.name} in systems.csv")
+                return row
+    return None
+
+
+def _fabric_for(sys_row: System | None, name: str | None, log: Assumptions) -> Fabric | None:
+    if name is not None:
+        fabric = get_fabric(name)
+        if fabric.category != "scale-out":
+            raise UserError(f"hardware.scale_out: {fabric.name} is a {fabric.category} fabric")
+        return fabric
+    if sys_row and sys_row.scaleout_fabric:
+        return get_fabric(sys_row.scaleout_fabric)
+    for fabric in load_fabrics():
+        if fabric.name == "ib-ndr-400":
+            log.add("scale_out", fabric.name, "no system or fabric given; NDR 400 assumed")
+            return fabric
+    return None
+
+
+def _default_gpus_per_node(device: Accelerator, log: Assumptions) -> int:
+    per_node = min(device.scaleup_domain_gpus or 8, 8)
+    log.add("gpus_per_node", per_node, f"no system row for {device.name}; scale-up domain or 8")
+    return per_node
+
+
+def _scaleout_per_gpu(
+    sys_row: System | None, fabric: Fabric | None, gpus_per_node: int, log: Assumptions
+) -> float:
+    """Unidirectional bytes/s one GPU can push across nodes (rail-optimised: NIC per GPU)."""
+    if sys_row is not None:
+        if sys_row.node_network_gbit_per_s:
+            return sys_row.node_network_gbit_per_s * 1e9 / 8 / gpus_per_node
+        if sys_row.node_nics and sys_row.nic_gbit_per_s:
+            return sys_row.node_nics * sys_row.nic_gbit_per_s * 1e9 / 8 / gpus_per_node
+    if fabric is not None:
+        if fabric.node_gbit_per_s:
+            return fabric.node_gbit_per_s * 1e9 / 8 / gpus_per_node
+        if fabric.port_gbit_per_s:
+            log.add("nics_per_gpu", 1, f"{fabric.name}: one port per GPU (rail-optimised) assumed")
+            return fabric.port_gbit_per_s * 1e9 / 8
+    log.add("scaleout_bandwidth", "400 Gb/s per GPU", "nothing known about the fabric; NDR assumed")
+    return 400e9 / 8

@@ -1,0 +1,535 @@
+"""Training step model: memory, time and throughput of a parallel layout, vectorised.
+
+One function, `evaluate`, maps a workload (`TrainingCase`) and any number of
+parallel layouts (`Layouts`, numpy arrays of equal shape) to arrays of
+memory, time components and throughput. `gpufleet estimate` calls it with
+one layout, `gpufleet search` with the whole space at once: one model, no
+second copy for the search.
+
+The model, per microbatch and pipeline stage (references in docs/design/0003):
+- compute: matrix products at a fitted fraction of the dense peak plus a fixed
+  cost per kernel; attention core at the flash-attention fraction (causal blocks
+  skipped) or as full GEMMs plus memory-bound softmax (unfused); norms,
+  activations and residuals as HBM traffic. Backward = 2× forward
+  (flash attention backward 2.5×); recomputation adds a forward (full) or the
+  attention core (selective).
+- tensor parallel: 2 all-reduces (or all-gather + reduce-scatter with sequence
+  parallelism, same volume) per layer per pass on the scale-up domain;
+- pipeline: 1F1B with (pp-1)/v bubble, blocking point-to-point sends;
+- data parallel: gradient all-reduce (ZeRO 0) or reduce-scatter + all-gather
+  (ZeRO 1-2) once per step; ZeRO 3 gathers parameters every microbatch;
+- context parallel: ring exchange of K/V, overlapped with attention;
+- expert parallel: all-to-all dispatch and combine per MoE layer.
+Overlapped work costs max(a, b) + interference × min(a, b).
+Memory follows Korthikanti et al. 2022, generalised to GQA, SwiGLU and MoE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.estimate.efficiency import Efficiency, FrameworkProfile
+from gpufleet.estimate.flops import (
+    LayerFlops,
+    logits_flops,
+    megatron2021_flops_per_sequence,
+    model_flops,
+    qk_v_dims,
+)
+from gpufleet.estimate.hardware import GpuHardware
+from gpufleet.estimate.params import (
+    attention_params_per_layer,
+    embedding_params,
+    mlp_params,
+    norm_params,
+    router_params_per_layer,
+)
+from gpufleet.specs.model import ModelArch
+
+Array = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
+GiB = 2**30
+# CUDA context, NCCL buffers and allocator fragmentation: not in any formula, so a
+# flat reserve per GPU (assumption; PyTorch's own context alone is ~0.5-1 GiB).
+OTHER_RESERVE_BYTES = 2 * GiB
+# Optimizer step traffic per local parameter: read fp32 grad, master, m, v (16 B),
+# write master, m, v (12 B) and the bf16 weight copy (2 B).
+OPTIMIZER_BYTES_PER_PARAM = 30
+OPTIMIZER_STATE_BYTES = 12  # fp32 master weights + Adam m and v
+WEIGHT_BYTES = 2  # bf16 (fp8 training keeps bf16 weights and casts per GEMM)
+
+
+@dataclass(frozen=True)
+class TrainingCase:
+    """Everything about a training workload except its parallel layout."""
+
+    arch: ModelArch
+    seq_len: int
+    global_batch: int
+    precision: Literal["bf16", "fp8"]
+    dropout: bool
+    hw: GpuHardware
+    eff: Efficiency
+    profile: FrameworkProfile
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """Parallel layouts as equal-shape integer arrays (one element per candidate)."""
+
+    tp: IntArray
+    pp: IntArray
+    dp: IntArray
+    cp: IntArray
+    ep: IntArray
+    mb: IntArray
+    vs: IntArray
+    zero: IntArray
+    recompute: IntArray  # 0 none, 1 selective, 2 full
+    sp: IntArray  # sequence parallel 0/1
+
+    @classmethod
+    def single(
+        cls,
+        *,
+        tp: int = 1,
+        pp: int = 1,
+        dp: int = 1,
+        cp: int = 1,
+        ep: int = 1,
+        mb: int = 1,
+        vs: int = 1,
+        zero: int = 1,
+        recompute: str = "selective",
+        sp: bool = True,
+    ) -> Layouts:
+        def one(v: int) -> IntArray:
+            return np.array([v], dtype=np.int64)
+
+        return cls(
+            tp=one(tp),
+            pp=one(pp),
+            dp=one(dp),
+            cp=one(cp),
+            ep=one(ep),
+            mb=one(mb),
+            vs=one(vs),
+            zero=one(zero),
+            recompute=one(RECOMPUTE_CODES[recompute]),
+            sp=one(int(sp and tp > 1)),
+        )
+
+    @property
+    def gpus(self) -> IntArray:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def take(self, mask: npt.NDArray[np.bool_] | IntArray) -> Layouts:
+        return Layouts(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-layout results (arrays). Times in seconds, memory in bytes per GPU."""
+
+    microbatches: IntArray
+    step_time_s: Array
+    compute_s: Array  # pipeline compute on the critical stage, bubble excluded
+    bubble_s: Array
+    tp_comm_s: Array
+    pp_comm_s: Array
+    dp_comm_s: Array  # all data-parallel traffic per step (ZeRO-3 gathers included)
+    dp_exposed_s: Array
+    cp_comm_s: Array
+    ep_comm_s: Array
+    optimizer_s: Array
+    exposed_comm_s: Array
+    tokens_per_s: Array
+    model_flops_per_token: float
+    hardware_flops_per_token: Array
+    tflops_per_gpu: Array  # model FLOPs
+    mfu: Array
+    hfu: Array
+    megatron2021_tflops_per_gpu: Array
+    weights_bytes: Array
+    gradients_bytes: Array
+    optimizer_bytes: Array
+    activations_bytes: Array
+    other_bytes: Array
+    total_bytes: Array
+    params_per_gpu: Array
+
+
+def _overlap(a: Array, b: Array, interference: float) -> Array:
+    """Time of two overlapped activities: the longer one plus contention on the shorter."""
+    return np.maximum(a, b) + interference * np.minimum(a, b)
+
+
+def _ring(volume_bytes: Array, n: IntArray, bandwidth: Array, latency_s: float) -> Array:
+    """Ring all-gather or reduce-scatter of `volume_bytes` (the full buffer) over n ranks."""
+    n_f = n.astype(np.float64)
+    steps = np.maximum(n_f - 1, 0)
+    return np.where(n > 1, steps / n_f * volume_bytes / bandwidth + steps * latency_s, 0.0)
+
+
+@dataclass(frozen=True)
+class _Params:
+    embed_input: float
+    embed_output: float  # 0 when tied
+    dense_layer: float
+    moe_layer_shared: float  # attention, shared experts, router, norms
+    moe_layer_routed: float
+
+
+def _param_split(arch: ModelArch) -> _Params:
+    attn = attention_params_per_layer(arch)
+    norms = norm_params(arch) / max(arch.layers, 1)
+    dense = attn + mlp_params(arch, arch.ffn_hidden) + norms
+    width = arch.moe_ffn_hidden or arch.ffn_hidden
+    expert = mlp_params(arch, width)
+    embed = embedding_params(arch)
+    table = arch.vocab * arch.hidden
+    return _Params(
+        embed_input=float(embed - (0 if arch.tied_embeddings else table)),
+        embed_output=0.0 if arch.tied_embeddings else float(table),
+        dense_layer=float(dense),
+        moe_layer_shared=float(
+            attn + arch.shared_experts * expert + router_params_per_layer(arch) + norms
+        ),
+        moe_layer_routed=float(arch.experts * expert),
+    )
+
+
+def _layer_bytes_per_token(
+    case: TrainingCase, lay: Layouts, *, moe: bool
+) -> tuple[Array, Array, Array]:
+    """(stored activations, elementwise traffic per forward, unfused softmax traffic per
+    forward) in bytes per token of one layer on one GPU."""
+    arch, flash = case.arch, case.profile.attention_kernel == "flash"
+    h = float(arch.hidden)
+    d_qk, d_v = qk_v_dims(arch)
+    a, g = float(arch.heads), float(arch.kv_heads)
+    tp = lay.tp.astype(np.float64)
+    rep_div = np.where(lay.sp == 1, tp, 1.0)  # replicated regions shrink only with SP
+    width = float(arch.moe_ffn_hidden or arch.ffn_hidden) if moe else float(arch.ffn_hidden)
+    streams = float(arch.experts_per_token + arch.shared_experts) if moe else 1.0
+    gated = arch.ffn_type == "swiglu"
+    masks = 2 * h if case.dropout else 0.0  # two 1-byte dropout masks
+    replicated = 4 * h + 2 * h + 2 * h + masks  # norm inputs, qkv input, fc1 input
+    split = 2 * a * d_qk + 2 * g * d_qk + 2 * g * d_v + 2 * a * d_v
+    split += streams * (8 * width if gated else 4 * width)
+    per_token = replicated / rep_div + split / tp
+    context = float(case.seq_len)
+    score_bytes = 2.0 + (3.0 if case.dropout else 0.0)
+    scores = np.where((lay.recompute == 0) & (not flash), a * context * score_bytes / tp, 0.0)
+    stored = np.where(lay.recompute == 2, 2 * h / rep_div, per_token + scores)
+    # elementwise traffic: norms (8h), residual adds (12h), activation function, dropout
+    act = streams * (6 * width if gated else 4 * width)
+    elementwise = (20 * h + masks) / rep_div + act / tp
+    if moe:
+        elementwise = elementwise + 4 * arch.experts_per_token * h * 2 / tp  # permute/unpermute
+    softmax = 0.0 if flash else a * context * (4.0 + (5.0 if case.dropout else 0.0))
+    return stored, elementwise, softmax / tp
+
+
+@dataclass(frozen=True)
+class _LayerTime:
+    """One layer, one microbatch, one GPU: pass times (communication folded in) and the
+    compute-only and raw communication parts they contain."""
+
+    forward: Array
+    backward: Array
+    recompute: Array
+    compute: Array  # compute-only seconds of forward + backward + recompute
+    tp_comm: Array
+    cp_comm: Array
+    ep_comm: Array
+
+    @property
+    def total(self) -> Array:
+        return self.forward + self.backward + self.recompute
+
+
+def _layer_time(
+    case: TrainingCase,
+    lay: Layouts,
+    lf: LayerFlops,
+    *,
+    moe: bool,
+    tokens: Array,
+    bw: dict[str, Array],
+) -> _LayerTime:
+    eff, hw, prof = case.eff, case.hw, case.profile
+    tp = lay.tp.astype(np.float64)
+    flash = prof.attention_kernel == "flash"
+    gemm_rate = hw.peak_flops * eff.gemm_peak_fraction
+    attn_rate = gemm_rate * (eff.attention_vs_gemm if flash else 1.0)
+    mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
+    causal = 0.5 if flash else 1.0  # flash attention skips fully masked blocks
+    overhead = lf.gemm_count * eff.kernel_overhead_s
+    gemm_f = tokens * (lf.projections + lf.mlp + lf.router) / tp / gemm_rate + overhead
+    core_f = tokens * lf.attention_core * causal / tp / attn_rate
+    _, elem_bpt, softmax_bpt = _layer_bytes_per_token(case, lay, moe=moe)
+    elem_f = tokens * elem_bpt / mem_rate
+    soft_f = tokens * softmax_bpt / mem_rate
+    h = float(case.arch.hidden)
+    latency = np.where(
+        lay.tp <= hw.scaleup_domain_gpus, eff.scaleup_latency_s, eff.scaleout_latency_s
+    )
+    # Tensor parallel: two collectives per layer and pass (all-reduce, or all-gather +
+    # reduce-scatter with sequence parallelism: the same volume), 2(t-1)/t of T·h·2 bytes.
+    one = 2 * (tp - 1) / tp * tokens * h * 2 / bw["tp"] + 2 * (tp - 1) * latency
+    tp_pass = np.where(lay.tp > 1, 2 * one, 0.0)
+    # Context parallel: K and V chunks travel around the ring, overlapped with attention.
+    d_qk, d_v = qk_v_dims(case.arch)
+    cp = lay.cp.astype(np.float64)
+    kv_bytes = tokens * case.arch.kv_heads * (d_qk + d_v) * 2 / tp
+    cp_f = np.where(lay.cp > 1, (cp - 1) * kv_bytes / bw["cp"], 0.0)
+    # Expert parallel: all-to-all dispatch and combine of the routed token copies.
+    ep = lay.ep.astype(np.float64)
+    a2a = 2 * tokens * case.arch.experts_per_token * h * 2 * (ep - 1) / ep / tp
+    ep_f = np.where((lay.ep > 1) & moe, a2a / bw["ep"], 0.0)
+    k = eff.overlap_interference
+    core_b_factor = 2.5 if flash else 2.0  # FlashAttention-2 backward: 5 GEMMs vs 2
+    compute_f = gemm_f + elem_f
+    compute_b = 2 * (gemm_f - overhead) + 2 * overhead + 2 * elem_f
+    attn_f = _overlap(core_f + soft_f, cp_f, k)
+    attn_b = _overlap(core_f * core_b_factor + 2 * soft_f, 2 * cp_f, k)
+    if prof.tp_overlap:
+        fwd = _overlap(compute_f, tp_pass, k) + attn_f + ep_f
+        bwd = _overlap(compute_b, tp_pass, k) + attn_b + 2 * ep_f
+    else:
+        fwd = compute_f + tp_pass + attn_f + ep_f
+        bwd = compute_b + tp_pass + attn_b + 2 * ep_f
+    selective = np.zeros_like(core_f) if flash else core_f + soft_f
+    recompute = np.where(lay.recompute == 2, fwd, np.where(lay.recompute == 1, selective, 0.0))
+    fwd_compute = compute_f + core_f + soft_f
+    rec_compute = np.where(
+        lay.recompute == 2, fwd_compute, np.where(lay.recompute == 1, selective, 0.0)
+    )
+    passes = np.where(lay.recompute == 2, 3.0, 2.0)
+    return _LayerTime(
+        forward=fwd,
+        backward=bwd,
+        recompute=recompute,
+        compute=fwd_compute + compute_b + core_f * core_b_factor + 2 * soft_f + rec_compute,
+        tp_comm=tp_pass * passes,
+        cp_comm=cp_f * (passes + 1),
+        ep_comm=ep_f * (passes + 1),
+    )
+
+
+def _bandwidths(case: TrainingCase, lay: Layouts) -> dict[str, Array]:
+    """Effective per-GPU bandwidth of each parallel group (bytes/s)."""
+    hw, eff = case.hw, case.eff
+    up = hw.scaleup_bytes_per_s * eff.scaleup_link_fraction
+    out = hw.scaleout_bytes_per_s * eff.scaleout_link_fraction
+    domain, node = hw.scaleup_domain_gpus, hw.gpus_per_node
+
+    def inside(span: IntArray, limit: int) -> Array:
+        return np.where(span <= limit, up, out).astype(np.float64)
+
+    return {
+        "tp": inside(lay.tp, domain),
+        "cp": inside(lay.tp * lay.cp, domain),
+        "ep": inside(lay.tp * lay.ep, domain),
+        # Data-parallel rings cross nodes through one NIC per GPU; rails are not
+        # aggregated (matches the DeepSpeed ZeRO-3 rows; conservative for NCCL >= 2.12).
+        "dp": inside(lay.tp * lay.cp * lay.dp, node),
+        # Pipeline neighbours sit tp·cp·dp ranks apart (Megatron rank order).
+        "pp": inside(lay.tp * lay.cp * lay.dp * 2, node),
+    }
+
+
+def _floats(a: IntArray) -> Array:
+    return a.astype(np.float64)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """The critical pipeline stage: its layers, their times and the parameters it holds."""
+
+    dense: _LayerTime
+    moe: _LayerTime
+    n_dense: Array  # dense layers on the stage
+    n_moe: Array
+    logits_s: Array  # output layer + loss, forward and backward
+    params_tp: Array  # parameters per GPU before data-parallel sharding
+    tokens: Array  # tokens per microbatch on one GPU
+
+    def sum(self, attr: str) -> Array:
+        value: Array = self.n_dense * getattr(self.dense, attr) + self.n_moe * getattr(
+            self.moe, attr
+        )
+        return value
+
+    @property
+    def time(self) -> Array:
+        return self.sum("total") + self.logits_s
+
+    @property
+    def compute(self) -> Array:
+        return self.sum("compute") + self.logits_s
+
+
+def _stage(case: TrainingCase, lay: Layouts, bw: dict[str, Array]) -> _Stage:
+    arch, eff, hw = case.arch, case.eff, case.hw
+    tp, pp, ep = _floats(lay.tp), _floats(lay.pp), _floats(lay.ep)
+    tokens = _floats(lay.mb) * case.seq_len / _floats(lay.cp)
+    mflops = model_flops(arch, case.seq_len)
+    # Uneven splits are allowed: the critical stage holds ceil(L/pp) layers.
+    share = np.ceil(arch.layers / pp) / max(arch.layers, 1)
+    gemm_rate = hw.peak_flops * eff.gemm_peak_fraction
+    mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
+    logits = 3 * (
+        tokens * logits_flops(arch) / tp / gemm_rate + tokens * arch.vocab * 8 / tp / mem_rate
+    )
+    ps = _param_split(arch)
+    layers = (arch.dense_layers * ps.dense_layer + arch.moe_layers * ps.moe_layer_shared) * share
+    routed = arch.moe_layers * ps.moe_layer_routed * share / ep
+    # The busiest stage holds an embedding table (both when there is one stage).
+    embed = np.where(
+        lay.pp == 1, ps.embed_input + ps.embed_output, max(ps.embed_input, ps.embed_output)
+    )
+    return _Stage(
+        dense=_layer_time(case, lay, mflops.dense, moe=False, tokens=tokens, bw=bw),
+        moe=_layer_time(case, lay, mflops.moe, moe=True, tokens=tokens, bw=bw),
+        n_dense=arch.dense_layers * share,
+        n_moe=arch.moe_layers * share,
+        logits_s=logits,
+        params_tp=(layers + embed) / tp + routed,
+        tokens=tokens,
+    )
+
+
+@dataclass(frozen=True)
+class _Memory:
+    weights: Array
+    grads: Array
+    optimizer: Array
+    activations: Array
+    other: Array
+
+    @property
+    def total(self) -> Array:
+        return self.weights + self.grads + self.optimizer + self.activations + self.other
+
+
+def _memory(case: TrainingCase, lay: Layouts, st: _Stage, m: Array) -> _Memory:
+    pp, vs, dp, tp = _floats(lay.pp), _floats(lay.vs), _floats(lay.dp), _floats(lay.tp)
+    zero, params = lay.zero, st.params_tp
+    stored_d, _, _ = _layer_bytes_per_token(case, lay, moe=False)
+    stored_m, _, _ = _layer_bytes_per_token(case, lay, moe=True)
+    per_mb = st.tokens * (st.n_dense * stored_d + st.n_moe * stored_m)
+    # 1F1B keeps min(m, pp) microbatches in flight on the first stage; interleaving adds
+    # (pp-1)/(pp·v) (Korthikanti et al. 2022, §4.2.3).
+    in_flight = np.minimum(m, pp) * np.where(lay.vs > 1, 1 + (pp - 1) / (pp * vs), 1.0)
+    logits = st.tokens * case.arch.vocab * 8 / tp  # bf16 logits + fp32 copy and its gradient
+    first, last = per_mb * in_flight, per_mb + logits
+    activations = np.where(lay.pp == 1, first + logits, np.maximum(first, last))
+    # ZeRO-3 holds the gathered current and prefetched layer in full.
+    layer_params = params * pp / max(case.arch.layers, 1)
+    gather = np.where(zero == 3, 2 * WEIGHT_BYTES * layer_params, 0.0)
+    return _Memory(
+        weights=WEIGHT_BYTES * params / np.where(zero >= 3, dp, 1.0),
+        grads=case.profile.grad_bytes * params / np.where(zero >= 2, dp, 1.0),
+        optimizer=OPTIMIZER_STATE_BYTES * params / np.where(zero >= 1, dp, 1.0),
+        activations=activations,
+        other=OTHER_RESERVE_BYTES + gather,
+    )
+
+
+def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
+    arch, eff, hw, prof = case.arch, case.eff, case.hw, case.profile
+    pp, dp, vs = _floats(lay.pp), _floats(lay.dp), _floats(lay.vs)
+    gpus = _floats(lay.gpus)
+    microbatches = case.global_batch // (lay.dp * lay.mb)
+    m = _floats(np.maximum(microbatches, 1))
+    bw = _bandwidths(case, lay)
+    st = _stage(case, lay, bw)
+    k = eff.overlap_interference
+    p2p_bytes = st.tokens * arch.hidden * 2 / _floats(lay.tp)  # scatter/gather over TP
+    p2p = np.where(lay.pp > 1, 2 * (p2p_bytes / bw["pp"] + eff.scaleout_latency_s) * vs, 0.0)
+
+    # ZeRO-3 gathers parameters every microbatch (forward, backward, recompute) and
+    # reduce-scatters gradients; with prefetching this overlaps the stage's compute.
+    gathers = np.where(lay.recompute == 2, 3.0, 2.0)
+    z3_volume = st.params_tp * (gathers * WEIGHT_BYTES + prof.grad_reduce_bytes)
+    z3 = np.where(lay.zero == 3, _ring(z3_volume, lay.dp, bw["dp"], eff.scaleout_latency_s), 0.0)
+    per_mb = st.time + p2p
+    if prof.zero3_prefetch:
+        t_mb = np.where(lay.zero == 3, _overlap(per_mb, z3, k), per_mb)
+    else:
+        t_mb = per_mb + z3
+    bubble_mb = (pp - 1) / vs
+    pipeline = (m + bubble_mb) * t_mb
+
+    # Gradient sync once per step (ZeRO 0-2): all-reduce, or reduce-scatter of gradients
+    # plus all-gather of updated bf16 weights (distributed optimizer).
+    grad_volume = np.where(
+        lay.zero == 0,
+        2 * st.params_tp * prof.grad_reduce_bytes,
+        st.params_tp * (prof.grad_reduce_bytes + WEIGHT_BYTES),
+    )
+    ring = _ring(grad_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
+    dp_sync = np.where(lay.zero == 3, 0.0, ring)
+    if prof.dp_overlap:
+        window = st.sum("backward")  # hidden behind the last microbatch's backward
+        dp_exposed = np.maximum(_overlap(dp_sync, window, k) - window, 0.0)
+    else:
+        dp_exposed = dp_sync
+    mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
+    shard = np.where(lay.zero >= 1, dp, 1.0)
+    optimizer = st.params_tp / shard * OPTIMIZER_BYTES_PER_PARAM / mem_rate
+    step = pipeline + dp_exposed + optimizer
+
+    tokens_per_s = float(case.global_batch * case.seq_len) / step
+    mflops = model_flops(arch, case.seq_len)
+    mf = mflops.model_flops_per_token
+    attn_core = (
+        arch.dense_layers * mflops.dense.attention_core
+        + arch.moe_layers * mflops.moe.attention_core
+    )
+    layer_fwd = mflops.forward_per_token - mflops.logits
+    hw_flops = mf + np.where(
+        lay.recompute == 2, layer_fwd, np.where(lay.recompute == 1, attn_core, 0.0)
+    )
+    tflops = mf * tokens_per_s / gpus / 1e12
+    peak = hw.peak_flops
+    meg = megatron2021_flops_per_sequence(arch, case.seq_len) * case.global_batch / step / gpus
+    mem = _memory(case, lay, st, m)
+    compute_mb = st.compute
+    bubble = bubble_mb * t_mb
+    exposed = m * (t_mb - compute_mb) + dp_exposed
+    return Evaluation(
+        microbatches=microbatches,
+        step_time_s=step,
+        compute_s=m * compute_mb,
+        bubble_s=bubble,
+        tp_comm_s=m * st.sum("tp_comm"),
+        pp_comm_s=m * p2p,
+        dp_comm_s=dp_sync + m * z3,
+        dp_exposed_s=dp_exposed,
+        cp_comm_s=m * st.sum("cp_comm"),
+        ep_comm_s=m * st.sum("ep_comm"),
+        optimizer_s=optimizer,
+        exposed_comm_s=np.maximum(exposed, 0.0),
+        tokens_per_s=tokens_per_s,
+        model_flops_per_token=mf,
+        hardware_flops_per_token=hw_flops,
+        tflops_per_gpu=tflops,
+        mfu=tflops * 1e12 / peak,
+        hfu=hw_flops * tokens_per_s / gpus / peak,
+        megatron2021_tflops_per_gpu=meg / 1e12,
+        weights_bytes=mem.weights,
+        gradients_bytes=mem.grads,
+        optimizer_bytes=mem.optimizer,
+        activations_bytes=mem.activations,
+        other_bytes=mem.other,
+        total_bytes=mem.total,
+        params_per_gpu=st.params_tp / np.where(lay.zero >= 3, dp, 1.0),
+    )

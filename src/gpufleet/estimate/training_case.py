@@ -1,0 +1,64 @@
+"""Build the training model's inputs from a validated spec, recording every default."""
+
+from __future__ import annotations
+
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.efficiency import efficiency_for, framework_profile
+from gpufleet.estimate.hardware import resolve_hardware
+from gpufleet.estimate.training import Layouts, TrainingCase
+from gpufleet.specs.model import ModelArch
+from gpufleet.specs.training import Parallelism, TrainingSpec
+
+
+def case_for(
+    spec: TrainingSpec,
+    log: Assumptions,
+    accelerator: str | None = None,
+    arch: ModelArch | None = None,
+) -> TrainingCase:
+    """The workload on `accelerator` (default: the spec's), with efficiency parameters."""
+    name = accelerator or spec.hardware.accelerator
+    same = name == spec.hardware.accelerator
+    hw = resolve_hardware(
+        name,
+        spec.training.precision,
+        log,
+        system=spec.hardware.system if same else None,
+        scale_out=spec.hardware.scale_out if same else None,
+    )
+    eff, calibrated = efficiency_for(hw.accelerator)
+    if not calibrated:
+        log.add(
+            f"gemm_peak_fraction[{hw.accelerator}]",
+            eff.gemm_peak_fraction,
+            f"no calibration rows for {hw.accelerator}: {eff.source}",
+        )
+    profile = framework_profile(spec.training.framework)
+    log.add(f"framework[{profile.name}]", profile.description, profile.source)
+    return TrainingCase(
+        arch=arch or spec.model,
+        seq_len=spec.training.seq_len,
+        global_batch=spec.training.global_batch,
+        precision=spec.training.precision,
+        dropout=spec.training.dropout,
+        hw=hw,
+        eff=eff,
+        profile=profile,
+    )
+
+
+def layout_for(spec: TrainingSpec, parallelism: Parallelism, gpus: int) -> Layouts:
+    par = parallelism
+    dp = par.dp if par.dp is not None else gpus // (par.tp * par.pp * par.cp)
+    return Layouts.single(
+        tp=par.tp,
+        pp=par.pp,
+        dp=dp,
+        cp=par.cp,
+        ep=par.ep,
+        mb=par.microbatch,
+        vs=par.virtual_stages,
+        zero=par.zero_stage,
+        recompute=par.recompute,
+        sp=par.sequence_parallel,
+    )

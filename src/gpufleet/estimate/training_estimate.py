@@ -1,0 +1,270 @@
+"""`gpufleet estimate training`: one configuration, every number with its basis.
+
+Takes a validated spec, fills what it leaves open (parallelism by the same
+search `gpufleet search` runs, reliability from sourced defaults), evaluates
+the time and memory model and the goodput model, and returns a stable,
+JSON-ready record. A configuration that cannot run comes back with reasons
+and the changes that would make it fit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from gpufleet.cli.output import format_bytes
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.goodput import default_reliability, goodput
+from gpufleet.estimate.training import RECOMPUTE_CODES, Evaluation, Layouts, TrainingCase, evaluate
+from gpufleet.estimate.training_case import case_for, layout_for
+from gpufleet.specs.training import TrainingSpec
+
+GiB = 2**30
+SECONDS_PER_DAY = 86_400.0
+CHECKPOINT_BYTES_PER_PARAM = 16  # bf16 weights + fp32 master weights, Adam m and v
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class MemoryPerGpu(Report):
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    other: int
+    total: int
+
+
+class CommTime(Report):
+    tp: float
+    pp: float
+    dp: float
+    cp: float
+    ep: float
+    exposed: float
+
+
+class ParallelismOut(Report):
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    microbatch: int
+    virtual_stages: int
+    zero_stage: int
+    recompute: str
+    sequence_parallel: bool
+    microbatches_per_step: int
+    chosen_by: str
+
+
+class AssumptionOut(Report):
+    name: str
+    value: str
+    source: str
+
+
+class TrainingEstimate(Report):
+    """Stable JSON fields of `gpufleet estimate training --format json`."""
+
+    accelerator: str
+    gpus: int
+    tokens_per_s: float
+    step_time_s: float
+    tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    memory_per_gpu_bytes: MemoryPerGpu
+    memory_capacity_bytes: int
+    fits: bool
+    train_time_days: float | None
+    gpu_hours: float | None
+    goodput_fraction: float | None
+    wall_clock_days_with_failures: float | None
+    gpu_hours_with_failures: float | None
+    checkpoint_interval_s: float | None
+    parallelism: ParallelismOut
+    comm_time_s: CommTime
+    compute_time_s: float
+    bubble_time_s: float
+    optimizer_time_s: float
+    reasons: list[str]
+    assumptions: list[AssumptionOut]
+
+
+def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
+    log = Assumptions()
+    gpus = spec.hardware.count
+    if gpus is None:
+        raise UserError(
+            "hardware.count: needed to estimate one configuration; "
+            "use `gpufleet search training` to choose the GPU count"
+        )
+    case = case_for(spec, log)
+    if spec.parallelism is not None:
+        lay = layout_for(spec, spec.parallelism, gpus)
+        chosen_by = "spec"
+    else:
+        lay = _best_layout(case, gpus)
+        chosen_by = "search (fastest layout that fits)"
+    ev = evaluate(case, lay)
+    fits = bool(ev.total_bytes[0] <= case.hw.memory_bytes)
+    reasons = [] if fits else [_not_fitting(case, lay, ev)]
+    return _report(
+        spec, case=case, lay=lay, ev=ev, fits=fits, reasons=reasons, chosen_by=chosen_by, log=log
+    )
+
+
+def _best_layout(case: TrainingCase, gpus: int) -> Layouts:
+    from gpufleet.plan.training_search import candidate_layouts
+
+    rejected: Counter[str] = Counter()
+    space = candidate_layouts(case, [gpus], rejected)
+    if space.tp.size == 0:
+        reasons = "; ".join(f"{n} × {why}" for why, n in rejected.most_common(3))
+        raise UserError(f"no parallel layout of {gpus} GPUs can run this workload ({reasons})")
+    ev = evaluate(case, space)
+    fits = ev.total_bytes <= case.hw.memory_bytes
+    pool = np.flatnonzero(fits) if fits.any() else np.arange(space.tp.size)
+    key = ev.step_time_s if fits.any() else ev.total_bytes
+    return space.take(np.array([int(pool[np.argmin(key[pool])])]))
+
+
+def _not_fitting(case: TrainingCase, lay: Layouts, ev: Evaluation) -> str:
+    """Say how far over the layout is and which single changes would make it fit."""
+    need, have = format_bytes(float(ev.total_bytes[0])), format_bytes(case.hw.memory_bytes)
+    tries: list[tuple[str, Layouts]] = []
+    arch = case.arch
+    for pp in (2, 4, 8, 16, 32):
+        new_pp = int(lay.pp[0]) * pp
+        dp = int(lay.dp[0])
+        if new_pp <= arch.layers and dp % pp == 0:
+            tries.append((f"pp >= {new_pp}", replace(lay, pp=lay.pp * pp, dp=lay.dp // pp)))
+    for zero in case.profile.zero_stages:
+        if zero > int(lay.zero[0]) and not (zero == 3 and int(lay.pp[0]) > 1):
+            tries.append((f"zero_stage {zero}", replace(lay, zero=np.array([zero]))))
+    if int(lay.recompute[0]) < 2:
+        tries.append(("recompute full", replace(lay, recompute=np.array([2]))))
+    if int(lay.mb[0]) > 1:
+        tries.append(("microbatch 1", replace(lay, mb=np.array([1]))))
+    helps: list[str] = []
+    seen_pp = False
+    for label, variant in tries:
+        if evaluate(case, variant).total_bytes[0] <= case.hw.memory_bytes:
+            if label.startswith("pp"):
+                if seen_pp:
+                    continue
+                seen_pp = True
+            helps.append(label)
+    hint = f"; try {', '.join(helps)}" if helps else "; no single change fits: use more GPUs"
+    return f"does not fit: needs {need} per GPU of {have}{hint}"
+
+
+def _days(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / SECONDS_PER_DAY
+
+
+def _report(
+    spec: TrainingSpec,
+    *,
+    case: TrainingCase,
+    lay: Layouts,
+    ev: Evaluation,
+    fits: bool,
+    reasons: list[str],
+    chosen_by: str,
+    log: Assumptions,
+) -> TrainingEstimate:
+    gpus = int(lay.gpus[0])
+    tokens = spec.training.tokens
+    train_s = None if tokens is None else tokens / float(ev.tokens_per_s[0])
+    good = None
+    if train_s is not None:
+        rel = spec.reliability
+        params = float(ev.params_per_gpu[0]) * int(lay.tp[0]) * int(lay.pp[0])
+        if int(lay.zero[0]) >= 3:
+            params *= int(lay.dp[0])
+        good = goodput(
+            gpus=gpus,
+            ideal_time_s=train_s,
+            checkpoint_bytes=params * CHECKPOINT_BYTES_PER_PARAM,
+            storage_bytes_per_s=rel.checkpoint_storage if rel else None,
+            gpu_mtbf_s=rel.gpu_mtbf if rel else None,
+            restart_s=rel.restart_overhead if rel else None,
+            checkpoint_interval_s=rel.checkpoint_interval if rel else None,
+        )
+        for source in default_reliability().sources:
+            name, _, where = source.partition(": ")
+            log.add(f"reliability[{name}]", "default", where)
+        if bool(np.asarray(good.breakdown)):
+            reasons.append(f"goodput: {good.reason}")
+    par = ParallelismOut(
+        tp=int(lay.tp[0]),
+        pp=int(lay.pp[0]),
+        dp=int(lay.dp[0]),
+        cp=int(lay.cp[0]),
+        ep=int(lay.ep[0]),
+        microbatch=int(lay.mb[0]),
+        virtual_stages=int(lay.vs[0]),
+        zero_stage=int(lay.zero[0]),
+        recompute=next(k for k, v in RECOMPUTE_CODES.items() if v == int(lay.recompute[0])),
+        sequence_parallel=bool(lay.sp[0]),
+        microbatches_per_step=int(ev.microbatches[0]),
+        chosen_by=chosen_by,
+    )
+
+    def f(a: np.ndarray) -> float:
+        return float(a[0])
+
+    def opt(v: object) -> float | None:
+        value = None if v is None else float(np.asarray(v))
+        return None if value is None or not np.isfinite(value) else value
+
+    return TrainingEstimate(
+        accelerator=case.hw.accelerator,
+        gpus=gpus,
+        tokens_per_s=f(ev.tokens_per_s),
+        step_time_s=f(ev.step_time_s),
+        tflops_per_gpu=f(ev.tflops_per_gpu),
+        mfu=f(ev.mfu),
+        hfu=f(ev.hfu),
+        memory_per_gpu_bytes=MemoryPerGpu(
+            weights=round(f(ev.weights_bytes)),
+            gradients=round(f(ev.gradients_bytes)),
+            optimizer=round(f(ev.optimizer_bytes)),
+            activations=round(f(ev.activations_bytes)),
+            other=round(f(ev.other_bytes)),
+            total=round(f(ev.total_bytes)),
+        ),
+        memory_capacity_bytes=case.hw.memory_bytes,
+        fits=fits,
+        train_time_days=None if train_s is None else train_s / SECONDS_PER_DAY,
+        gpu_hours=None if train_s is None else train_s * gpus / 3600,
+        goodput_fraction=opt(good.fraction) if good else None,
+        wall_clock_days_with_failures=_days(opt(good.wall_clock_s)) if good else None,
+        gpu_hours_with_failures=opt(good.gpu_hours) if good else None,
+        checkpoint_interval_s=opt(good.checkpoint_interval_s) if good else None,
+        parallelism=par,
+        comm_time_s=CommTime(
+            tp=f(ev.tp_comm_s),
+            pp=f(ev.pp_comm_s),
+            dp=f(ev.dp_comm_s),
+            cp=f(ev.cp_comm_s),
+            ep=f(ev.ep_comm_s),
+            exposed=f(ev.exposed_comm_s),
+        ),
+        compute_time_s=f(ev.compute_s),
+        bubble_time_s=f(ev.bubble_s),
+        optimizer_time_s=f(ev.optimizer_s),
+        reasons=reasons,
+        assumptions=[
+            AssumptionOut(name=a.name, value=a.value, source=a.source) for a in log.frozen()
+        ],
+    )
