@@ -47,6 +47,23 @@ def _validate_examples() -> object:
     return [load_spec(p) for p in sorted((ROOT / "examples").glob("*.yaml"))]
 
 
+def _search_405b() -> object:
+    from gpufleet.plan.training_search import search_training
+    from gpufleet.specs.kinds import load_spec
+    from gpufleet.specs.training import TrainingSpec
+
+    spec = load_spec(ROOT / "examples" / "training-llama3-405b.yaml")
+    assert isinstance(spec, TrainingSpec)
+    accelerators = [
+        "h100-sxm5-80gb",
+        "h200-sxm-141gb",
+        "b200-sxm-192gb",
+        "a100-sxm4-80gb",
+        "mi300x",
+    ]
+    return search_training(spec, accelerators)
+
+
 BENCHES = [
     Bench(
         "catalog-cold-load",
@@ -56,6 +73,13 @@ BENCHES = [
         fn=_catalog_cold,
     ),
     Bench("cli-startup", "`gpufleet --version` in a new process", 1.5, 5, _cli_version),
+    Bench(
+        "search-405b",
+        "search llama-3.1-405b: 5 accelerators x 8..16,384 GPUs x all layouts (one process)",
+        budget_s=2.0,
+        repeat=5,
+        fn=_search_405b,
+    ),
     Bench(
         "validate-examples",
         "check every examples/*.yaml (warm catalog)",

@@ -14,6 +14,7 @@ from gpufleet.cli.output import format_bytes, wide_console
 from gpufleet.errors import UserError
 from gpufleet.specs.load import load
 from gpufleet.specs.training import TrainingSpec
+from gpufleet.validation.training import RowResult
 
 EXIT_INFEASIBLE = 1
 SpecArg = Annotated[Path, typer.Argument(help="A training spec YAML file (kind: training).")]
@@ -184,19 +185,20 @@ def search_training(
 def validate_training(
     fit: Annotated[bool, typer.Option("--fit", help="Refit the efficiency parameters.")] = False,
     write: Annotated[bool, typer.Option("--write", help="With --fit: save them.")] = False,
-    format: JsonOpt = "table",
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="table, json or markdown (for docs/).")
+    ] = "table",
 ) -> None:
     """Compare the training estimator with every published run in the ground-truth table."""
     from gpufleet.validation.training import (
         fit_parameters,
         summarise,
+        validate_holdout,
         write_fitted,
     )
-    from gpufleet.validation.training import (
-        validate_training as run,
-    )
+    from gpufleet.validation.training import validate_training as run
 
-    fmt = _format(format)
+    fmt = format if format == "markdown" else _format(format)
     if write and not fit:
         raise UserError("--write needs --fit")
     if fit:
@@ -218,20 +220,49 @@ def validate_training(
         )
         return
     results = run()
+    holdout = validate_holdout()
     summary = summarise(results)
-    if fmt == "json":
+    if fmt == "markdown":
+        typer.echo(_markdown(results) + "\n")
         typer.echo(
-            json.dumps(
-                {
-                    "rows": [r.__dict__ | {"error": r.error} for r in results],
-                    "summary": summary.__dict__,
-                },
-                indent=2,
-            )
+            f"Throughput rows: median |error| {summary.throughput_median_abs:.1%}, max "
+            f"{summary.throughput_max_abs:.1%}. Goodput (GPU-hour) rows: median "
+            f"{summary.goodput_median_abs:.1%}.\n\nHold-out runs (never fitted):\n"
+        )
+        typer.echo(_markdown(holdout))
+        return
+    if fmt == "json":
+        rows = [r.__dict__ | {"error": r.error} for r in results]
+        held = [r.__dict__ | {"error": r.error} for r in holdout]
+        typer.echo(
+            json.dumps({"rows": rows, "summary": summary.__dict__, "holdout": held}, indent=2)
         )
         return
     console = wide_console()
-    table = Table(title="Training estimator vs published runs")
+    console.print(_table("Training estimator vs published runs (ground truth)", results))
+    console.print(_table("Hold-out published runs (never used for fitting)", holdout))
+    console.print(
+        f"throughput rows: median |error| {summary.throughput_median_abs:.1%} (target ≤ 10%), "
+        f"max {summary.throughput_max_abs:.1%} (target ≤ 25%); goodput rows: median "
+        f"{summary.goodput_median_abs:.1%} (target ≤ 15%)"
+    )
+
+
+def _markdown(results: list[RowResult]) -> str:
+    lines = [
+        "| id | metric | published | predicted | error | layout |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.id} | {r.metric} | {r.published:,.2f} | {r.predicted:,.2f} | {r.error:+.1%} | "
+        f"{r.layout} |"
+        for r in results
+    ]
+    return "\n".join(lines)
+
+
+def _table(title: str, results: list[RowResult]) -> Table:
+    table = Table(title=title)
     for col in ("id", "metric", "published", "predicted", "error", "layout"):
         table.add_column(
             col, justify="right" if col in {"published", "predicted", "error"} else "left"
@@ -246,9 +277,4 @@ def validate_training(
             f"[{colour}]{r.error:+.1%}[/{colour}]",
             r.layout,
         )
-    console.print(table)
-    console.print(
-        f"throughput rows: median |error| {summary.throughput_median_abs:.1%} (target ≤ 10%), "
-        f"max {summary.throughput_max_abs:.1%} (target ≤ 25%); goodput rows: median "
-        f"{summary.goodput_median_abs:.1%} (target ≤ 15%)"
-    )
+    return table

@@ -46,6 +46,7 @@ class FrameworkProfile:
     grad_reduce_bytes: int
     grad_bytes: int
     zero_stages: tuple[int, ...]
+    fused_mlp: bool
     source: str
 
 

@@ -386,6 +386,10 @@ def goodput(
     def full(a: npt.NDArray[np.float64]) -> FloatOrArray:
         return _out(np.broadcast_to(a, shape).astype(np.float64))
 
+    # A (near-)zero checkpoint cost means checkpointing (near-)continuously: the count
+    # overflows to inf, which is the right answer, not a warning.
+    with np.errstate(over="ignore"):
+        count = ideal / np.where(tau > 0, tau, np.inf)
     broken_full = np.broadcast_to(broken, shape)
     reason_full = np.broadcast_to(reason, shape)
     return Goodput(
@@ -397,7 +401,7 @@ def goodput(
         restart_s=full(restart),
         lost_work_per_failure_s=full(rework),
         expected_failures=full(wall / mtbf),
-        checkpoint_count=full(ideal / np.where(tau > 0, tau, np.inf)),
+        checkpoint_count=full(count),
         wall_clock_s=full(wall),
         gpu_hours=full(g * wall / SECONDS_PER_HOUR),
         breakdown=bool(broken_full) if broken_full.ndim == 0 else broken_full.copy(),

@@ -221,7 +221,8 @@ def _layer_bytes_per_token(
     masks = 2 * h if case.dropout else 0.0  # two 1-byte dropout masks
     replicated = 4 * h + 2 * h + 2 * h + masks  # norm inputs, qkv input, fc1 input
     split = 2 * a * d_qk + 2 * g * d_qk + 2 * g * d_v + 2 * a * d_v
-    split += streams * (8 * width if gated else 4 * width)
+    gated_bytes = 6 * width if case.profile.fused_mlp else 8 * width
+    split += streams * (gated_bytes if gated else 4 * width)
     per_token = replicated / rep_div + split / tp
     context = float(case.seq_len)
     score_bytes = 2.0 + (3.0 if case.dropout else 0.0)
@@ -381,8 +382,9 @@ def _stage(case: TrainingCase, lay: Layouts, bw: dict[str, Array]) -> _Stage:
     tp, pp, ep = _floats(lay.tp), _floats(lay.pp), _floats(lay.ep)
     tokens = _floats(lay.mb) * case.seq_len / _floats(lay.cp)
     mflops = model_flops(arch, case.seq_len)
-    # Uneven splits are allowed: the critical stage holds ceil(L/pp) layers.
-    share = np.ceil(arch.layers / pp) / max(arch.layers, 1)
+    # Uneven splits are allowed: the critical stage holds vs · ceil(L / (pp · vs)) layers.
+    vs = _floats(lay.vs)
+    share = vs * np.ceil(arch.layers / (pp * vs)) / max(arch.layers, 1)
     gemm_rate = hw.peak_flops * eff.gemm_peak_fraction
     mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
     logits = 3 * (

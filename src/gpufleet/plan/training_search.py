@@ -122,8 +122,8 @@ def candidate_layouts(
     drop((arch.heads % tp != 0) | (arch.kv_heads % tp != 0), "tp does not divide the heads")
     drop(pp > arch.layers, "more pipeline stages than layers")
     drop(
-        (vs > 1) & ((pp == 1) | (arch.layers % np.maximum(pp * vs, 1) != 0)),
-        "virtual stages need pp > 1 and layers divisible by pp × virtual stages",
+        (vs > 1) & ((pp == 1) | (pp * vs > arch.layers)),
+        "virtual stages need pp > 1 and at least one layer per virtual stage",
     )
     drop(case.seq_len % (2 * cp) != 0, "sequence length not divisible by 2 × cp")
     drop((zero == 3) & (pp > 1), "ZeRO-3 with pipeline parallelism")

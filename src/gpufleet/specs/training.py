@@ -115,9 +115,9 @@ def training_problems(spec: TrainingSpec) -> list[str]:
     if par.virtual_stages > 1:
         if par.pp == 1:
             out.append("parallelism.virtual_stages > 1 needs pipeline parallelism (pp > 1)")
-        elif arch.layers % (par.pp * par.virtual_stages):
+        elif arch.layers < par.pp * par.virtual_stages:
             out.append(
-                f"model.layers ({arch.layers}) must be a multiple of "
+                f"model.layers ({arch.layers}) must be at least "
                 f"pp × virtual_stages ({par.pp * par.virtual_stages})"
             )
     if train.seq_len % par.cp:

@@ -249,3 +249,44 @@ def write_fitted(parameters: dict[str, float], path: str) -> None:
     partial = file.with_suffix(".yaml.partial")
     partial.write_text(text, encoding="utf-8")
     partial.replace(file)
+
+
+def validate_holdout() -> list[RowResult]:
+    """Published runs never used for fitting, predicted through `estimate_training`."""
+    import yaml
+
+    from gpufleet.estimate.training_estimate import estimate_training
+    from gpufleet.specs.load import validate
+    from gpufleet.specs.training import TrainingSpec
+
+    text = (
+        resources.files("gpufleet.validation")
+        .joinpath("data", "training_holdout.yaml")
+        .read_text("utf-8")
+    )
+    out = []
+    for entry in yaml.safe_load(text):
+        spec = validate(TrainingSpec, {"kind": "training", **entry["spec"]}, entry["id"])
+        est = estimate_training(spec)
+        if entry["metric"] == "tflops_per_gpu_model":
+            value = est.tflops_per_gpu
+        else:  # megatron2021 convention: hardware FLOPs with full recomputation counted
+            from gpufleet.estimate.flops import megatron2021_flops_per_sequence
+
+            per_step = megatron2021_flops_per_sequence(spec.model, spec.training.seq_len)
+            value = per_step * spec.training.global_batch / est.step_time_s / est.gpus / 1e12
+        p = est.parallelism
+        layout = f"tp{p.tp} pp{p.pp} dp{p.dp} cp{p.cp} v{p.virtual_stages} {p.recompute}" + (
+            "" if est.fits else f" (model: needs {est.memory_per_gpu_bytes.total / 1e9:.0f} GB)"
+        )
+        out.append(
+            RowResult(
+                entry["id"],
+                entry["metric"],
+                float(entry["published"]),
+                value,
+                layout,
+                entry["source"],
+            )
+        )
+    return out
