@@ -88,10 +88,7 @@ def _sp(t: int) -> float:
 
 
 KORTHIKANTI = [
-    *(
-        pytest.param(t, False, "none", _no_sp(t), id=f"tp{t}-none")
-        for t in (1, 2, 4, 8)
-    ),
+    *(pytest.param(t, False, "none", _no_sp(t), id=f"tp{t}-none") for t in (1, 2, 4, 8)),
     *(pytest.param(t, True, "none", _sp(t), id=f"tp{t}-sp-none") for t in (2, 4, 8)),
     # Selective recompute drops the 5as/h attention-score term (§5).
     *(pytest.param(t, False, "selective", 10 + 24 / t, id=f"tp{t}-selective") for t in (1, 8)),
@@ -136,6 +133,29 @@ def test_flash_attention_stores_no_attention_scores() -> None:
         evaluate(small, lay), "activations_bytes"
     )
     assert per_layer == pytest.approx(S * B * HID * 34 / 4, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("framework", "mlp_bytes"),
+    [
+        # Fused SwiGLU (Transformer Engine) keeps fc1's output and the activation: 6f bytes.
+        pytest.param("megatron", 6, id="fused-mlp"),
+        # Eager PyTorch keeps gate, up, silu(gate) and their product: 8f bytes.
+        pytest.param("fsdp", 8, id="eager-mlp"),
+    ],
+)
+def test_gqa_swiglu_activation_memory_per_layer(framework: str, mlp_bytes: int) -> None:
+    # Korthikanti's terms generalised: Q and attention output over a·d, K and V over g·d
+    # (GQA), and the SwiGLU intermediates over f; no dropout, flash attention, tp 4 + SP.
+    h, a, g, d, f, t, s, b = 4096, 32, 8, 128, 14336, 4, 4096, 2
+
+    def activations(layers: int) -> float:
+        case = make_case({"preset": "llama-3-8b", "layers": layers}, seq_len=s, framework=framework)
+        lay = Layouts.single(tp=t, dp=16, mb=b, recompute="selective", zero=2)
+        return one(evaluate(case, lay), "activations_bytes")
+
+    per_token = 8 * h / t + (2 * a * d + 2 * g * d + 2 * g * d + 2 * a * d + mlp_bytes * f) / t
+    assert activations(2) - activations(1) == pytest.approx(s * b * per_token, rel=1e-12)
 
 
 # --- monotonicity ----------------------------------------------------------------------------
@@ -292,7 +312,9 @@ def test_full_recompute_hardware_flops_match_narayanan_eq3() -> None:
     # Narayanan et al. 2021 eq. 3 counts a GPT block with full recomputation:
     # 96·s·l·h²·(1 + s/(6h) + V/(16·l·h)) per sequence.
     layers, h, s, vocab = 8, 2048, 2048, 51200
-    case = make_case(gpt(layers, hidden=h, vocab=vocab), seq_len=s, global_batch=64)
+    case = make_case(
+        gpt(layers, hidden=h, vocab=vocab), seq_len=s, global_batch=64, framework="megatron-2021"
+    )
     ev = evaluate(case, Layouts.single(tp=2, dp=4, recompute="full"))
     eq3 = 96 * s * layers * h * h * (1 + s / (6 * h) + vocab / (16 * layers * h))
     assert one(ev, "hardware_flops_per_token") * s == pytest.approx(eq3, rel=1e-12)
@@ -315,28 +337,21 @@ def test_mfu_is_model_flops_throughput_over_peak(recompute: str, framework: str)
     assert one(ev, "tflops_per_gpu") * 1e12 / case.hw.peak_flops == pytest.approx(
         one(ev, "mfu"), rel=1e-12
     )
-    assert one(ev, "hfu") >= one(ev, "mfu")
-    if recompute == "none":
+    assert one(ev, "hfu") >= one(ev, "mfu") * (1 - 1e-12)
+    if recompute == "none" and framework == "megatron-2021":
         assert one(ev, "hfu") == pytest.approx(one(ev, "mfu"), rel=1e-12)
-    if recompute == "full":
+    else:
+        # full recompute repeats a forward; flash attention's backward recomputes the scores
         assert one(ev, "hfu") > one(ev, "mfu")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HFU counts the attention core as recomputed under selective recompute even with "
-    "flash attention, where the time model recomputes nothing (selective == none in time "
-    "and memory): HFU claims hardware FLOPs that cost no time",
-)
 def test_extra_hardware_flops_cost_time() -> None:
     # Whatever recomputation HFU counts must show up in the step time, and vice versa.
     case = make_case("llama-2-7b", framework="megatron")  # flash attention
     none = evaluate(case, Layouts.single(tp=2, dp=32, recompute="none"))
     selective = evaluate(case, Layouts.single(tp=2, dp=32, recompute="selective"))
     same_time = one(selective, "step_time_s") == one(none, "step_time_s")
-    same_flops = one(selective, "hardware_flops_per_token") == one(
-        none, "hardware_flops_per_token"
-    )
+    same_flops = one(selective, "hardware_flops_per_token") == one(none, "hardware_flops_per_token")
     assert same_time == same_flops
 
 
@@ -367,7 +382,8 @@ def layouts(draw: st.DrawFn) -> tuple[str, Layouts]:
     pp = draw(st.sampled_from([1, 2, 4, 8, 16]))
     cp = draw(st.sampled_from([1, 2, 4]))
     assume(tp * pp * cp <= GPUS)
-    vs = draw(st.sampled_from([1, 2, 4])) if pp > 1 else 1
+    layers = CASES[framework].arch.layers
+    vs = draw(st.sampled_from([v for v in (1, 2, 4) if pp * v <= layers])) if pp > 1 else 1
     zeros = CASES[framework].profile.zero_stages
     zero = draw(st.sampled_from([z for z in zeros if not (z == 3 and pp > 1)] or [0]))
     return framework, Layouts.single(
@@ -413,7 +429,7 @@ def test_invariants_hold_for_any_valid_layout(drawn: tuple[str, Layouts]) -> Non
     assert one(ev, "tokens_per_s") * one(ev, "step_time_s") == pytest.approx(
         case.global_batch * case.seq_len, rel=1e-12
     )
-    assert 0 < one(ev, "mfu") <= one(ev, "hfu")
+    assert 0 < one(ev, "mfu") <= one(ev, "hfu") * (1 + 1e-12)  # equal without recompute
     if int(lay.pp[0]) == 1:
         assert one(ev, "bubble_s") == 0.0
         assert one(ev, "pp_comm_s") == 0.0

@@ -141,6 +141,8 @@ def search_training(
                 indent=2,
             )
         )
+        if not result.top:
+            raise typer.Exit(EXIT_INFEASIBLE)
         return
     console = wide_console()
     table = Table(title=f"Top {len(result.top)} of {result.candidates_evaluated:,} candidates")

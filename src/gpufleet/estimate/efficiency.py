@@ -97,9 +97,12 @@ def fitted_parameters() -> dict[str, tuple[float, float, float]]:
 
 @cache
 def framework_profiles() -> dict[str, FrameworkProfile]:
-    return {
-        name: FrameworkProfile(name=name, **spec) for name, spec in _data("frameworks.yaml").items()
-    }
+    out: dict[str, FrameworkProfile] = {}
+    for name, spec in _data("frameworks.yaml").items():
+        out[name] = FrameworkProfile(
+            name=name, **{**spec, "zero_stages": tuple(spec["zero_stages"])}
+        )
+    return out
 
 
 def framework_profile(name: str) -> FrameworkProfile:

@@ -497,9 +497,12 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
         + arch.moe_layers * mflops.moe.attention_core
     )
     layer_fwd = mflops.forward_per_token - mflops.logits
-    hw_flops = mf + np.where(
-        lay.recompute == 2, layer_fwd, np.where(lay.recompute == 1, attn_core, 0.0)
-    )
+    # Hardware FLOPs add what is computed twice: a whole forward with full recomputation,
+    # the attention core with selective recomputation, and always with flash attention,
+    # whose backward recomputes the scores (the time model's 2.5x backward holds it).
+    flash = prof.attention_kernel == "flash"
+    attn_again = np.where((lay.recompute == 1) | flash, attn_core, 0.0)
+    hw_flops = mf + np.where(lay.recompute == 2, layer_fwd, 0.0) + attn_again
     tflops = mf * tokens_per_s / gpus / 1e12
     peak = hw.peak_flops
     meg = megatron2021_flops_per_sequence(arch, case.seq_len) * case.global_batch / step / gpus

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.training import Evaluation, Layouts, TrainingCase, evaluate
 from gpufleet.estimate.training_case import case_for
@@ -162,9 +163,12 @@ def search_training(
 ) -> SearchResult:
     limits = constraints or Constraints()
     result = SearchResult()
+    if spec.training.tokens is None and (limits.deadline_s or limits.budget_usd):
+        raise UserError("a deadline or budget needs training.tokens to know the run's length")
     counts = [c for c in gpu_counts if limits.max_gpus is None or c <= limits.max_gpus]
-    if len(counts) < len(gpu_counts):
-        result.rejected["more GPUs than constraints.max_gpus"] += 0
+    skipped = len(gpu_counts) - len(counts)
+    if skipped:
+        result.rejected[f"GPU counts above max_gpus ({limits.max_gpus}), not enumerated"] = skipped
     pool: list[Candidate] = []
     for name in accelerators:
         case = case_for(spec, result.assumptions, accelerator=name)
