@@ -28,7 +28,7 @@ class GpuHardware:
 
     accelerator: str
     peak_flops: float  # dense, at the workload's precision
-    memory_bytes: int
+    memory_bytes: int  # what frameworks can allocate (driver-reported where known)
     memory_bytes_per_s: float
     scaleup_bytes_per_s: float  # unidirectional, per GPU, inside the scale-up domain
     scaleup_domain_gpus: int
@@ -72,7 +72,7 @@ def resolve_hardware(
     return GpuHardware(
         accelerator=device.name,
         peak_flops=peak,
-        memory_bytes=device.memory_bytes,
+        memory_bytes=usable_memory_bytes(device, log),
         memory_bytes_per_s=device.memory_bandwidth_gbytes_per_s * 1e9,
         scaleup_bytes_per_s=scaleup if scaleup is not None else scaleout,
         scaleup_domain_gpus=max(1, min(domain, gpus_per_node) if domain <= 8 else domain),
@@ -81,6 +81,38 @@ def resolve_hardware(
         system=sys_row.name if sys_row else None,
         fabric=fabric.name if fabric else None,
     )
+
+
+def usable_memory_bytes(device: Accelerator, log: Assumptions) -> int:
+    """Device memory as the driver reports it, from AWS's DescribeInstanceTypes (the
+    `accelerator_memory_bytes` of whole-GPU AWS rows in instances.csv); the datasheet
+    figure otherwise. Vendors round capacity (an "80 GB" H100 reports 81,920 MiB), and
+    what fits is decided by the reported number.
+    """
+    from gpufleet.catalog.instances import load_instances
+
+    reported = [
+        r.accelerator_memory_bytes
+        for r in load_instances()
+        if r.provider == "aws"
+        and r.accelerator == device.name
+        and r.accelerator_memory_bytes
+        and (r.accelerators_count or 0) >= 1
+    ]
+    if reported:
+        value = int(max(reported))
+        log.add(
+            f"device_memory[{device.name}]",
+            f"{value / 2**20:,.0f} MiB",
+            "driver-reported size in AWS DescribeInstanceTypes (instances.csv)",
+        )
+        return value
+    log.add(
+        f"device_memory[{device.name}]",
+        f"{device.memory_bytes:,} bytes",
+        "datasheet capacity (no driver-reported size in the catalog)",
+    )
+    return device.memory_bytes
 
 
 def _system_for(device: Accelerator, name: str | None, log: Assumptions) -> System | None:

@@ -1,0 +1,258 @@
+"""Inference model: memory, prefill and decode time, throughput, vectorised over layouts.
+
+A decode step reads every local weight once and the KV cache of every request
+in the batch, and does 2 FLOPs per weight per request: it is a roofline,
+memory-bound at small batches and compute-bound past the ridge point
+(peak FLOP/s ÷ bandwidth). Prefill is compute-bound matrix work over the
+prompt. Tensor parallelism splits both and adds two all-reduces per layer per
+step, which at decode sizes cost their latency. Engines differ in how close
+they get to the roofline and in fixed costs per step and per request; those
+come from `estimate/data/engines.yaml`, fitted on published TensorRT-LLM rows.
+
+Arrays: every function takes numpy arrays of tensor-parallel size and batch
+(concurrency) of equal shape, so `gpufleet search inference` evaluates all
+candidates of one accelerator and precision in one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.estimate.flops import model_flops, qk_v_dims
+from gpufleet.estimate.hardware import GpuHardware
+from gpufleet.estimate.params import embedding_params, parameter_count
+from gpufleet.specs.model import ModelArch
+
+Array = npt.NDArray[np.float64]
+WeightPrecision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+GiB = 2**30
+
+# Bytes per weight. int4 (AWQ/GPTQ-style) carries one fp16 scale per group of 128 weights.
+BYTES_PER_WEIGHT: dict[str, float] = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5 + 2.0 / 128,
+}
+# The precision the matrix units run at: weight-only int8/int4 kernels dequantise to 16-bit.
+COMPUTE_PRECISION: dict[str, Literal["bf16", "fp8"]] = {
+    "bf16": "bf16",
+    "fp16": "bf16",
+    "fp8": "fp8",
+    "int8": "bf16",
+    "int4": "bf16",
+}
+# CUDA context, NCCL buffers, CUDA-graph pools: not in any formula (assumption).
+ENGINE_RESERVE_BYTES = int(1.5 * GiB)
+
+
+@dataclass(frozen=True)
+class EngineEfficiency:
+    name: str
+    decode_bandwidth_fraction: float
+    prefill_compute_fraction: float
+    step_overhead_s: float
+    request_overhead_s: float
+    allreduce_latency_s: float
+    gpu_memory_utilization: float
+    profile_tokens: int
+    source: str
+
+
+@dataclass(frozen=True)
+class InferenceCase:
+    arch: ModelArch
+    precision: WeightPrecision
+    kv_precision: WeightPrecision
+    hw: GpuHardware  # peak_flops at COMPUTE_PRECISION[precision]
+    engine: EngineEfficiency
+    kernel_overhead_s: float  # per matrix-product kernel, from the training fit
+    scaleup_link_fraction: float
+
+
+def kv_bytes_per_token(arch: ModelArch, kv_precision: str) -> float:
+    """KV-cache bytes one token occupies across all layers (GQA and MLA aware)."""
+    per = BYTES_PER_WEIGHT[kv_precision] if kv_precision != "int4" else 0.5
+    if arch.attention == "mla":
+        # MLA caches the compressed latent and the shared rotary key, not per-head K/V
+        # (DeepSeek-V2 §2.1.2): (kv_lora_rank + qk_rope_head_dim) per layer.
+        assert arch.kv_lora_rank is not None
+        return float(arch.layers * (arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) * per)
+    d_qk, d_v = qk_v_dims(arch)
+    return float(arch.layers * arch.kv_heads * (d_qk + d_v) * per)
+
+
+def kv_bytes_per_token_per_gpu(arch: ModelArch, kv_precision: str, tp: Array) -> Array:
+    """TP splits KV heads; with fewer KV heads than ranks they are replicated, and MLA's
+    latent is replicated on every rank."""
+    total = kv_bytes_per_token(arch, kv_precision)
+    if arch.attention == "mla":
+        return np.full_like(tp, total)
+    return total * np.maximum(1.0 / tp, 1.0 / arch.kv_heads)
+
+
+def weight_bytes_per_gpu(arch: ModelArch, precision: str, tp: Array) -> Array:
+    """Quantised layers at their precision; embedding tables stay 16-bit (as served)."""
+    counts = parameter_count(arch)
+    embed = embedding_params(arch)
+    body = counts.total - embed
+    return (body * BYTES_PER_WEIGHT[precision] + embed * 2.0) / tp
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    seconds: Array
+    memory_s: Array
+    compute_s: Array
+    comm_s: Array
+
+
+def _active_body_params(arch: ModelArch) -> float:
+    counts = parameter_count(arch)
+    return float(counts.active_per_token - embedding_params(arch))
+
+
+def _allreduce(case: InferenceCase, tp: Array, tokens: Array) -> Array:
+    """Two all-reduces per layer of tokens·h·2 bytes; latency-bound at decode sizes."""
+    bw = case.hw.scaleup_bytes_per_s * case.scaleup_link_fraction
+    volume = 2 * (tp - 1) / tp * tokens * case.arch.hidden * 2
+    one = case.engine.allreduce_latency_s + volume / bw
+    return np.where(tp > 1, 2 * case.arch.layers * one, 0.0)
+
+
+def decode_step(case: InferenceCase, tp: Array, batch: Array, context: Array) -> StepTimes:
+    """One decode step: every request in `batch` emits a token with `context` cached."""
+    arch, hw, eng = case.arch, case.hw, case.engine
+    weights = weight_bytes_per_gpu(arch, case.precision, tp)
+    kv = kv_bytes_per_token_per_gpu(arch, case.kv_precision, tp) * batch * context
+    memory_s = (weights + kv) / (hw.memory_bytes_per_s * eng.decode_bandwidth_fraction)
+    d_qk, d_v = qk_v_dims(arch)
+    attn = 2.0 * arch.heads * (d_qk + d_v) * arch.layers * context
+    flops = batch * (2 * _active_body_params(arch) + 2.0 * arch.hidden * arch.vocab + attn) / tp
+    compute_s = flops / (hw.peak_flops * eng.prefill_compute_fraction)
+    kernels = arch.layers * (6 if arch.ffn_type == "swiglu" else 5) * case.kernel_overhead_s
+    comm = _allreduce(case, tp, batch)
+    seconds = np.maximum(memory_s, compute_s) + kernels + comm + eng.step_overhead_s
+    return StepTimes(seconds, memory_s, compute_s, comm)
+
+
+def prefill(case: InferenceCase, tp: Array, requests: Array, prompt: Array) -> StepTimes:
+    """Process `requests` prompts of `prompt` tokens in one batch (causal attention)."""
+    arch, hw, eng = case.arch, case.hw, case.engine
+    tokens = requests * prompt
+    mf = model_flops(arch, 1)
+    d_qk, d_v = qk_v_dims(arch)
+    body = 2 * _active_body_params(arch)
+    attn = arch.heads * (d_qk + d_v) * arch.layers * prompt  # 2·a·(dqk+dv)·L·s/2 (causal)
+    logits = 2.0 * arch.hidden * arch.vocab * requests  # only the last position of each
+    flops = (tokens * (body + attn) + logits) / tp
+    del mf
+    compute_s = flops / (hw.peak_flops * eng.prefill_compute_fraction)
+    weights = weight_bytes_per_gpu(arch, case.precision, tp)
+    memory_s = weights / (hw.memory_bytes_per_s * eng.decode_bandwidth_fraction)
+    kernels = arch.layers * (6 if arch.ffn_type == "swiglu" else 5) * case.kernel_overhead_s
+    comm = _allreduce(case, tp, tokens)
+    seconds = np.maximum(memory_s, compute_s) + kernels + comm
+    return StepTimes(seconds, memory_s, compute_s, comm)
+
+
+@dataclass(frozen=True)
+class Memory:
+    weights: Array
+    kv_cache: Array
+    activations: Array
+    other: Array
+    capacity: float
+
+    @property
+    def total(self) -> Array:
+        return self.weights + self.kv_cache + self.activations + self.other
+
+
+def activation_bytes(case: InferenceCase, tp: Array, prefill_tokens: Array) -> Array:
+    """Peak transient memory of a prefill chunk: the widest MLP intermediate and the
+    logits the engine materialises (16-bit intermediates, fp32 logits)."""
+    arch = case.arch
+    width = max(arch.ffn_hidden, (arch.moe_ffn_hidden or 0) * max(arch.experts_per_token, 1))
+    mlp = prefill_tokens * (3 if arch.ffn_type == "swiglu" else 2) * width * 2 / tp
+    hidden = prefill_tokens * arch.hidden * 2 * 4
+    return np.asarray(mlp + hidden, dtype=np.float64)
+
+
+def memory(
+    case: InferenceCase, tp: Array, sequences: Array, tokens_per_sequence: Array
+) -> Memory:
+    """Per-GPU memory holding `sequences` requests of `tokens_per_sequence` cached tokens."""
+    weights = weight_bytes_per_gpu(case.arch, case.precision, tp)
+    kv = kv_bytes_per_token_per_gpu(case.arch, case.kv_precision, tp) * sequences
+    kv = kv * tokens_per_sequence
+    chunk = np.minimum(sequences * tokens_per_sequence, case.engine.profile_tokens)
+    return Memory(
+        weights=weights,
+        kv_cache=kv,
+        activations=activation_bytes(case, tp, chunk),
+        other=np.full_like(weights, float(ENGINE_RESERVE_BYTES)),
+        capacity=case.hw.memory_bytes * case.engine.gpu_memory_utilization,
+    )
+
+
+def max_sequences(case: InferenceCase, tp: Array, tokens_per_sequence: Array) -> Array:
+    """Largest number of concurrent requests whose KV cache fits beside the weights."""
+    weights = weight_bytes_per_gpu(case.arch, case.precision, tp)
+    act = activation_bytes(case, tp, np.full_like(tp, float(case.engine.profile_tokens)))
+    free = case.hw.memory_bytes * case.engine.gpu_memory_utilization - weights - act
+    free = free - ENGINE_RESERVE_BYTES
+    per_seq = kv_bytes_per_token_per_gpu(case.arch, case.kv_precision, tp) * tokens_per_sequence
+    return np.maximum(np.floor(free / per_seq), 0.0)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Latency and throughput of one replica (tp GPUs) at a batch or concurrency."""
+
+    ttft_s: Array
+    tpot_s: Array
+    output_tokens_per_s: Array  # per replica
+    request_time_s: Array  # a request's whole stay: TTFT + output × TPOT
+
+
+def static_batch(
+    case: InferenceCase, tp: Array, batch: Array, prompt: float, output: float
+) -> Serving:
+    """All `batch` requests prefilled together, then decoded in lock-step to the end."""
+    pre = prefill(case, tp, batch, np.full_like(batch, prompt))
+    mid = np.full_like(batch, prompt + output / 2)
+    step = decode_step(case, tp, batch, mid)
+    ttft = pre.seconds + case.engine.request_overhead_s
+    total = ttft + max(output - 1, 0) * step.seconds
+    return Serving(
+        ttft_s=ttft,
+        tpot_s=step.seconds,
+        output_tokens_per_s=batch * output / total,
+        request_time_s=total,
+    )
+
+
+def continuous(
+    case: InferenceCase, tp: Array, concurrency: Array, prompt: float, output: float
+) -> Serving:
+    """Steady state of in-flight batching: each step decodes `concurrency` requests and
+    prefills the prompts of the requests that replace finished ones (chunked prefill)."""
+    mid = np.full_like(concurrency, prompt + output / 2)
+    step = decode_step(case, tp, concurrency, mid)
+    # Every `output` steps each slot turns over once: prompt tokens per step = c·prompt/output.
+    one = np.ones_like(concurrency)
+    per_request = prefill(case, tp, one, np.full_like(concurrency, prompt))
+    mixed = step.seconds + concurrency / output * (per_request.seconds - case.engine.step_overhead_s * 0)
+    ttft = per_request.seconds + mixed + case.engine.request_overhead_s
+    return Serving(
+        ttft_s=ttft,
+        tpot_s=mixed,
+        output_tokens_per_s=concurrency / mixed,
+        request_time_s=ttft + max(output - 1, 0) * mixed,
+    )
