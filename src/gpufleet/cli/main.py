@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpufleet import __version__
-from gpufleet.cli import catalog, specs, training
+from gpufleet.cli import catalog, inference, specs, training
 from gpufleet.errors import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -23,14 +23,17 @@ app = typer.Typer(
 app.add_typer(catalog.app, name="catalog")
 estimate_app = typer.Typer(help="Estimate one configuration of a workload.", no_args_is_help=True)
 estimate_app.command("training")(training.estimate_training)
+estimate_app.command("inference")(inference.estimate_inference)
 search_app = typer.Typer(
     help="Search hardware and parallel layouts for a workload.", no_args_is_help=True
 )
 search_app.command("training")(training.search_training)
+search_app.command("inference")(inference.search_inference)
 validate_app = typer.Typer(
     help="Compare the estimators with published measurements.", no_args_is_help=True
 )
 validate_app.command("training")(training.validate_training)
+validate_app.command("inference")(inference.validate_inference)
 app.add_typer(estimate_app, name="estimate")
 app.add_typer(search_app, name="search")
 app.add_typer(validate_app, name="validate")

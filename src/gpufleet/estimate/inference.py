@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.estimate.flops import model_flops, qk_v_dims
+from gpufleet.estimate.flops import qk_v_dims
 from gpufleet.estimate.hardware import GpuHardware
 from gpufleet.estimate.params import embedding_params, parameter_count
 from gpufleet.specs.model import ModelArch
@@ -71,8 +71,7 @@ class InferenceCase:
     kv_precision: WeightPrecision
     hw: GpuHardware  # peak_flops at COMPUTE_PRECISION[precision]
     engine: EngineEfficiency
-    kernel_overhead_s: float  # per matrix-product kernel, from the training fit
-    scaleup_link_fraction: float
+    scaleup_link_fraction: float  # collective efficiency on the scale-up fabric (training fit)
 
 
 def kv_bytes_per_token(arch: ModelArch, kv_precision: str) -> float:
@@ -135,9 +134,10 @@ def decode_step(case: InferenceCase, tp: Array, batch: Array, context: Array) ->
     attn = 2.0 * arch.heads * (d_qk + d_v) * arch.layers * context
     flops = batch * (2 * _active_body_params(arch) + 2.0 * arch.hidden * arch.vocab + attn) / tp
     compute_s = flops / (hw.peak_flops * eng.prefill_compute_fraction)
-    kernels = arch.layers * (6 if arch.ffn_type == "swiglu" else 5) * case.kernel_overhead_s
     comm = _allreduce(case, tp, batch)
-    seconds = np.maximum(memory_s, compute_s) + kernels + comm + eng.step_overhead_s
+    # step_overhead_s: the fixed cost of one forward step (kernel launches and tails under
+    # CUDA graphs, the scheduler), fitted per engine.
+    seconds = np.maximum(memory_s, compute_s) + comm + eng.step_overhead_s
     return StepTimes(seconds, memory_s, compute_s, comm)
 
 
@@ -145,19 +145,16 @@ def prefill(case: InferenceCase, tp: Array, requests: Array, prompt: Array) -> S
     """Process `requests` prompts of `prompt` tokens in one batch (causal attention)."""
     arch, hw, eng = case.arch, case.hw, case.engine
     tokens = requests * prompt
-    mf = model_flops(arch, 1)
     d_qk, d_v = qk_v_dims(arch)
     body = 2 * _active_body_params(arch)
     attn = arch.heads * (d_qk + d_v) * arch.layers * prompt  # 2·a·(dqk+dv)·L·s/2 (causal)
     logits = 2.0 * arch.hidden * arch.vocab * requests  # only the last position of each
     flops = (tokens * (body + attn) + logits) / tp
-    del mf
     compute_s = flops / (hw.peak_flops * eng.prefill_compute_fraction)
     weights = weight_bytes_per_gpu(arch, case.precision, tp)
     memory_s = weights / (hw.memory_bytes_per_s * eng.decode_bandwidth_fraction)
-    kernels = arch.layers * (6 if arch.ffn_type == "swiglu" else 5) * case.kernel_overhead_s
     comm = _allreduce(case, tp, tokens)
-    seconds = np.maximum(memory_s, compute_s) + kernels + comm
+    seconds = np.maximum(memory_s, compute_s) + comm + eng.step_overhead_s
     return StepTimes(seconds, memory_s, compute_s, comm)
 
 
@@ -184,9 +181,7 @@ def activation_bytes(case: InferenceCase, tp: Array, prefill_tokens: Array) -> A
     return np.asarray(mlp + hidden, dtype=np.float64)
 
 
-def memory(
-    case: InferenceCase, tp: Array, sequences: Array, tokens_per_sequence: Array
-) -> Memory:
+def memory(case: InferenceCase, tp: Array, sequences: Array, tokens_per_sequence: Array) -> Memory:
     """Per-GPU memory holding `sequences` requests of `tokens_per_sequence` cached tokens."""
     weights = weight_bytes_per_gpu(case.arch, case.precision, tp)
     kv = kv_bytes_per_token_per_gpu(case.arch, case.kv_precision, tp) * sequences
@@ -248,7 +243,9 @@ def continuous(
     # Every `output` steps each slot turns over once: prompt tokens per step = c·prompt/output.
     one = np.ones_like(concurrency)
     per_request = prefill(case, tp, one, np.full_like(concurrency, prompt))
-    mixed = step.seconds + concurrency / output * (per_request.seconds - case.engine.step_overhead_s * 0)
+    mixed = step.seconds + concurrency / output * (
+        per_request.seconds - case.engine.step_overhead_s
+    )
     ttft = per_request.seconds + mixed + case.engine.request_overhead_s
     return Serving(
         ttft_s=ttft,

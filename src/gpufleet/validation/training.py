@@ -230,22 +230,27 @@ def fit_parameters() -> FitResult:
 
 
 def write_fitted(parameters: dict[str, float], path: str) -> None:
-    """Rewrite the `value:` of each fitted parameter in efficiency.yaml, keeping comments."""
+    """Rewrite the `value:` of each fitted parameter in a YAML data file, keeping comments.
+
+    Names are `key` (first match in the file) or `section.key` (first match after the
+    line that opens `section:`).
+    """
     import re
     from pathlib import Path
 
     file = Path(path)
     text = file.read_text(encoding="utf-8")
     for name, value in parameters.items():
-        key = name.split(".")[-1]
-        section = name.split(".")[0] if "." in name else None
+        section, _, key = name.rpartition(".")
         pattern = re.compile(rf"(^\s*{re.escape(key)}: \{{value: )([^,]+)(, range)", re.M)
-        if section is not None:
-            start = text.index(f"  {section}:")
-            head, tail = text[:start], text[start:]
-            text = head + pattern.sub(rf"\g<1>{value:.4g}\g<3>", tail, count=1)
-        else:
-            text = pattern.sub(rf"\g<1>{value:.4g}\g<3>", text, count=1)
+        start = 0
+        if section:
+            opener = re.search(rf"^\s*{re.escape(section)}:\s*$", text, re.M)
+            if opener is None:
+                raise ValueError(f"{path}: no section {section!r}")
+            start = opener.end()
+        head, tail = text[:start], text[start:]
+        text = head + pattern.sub(rf"\g<1>{value:.4g}\g<3>", tail, count=1)
     partial = file.with_suffix(".yaml.partial")
     partial.write_text(text, encoding="utf-8")
     partial.replace(file)

@@ -1,0 +1,226 @@
+"""`gpufleet estimate|search|validate inference`: serving capacity on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from gpufleet.cli.output import format_bytes, wide_console
+from gpufleet.errors import UserError
+from gpufleet.specs.inference import InferenceSpec
+from gpufleet.specs.load import load
+
+EXIT_INFEASIBLE = 1
+SpecArg = Annotated[Path, typer.Argument(help="An inference spec YAML file (kind: inference).")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
+
+
+def _format(value: str, allowed: tuple[str, ...] = ("table", "json")) -> str:
+    if value not in allowed:
+        raise UserError(f"--format: '{value}' is not one of {', '.join(allowed)}")
+    return value
+
+
+def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
+    """Estimate serving: TTFT, TPOT, throughput, memory, replicas, cost and MIG fit.
+
+    Exit code 1 when the load does not fit or misses its SLO; 2 for bad input.
+    """
+    from gpufleet.estimate.inference_estimate import estimate_inference as run
+
+    fmt = _format(format)
+    r = run(load(InferenceSpec, spec_path))
+    if fmt == "json":
+        typer.echo(r.model_dump_json(indent=2))
+    else:
+        console = wide_console()
+        console.print(
+            f"[bold]{r.accelerator}[/bold] · {r.precision} weights · {r.kv_precision} KV · "
+            f"{r.engine} · tp {r.tp} · {r.mode} {r.batch}"
+        )
+        table = Table(show_header=False, box=None)
+        table.add_column(style="dim")
+        table.add_column(justify="right")
+        m = r.memory_per_gpu_bytes
+        cost = r.cost_per_million_output_tokens_usd
+        for label, value in (
+            ("time to first token", f"{r.ttft_ms:,.1f} ms"),
+            ("time per output token", f"{r.tpot_ms:,.1f} ms"),
+            ("output tokens/s (system)", f"{r.output_tokens_per_s:,.0f}"),
+            ("output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}"),
+            ("replicas × tp = GPUs", f"{r.replicas} × {r.tp} = {r.gpus}"),
+            ("largest batch that fits", f"{r.max_batch:,}"),
+            ("KV cache per token", format_bytes(r.kv_cache_bytes_per_token)),
+            (
+                "memory per GPU",
+                f"{format_bytes(m.total)} of {format_bytes(r.memory_capacity_bytes)}",
+            ),
+            (
+                "  weights / KV / activations / other",
+                f"{format_bytes(m.weights)} / {format_bytes(m.kv_cache)} / "
+                f"{format_bytes(m.activations)} / {format_bytes(m.other)}",
+            ),
+            ("SLO met", "yes" if r.slo_met else "[red]no[/red]"),
+            ("$ per million output tokens", "-" if cost is None else f"{cost:,.2f}"),
+        ):
+            table.add_row(label, value)
+        console.print(table)
+        fitting = [f for f in r.mig_fit if f.fits]
+        if r.mig_fit:
+            best = (
+                ", ".join(f"{f.profile} ({f.output_tokens_per_s:,.0f} tok/s)" for f in fitting)
+                or "none"
+            )
+            console.print(f"MIG profiles that hold it: {best}")
+        for reason in r.reasons:
+            console.print(f"[red]{reason}[/red]")
+    if not (r.fits and r.slo_met):
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def search_inference(
+    spec_path: SpecArg,
+    top: Annotated[int, typer.Option("--top", min=1)] = 10,
+    accelerators: Annotated[
+        list[str] | None, typer.Option("--accelerator", "-a", help="Repeatable; default: 10 types.")
+    ] = None,
+    format: FormatOpt = "table",
+) -> None:
+    """Cheapest accelerator × tp × precision configurations that meet the SLO."""
+    from gpufleet.catalog.accelerators import get_accelerator
+    from gpufleet.plan.inference_search import DEFAULT_ACCELERATORS
+    from gpufleet.plan.inference_search import search_inference as run
+
+    fmt = _format(format)
+    spec = load(InferenceSpec, spec_path)
+    names = (
+        [get_accelerator(a).name for a in accelerators] if accelerators else DEFAULT_ACCELERATORS
+    )
+    result = run(spec, names, top_k=top)
+    if fmt == "json":
+        typer.echo(
+            json.dumps(
+                {
+                    "candidates_evaluated": result.candidates_evaluated,
+                    "rejected": dict(result.rejected.most_common()),
+                    "top": [c.__dict__ for c in result.top],
+                    "assumptions": [a.__dict__ for a in result.assumptions.frozen()],
+                },
+                indent=2,
+            )
+        )
+    else:
+        table = Table(title=f"Cheapest of {result.candidates_evaluated} configurations")
+        for col in (
+            "accelerator",
+            "precision",
+            "tp",
+            "concurrency",
+            "TTFT ms",
+            "TPOT ms",
+            "tok/s/replica",
+            "replicas",
+            "GPUs",
+            "$/M tokens",
+        ):
+            table.add_column(
+                col, justify="left" if col in {"accelerator", "precision"} else "right"
+            )
+        for c in result.top:
+            cost = c.cost_per_million_output_tokens_usd
+            table.add_row(
+                c.accelerator,
+                c.precision,
+                str(c.tp),
+                str(c.concurrency),
+                f"{c.ttft_ms:,.0f}",
+                f"{c.tpot_ms:,.1f}",
+                f"{c.output_tokens_per_s_per_replica:,.0f}",
+                str(c.replicas),
+                str(c.gpus),
+                "-" if cost is None else f"{cost:,.2f}",
+            )
+        console = wide_console()
+        console.print(table)
+        console.print(
+            "Rejected: " + ", ".join(f"{n} {why}" for why, n in result.rejected.most_common()),
+            style="dim",
+        )
+    if not result.top:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def validate_inference(
+    fit: Annotated[bool, typer.Option("--fit", help="Refit the TensorRT-LLM profile.")] = False,
+    write: Annotated[bool, typer.Option("--write", help="With --fit: save it.")] = False,
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="table, json or markdown.")
+    ] = "table",
+) -> None:
+    """Compare the inference estimator with published measurements."""
+    from gpufleet.validation.inference import fit_engine, summarise
+    from gpufleet.validation.inference import validate_inference as run
+
+    fmt = _format(format, ("table", "json", "markdown"))
+    if write and not fit:
+        raise UserError("--write needs --fit")
+    if fit:
+        fitted, before, after = fit_engine()
+        if write:
+            from importlib import resources
+
+            from gpufleet.validation.training import write_fitted
+
+            path = resources.files("gpufleet.estimate").joinpath("data", "engines.yaml")
+            write_fitted(fitted, str(path))
+        typer.echo(
+            json.dumps(
+                {"fitted": fitted, "before": before.__dict__, "after": after.__dict__}, indent=2
+            )
+        )
+        return
+    rows = run()
+    s = summarise(rows)
+    line = (
+        f"throughput rows: median |error| {s.throughput_median_abs:.1%} (target ≤ 15%); "
+        f"TTFT rows: median {s.ttft_median_abs:.1%} (target ≤ 20%); KV-cache row: "
+        f"{s.kv_abs:.1%} (target ≤ 3%)"
+    )
+    if fmt == "json":
+        typer.echo(
+            json.dumps(
+                {"rows": [r.__dict__ | {"error": r.error} for r in rows], "summary": s.__dict__},
+                indent=2,
+            )
+        )
+        return
+    if fmt == "markdown":
+        out = ["| id | metric | published | predicted | error | how |", "|---|---|---|---|---|---|"]
+        out += [
+            f"| {r.id} | {r.metric} | {r.published:,.2f} | {r.predicted:,.2f} | "
+            f"{r.error:+.1%} | {r.detail} |"
+            for r in rows
+        ]
+        typer.echo("\n".join([*out, "", line]))
+        return
+    table = Table(title="Inference estimator vs published measurements")
+    for col in ("id", "metric", "published", "predicted", "error", "how"):
+        table.add_column(
+            col, justify="right" if col in {"published", "predicted", "error"} else "left"
+        )
+    for r in rows:
+        table.add_row(
+            r.id,
+            r.metric,
+            f"{r.published:,.2f}",
+            f"{r.predicted:,.2f}",
+            f"{r.error:+.1%}",
+            r.detail,
+        )
+    console = wide_console()
+    console.print(table)
+    console.print(line)

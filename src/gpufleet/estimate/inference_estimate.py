@@ -1,0 +1,357 @@
+"""`gpufleet estimate inference`: latency, throughput, memory, replicas and MIG fit.
+
+The three load forms of a spec map to three questions: `batch` — how fast is
+one static batch; `concurrency` — what does a replica deliver with that many
+requests in flight; `request_rate` — how many replicas (and GPUs) serve that
+rate within the SLOs, and at what cost per million output tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.mig import mig_profiles_for
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.efficiency import efficiency_for
+from gpufleet.estimate.engines import engine
+from gpufleet.estimate.hardware import resolve_hardware
+from gpufleet.estimate.inference import (
+    COMPUTE_PRECISION,
+    InferenceCase,
+    Serving,
+    continuous,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    max_sequences,
+    memory,
+    static_batch,
+)
+from gpufleet.plan.pricing import cheapest_gpu_hour
+from gpufleet.specs.inference import InferenceSpec
+
+TP_CHOICES = (1, 2, 4, 8)
+# Output lengths vary; a request's service time has this coefficient of variation when
+# the spec gives no p99 (exponential-like spread; assumption).
+DEFAULT_SERVICE_CV = 1.0
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class MemoryOut(Report):
+    weights: int
+    kv_cache: int
+    activations: int
+    other: int
+    total: int
+
+
+class MigFit(Report):
+    profile: str
+    fits: bool
+    max_batch: int
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+
+
+class AssumptionOut(Report):
+    name: str
+    value: str
+    source: str
+
+
+class InferenceEstimate(Report):
+    accelerator: str
+    precision: str
+    kv_precision: str
+    engine: str
+    tp: int
+    pp: int
+    mode: str
+    batch: int
+    ttft_ms: float
+    tpot_ms: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    max_batch: int
+    kv_cache_bytes_per_token: float
+    kv_cache_bytes: float
+    memory_per_gpu_bytes: MemoryOut
+    memory_capacity_bytes: float
+    fits: bool
+    replicas: int
+    gpus: int
+    slo_met: bool
+    cost_per_million_output_tokens_usd: float | None
+    mig_fit: list[MigFit]
+    reasons: list[str]
+    assumptions: list[AssumptionOut]
+
+
+def case_for(
+    spec: InferenceSpec,
+    log: Assumptions,
+    accelerator: str | None = None,
+    precision: str | None = None,
+) -> InferenceCase:
+    name = accelerator or spec.hardware.accelerator
+    weights = precision or spec.serving.precision
+    kv = spec.serving.kv_precision or (weights if weights in ("bf16", "fp16", "fp8") else "bf16")
+    compute = COMPUTE_PRECISION[weights]
+    device = get_accelerator(name)
+    if device.dense_flops(compute) is None:
+        raise UserError(
+            f"serving.precision: {weights} needs {compute} matrix units, which "
+            f"{device.name} does not list; use bf16"
+        )
+    same = name == spec.hardware.accelerator
+    hw = resolve_hardware(
+        name,
+        compute,
+        log,
+        system=spec.hardware.system if same else None,
+        scale_out=spec.hardware.scale_out if same else None,
+    )
+    eng = engine(spec.serving.engine, device.vendor)
+    log.add(f"engine[{eng.name}]", eng.source, "src/gpufleet/estimate/data/engines.yaml")
+    train_eff, _ = efficiency_for(hw.accelerator)
+    return InferenceCase(
+        arch=spec.model,
+        precision=weights,  # type: ignore[arg-type]
+        kv_precision=kv,  # type: ignore[arg-type]
+        hw=hw,
+        engine=eng,
+        scaleup_link_fraction=train_eff.scaleup_link_fraction,
+    )
+
+
+def _serving(
+    case: InferenceCase, tp: int, load: int, *, mode: str, prompt: float, out: float
+) -> Serving:
+    t = np.array([float(tp)])
+    b = np.array([float(load)])
+    if mode == "batch":
+        return static_batch(case, t, b, prompt, out)
+    return continuous(case, t, b, prompt, out)
+
+
+def _slo_ok(spec: InferenceSpec, s: Serving, extra_wait_s: float = 0.0) -> bool:
+    slo = spec.serving.slo
+    ttft_ok = slo.ttft_p99_ms is None or (s.ttft_s[0] + extra_wait_s) * 1e3 <= slo.ttft_p99_ms
+    tpot_ok = slo.tpot_p99_ms is None or s.tpot_s[0] * 1e3 <= slo.tpot_p99_ms
+    return bool(ttft_ok and tpot_ok)
+
+
+def _best_concurrency(
+    spec: InferenceSpec, case: InferenceCase, tp: int, *, limit: int, prompt: float, out: float
+) -> int:
+    """Largest concurrency (<= limit) whose time per output token meets the SLO."""
+    if limit < 1:
+        return 0
+    cs = np.unique(np.round(np.geomspace(1, limit, num=min(limit, 64))).astype(float))
+    tps = np.full_like(cs, float(tp))
+    serving = continuous(case, tps, cs, prompt, out)
+    tpot_limit = spec.serving.slo.tpot_p99_ms
+    ok = np.ones_like(cs, dtype=bool) if tpot_limit is None else serving.tpot_s * 1e3 <= tpot_limit
+    return int(cs[ok].max()) if ok.any() else 0
+
+
+def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
+    log = Assumptions()
+    case = case_for(spec, log)
+    sv = spec.serving
+    prompt, out = float(sv.mean_tokens("input")), float(sv.mean_tokens("output"))
+    longest = float(sv.max_tokens("input") + sv.max_tokens("output"))
+    pp = spec.parallelism.pp if spec.parallelism else 1
+    if pp != 1:
+        raise UserError("parallelism.pp: pipeline-parallel serving is not modelled yet; use pp: 1")
+    tp = spec.parallelism.tp if spec.parallelism else _choose_tp(spec, case, longest)
+    t = np.array([float(tp)])
+    cap = int(max_sequences(case, t, np.array([longest]))[0])
+    reasons: list[str] = []
+    if sv.batch is not None:
+        mode, load = "batch", sv.batch
+    elif sv.concurrency is not None:
+        mode, load = "concurrency", sv.concurrency
+    elif sv.request_rate is not None:
+        mode, load = (
+            "request_rate",
+            _best_concurrency(spec, case, tp, limit=cap, prompt=prompt, out=out),
+        )
+    else:
+        mode, load = "batch", 1
+        log.add("load", "batch 1", "the spec gives no batch, concurrency or request_rate")
+    mem = memory(case, t, np.array([float(max(load, 1))]), np.array([longest]))
+    fits = bool(mem.total[0] <= mem.capacity) and load >= 1
+    if load < 1:
+        reasons.append(
+            "no concurrency meets the time-per-output-token SLO within memory; "
+            "try a larger tp, fp8 weights or a faster accelerator"
+        )
+    elif not fits:
+        reasons.append(
+            f"does not fit: {load} requests of {longest:.0f} tokens need "
+            f"{mem.total[0] / 1e9:.1f} GB per GPU of {mem.capacity / 1e9:.1f} GB usable; "
+            f"at most {cap} fit at tp {tp}"
+        )
+    serving = _serving(
+        case, tp, max(load, 1), mode="batch" if mode == "batch" else "c", prompt=prompt, out=out
+    )
+    gpus_per_replica = tp * pp
+    replicas = max(1, (spec.hardware.count or gpus_per_replica) // gpus_per_replica)
+    wait_s = 0.0
+    if mode == "request_rate" and load >= 1:
+        replicas, wait_s = _replicas_for_rate(spec, serving, load, log)
+    per_replica = float(serving.output_tokens_per_s[0])
+    slo_met = fits and _slo_ok(spec, serving, wait_s)
+    if mode == "request_rate" and sv.request_rate is not None:
+        served = sv.request_rate * out
+    else:
+        served = per_replica * replicas
+    gpus = replicas * gpus_per_replica
+    price = cheapest_gpu_hour(case.hw.accelerator)
+    cost = None
+    if price is not None and served > 0:
+        log.add(
+            f"price[{case.hw.accelerator}]", f"${price.usd_per_gpu_hour:.2f}/GPU-h", price.source
+        )
+        cost = gpus * price.usd_per_gpu_hour / (served * 3600) * 1e6
+    kv_tok = kv_bytes_per_token(spec.model, case.kv_precision)
+    return InferenceEstimate(
+        accelerator=case.hw.accelerator,
+        precision=case.precision,
+        kv_precision=case.kv_precision,
+        engine=case.engine.name,
+        tp=tp,
+        pp=pp,
+        mode=mode,
+        batch=load,
+        ttft_ms=(float(serving.ttft_s[0]) + wait_s) * 1e3,
+        tpot_ms=float(serving.tpot_s[0]) * 1e3,
+        output_tokens_per_s=served if mode == "request_rate" else per_replica * replicas,
+        output_tokens_per_s_per_gpu=per_replica / gpus_per_replica,
+        max_batch=cap,
+        kv_cache_bytes_per_token=kv_tok,
+        kv_cache_bytes=float(kv_bytes_per_token_per_gpu(spec.model, case.kv_precision, t)[0])
+        * max(load, 1)
+        * longest
+        * tp,
+        memory_per_gpu_bytes=MemoryOut(
+            weights=round(float(mem.weights[0])),
+            kv_cache=round(float(mem.kv_cache[0])),
+            activations=round(float(mem.activations[0])),
+            other=round(float(mem.other[0])),
+            total=round(float(mem.total[0])),
+        ),
+        memory_capacity_bytes=mem.capacity,
+        fits=fits,
+        replicas=replicas,
+        gpus=gpus,
+        slo_met=slo_met,
+        cost_per_million_output_tokens_usd=cost,
+        mig_fit=mig_fit(spec, case, load=max(load, 1), prompt=prompt, out=out, longest=longest),
+        reasons=reasons,
+        assumptions=[
+            AssumptionOut(name=a.name, value=a.value, source=a.source) for a in log.frozen()
+        ],
+    )
+
+
+def _choose_tp(spec: InferenceSpec, case: InferenceCase, longest: float) -> int:
+    """Smallest tensor-parallel size that holds the load (at least one request) in memory."""
+    sv = spec.serving
+    want = sv.batch or sv.concurrency or 1
+    domain = case.hw.scaleup_domain_gpus
+    for tp in TP_CHOICES:
+        if tp > domain or spec.model.heads % tp:
+            continue
+        if max_sequences(case, np.array([float(tp)]), np.array([longest]))[0] >= want:
+            return tp
+    return max(t for t in TP_CHOICES if t <= domain and spec.model.heads % t == 0)
+
+
+def _replicas_for_rate(
+    spec: InferenceSpec, serving: Serving, slots: int, log: Assumptions
+) -> tuple[int, float]:
+    from gpufleet.estimate.queueing import replicas_needed
+
+    sv = spec.serving
+    assert sv.request_rate is not None
+    ttft_slo = (sv.slo.ttft_p99_ms or math.inf) / 1e3
+    cv = DEFAULT_SERVICE_CV
+    log.add("service_time_cv", cv, "output lengths vary; exponential-like spread (assumption)")
+    log.add(
+        "queueing",
+        "M/G/c, Allen–Cunneen approximation",
+        "docs/design/0004-inference-queueing.md",
+    )
+    prefill_s = float(serving.ttft_s[0])
+    try:
+        replicas, q = replicas_needed(
+            sv.request_rate,
+            float(serving.request_time_s[0]),
+            cv,
+            slots,
+            prefill_s,
+            ttft_slo if math.isfinite(ttft_slo) else 1e9,
+        )
+    except ValueError as exc:
+        raise UserError(f"serving.slo: {exc}") from None
+    return replicas, float(q.p99_wait_s)
+
+
+def mig_fit(
+    spec: InferenceSpec,
+    case: InferenceCase,
+    *,
+    load: int,
+    prompt: float,
+    out: float,
+    longest: float,
+) -> list[MigFit]:
+    """Whether each MIG profile of the GPU holds the model at this load, and its throughput.
+
+    A slice gets compute_slices/7 of the SMs and, as the MIG user guide describes memory
+    slices carrying their share of bandwidth, memory bandwidth in proportion to its
+    memory (assumption: memory-slice counts are not in the catalog).
+    """
+    from dataclasses import replace
+
+    device = get_accelerator(case.hw.accelerator)
+    results: list[MigFit] = []
+    for profile in mig_profiles_for(device.name):
+        if profile.has_media_extensions:
+            continue
+        share = profile.memory_bytes / device.memory_bytes
+        hw = replace(
+            case.hw,
+            peak_flops=case.hw.peak_flops * profile.compute_slices / 7,
+            memory_bytes=profile.memory_bytes,
+            memory_bytes_per_s=case.hw.memory_bytes_per_s * min(share, 1.0),
+        )
+        sliced = replace(case, hw=hw)
+        one = np.array([1.0])
+        cap = int(max_sequences(sliced, one, np.array([longest]))[0])
+        use = min(load, cap)
+        fits = cap >= 1
+        rate = 0.0
+        if fits:
+            rate = float(
+                continuous(sliced, one, np.array([float(use)]), prompt, out).output_tokens_per_s[0]
+            )
+        results.append(
+            MigFit(
+                profile=profile.profile,
+                fits=fits,
+                max_batch=cap,
+                output_tokens_per_s=rate,
+                output_tokens_per_s_per_gpu=rate * profile.max_instances,
+            )
+        )
+    return results
