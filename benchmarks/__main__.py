@@ -64,6 +64,16 @@ def _search_405b() -> object:
     return search_training(spec, accelerators)
 
 
+def _search_inference() -> object:
+    from gpufleet.plan.inference_search import DEFAULT_ACCELERATORS, search_inference
+    from gpufleet.specs.inference import InferenceSpec
+    from gpufleet.specs.kinds import load_spec
+
+    spec = load_spec(ROOT / "examples" / "inference-llama2-70b-vllm.yaml")
+    assert isinstance(spec, InferenceSpec)
+    return search_inference(spec, DEFAULT_ACCELERATORS)
+
+
 BENCHES = [
     Bench(
         "catalog-cold-load",
@@ -79,6 +89,13 @@ BENCHES = [
         budget_s=2.0,
         repeat=5,
         fn=_search_405b,
+    ),
+    Bench(
+        "search-inference",
+        "search llama-2-70b serving: 10 accelerators x tp 1..8 x 4 precisions at 50 req/s",
+        budget_s=1.0,
+        repeat=5,
+        fn=_search_inference,
     ),
     Bench(
         "validate-examples",

@@ -88,6 +88,53 @@ def train_rows(report: dict[str, Any], accelerator: str) -> list[str]:
     return lines
 
 
+def decode_rows(report: dict[str, Any], accelerator: str) -> list[str]:
+    """Decode and prefill of the Llama-3-8B-shaped stack against the `generic` engine."""
+    import numpy as np
+
+    from gpufleet.estimate.engines import engine
+    from gpufleet.estimate.inference import InferenceCase, decode_step, prefill
+
+    a = report["decode_arch"]
+    arch = ModelArch.model_validate(
+        {
+            k: a[k]
+            for k in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_type", "vocab")
+        }
+        | {"tied_embeddings": True}  # the benchmark has no input embedding table
+    )
+    hw = resolve_hardware(accelerator, "bf16", Assumptions())
+    eff, _ = efficiency_for(hw.accelerator)
+    case = InferenceCase(
+        arch=arch,
+        precision="bf16",
+        kv_precision="bf16",
+        hw=hw,
+        engine=engine("generic"),
+        scaleup_link_fraction=eff.scaleup_link_fraction,
+    )
+    one = np.array([1.0])
+    lines = []
+    for d in report["decode"]:
+        if "token_s" in d:
+            t = decode_step(
+                case, one, np.array([float(d["batch"])]), np.array([float(d["context"])])
+            )
+            model = float(t.seconds[0])
+            lines.append(
+                f"| decode | batch {d['batch']}, context {d['context']} | "
+                f"{d['token_s'] * 1e3:.2f} | {model * 1e3:.2f} | {model / d['token_s'] - 1:+.1%} |"
+            )
+        else:
+            t = prefill(case, one, one, np.array([float(d["prefill_tokens"])]))
+            model = float(t.seconds[0])
+            lines.append(
+                f"| prefill | {d['prefill_tokens']} tokens | {d['prefill_s'] * 1e3:.2f} | "
+                f"{model * 1e3:.2f} | {model / d['prefill_s'] - 1:+.1%} |"
+            )
+    return lines
+
+
 def main() -> int:
     path = Path(sys.argv[1])
     report = json.loads(path.read_text())
@@ -126,6 +173,17 @@ def main() -> int:
         "(weights, fp32 gradients and Adam states); PyTorch keeps fp32 master weights, so "
         "its static bytes per parameter (16) differ from Megatron's (18) modelled for clusters.",
     ]
+    out += [
+        "",
+        "### Decode and prefill (Llama-3-8B shape, bf16, PyTorch with CUDA graphs)",
+        "",
+        "Against gpufleet's `generic` engine profile (TensorRT-LLM fractions scaled by the",
+        "profile's stated ratios; nothing fitted to these numbers).",
+        "",
+        "| phase | shape | measured ms | model ms | error |",
+        "|---|---|---|---|---|",
+    ]
+    out += decode_rows(report, accelerator)
     print("\n".join(out))
     return 0
 

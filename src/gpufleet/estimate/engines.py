@@ -46,6 +46,9 @@ def engine(name: str, vendor: str | None = None) -> EngineEfficiency:
     if "relative_to" in entry:
         decode *= float(entry["decode_bandwidth_ratio"]["value"])
         prefill *= float(entry["prefill_compute_ratio"]["value"])
+    maturity = entry.get("vendor_efficiency", {}).get(vendor or "", {}).get("value", 1.0)
+    decode *= float(maturity)
+    prefill *= float(maturity)
     profile = entry.get("profile_tokens", {}).get("value", DEFAULT_PROFILE_TOKENS)
     return EngineEfficiency(
         name=name,
