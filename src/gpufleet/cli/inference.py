@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gpufleet.cli.output import format_bytes, wide_console
+from gpufleet.cli.output import format_bytes, format_gb, wide_console
 from gpufleet.errors import UserError
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load
@@ -57,7 +57,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             ("KV cache per token", format_bytes(r.kv_cache_bytes_per_token)),
             (
                 "memory per GPU",
-                f"{format_bytes(m.total)} of {format_bytes(r.memory_capacity_bytes)}",
+                f"{format_gb(m.total)} of {format_gb(r.memory_capacity_bytes)}",
             ),
             (
                 "  weights / KV / activations / other",

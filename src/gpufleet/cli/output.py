@@ -235,6 +235,11 @@ def human(column: str, value: Any) -> str:
     return str(value)
 
 
+def format_gb(value: float) -> str:
+    """Decimal GB with one decimal: for comparing sizes in one sentence (needs vs has)."""
+    return f"{value / 1e9:,.1f} GB"
+
+
 def format_bytes(value: float) -> str:
     """Binary units when the value is a whole number of them (32 GiB), else decimal."""
     for unit, scale in (("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30)):

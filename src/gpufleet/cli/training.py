@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.cli.output import format_bytes, wide_console
+from gpufleet.cli.output import format_bytes, format_gb, wide_console
 from gpufleet.errors import UserError
 from gpufleet.specs.load import load
 from gpufleet.specs.training import TrainingSpec
@@ -70,8 +70,8 @@ def _print_estimate(r: object, console: Console) -> None:
         ("MFU / HFU", f"{r.mfu:.1%} / {r.hfu:.1%}"),
         (
             "memory per GPU",
-            f"{format_bytes(r.memory_per_gpu_bytes.total)} of "
-            f"{format_bytes(r.memory_capacity_bytes)}"
+            f"{format_gb(r.memory_per_gpu_bytes.total)} of "
+            f"{format_gb(r.memory_capacity_bytes)}"
             + ("" if r.fits else "  [red]does not fit[/red]"),
         ),
         (

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpufleet.cli.output import format_bytes
+from gpufleet.cli.output import format_gb
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.goodput import default_reliability, goodput
@@ -139,7 +139,7 @@ def _best_layout(case: TrainingCase, gpus: int) -> Layouts:
 
 def _not_fitting(case: TrainingCase, lay: Layouts, ev: Evaluation) -> str:
     """Say how far over the layout is and which single changes would make it fit."""
-    need, have = format_bytes(float(ev.total_bytes[0])), format_bytes(case.hw.memory_bytes)
+    need, have = format_gb(float(ev.total_bytes[0])), format_gb(case.hw.memory_bytes)
     tries: list[tuple[str, Layouts]] = []
     arch = case.arch
     for pp in (2, 4, 8, 16, 32):
