@@ -478,3 +478,17 @@ def test_allen_cunneen_is_optimistic_for_constant_service_on_many_servers() -> N
     model = mgc_wait(0.7 * 16, 1.0, 0.0, 16)
     mean_wait, _ = _simulated(16, 0.7, 0.0, "gamma")
     assert 0.75 * mean_wait < model.mean_wait_s < 0.95 * mean_wait
+
+
+@pytest.mark.parametrize("cap", [0.5, 0.85, 1.0])
+def test_replicas_respect_the_utilisation_cap_and_are_minimal(cap: float) -> None:
+    lam, es, slots = 40.0, 10.0, 16
+    replicas, q = replicas_needed(lam, es, 1.0, slots, 0.1, 5.0, max_utilisation=cap)
+    assert q.utilisation <= cap
+    fewer = mgc_wait(lam, es, 1.0, (replicas - 1) * slots)
+    assert (not fewer.stable) or fewer.utilisation > cap or fewer.p99_wait_s + 0.1 > 5.0
+
+
+def test_utilisation_cap_must_be_a_fraction() -> None:
+    with pytest.raises(ValueError, match="max_utilisation must be in"):
+        replicas_needed(1.0, 1.0, 1.0, 1, 0.0, 1.0, max_utilisation=1.5)

@@ -38,6 +38,9 @@ TP_CHOICES = (1, 2, 4, 8)
 # Output lengths vary; a request's service time has this coefficient of variation when
 # the spec gives no p99 (exponential-like spread; assumption).
 DEFAULT_SERVICE_CV = 1.0
+# Headroom: the queue model pools every slot of the fleet behind one queue, which routers
+# only approach; replicas are also sized so the fleet runs at most this busy (assumption).
+MAX_UTILISATION = 0.85
 
 
 class Report(BaseModel):
@@ -291,6 +294,9 @@ def _replicas_for_rate(
         "M/G/c, Allen–Cunneen approximation",
         "docs/design/0004-inference-queueing.md",
     )
+    log.add(
+        "max_utilisation", MAX_UTILISATION, "routing headroom over the pooled queue (assumption)"
+    )
     prefill_s = float(serving.ttft_s[0])
     try:
         replicas, q = replicas_needed(
@@ -300,6 +306,7 @@ def _replicas_for_rate(
             slots,
             prefill_s,
             ttft_slo if math.isfinite(ttft_slo) else 1e9,
+            max_utilisation=MAX_UTILISATION,
         )
     except ValueError as exc:
         raise UserError(f"serving.slo: {exc}") from None

@@ -164,6 +164,7 @@ def replicas_needed(  # noqa: PLR0917 - the positional signature is the agreed A
     prefill_s: float,
     ttft_p99_s: float,
     max_replicas: int = 100_000,
+    max_utilisation: float = 1.0,
 ) -> tuple[int, QueueResult]:
     """The fewest replicas whose p99 time to first token meets the SLO, and its queue.
 
@@ -179,6 +180,10 @@ def replicas_needed(  # noqa: PLR0917 - the positional signature is the agreed A
     in c), so the search starts at the smallest stable count
     r₀ = floor(a / slots) + 1, doubles until the SLO holds and then bisects:
     O(log r) evaluations, each O(r × slots).
+
+    max_utilisation caps ρ as well: the pooled queue assumes any free slot
+    in the fleet takes the next request, which real routers only approach, and
+    a pool sized right at the SLO runs at ρ near 1 (0.997 seen at 2,000 req/s).
 
     Raises ValueError if prefill_s alone exceeds ttft_p99_s (no replica
     count can help: queueing only adds to the prefill), or if no count up to
@@ -197,11 +202,15 @@ def replicas_needed(  # noqa: PLR0917 - the positional signature is the agreed A
             "by any number of replicas; it needs faster prefill or a looser SLO"
         )
 
+    if not 0 < max_utilisation <= 1:
+        raise ValueError(f"max_utilisation must be in (0, 1]; got {max_utilisation}")
+
     def check(replicas: int) -> QueueResult | None:
         result = mgc_wait(lam, es, cv, replicas * slots)
-        return result if result.stable and result.p99_wait_s + prefill <= slo else None
+        ok = result.stable and result.utilisation <= max_utilisation
+        return result if ok and result.p99_wait_s + prefill <= slo else None
 
-    first = math.floor(lam * es / slots) + 1
+    first = math.floor(lam * es / (slots * max_utilisation)) + 1
     # Exponential search: `low` fails (or is below the stable range), `high` is tried next.
     low, high = first - 1, first
     found: QueueResult | None = None

@@ -20,7 +20,7 @@ from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.inference import continuous, max_sequences
-from gpufleet.estimate.inference_estimate import DEFAULT_SERVICE_CV, case_for
+from gpufleet.estimate.inference_estimate import DEFAULT_SERVICE_CV, MAX_UTILISATION, case_for
 from gpufleet.estimate.queueing import replicas_needed
 from gpufleet.plan.pricing import cheapest_gpu_hour
 from gpufleet.specs.inference import InferenceSpec
@@ -156,10 +156,16 @@ def _evaluate(
                 conc,
                 float(serving.ttft_s[i]),
                 ttft_slo,
+                max_utilisation=MAX_UTILISATION,
             )
             wait = float(q.p99_wait_s)
-        except ValueError:
-            result.rejected["TTFT SLO unreachable even without queueing"] += 1
+        except ValueError as exc:
+            reason = (
+                "TTFT SLO unreachable even without queueing"
+                if "exceeds ttft_p99_s" in str(exc)
+                else "needs more replicas than the search allows"
+            )
+            result.rejected[reason] += 1
             return None
     served = sv.request_rate * out if sv.request_rate is not None else per_replica
     price = cheapest_gpu_hour(case.hw.accelerator)
