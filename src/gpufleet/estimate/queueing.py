@@ -210,7 +210,9 @@ def replicas_needed(  # noqa: PLR0917 - the positional signature is the agreed A
         ok = result.stable and result.utilisation <= max_utilisation
         return result if ok and result.p99_wait_s + prefill <= slo else None
 
-    first = math.floor(lam * es / (slots * max_utilisation)) + 1
+    # The fewest replicas that can qualify: ρ < 1 strictly, or ρ <= the cap when capped.
+    need = lam * es / (slots * max_utilisation)
+    first = max(1, math.floor(need) + 1 if max_utilisation == 1 else math.ceil(need))
     # Exponential search: `low` fails (or is below the stable range), `high` is tried next.
     low, high = first - 1, first
     found: QueueResult | None = None
