@@ -172,8 +172,9 @@ class Memory:
 
 
 def activation_bytes(case: InferenceCase, tp: Array, prefill_tokens: Array) -> Array:
-    """Peak transient memory of a prefill chunk: the widest MLP intermediate and the
-    logits the engine materialises (16-bit intermediates, fp32 logits)."""
+    """Peak transient memory of a prefill chunk: the widest MLP intermediate (gate and up
+    projections, 16-bit) plus four hidden-size buffers (residual, norm output, attention
+    output, MLP output) per token."""
     arch = case.arch
     width = max(arch.ffn_hidden, (arch.moe_ffn_hidden or 0) * max(arch.experts_per_token, 1))
     mlp = prefill_tokens * (3 if arch.ffn_type == "swiglu" else 2) * width * 2 / tp
@@ -186,7 +187,10 @@ def memory(case: InferenceCase, tp: Array, sequences: Array, tokens_per_sequence
     weights = weight_bytes_per_gpu(case.arch, case.precision, tp)
     kv = kv_bytes_per_token_per_gpu(case.arch, case.kv_precision, tp) * sequences
     kv = kv * tokens_per_sequence
-    chunk = np.minimum(sequences * tokens_per_sequence, case.engine.profile_tokens)
+    # Engines reserve the activation peak of their largest prefill chunk up front (vLLM
+    # and TensorRT-LLM profile it at start), whatever the load: the same reserve as
+    # `max_sequences`, so "fits" and "max_batch" always agree.
+    chunk = np.full_like(weights, float(case.engine.profile_tokens))
     return Memory(
         weights=weights,
         kv_cache=kv,

@@ -154,14 +154,18 @@ def _slo_ok(spec: InferenceSpec, s: Serving, extra_wait_s: float = 0.0) -> bool:
 def _best_concurrency(
     spec: InferenceSpec, case: InferenceCase, tp: int, *, limit: int, prompt: float, out: float
 ) -> int:
-    """Largest concurrency (<= limit) whose time per output token meets the SLO."""
+    """Largest concurrency (<= limit) whose TPOT and unqueued TTFT meet the SLO."""
     if limit < 1:
         return 0
     cs = np.unique(np.round(np.geomspace(1, limit, num=min(limit, 64))).astype(float))
     tps = np.full_like(cs, float(tp))
     serving = continuous(case, tps, cs, prompt, out)
-    tpot_limit = spec.serving.slo.tpot_p99_ms
-    ok = np.ones_like(cs, dtype=bool) if tpot_limit is None else serving.tpot_s * 1e3 <= tpot_limit
+    slo = spec.serving.slo
+    ok = np.ones_like(cs, dtype=bool)
+    if slo.tpot_p99_ms is not None:
+        ok &= serving.tpot_s * 1e3 <= slo.tpot_p99_ms
+    if slo.ttft_p99_ms is not None:  # leave the queue room: TTFT before any wait
+        ok &= serving.ttft_s * 1e3 <= slo.ttft_p99_ms
     return int(cs[ok].max()) if ok.any() else 0
 
 
