@@ -222,11 +222,6 @@ BAD_INPUT = [
         id="fp8-on-a100",
     ),
     pytest.param(
-        {"extra": "parallelism: {tp: 4, pp: 2}\n"},
-        "error: parallelism.pp: pipeline-parallel serving is not modelled yet; use pp: 1",
-        id="pipeline-parallel",
-    ),
-    pytest.param(
         {"extra": "parallelism: {tp: 3}\n"},
         "error: {path}: invalid spec\n"
         "  parallelism.tp (3) must divide model.heads (64)\n"

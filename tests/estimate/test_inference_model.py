@@ -743,3 +743,44 @@ def test_the_whole_gpu_profile_serves_like_the_whole_gpu() -> None:
 
 def test_a_gpu_without_mig_has_no_profiles() -> None:
     assert estimate_inference(make_spec("llama-3-8b", "l4", concurrency=4)).mig_fit == []
+
+
+def test_pipeline_parallel_serving_composes_stage_times() -> None:
+    """pp stages: a token crosses every stage; all stages work on different micro-batches."""
+    from gpufleet.estimate.inference import pipelined, stage_case
+    from gpufleet.estimate.inference_estimate import estimate_inference
+    from gpufleet.specs.inference import InferenceSpec
+    from gpufleet.specs.load import validate
+
+    spec = validate(
+        InferenceSpec,
+        {
+            "kind": "inference",
+            "model": "llama-3.1-405b",
+            "serving": {
+                "precision": "fp8",
+                "engine": "tensorrt-llm",
+                "input_tokens": 2048,
+                "output_tokens": 512,
+                "concurrency": 64,
+            },
+            "hardware": {"accelerator": "h100", "count": 16},
+            "parallelism": {"tp": 8, "pp": 2},
+        },
+        "inline",
+    )
+    est = estimate_inference(spec)
+    assert est.pp == 2
+    assert est.gpus == est.replicas * 16
+    from gpufleet.estimate.assumptions import Assumptions
+    from gpufleet.estimate.inference import continuous
+    from gpufleet.estimate.inference_estimate import _hop_s, case_for
+
+    case = stage_case(case_for(spec, Assumptions()), 2)
+    assert case.arch.layers == 63
+    stage = continuous(case, np.array([8.0]), np.array([32.0]), 2048.0, 512.0)
+    hop = _hop_s(case, 32)
+    e2e = pipelined(stage, 2, hop, case.engine.request_overhead_s)
+    assert e2e.tpot_s[0] == pytest.approx(2 * stage.tpot_s[0] + hop)
+    assert e2e.output_tokens_per_s[0] == pytest.approx(64 / e2e.tpot_s[0])
+    assert est.tpot_ms == pytest.approx(e2e.tpot_s[0] * 1e3)

@@ -40,7 +40,9 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
         console = wide_console()
         console.print(
             f"[bold]{r.accelerator}[/bold] · {r.precision} weights · {r.kv_precision} KV · "
-            f"{r.engine} · tp {r.tp} · {r.mode} {r.batch}"
+            f"{r.engine} · tp {r.tp}"
+            + (f" · pp {r.pp}" if r.pp > 1 else "")
+            + f" · {r.mode} {r.batch}"
         )
         table = Table(show_header=False, box=None)
         table.add_column(style="dim")
@@ -52,7 +54,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             ("time per output token", f"{r.tpot_ms:,.1f} ms"),
             ("output tokens/s (system)", f"{r.output_tokens_per_s:,.0f}"),
             ("output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}"),
-            ("replicas × tp = GPUs", f"{r.replicas} × {r.tp} = {r.gpus}"),
+            ("replicas × GPUs each = GPUs", f"{r.replicas} × {r.tp * r.pp} = {r.gpus}"),
             ("largest batch that fits", f"{r.max_batch:,}"),
             ("KV cache per token", format_bytes(r.kv_cache_bytes_per_token)),
             (

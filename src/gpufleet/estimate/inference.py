@@ -257,3 +257,33 @@ def continuous(
         output_tokens_per_s=concurrency / mixed,
         request_time_s=ttft + max(output - 1, 0) * mixed,
     )
+
+
+def stage_case(case: InferenceCase, pp: int) -> InferenceCase:
+    """One pipeline stage: the same model with ceil(L/pp) layers. Embedding tables are
+    counted on every stage (conservative by (pp-1) tables' worth of memory)."""
+    from dataclasses import replace
+
+    if pp <= 1:
+        return case
+    layers = -(-case.arch.layers // pp)
+    first_dense = min(case.arch.first_dense_layers, layers)
+    arch = case.arch.model_copy(update={"layers": layers, "first_dense_layers": first_dense})
+    return replace(case, arch=arch)
+
+
+def pipelined(stage: Serving, pp: int, hop_s: float, request_overhead_s: float) -> Serving:
+    """End-to-end serving of `pp` stages each serving a micro-batch (1/pp of the load):
+    a token crosses every stage (pp stage steps and pp-1 hand-offs), while all stages work
+    on different micro-batches at once, so the whole load advances once per token time."""
+    if pp <= 1:
+        return stage
+    hops = (pp - 1) * hop_s
+    tpot = pp * stage.tpot_s + hops
+    ttft = pp * (stage.ttft_s - request_overhead_s) + hops + request_overhead_s
+    return Serving(
+        ttft_s=ttft,
+        tpot_s=tpot,
+        output_tokens_per_s=stage.output_tokens_per_s * pp * stage.tpot_s / tpot,
+        request_time_s=ttft + (stage.request_time_s - stage.ttft_s) / stage.tpot_s * tpot,
+    )

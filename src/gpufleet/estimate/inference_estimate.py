@@ -29,6 +29,8 @@ from gpufleet.estimate.inference import (
     kv_bytes_per_token_per_gpu,
     max_sequences,
     memory,
+    pipelined,
+    stage_case,
     static_batch,
 )
 from gpufleet.plan.pricing import cheapest_gpu_hour
@@ -144,6 +146,12 @@ def _serving(
     return continuous(case, t, b, prompt, out)
 
 
+def _hop_s(case: InferenceCase, micro: int) -> float:
+    """Pipeline hand-off of one micro-batch's hidden states to the next stage's node."""
+    bw = case.hw.scaleout_bytes_per_s
+    return case.engine.allreduce_latency_s + micro * case.arch.hidden * 2 / bw
+
+
 def _slo_ok(spec: InferenceSpec, s: Serving, extra_wait_s: float = 0.0) -> bool:
     slo = spec.serving.slo
     ttft_ok = slo.ttft_p99_ms is None or (s.ttft_s[0] + extra_wait_s) * 1e3 <= slo.ttft_p99_ms
@@ -176,8 +184,8 @@ def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
     prompt, out = float(sv.mean_tokens("input")), float(sv.mean_tokens("output"))
     longest = float(sv.max_tokens("input") + sv.max_tokens("output"))
     pp = spec.parallelism.pp if spec.parallelism else 1
-    if pp != 1:
-        raise UserError("parallelism.pp: pipeline-parallel serving is not modelled yet; use pp: 1")
+    full_case = case
+    case = stage_case(case, pp)  # per-GPU memory and per-stage time from here on
     tp = spec.parallelism.tp if spec.parallelism else _choose_tp(spec, case, longest)
     t = np.array([float(tp)])
     cap = int(max_sequences(case, t, np.array([longest]))[0])
@@ -207,9 +215,11 @@ def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
             f"{mem.total[0] / 1e9:.1f} GB per GPU of {mem.capacity / 1e9:.1f} GB usable; "
             f"at most {cap} fit at tp {tp}"
         )
-    serving = _serving(
-        case, tp, max(load, 1), mode="batch" if mode == "batch" else "c", prompt=prompt, out=out
+    micro = max(1, -(-max(load, 1) // pp))  # each stage works on 1/pp of the load at a time
+    stage = _serving(
+        case, tp, micro, mode="batch" if mode == "batch" else "c", prompt=prompt, out=out
     )
+    serving = pipelined(stage, pp, _hop_s(case, micro), case.engine.request_overhead_s)
     gpus_per_replica = tp * pp
     replicas = max(1, (spec.hardware.count or gpus_per_replica) // gpus_per_replica)
     wait_s = 0.0
@@ -262,7 +272,9 @@ def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
         gpus=gpus,
         slo_met=slo_met,
         cost_per_million_output_tokens_usd=cost,
-        mig_fit=mig_fit(spec, case, load=max(load, 1), prompt=prompt, out=out, longest=longest),
+        mig_fit=mig_fit(
+            spec, full_case, load=max(load, 1), prompt=prompt, out=out, longest=longest
+        ),
         reasons=reasons,
         assumptions=[
             AssumptionOut(name=a.name, value=a.value, source=a.source) for a in log.frozen()
