@@ -12,6 +12,7 @@ from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import read_yaml, validate
 from gpufleet.specs.model import ModelArch
+from gpufleet.specs.plan import PlanSpec
 from gpufleet.specs.teams import TeamsSpec
 from gpufleet.specs.training import TrainingSpec
 
@@ -20,6 +21,7 @@ SPEC_KINDS: dict[str, type[BaseModel]] = {
     "inference": InferenceSpec,
     "cluster": ClusterSpec,
     "teams": TeamsSpec,
+    "plan": PlanSpec,
 }
 # Schemas users may ask for: every kind plus the parts worth reading alone.
 SCHEMAS: dict[str, type[BaseModel]] = {**SPEC_KINDS, "model": ModelArch}

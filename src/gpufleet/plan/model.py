@@ -1,0 +1,138 @@
+"""The capacity plan as data: what `plan.json` holds, field by field.
+
+Every module of the planner fills one part (workloads, design, cloud, cost,
+teams) and the report renderers read only this; the JSON field names are
+stable snake_case. Money is USD; `derived: true` marks numbers computed by
+gpufleet rather than read from a source.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PlanPart(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Assumption(PlanPart):
+    name: str
+    value: str
+    source: str
+
+
+class WorkloadChoice(PlanPart):
+    """One configuration for one workload on one accelerator."""
+
+    workload: str
+    kind: str  # training | inference
+    accelerator: str
+    gpus: int
+    parallelism: dict[str, int | str | bool]
+    metrics: dict[str, float | None]  # e.g. train_time_days, mfu, ttft_ms, tokens_per_s
+    gpu_hours: float | None  # training: with failures; inference: per year at the load
+    cost_usd: float | None  # on-demand list price for the whole workload / year of serving
+    meets_constraints: bool
+    notes: list[str] = Field(default_factory=list)
+
+
+class Recommendation(PlanPart):
+    accelerator: str
+    deployment: str  # cloud | on-prem
+    provider: str | None
+    workloads: list[WorkloadChoice]
+    total_gpus: int
+    why: list[str]  # plain sentences
+
+
+class Alternative(PlanPart):
+    accelerator: str
+    workloads: list[WorkloadChoice]
+    total_gpus: int
+    cost_usd: float | None
+    compared: list[str]  # sentences against the recommendation
+
+
+class Fabric(PlanPart):
+    name: str
+    topology: str  # e.g. "rail-optimised two-level fat-tree"
+    port_gbit_per_s: float
+    nics: int
+    leaf_switches: int
+    spine_switches: int
+    switch_radix: int
+    oversubscription: float
+    cables: int
+    required_gbit_per_s_per_gpu: float  # what the workloads need across nodes
+    available_gbit_per_s_per_gpu: float
+    verdict: str  # e.g. "NDR 400 needed" / "RoCE 200G suffices"
+
+
+class Storage(PlanPart):
+    capacity_bytes: float
+    dataset_bytes: float
+    checkpoint_bytes: float
+    checkpoints_retained: int
+    read_gbytes_per_s: float
+    checkpoint_write_gbytes_per_s: float
+    choice: str  # storage.csv row name
+    units: float | None  # e.g. TiB provisioned or appliance count
+    rationale: str
+
+
+class Design(PlanPart):
+    """On-prem cluster for the recommendation."""
+
+    system: str
+    accelerator: str
+    gpus: int
+    nodes: int
+    racks: int
+    rack_power_kw: float
+    power_kw: dict[str, float]  # it, facility
+    scaleup_domain_gpus: int
+    fabric: Fabric
+    storage: Storage
+
+
+class CloudOffer(PlanPart):
+    provider: str
+    instance: str
+    region: str
+    instances: int
+    gpus: int
+    on_demand_usd_per_hour: float | None
+    spot_usd_per_hour: float | None
+    networking: str  # what to ask for: placement group, EFA, TCPX, InfiniBand
+
+
+class CostBreakdown(PlanPart):
+    on_demand: float | None
+    reserved: float | None
+    spot: float | None
+    mix: dict[str, float]  # e.g. {"reserved_gpus": ..., "on_demand_gpu_hours": ..., "total_usd": ...}
+    savings_vs_on_demand: float | None  # fraction
+    tco: dict[str, float]  # on-prem: capex, opex_per_year, total, per_gpu_hour
+    break_even_months: float | None
+    sensitivity: list[dict[str, float | str]]  # tornado: factor, low, high (total cost)
+
+
+class TeamQuota(PlanPart):
+    team: str
+    demand_gpus: float
+    guaranteed_gpus: int
+    burst_gpus: int
+    method: str
+
+
+class Plan(PlanPart):
+    name: str
+    generated_by: str
+    recommendation: Recommendation
+    alternatives: list[Alternative]
+    design: Design | None
+    cloud: dict[str, list[CloudOffer]]  # per provider
+    cost: CostBreakdown
+    teams: list[TeamQuota]
+    infeasible: list[str]  # what would make it feasible, when nothing is
+    assumptions: list[Assumption]

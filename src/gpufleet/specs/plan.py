@@ -1,0 +1,101 @@
+"""Plan spec: one or more workloads (possibly per team) plus deployment preferences.
+
+A workload entry is a training or inference spec without its own `hardware`
+section requirement: the planner chooses the hardware. Constraints narrow the
+choice (deadline, GPU ceiling, budget, allowed accelerators).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from gpufleet.quantities import PositiveSeconds
+from gpufleet.specs.base import Spec, kind_required
+from gpufleet.specs.hardware import HardwareSpec
+from gpufleet.specs.inference import InferenceParallelism, ServingParams
+from gpufleet.specs.model_ref import ModelSpec
+from gpufleet.specs.names import AcceleratorName
+from gpufleet.specs.training import Parallelism, Reliability, TrainingParams
+
+Deployment = Literal["cloud", "on-prem", "both"]
+Provider = Literal["aws", "gcp", "azure"]
+
+
+class Constraints(Spec):
+    deadline: PositiveSeconds | None = Field(default=None, description="e.g. 90d")
+    max_gpus: PositiveInt | None = None
+    budget_usd: PositiveFloat | None = None
+    accelerators: list[AcceleratorName] = Field(
+        default_factory=list, description="Only these accelerators (default: the planner's set)."
+    )
+
+
+class TrainingWorkload(Spec):
+    name: str = Field(min_length=1)
+    kind: Literal["training"]
+    team: str | None = None
+    model: ModelSpec
+    training: TrainingParams
+    hardware: HardwareSpec | None = None
+    parallelism: Parallelism | None = None
+    reliability: Reliability | None = None
+    constraints: Constraints = Constraints()
+
+
+class InferenceWorkload(Spec):
+    name: str = Field(min_length=1)
+    kind: Literal["inference"]
+    team: str | None = None
+    model: ModelSpec
+    serving: ServingParams
+    hardware: HardwareSpec | None = None
+    parallelism: InferenceParallelism | None = None
+    constraints: Constraints = Constraints()
+
+
+Workload = Annotated[TrainingWorkload | InferenceWorkload, Field(discriminator="kind")]
+
+
+class OnPremPreferences(Spec):
+    rack_power_kw: PositiveFloat = Field(
+        default=30.0, description="Power a rack can deliver and cool (air ~30 kW, liquid ~60+ kW)."
+    )
+    pue: PositiveFloat = Field(default=1.3, ge=1.0, description="Facility power / IT power.")
+    electricity_usd_per_kwh: PositiveFloat = 0.10
+    colocation_usd_per_kw_month: float = Field(default=0.0, ge=0)
+    depreciation_years: PositiveFloat = 4.0
+    staff_fte_per_100_nodes: float = Field(default=1.5, ge=0)
+    fte_usd_per_year: PositiveFloat = 200_000.0
+    support_fraction_per_year: float = Field(default=0.1, ge=0, le=1)
+
+
+def _all_providers() -> list[Provider]:
+    return ["aws", "gcp", "azure"]
+
+
+class PlanSpec(Spec):
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=kind_required)
+
+    kind: Literal["plan"] = "plan"
+    name: str = "plan"
+    deployment: Deployment = "both"
+    providers: list[Provider] = Field(default_factory=_all_providers)
+    regions: list[str] = Field(default_factory=list)
+    currency: Literal["USD"] = "USD"
+    expected_utilization: float = Field(default=0.7, gt=0, le=1)
+    horizon_years: PositiveFloat = Field(default=3.0, description="TCO and break-even horizon.")
+    accelerators: list[AcceleratorName] = Field(
+        default_factory=list, description="Candidates for every workload (default: a standard set)."
+    )
+    on_prem: OnPremPreferences = OnPremPreferences()
+    workloads: list[Workload] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Self:
+        names = [w.name for w in self.workloads]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"workloads: names must be unique; repeated: {', '.join(dupes)}")
+        return self
