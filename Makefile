@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen
 	@touch $(STAMP)
 
+PLAN_SPEC ?= examples/plan-pretrain-70b.yaml
+PLAN_OUT ?= out/plan
+
 run: $(STAMP)
-	$(VENV)/bin/gpufleet catalog gpus
+	$(VENV)/bin/gpufleet plan $(PLAN_SPEC) --out $(PLAN_OUT)
+	@echo "open $(PLAN_OUT)/plan.html (or plan.pdf, plan.md, plan.json)"
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto

@@ -194,6 +194,31 @@ CASES = [
     ),
     pytest.param(
         """\
+        kind: plan
+        workloads:
+          - {name: x, kind: trainng, model: llama-3-8b}
+          - {name: y, model: llama-3-8b}
+        """,
+        [
+            "workloads[0].kind: unknown kind 'trainng'; did you mean 'training'?",
+            "workloads[1].kind: required field missing",
+        ],
+        id="plan-workload-kind",
+    ),
+    pytest.param(
+        """\
+        kind: plan
+        workloads:
+          - {name: a, kind: inference, model: llama-3-8b,
+             serving: {input_tokens: 100, output_tokens: 10}}
+          - {name: a, kind: inference, model: llama-3-8b,
+             serving: {input_tokens: 100, output_tokens: 10}}
+        """,
+        ["workloads: names must be unique; repeated: a"],
+        id="plan-duplicate-names",
+    ),
+    pytest.param(
+        """\
         kind: inference
         model: {preset: llama-2-70b}
         serving: {input_tokens: 4000, output_tokens: 1000}

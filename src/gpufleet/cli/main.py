@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpufleet import __version__
-from gpufleet.cli import catalog, inference, specs, training
+from gpufleet.cli import catalog, inference, plan, specs, training, wizard
 from gpufleet.errors import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -40,6 +40,8 @@ app.add_typer(validate_app, name="validate")
 _GROUPS = frozenset({"catalog", "estimate", "search", "validate"})
 app.command("schema")(specs.schema)
 app.command("check")(specs.check)
+app.command("plan")(plan.plan_command)
+app.command("wizard")(wizard.wizard)
 
 
 def _version(value: bool) -> None:

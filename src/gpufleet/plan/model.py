@@ -2,8 +2,8 @@
 
 Every module of the planner fills one part (workloads, design, cloud, cost,
 teams) and the report renderers read only this; the JSON field names are
-stable snake_case. Money is USD; `derived: true` marks numbers computed by
-gpufleet rather than read from a source.
+stable snake_case. Money is USD. The renderers mark derived numbers (computed
+by gpufleet rather than read from a source) with †.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ class WorkloadChoice(PlanPart):
     gpus: int
     parallelism: dict[str, int | str | bool]
     metrics: dict[str, float | None]  # e.g. train_time_days, mfu, ttft_ms, tokens_per_s
-    gpu_hours: float | None  # training: with failures; inference: per year at the load
-    cost_usd: float | None  # on-demand list price for the whole workload / year of serving
+    gpu_hours: float | None  # training: with failures; inference: over the plan's horizon
+    cost_usd: float | None  # on-demand list price for the run / for serving over the horizon
     meets_constraints: bool
     notes: list[str] = Field(default_factory=list)
+    # What the cluster design needs from a training run (traffic, checkpoint, dataset).
+    design_inputs: dict[str, float] = Field(default_factory=dict)
 
 
 class Recommendation(PlanPart):
@@ -110,7 +112,9 @@ class CostBreakdown(PlanPart):
     on_demand: float | None
     reserved: float | None
     spot: float | None
-    mix: dict[str, float]  # e.g. {"reserved_gpus": ..., "on_demand_gpu_hours": ..., "total_usd": ...}
+    mix: dict[
+        str, float
+    ]  # e.g. {"reserved_gpus": ..., "on_demand_gpu_hours": ..., "total_usd": ...}
     savings_vs_on_demand: float | None  # fraction
     tco: dict[str, float]  # on-prem: capex, opex_per_year, total, per_gpu_hour
     break_even_months: float | None

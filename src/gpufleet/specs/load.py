@@ -74,6 +74,17 @@ def describe(model: type[BaseModel], err: ErrorDetails) -> str:
         return f"{path}: unknown field{tail}"
     if kind == "missing":
         return f"{path}: required field missing"
+    if kind == "union_tag_invalid":
+        ctx = err.get("ctx") or {}
+        field = str(ctx.get("discriminator", "kind")).strip("'")
+        options = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",")]
+        hint = suggest(str(ctx.get("tag", "")), options, limit=1)
+        tail = f"; did you mean '{hint[0]}'?" if hint else f"; one of {', '.join(options)}"
+        return f"{path}.{field}: unknown {field} '{ctx.get('tag')}'{tail}"
+    if kind == "union_tag_not_found":
+        ctx = err.get("ctx") or {}
+        field = str(ctx.get("discriminator", "kind")).strip("'")
+        return f"{path}.{field}: required field missing"
     message = err["msg"]
     if kind in _MESSAGES:
         message = _MESSAGES[kind].format(**(err.get("ctx") or {}))

@@ -1,0 +1,138 @@
+"""Join the sized workloads to a cluster design and a cost breakdown.
+
+The recommended accelerator's peak GPU count gets an on-prem design (when the
+plan allows on-prem) and a cost section: cloud on-demand, reserved and spot,
+the optimised mix, on-prem TCO and break-even. With `deployment: both` the
+cheaper of the optimised cloud mix and on-prem TCO over the horizon wins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.plan.cost import Demand, OnPremInputs, cost_breakdown
+from gpufleet.plan.design import TrafficNeed, design_cluster
+from gpufleet.plan.model import CloudOffer, CostBreakdown, Design
+from gpufleet.specs.plan import PlanSpec
+
+if TYPE_CHECKING:
+    from gpufleet.plan.planner import Portfolio
+
+HOURS_PER_YEAR = 8_760.0
+# Extra work a spot reclaim costs a checkpointed run: lost progress since the last
+# checkpoint plus the restart (assumption; the goodput model prices on-demand failures).
+SPOT_OVERHEAD = 0.10
+# Spot pools rarely hold a large gang for weeks: only training runs up to this many GPUs
+# are planned on spot (assumption).
+SPOT_MAX_GANG_GPUS = 64
+
+
+def _need(best: Portfolio) -> TrafficNeed | None:
+    training = [c for c in best.choices if c.kind == "training"]
+    if not training:
+        return None
+    big = max(training, key=lambda c: c.gpus)
+    m = big.design_inputs
+
+    def f(key: str) -> float:
+        value = m.get(key)
+        return float(value) if value is not None else 0.0
+
+    return TrafficNeed(
+        dp_bytes_per_step=f("dp_bytes_per_step"),
+        step_time_s=max(f("step_time_s"), 1e-6),
+        tp_crosses_nodes=bool(f("tp_crosses_nodes")),
+        checkpoint_bytes=f("checkpoint_bytes"),
+        dataset_bytes=sum(c.design_inputs.get("dataset_bytes", 0.0) for c in training),
+        tokens_per_s=f("tokens_per_s"),
+    )
+
+
+def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
+    horizon = spec.horizon_years * HOURS_PER_YEAR
+    baseline = sum(c.gpus for c in best.choices if c.kind == "inference")
+    training = [c for c in best.choices if c.kind == "training"]
+    burst = sum(c.gpu_hours or 0.0 for c in training)
+    small = sum(c.gpu_hours or 0.0 for c in training if c.gpus <= SPOT_MAX_GANG_GPUS)
+    log.add(
+        "spot_max_gang_gpus",
+        SPOT_MAX_GANG_GPUS,
+        "spot capacity for large gangs is scarce; larger runs use reserved/on-demand (assumption)",
+    )
+    window = max(
+        (float(c.metrics.get("wall_clock_days_with_failures") or 0.0) * 24 for c in training),
+        default=0.0,
+    )
+    log.add(
+        "spot_overhead_fraction",
+        SPOT_OVERHEAD,
+        "lost work since the last checkpoint plus restart per reclaim (assumption)",
+    )
+    return Demand(
+        accelerator=best.accelerator,
+        baseline_gpus=baseline,
+        burst_gpu_hours=burst,
+        interruptible_fraction=small / burst if burst > 0 else 0.0,
+        spot_overhead_fraction=SPOT_OVERHEAD,
+        horizon_hours=horizon,
+        burst_window_hours=window if window > 0 else None,
+    )
+
+
+def cost_and_design(
+    spec: PlanSpec, best: Portfolio, cloud: dict[str, list[CloudOffer]], log: Assumptions
+) -> tuple[Design | None, CostBreakdown, str, str | None, list[str]]:
+    """(design, cost, deployment, provider, extra why-sentences) for the recommendation."""
+    extra: list[str] = []
+    design: Design | None = None
+    if spec.deployment in ("on-prem", "both"):
+        try:
+            design = design_cluster(
+                best.accelerator, best.peak_gpus, spec.on_prem, _need(best), log
+            )
+        except UserError as exc:
+            extra.append(f"no on-prem design: {exc}")
+    on_prem = None
+    if design is not None:
+        on_prem = OnPremInputs(
+            gpus=design.gpus,
+            nodes=design.nodes,
+            it_power_kw=design.power_kw["it"],
+            facility_power_kw=design.power_kw["facility"],
+            prefs=spec.on_prem,
+            utilization=spec.expected_utilization,
+            system=design.system if design.system != "generic-8gpu" else None,
+        )
+    demand = _demand(spec, best, log)
+    mode: Literal["cloud", "on-prem"] | None = None
+    if spec.deployment == "cloud":
+        mode = "cloud"
+    elif spec.deployment == "on-prem" and on_prem is not None:
+        mode = "on-prem"
+    cost = cost_breakdown(
+        demand,
+        log,
+        providers=spec.providers,
+        regions=spec.regions,
+        on_prem=on_prem,
+        deployment=mode,
+    )
+    cloud_total = cost.mix.get("total_usd") if cost.mix else cost.on_demand
+    tco_total = cost.tco.get("total") if cost.tco else None
+    deployment = spec.deployment
+    if deployment == "both":
+        if cloud_total is not None and tco_total is not None:
+            deployment = "on-prem" if tco_total < cloud_total else "cloud"
+            extra.append(
+                f"over {spec.horizon_years:g} years at {spec.expected_utilization:.0%} "
+                f"utilization, owning costs ${tco_total:,.0f} vs ${cloud_total:,.0f} renting "
+                f"with an optimised mix: {deployment} is cheaper"
+            )
+        else:
+            deployment = "cloud" if cloud_total is not None else "on-prem"
+    provider = None
+    if deployment == "cloud" and cloud:
+        provider = min(cloud, key=lambda p: cloud[p][0].on_demand_usd_per_hour or float("inf"))
+    return design, cost, deployment, provider, extra

@@ -1,0 +1,485 @@
+"""The capacity planner: from a plan spec to a complete, sourced `Plan`.
+
+Per candidate accelerator, each workload is sized by its estimator's search
+(training: the cheapest layout that meets the deadline; inference: the
+cheapest configuration that meets the SLOs at the request rate). The
+accelerator whose whole portfolio costs least wins; the runners-up are kept
+as alternatives with sentences saying why they lose. The winner then gets an
+on-prem design, cloud offers, a cost breakdown (on-demand, reserved, spot,
+an optimised mix, TCO and break-even) and a first quota proposal per team.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from gpufleet import __version__
+from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.instances import load_instances
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.params import parameter_count
+from gpufleet.plan.model import (
+    Alternative,
+    Assumption,
+    CloudOffer,
+    Plan,
+    Recommendation,
+    TeamQuota,
+    WorkloadChoice,
+)
+from gpufleet.plan.pricing import cheapest_gpu_hour
+from gpufleet.specs.inference import InferenceSpec
+from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
+from gpufleet.specs.training import TrainingSpec
+
+DEFAULT_ACCELERATORS = (
+    "h100-sxm5-80gb",
+    "h200-sxm-141gb",
+    "b200-sxm-192gb",
+    "a100-sxm4-80gb",
+    "mi300x",
+)
+# Without a deadline a training run is planned to finish within this (assumption).
+DEFAULT_DEADLINE_S = 90 * 86_400.0
+HOURS_PER_YEAR = 8_760.0
+Progress = Callable[[str], None]
+NETWORKING = {
+    "aws": "cluster placement group with EFA (p4d/p5: 400-3,200 Gb/s per instance)",
+    "gcp": "compact placement policy with GPUDirect-TCPX/TCPXO (A3) or RoCE (A3 Ultra/A4)",
+    "azure": "InfiniBand-connected ND-series scale set (NDR 400 per GPU on ND H100 v5)",
+}
+
+
+@dataclass
+class Portfolio:
+    """Every workload sized on one accelerator."""
+
+    accelerator: str
+    choices: list[WorkloadChoice] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.failures
+
+    @property
+    def peak_gpus(self) -> int:
+        return sum(c.gpus for c in self.choices)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [c.cost_usd for c in self.choices]
+        if not costs or any(c is None for c in costs):
+            return None
+        return float(sum(c for c in costs if c is not None))
+
+
+def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
+    tick = progress or (lambda _msg: None)
+    log = Assumptions()
+    accelerators = _candidates(spec)
+    portfolios: list[Portfolio] = []
+    for name in accelerators:
+        portfolio = Portfolio(name)
+        for workload in spec.workloads:
+            tick(f"{workload.name} on {name}")
+            allowed = workload.constraints.accelerators
+            if allowed and name not in allowed:
+                portfolio.failures.append(f"{workload.name}: {name} is not in its accelerators")
+                continue
+            try:
+                choice = (
+                    _size_training(spec, workload, name, log)
+                    if isinstance(workload, TrainingWorkload)
+                    else _size_inference(spec, workload, name, log)
+                )
+            except (UserError, ValidationError) as exc:
+                portfolio.failures.append(f"{workload.name} on {name}: {_first_line(exc)}")
+                continue
+            if not choice.meets_constraints:
+                portfolio.failures.append(f"{workload.name} on {name}: " + "; ".join(choice.notes))
+            portfolio.choices.append(choice)
+        portfolios.append(portfolio)
+    tick("comparing accelerators")
+    ranked = sorted(
+        (p for p in portfolios if p.feasible),
+        key=lambda p: (p.cost_usd is None, p.cost_usd or math.inf, p.peak_gpus),
+    )
+    if not ranked:
+        raise InfeasiblePlanError(_infeasible_advice(spec, portfolios))
+    best, rest = ranked[0], ranked[1:4]
+    return _assemble(spec, best, rest, log, tick)
+
+
+def _first_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+    return str(exc).splitlines()[0]
+
+
+class InfeasiblePlanError(UserError):
+    """No accelerator sizes every workload within its constraints; says what would."""
+
+    def __init__(self, advice: list[str]) -> None:
+        self.advice = advice
+        super().__init__("no plan meets every constraint:\n  " + "\n  ".join(advice))
+
+
+def _candidates(spec: PlanSpec) -> list[str]:
+    names = list(spec.accelerators) or list(DEFAULT_ACCELERATORS)
+    for w in spec.workloads:
+        if w.hardware is not None and w.hardware.accelerator not in names:
+            names.append(w.hardware.accelerator)
+    return [get_accelerator(n).name for n in names]
+
+
+def _size_training(
+    spec: PlanSpec, w: TrainingWorkload, accelerator: str, log: Assumptions
+) -> WorkloadChoice:
+    from gpufleet.estimate.training_estimate import estimate_training
+    from gpufleet.plan.training_search import Constraints, search_training
+
+    if w.training.tokens is None:
+        raise UserError(f"workloads.{w.name}.training.tokens: a plan needs the token budget")
+    base = TrainingSpec.model_validate(
+        {
+            "kind": "training",
+            "name": w.name,
+            "model": w.model.model_dump(),
+            "training": w.training.model_dump(),
+            "hardware": {"accelerator": accelerator},
+            "reliability": w.reliability.model_dump() if w.reliability else None,
+        }
+    )
+    deadline = w.constraints.deadline
+    if deadline is None:
+        deadline = DEFAULT_DEADLINE_S
+        log.add(f"deadline[{w.name}]", "90 days", "no deadline given (assumption)")
+    limits = Constraints(
+        max_gpus=w.constraints.max_gpus, deadline_s=deadline, budget_usd=w.constraints.budget_usd
+    )
+    result = search_training(base, [accelerator], constraints=limits, top_k=50)
+    for a in result.assumptions.frozen():
+        log.add(a.name, a.value, a.source)
+    if not result.pareto:
+        fastest = search_training(
+            base, [accelerator], constraints=Constraints(max_gpus=w.constraints.max_gpus), top_k=1
+        ).top
+        note = "no layout fits in memory"
+        best_time = fastest[0].train_time_s if fastest else None
+        if fastest and best_time is not None:
+            note = (
+                f"misses the deadline: the fastest layout ({fastest[0].gpus:,} GPUs) needs "
+                f"{best_time / 86400:.0f} days"
+            )
+        return WorkloadChoice(
+            workload=w.name,
+            kind="training",
+            accelerator=accelerator,
+            gpus=0,
+            parallelism={},
+            metrics={},
+            gpu_hours=None,
+            cost_usd=None,
+            meets_constraints=False,
+            notes=[note],
+        )
+    # Cheapest configuration that meets the deadline (the front is sorted by time).
+    pick = min(result.pareto, key=lambda c: (c.cost_usd or math.inf, c.gpus))
+    data = base.model_dump()
+    data["hardware"]["count"] = pick.gpus
+    data["parallelism"] = _training_parallelism(pick)
+    est = estimate_training(TrainingSpec.model_validate(data))
+    price = cheapest_gpu_hour(accelerator)
+    hours = est.gpu_hours_with_failures or est.gpu_hours
+    return WorkloadChoice(
+        workload=w.name,
+        kind="training",
+        accelerator=accelerator,
+        gpus=pick.gpus,
+        parallelism=est.parallelism.model_dump(exclude={"chosen_by", "microbatches_per_step"}),
+        metrics={
+            "train_time_days": est.train_time_days,
+            "wall_clock_days_with_failures": est.wall_clock_days_with_failures,
+            "mfu": est.mfu,
+            "tokens_per_s": est.tokens_per_s,
+            "goodput_fraction": est.goodput_fraction,
+            "memory_per_gpu_bytes": float(est.memory_per_gpu_bytes.total),
+            "step_time_s": est.step_time_s,
+        },
+        design_inputs={
+            "step_time_s": est.step_time_s,
+            "tokens_per_s": est.tokens_per_s,
+            "dp_bytes_per_step": float(est.memory_per_gpu_bytes.weights),
+            "checkpoint_bytes": float(parameter_count(base.model).total * 16),
+            "dataset_bytes": float(w.training.tokens) * 4,
+            "tp_crosses_nodes": float(est.parallelism.tp > 8),
+        },
+        gpu_hours=hours,
+        cost_usd=None if price is None or hours is None else hours * price.usd_per_gpu_hour,
+        meets_constraints=True,
+    )
+
+
+def _training_parallelism(c: object) -> dict[str, object]:
+    from gpufleet.plan.training_search import Candidate
+
+    assert isinstance(c, Candidate)
+    return {
+        "tp": c.tp,
+        "pp": c.pp,
+        "dp": c.dp,
+        "cp": c.cp,
+        "ep": c.ep,
+        "microbatch": c.microbatch,
+        "virtual_stages": c.virtual_stages,
+        "zero_stage": c.zero_stage,
+        "recompute": c.recompute,
+        "sequence_parallel": c.sequence_parallel,
+    }
+
+
+def _size_inference(
+    spec: PlanSpec, w: InferenceWorkload, accelerator: str, log: Assumptions
+) -> WorkloadChoice:
+    from gpufleet.plan.inference_search import search_inference
+
+    engine = w.serving.engine
+    vendor = get_accelerator(accelerator).vendor
+    if engine == "tensorrt-llm" and vendor != "NVIDIA":
+        engine = "vllm"
+        log.add(f"engine[{w.name}@{accelerator}]", "vllm", "TensorRT-LLM runs on NVIDIA only")
+    precision = w.serving.precision
+    if precision == "fp8" and get_accelerator(accelerator).fp8_dense_tflops is None:
+        precision = "int8"
+        log.add(
+            f"precision[{w.name}@{accelerator}]",
+            "int8 weights, bf16 KV",
+            f"{accelerator} has no FP8 matrix units",
+        )
+    kv = w.serving.kv_precision
+    if kv == "fp8" and precision != "fp8":
+        kv = "bf16"
+    serving = w.serving.model_copy(
+        update={"engine": engine, "precision": precision, "kv_precision": kv}
+    )
+    inf = InferenceSpec.model_validate(
+        {
+            "kind": "inference",
+            "name": w.name,
+            "model": w.model.model_dump(),
+            "serving": serving.model_dump(),
+            "hardware": {"accelerator": accelerator},
+        }
+    )
+    result = search_inference(inf, [accelerator], precisions=[precision], top_k=1)
+    for a in result.assumptions.frozen():
+        log.add(a.name, a.value, a.source)
+    if not result.top:
+        why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
+        return WorkloadChoice(
+            workload=w.name,
+            kind="inference",
+            accelerator=accelerator,
+            gpus=0,
+            parallelism={},
+            metrics={},
+            gpu_hours=None,
+            cost_usd=None,
+            meets_constraints=False,
+            notes=[f"cannot serve it: {why}"],
+        )
+    c = result.top[0]
+    price = cheapest_gpu_hour(accelerator)
+    hours = c.gpus * HOURS_PER_YEAR * spec.horizon_years
+    return WorkloadChoice(
+        workload=w.name,
+        kind="inference",
+        accelerator=accelerator,
+        gpus=c.gpus,
+        parallelism={
+            "tp": c.tp,
+            "replicas": c.replicas,
+            "precision": c.precision,
+            "concurrency": c.concurrency,
+            "engine": engine,
+        },
+        metrics={
+            "ttft_ms": c.ttft_ms,
+            "tpot_ms": c.tpot_ms,
+            "output_tokens_per_s_per_replica": c.output_tokens_per_s_per_replica,
+            "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
+            "max_concurrency_per_replica": float(c.concurrency),
+        },
+        gpu_hours=hours,
+        cost_usd=None if price is None else hours * price.usd_per_gpu_hour,
+        meets_constraints=True,
+    )
+
+
+def _infeasible_advice(spec: PlanSpec, portfolios: Sequence[Portfolio]) -> list[str]:
+    advice: list[str] = []
+    for p in portfolios:
+        advice.extend(p.failures)
+    budgets = [w.constraints.budget_usd for w in spec.workloads if w.constraints.budget_usd]
+    if budgets:
+        advice.append("a larger budget_usd may help: budgets cap GPU-hours × price")
+    advice.append(
+        "to make it feasible: extend the deadline, raise max_gpus, allow more accelerators, "
+        "or relax the serving SLOs"
+    )
+    return advice
+
+
+def _why(best: Portfolio, other: Portfolio) -> list[str]:
+    """Plain sentences on why `best` beats `other`."""
+    out: list[str] = []
+    bc, oc = best.cost_usd, other.cost_usd
+    if bc and oc:
+        out.append(
+            f"{best.accelerator} costs {(1 - bc / oc):.0%} less than {other.accelerator} for the "
+            f"same work (${bc:,.0f} vs ${oc:,.0f} at list prices)"
+            if bc < oc
+            else f"{best.accelerator} is chosen over {other.accelerator} at similar cost"
+        )
+    elif bc and oc is None:
+        out.append(f"{other.accelerator} has no catalog price, so its cost cannot be compared")
+    for b, o in zip(best.choices, other.choices, strict=False):
+        if b.kind == "inference":
+            bm, om = (
+                b.metrics.get("max_concurrency_per_replica"),
+                o.metrics.get("max_concurrency_per_replica"),
+            )
+            if bm and om and b.gpus < o.gpus:
+                out.append(
+                    f"{b.workload}: a {best.accelerator} replica holds {bm:,.0f} concurrent "
+                    f"requests within the SLO vs {om:,.0f} on {other.accelerator}, so "
+                    f"{(1 - b.gpus / o.gpus):.0%} fewer GPUs ({b.gpus} vs {o.gpus})"
+                )
+        else:
+            bt, ot = b.metrics.get("train_time_days"), o.metrics.get("train_time_days")
+            if bt and ot:
+                out.append(
+                    f"{b.workload}: {b.gpus:,} × {best.accelerator} train in {bt:.0f} days "
+                    f"vs {o.gpus:,} × {other.accelerator} in {ot:.0f} days"
+                )
+    return out
+
+
+def _cloud_offers(spec: PlanSpec, accelerator: str, gpus: int) -> dict[str, list[CloudOffer]]:
+    offers: dict[str, list[CloudOffer]] = {}
+    for provider in spec.providers:
+        rows = [
+            r
+            for r in load_instances()
+            if r.provider == provider
+            and r.accelerator == accelerator
+            and r.is_whole_price
+            and (r.accelerators_count or 0) >= 1
+            and r.on_demand_usd_per_hour is not None
+            and (not spec.regions or r.region in spec.regions)
+        ]
+        best: dict[str, CloudOffer] = {}
+        for r in rows:
+            count = float(r.accelerators_count or 1)
+            instances = math.ceil(gpus / count)
+            offer = CloudOffer(
+                provider=provider,
+                instance=r.name,
+                region=r.region,
+                instances=instances,
+                gpus=int(instances * count),
+                on_demand_usd_per_hour=float(r.on_demand_usd_per_hour or 0) * instances,
+                spot_usd_per_hour=(
+                    None
+                    if r.spot_min_usd_per_hour is None
+                    else float(r.spot_min_usd_per_hour) * instances
+                ),
+                networking=NETWORKING[provider],
+            )
+            current = best.get(r.name)
+            if current is None or (offer.on_demand_usd_per_hour or 0) < (
+                current.on_demand_usd_per_hour or 0
+            ):
+                best[r.name] = offer
+        if best:
+            offers[provider] = sorted(best.values(), key=lambda o: o.on_demand_usd_per_hour or 0)
+    return offers
+
+
+def _teams(spec: PlanSpec, best: Portfolio) -> list[TeamQuota]:
+    by_team: dict[str, list[WorkloadChoice]] = {}
+    named = {w.name: (w.team or w.name) for w in spec.workloads}
+    for c in best.choices:
+        by_team.setdefault(named[c.workload], []).append(c)
+    if len(by_team) < 2 and not any(w.team for w in spec.workloads):
+        return []
+    horizon_h = spec.horizon_years * HOURS_PER_YEAR
+    out = []
+    for team, choices in sorted(by_team.items()):
+        steady = sum(c.gpus for c in choices if c.kind == "inference")
+        training_peak = sum(c.gpus for c in choices if c.kind == "training")
+        training_avg = sum((c.gpu_hours or 0) / horizon_h for c in choices if c.kind == "training")
+        guaranteed = steady + math.ceil(training_avg)
+        out.append(
+            TeamQuota(
+                team=team,
+                demand_gpus=steady + training_avg,
+                guaranteed_gpus=guaranteed,
+                burst_gpus=max(0, steady + training_peak - guaranteed),
+                method=(
+                    "guaranteed = inference GPUs + average training GPUs over the horizon; "
+                    "burst up to the training peak by borrowing (analytical; the simulation-"
+                    "based sizing is a later issue)"
+                ),
+            )
+        )
+    return out
+
+
+def _assemble(
+    spec: PlanSpec, best: Portfolio, rest: list[Portfolio], log: Assumptions, tick: Progress
+) -> Plan:
+    from gpufleet.plan.assemble import cost_and_design
+
+    tick("designing the cluster and pricing it")
+    gpus = best.peak_gpus
+    cloud = _cloud_offers(spec, best.accelerator, gpus)
+    design, cost, deployment, provider, extra = cost_and_design(spec, best, cloud, log)
+    why = _why(best, rest[0]) if rest else ["the only accelerator that meets every constraint"]
+    why.extend(extra)
+    recommendation = Recommendation(
+        accelerator=best.accelerator,
+        deployment=deployment,
+        provider=provider,
+        workloads=best.choices,
+        total_gpus=gpus,
+        why=why,
+    )
+    alternatives = [
+        Alternative(
+            accelerator=p.accelerator,
+            workloads=p.choices,
+            total_gpus=p.peak_gpus,
+            cost_usd=p.cost_usd,
+            compared=[s.replace(best.accelerator, "the recommendation", 1) for s in _why(best, p)],
+        )
+        for p in rest
+    ]
+    return Plan(
+        name=spec.name,
+        generated_by=f"gpufleet {__version__}",
+        recommendation=recommendation,
+        alternatives=alternatives,
+        design=design,
+        cloud=cloud,
+        cost=cost,
+        teams=_teams(spec, best),
+        infeasible=[],
+        assumptions=[Assumption(name=a.name, value=a.value, source=a.source) for a in log.frozen()],
+    )

@@ -1,0 +1,373 @@
+"""Render a `Plan` as plan.json, plan.md, plan.html and plan.pdf.
+
+The renderers read only the `Plan` (the planner's complete output) and are pure:
+the same plan gives the same text. Numbers are written for people (thousands
+separators, $ with cents only for unit prices, decimal GB/TB); every number that
+gpufleet computed is marked with a dagger so a reader can tell it from inputs,
+catalog values and the planner's choices, which the assumptions table sources.
+
+HTML is one self-contained file (inline CSS and SVG, no scripts, nothing fetched)
+so it can be mailed around and printed by WeasyPrint as is. Markdown is escaped
+by a `finalize` hook, so every value that reaches the page is escaped unless a
+template writes markup literally, the Markdown analogue of HTML autoescaping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from gpufleet.plan.model import Plan
+from gpufleet.report import charts
+from gpufleet.report.charts import fmt_label
+
+DERIVED_MARK = "†"
+DERIVED_LEGEND = "† derived by gpufleet"
+MISSING = "—"
+
+REPORT_FILES: dict[str, str] = {
+    "json": "plan.json",
+    "md": "plan.md",
+    "html": "plan.html",
+    "pdf": "plan.pdf",
+}
+
+
+# -- numbers for people ------------------------------------------------------
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _trim(text: str) -> str:
+    """'1.50' -> '1.5', '2.0' -> '2': trailing zeros say nothing."""
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_num(value: float | None, digits: int | None = None) -> str:
+    """Thousands separators; precision falls with magnitude unless given."""
+    if value is None or not math.isfinite(value):
+        return MISSING
+    if digits is None:
+        size = abs(value)
+        digits = 0 if size >= 100 else 1 if size >= 10 else 2
+        return _trim(f"{value:,.{digits}f}")
+    return f"{value:,.{digits}f}"
+
+
+def fmt_count(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return MISSING
+    if abs(value - round(value)) < 1e-9:
+        return f"{round(value):,}"
+    return fmt_num(value)
+
+
+def fmt_usd(value: float | None) -> str:
+    """Totals: whole dollars."""
+    if value is None or not math.isfinite(value):
+        return MISSING
+    sign = "-" if value < 0 else ""
+    return f"{sign}${abs(value):,.0f}"
+
+
+def fmt_usd_rate(value: float | None) -> str:
+    """Unit prices ($/h, $/GPU-hour): cents matter."""
+    if value is None or not math.isfinite(value):
+        return MISSING
+    sign = "-" if value < 0 else ""
+    return f"{sign}${abs(value):,.2f}"
+
+
+def fmt_pct(value: float | None) -> str:
+    """A fraction (0.412) as a percentage (41.2%)."""
+    if value is None or not math.isfinite(value):
+        return MISSING
+    return f"{value * 100:,.1f}%"
+
+
+def fmt_bytes(value: float | None) -> str:
+    """Decimal units, as storage is sold: 1 TB = 10^12 bytes."""
+    if value is None or not math.isfinite(value):
+        return MISSING
+    for limit, unit in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB")):
+        if abs(value) >= limit:
+            return f"{value / limit:,.1f} {unit}"
+    return f"{value:,.0f} B"
+
+
+def fmt_ratio(value: float | None) -> str:
+    """Oversubscription 2.0 -> '2:1'."""
+    if value is None or not math.isfinite(value):
+        return MISSING
+    return f"{fmt_num(value)}:1"
+
+
+_FRACTION_KEYS = ("mfu", "utilization", "utilisation", "goodput", "efficiency", "_fraction")
+
+
+def fmt_keyed(key: str, value: object, default: str = "num") -> str:
+    """Format a value from an open dict by what its key says it is (suffix units)."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not _is_number(value):
+        return str(value)
+    v = float(value)
+    k = key.lower()
+    if k.endswith(("per_gpu_hour", "_usd_per_hour", "_usd_per_kwh", "per_hour")) or (
+        "per_million" in k and k.endswith("_usd")
+    ):
+        return fmt_usd_rate(v)
+    if k.endswith("_usd") or k == "usd":
+        return fmt_usd(v)
+    if k.endswith("gpu_hours"):
+        return f"{fmt_count(round(v))} GPU-h"
+    if k.endswith("_hours"):
+        return f"{fmt_num(v)} h"
+    if k.endswith("_days"):
+        return f"{v:,.1f} days"
+    if k.endswith("_months"):
+        return f"{v:,.1f} months"
+    if k.endswith("_years"):
+        return f"{fmt_num(v)} years"
+    if k.endswith("_ms"):
+        return f"{fmt_num(v)} ms"
+    if k.endswith("_bytes"):
+        return fmt_bytes(v)
+    if k.endswith("_gbytes_per_s"):
+        return f"{fmt_num(v)} GB/s"
+    if k.endswith("_gbit_per_s"):
+        return f"{fmt_num(v)} Gb/s"
+    if k.endswith("_per_s"):
+        return f"{fmt_num(v)}/s"
+    if k.endswith("_kw"):
+        return f"{fmt_num(v)} kW"
+    if k.endswith("_gpus") or k in {"gpus", "replicas", "nodes", "instances"}:
+        return fmt_count(v)
+    if any(part in k for part in _FRACTION_KEYS) and -1.5 <= v <= 1.5:
+        return fmt_pct(v)
+    if k == "pue" or k.endswith("_ratio"):
+        return fmt_num(v)
+    if default == "usd":
+        return fmt_usd(v)
+    return fmt_count(v) if isinstance(value, int) else fmt_num(v)
+
+
+def fmt_metric(key: str, value: float | None) -> str:
+    """One workload metric as a phrase: 'TTFT p99 412 ms', '2,431,000 tokens/s'."""
+    if key.endswith("_per_s") and not key.endswith(("gbytes_per_s", "gbit_per_s")):
+        noun = fmt_label(key.removesuffix("_per_s"), strip_unit=False).lower()
+        return f"{MISSING if value is None else fmt_num(value)} {noun}/s"
+    return f"{fmt_label(key)} {fmt_keyed(key, value)}"
+
+
+def fmt_metrics(metrics: Mapping[str, float | None]) -> str:
+    return " · ".join(fmt_metric(k, v) for k, v in metrics.items()) or MISSING
+
+
+def fmt_param(key: str, value: int | str | bool) -> str:
+    return f"{fmt_label(key, strip_unit=False)} {fmt_keyed(key, value)}"
+
+
+def fmt_params(params: Mapping[str, int | str | bool]) -> str:
+    """Parallelism as 'TP 8 · PP 4 · DP 32 · Sequence parallel yes'."""
+    return " · ".join(fmt_param(k, v) for k, v in params.items()) or MISSING
+
+
+# -- environments ------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*|<>])")
+_MD_ENTITY = re.compile(r"&(?=#?\w+;)")
+
+
+def md_escape(value: object) -> str:
+    """Text that Markdown shows as written: no emphasis, tags, entities or table breaks."""
+    if value is None:
+        return ""
+    text = " ".join(str(value).split())
+    return _MD_ENTITY.sub(r"\\&", _MD_SPECIAL.sub(r"\\\1", text))
+
+
+_FILTERS: dict[str, Callable[..., str]] = {
+    "num": fmt_num,
+    "count": fmt_count,
+    "usd": fmt_usd,
+    "usd_rate": fmt_usd_rate,
+    "pct": fmt_pct,
+    "bytes": fmt_bytes,
+    "ratio": fmt_ratio,
+    "label": fmt_label,
+    "keyed": fmt_keyed,
+    "metric": fmt_metric,
+    "metrics": fmt_metrics,
+    "param": fmt_param,
+    "params": fmt_params,
+}
+
+
+# Keys of the open cost dicts (mix, tco) that echo the spec rather than compute anything.
+INPUT_KEYS = frozenset(
+    {"horizon_years", "depreciation_years", "utilization", "expected_utilization", "pue"}
+)
+
+
+def is_input_key(key: str) -> bool:
+    """True for a cost-dict entry that is an input, so it gets no derived mark."""
+    return key in INPUT_KEYS
+
+
+def _environment(markdown: bool) -> Environment:
+    env = Environment(
+        loader=PackageLoader("gpufleet.report", "templates"),
+        autoescape=not markdown,
+        finalize=md_escape if markdown else None,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(_FILTERS)
+    env.tests["input_key"] = is_input_key
+    return env
+
+
+@cache
+def _html_env() -> Environment:
+    return _environment(markdown=False)
+
+
+@cache
+def _markdown_env() -> Environment:
+    return _environment(markdown=True)
+
+
+@cache
+def _css() -> str:
+    return (resources.files("gpufleet.report") / "templates" / "report.css").read_text("utf-8")
+
+
+def _sensitivity_extra_keys(rows: list[charts.SensitivityRow]) -> list[str]:
+    """Columns a planner added to the tornado rows beyond the ones the report knows."""
+    keys: list[str] = []
+    for row in rows:
+        for key, _ in row.extra:
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _context(plan: Plan, html: bool) -> dict[str, Any]:
+    sensitivity = charts.sensitivity_rows(plan.cost)
+    marker: str | Markup = (
+        Markup('<span class="derived" title="derived by gpufleet">†</span>')
+        if html
+        else DERIVED_MARK
+    )
+    return {
+        "plan": plan,
+        "rec": plan.recommendation,
+        "rec_cost": charts.recommended_cost_usd(plan),
+        "cost_options": charts.cost_options(plan.cost),
+        "sensitivity": sensitivity,
+        "sensitivity_labels": any(r.low_label or r.high_label for r in sensitivity),
+        "sensitivity_extra": _sensitivity_extra_keys(sensitivity),
+        "sensitivity_base": charts.sensitivity_base_usd(plan),
+        "charts": {k: Markup(v) for k, v in charts.all_charts(plan).items()} if html else {},
+        "css": Markup(_css()) if html else "",
+        "D": marker,
+        "legend": DERIVED_LEGEND,
+    }
+
+
+# -- the four formats --------------------------------------------------------
+
+
+def render_json(plan: Plan) -> str:
+    """plan.json: the model's own serialisation (field order is the model's)."""
+    return plan.model_dump_json(indent=2)
+
+
+def render_markdown(plan: Plan) -> str:
+    return _markdown_env().get_template("plan.md.j2").render(_context(plan, html=False))
+
+
+def render_html(plan: Plan) -> str:
+    return _html_env().get_template("plan.html.j2").render(_context(plan, html=True))
+
+
+class PdfUnavailableError(RuntimeError):
+    """WeasyPrint cannot load the system libraries it needs (Pango)."""
+
+
+def pdf_available() -> str | None:
+    """None when PDFs can be rendered, else what to install (WeasyPrint needs Pango)."""
+    try:
+        import weasyprint  # type: ignore[import-untyped]  # noqa: F401
+    except OSError as exc:  # missing shared libraries surface as OSError at import
+        return (
+            f"PDF skipped: WeasyPrint cannot load its system libraries ({exc}); on Debian "
+            "install them with: apt-get install libpango-1.0-0 libpangoft2-1.0-0"
+        )
+    return None
+
+
+def render_pdf(plan: Plan) -> bytes:
+    """plan.pdf: WeasyPrint prints the HTML (A4, print CSS in the same stylesheet)."""
+    missing = pdf_available()
+    if missing is not None:
+        raise PdfUnavailableError(missing)
+    from weasyprint import HTML
+
+    pdf: bytes = HTML(string=render_html(plan), base_url=None).write_pdf()
+    return pdf
+
+
+def write_reports(plan: Plan, out_dir: Path) -> dict[str, Path]:
+    """Write plan.json, plan.md, plan.html and plan.pdf into `out_dir` (created).
+
+    Everything is rendered in memory first, so a renderer failing writes nothing.
+    Each file is then written as `NAME.partial`, synced and renamed over `NAME`:
+    readers never see half a file, and a failure leaves no `.partial` behind.
+    Returns the paths by format: json, md, html, pdf. Without the system libraries a PDF
+    needs, the PDF is left out (`pdf_available()` says why) and the rest is written.
+    """
+    contents: dict[str, bytes] = {
+        "json": render_json(plan).encode("utf-8"),
+        "md": render_markdown(plan).encode("utf-8"),
+        "html": render_html(plan).encode("utf-8"),
+    }
+    if pdf_available() is None:
+        contents["pdf"] = render_pdf(plan)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    partials: list[Path] = []
+    try:
+        for kind, data in contents.items():
+            partial = out_dir / f"{REPORT_FILES[kind]}.partial"
+            partials.append(partial)
+            with partial.open("wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        written: dict[str, Path] = {}
+        for kind in contents:
+            final = out_dir / REPORT_FILES[kind]
+            (out_dir / f"{REPORT_FILES[kind]}.partial").replace(final)
+            written[kind] = final
+    finally:
+        for partial in partials:
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+    return written
