@@ -132,6 +132,16 @@ def cost_and_design(
             )
         else:
             deployment = "cloud" if cloud_total is not None else "on-prem"
+        if deployment == "cloud" and tco_total is not None:
+            # The tornado should describe the recommended way of paying.
+            cost = cost_breakdown(
+                demand,
+                Assumptions(),
+                providers=spec.providers,
+                regions=spec.regions,
+                on_prem=on_prem,
+                deployment="cloud",
+            )
     provider = None
     if deployment == "cloud" and cloud:
         provider = min(cloud, key=lambda p: cloud[p][0].on_demand_usd_per_hour or float("inf"))

@@ -417,8 +417,8 @@ def _teams(spec: PlanSpec, best: Portfolio) -> list[TeamQuota]:
     named = {w.name: (w.team or w.name) for w in spec.workloads}
     for c in best.choices:
         by_team.setdefault(named[c.workload], []).append(c)
-    if len(by_team) < 2 and not any(w.team for w in spec.workloads):
-        return []
+    if not any(w.team for w in spec.workloads):
+        return []  # the multi-tenant view is for specs that name teams
     horizon_h = spec.horizon_years * HOURS_PER_YEAR
     out = []
     for team, choices in sorted(by_team.items()):
