@@ -74,6 +74,18 @@ def _search_inference() -> object:
     return search_inference(spec, DEFAULT_ACCELERATORS)
 
 
+def _plan_largest() -> object:
+    """The largest example (4 teams, 2 training runs and 2 services) through every report."""
+    import tempfile
+
+    from gpufleet.cli.main import main
+
+    with tempfile.TemporaryDirectory() as out:
+        code = main(["plan", str(ROOT / "examples" / "plan-shared-cluster.yaml"), "--out", out])
+    assert code == 0
+    return code
+
+
 BENCHES = [
     Bench(
         "catalog-cold-load",
@@ -96,6 +108,13 @@ BENCHES = [
         budget_s=1.0,
         repeat=5,
         fn=_search_inference,
+    ),
+    Bench(
+        "plan-largest-example",
+        "gpufleet plan examples/plan-shared-cluster.yaml incl. JSON/MD/HTML/PDF (in-process)",
+        budget_s=10.0,
+        repeat=3,
+        fn=_plan_largest,
     ),
     Bench(
         "validate-examples",
