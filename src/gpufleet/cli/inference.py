@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gpufleet.cli.output import format_bytes, format_gb, wide_console
+from gpufleet.cli.output import check_format, format_bytes, format_gb, wide_console
 from gpufleet.errors import UserError
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load
@@ -19,12 +19,6 @@ SpecArg = Annotated[Path, typer.Argument(help="An inference spec YAML file (kind
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 
 
-def _format(value: str, allowed: tuple[str, ...] = ("table", "json")) -> str:
-    if value not in allowed:
-        raise UserError(f"--format: '{value}' is not one of {', '.join(allowed)}")
-    return value
-
-
 def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
     """Estimate serving: TTFT, TPOT, throughput, memory, replicas, cost and MIG fit.
 
@@ -32,7 +26,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
     """
     from gpufleet.estimate.inference_estimate import estimate_inference as run
 
-    fmt = _format(format)
+    fmt = check_format(format)
     r = run(load(InferenceSpec, spec_path))
     if fmt == "json":
         typer.echo(r.model_dump_json(indent=2))
@@ -97,7 +91,7 @@ def search_inference(
     from gpufleet.plan.inference_search import DEFAULT_ACCELERATORS
     from gpufleet.plan.inference_search import search_inference as run
 
-    fmt = _format(format)
+    fmt = check_format(format)
     spec = load(InferenceSpec, spec_path)
     names = (
         [get_accelerator(a).name for a in accelerators] if accelerators else DEFAULT_ACCELERATORS
@@ -167,7 +161,7 @@ def validate_inference(
     from gpufleet.validation.inference import fit_engine, summarise
     from gpufleet.validation.inference import validate_inference as run
 
-    fmt = _format(format, ("table", "json", "markdown"))
+    fmt = check_format(format, ("table", "json", "markdown"))
     if write and not fit:
         raise UserError("--write needs --fit")
     if fit:

@@ -118,6 +118,13 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
+def check_format(value: str, allowed: tuple[str, ...] = ("table", "json")) -> str:
+    """A `--format` value, or a user error listing the accepted ones."""
+    if value not in allowed:
+        raise UserError(f"--format: '{value}' is not one of {', '.join(allowed)}")
+    return value
+
+
 def apply_filters(
     records: Sequence[Record],
     exprs: Sequence[str],

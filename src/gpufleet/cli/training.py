@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.cli.output import format_bytes, format_gb, wide_console
+from gpufleet.cli.output import check_format, format_bytes, format_gb, wide_console
 from gpufleet.errors import UserError
 from gpufleet.specs.load import load
 from gpufleet.specs.training import TrainingSpec
@@ -21,12 +21,6 @@ SpecArg = Annotated[Path, typer.Argument(help="A training spec YAML file (kind: 
 JsonOpt = Annotated[
     str, typer.Option("--format", "-f", help="table (terminal) or json (stable fields).")
 ]
-
-
-def _format(value: str) -> str:
-    if value not in {"table", "json"}:
-        raise UserError(f"--format: '{value}' is not one of table, json")
-    return value
 
 
 def _load(path: Path) -> TrainingSpec:
@@ -40,7 +34,7 @@ def estimate_training(spec_path: SpecArg, format: JsonOpt = "table") -> None:
     """
     from gpufleet.estimate.training_estimate import estimate_training as run
 
-    fmt = _format(format)
+    fmt = check_format(format)
     result = run(_load(spec_path))
     if fmt == "json":
         typer.echo(result.model_dump_json(indent=2))
@@ -124,7 +118,7 @@ def search_training(
     from gpufleet.plan.training_search import Constraints
     from gpufleet.plan.training_search import search_training as run
 
-    fmt = _format(format)
+    fmt = check_format(format)
     spec = _load(spec_path)
     names = [get_accelerator(a).name for a in (accelerators or [spec.hardware.accelerator])]
     result = run(spec, names, constraints=Constraints(max_gpus=max_gpus), top_k=top)
@@ -200,7 +194,7 @@ def validate_training(
     )
     from gpufleet.validation.training import validate_training as run
 
-    fmt = format if format == "markdown" else _format(format)
+    fmt = check_format(format, ("table", "json", "markdown"))
     if write and not fit:
         raise UserError("--write needs --fit")
     if fit:
