@@ -210,3 +210,23 @@ def test_search_with_nothing_feasible_exits_1_in_json_too(
     assert json.loads(out)["top"] == []
     assert table_code == 1
     assert json_code == 1
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown", "table"])
+def test_validate_training_command_prints_every_row(
+    fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["validate", "training", "--format", fmt], capsys)
+    assert code == 0
+    assert "meg21-1.7b" in out
+    assert "llama3-405b-8k-8192gpu" in out  # the hold-out rows too
+    if fmt == "json":
+        data = json.loads(out)
+        assert data["summary"]["throughput_median_abs"] <= 0.10
+        assert len(data["holdout"]) == 4
+
+
+def test_validate_training_write_needs_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["validate", "training", "--write"], capsys)
+    assert code == 2
+    assert "--write needs --fit" in err
