@@ -128,7 +128,7 @@ CASES = [
     ),
     pytest.param(
         "model: {preset: llama-3-8b}\n",
-        ["kind: required field missing; one of training, inference, cluster, teams, plan"],
+        ["kind: required field missing; one of training, inference, cluster, teams, plan, jobs"],
         id="missing-kind",
     ),
     pytest.param(

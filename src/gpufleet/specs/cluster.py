@@ -8,7 +8,7 @@ guard every face at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, Field, PositiveInt, field_validator, model_validator
 
@@ -25,9 +25,11 @@ class NodeGroup(Spec):
     accelerator: AcceleratorName
     gpus_per_node: PositiveInt = 8
     labels: dict[str, str] = Field(default_factory=dict)
-    topology: str | None = Field(
+    topology: str | dict[str, str | list[str]] | None = Field(
         default=None,
-        description="Path in the topology tree above the nodes, e.g. 'block-a/leaf-3'.",
+        description="Place in the topology tree above the nodes: a path 'block-a/leaf-3', or "
+        "a mapping per level, e.g. {block: b1, leaf: [l1, l2]} (nodes spread over the listed "
+        "groups in order).",
     )
     mig_layout: str | dict[str, PositiveInt] | None = Field(
         default=None,
@@ -38,13 +40,40 @@ class NodeGroup(Spec):
 
     @field_validator("topology")
     @classmethod
-    def _clean_path(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
+    def _clean_path(
+        cls, value: str | dict[str, str | list[str]] | None
+    ) -> str | dict[str, str | list[str]] | None:
+        if value is None or isinstance(value, dict):
+            if isinstance(value, dict):
+                for level, names in value.items():
+                    if isinstance(names, list) and not names:
+                        raise ValueError(f"topology.{level}: list of groups is empty")
+            return value
         parts = value.strip("/").split("/")
         if any(not p.strip() for p in parts):
             raise ValueError(f"topology path '{value}' has an empty component")
         return "/".join(p.strip() for p in parts)
+
+    def node_paths(self, levels: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """Each node's groups, top level first (levels above 'node'); a listed level spreads
+        the nodes over its groups in order, in equal contiguous runs."""
+        above = levels[:-1]
+        if self.topology is None:
+            return [tuple("-" for _ in above)] * self.count
+        if isinstance(self.topology, str):
+            return [tuple(self.topology.split("/"))] * self.count
+        paths: list[tuple[str, ...]] = []
+        for i in range(self.count):
+            path = []
+            for level in above:
+                names = self.topology.get(level, "-")
+                if isinstance(names, list):
+                    per = -(-self.count // len(names))
+                    path.append(names[min(i // per, len(names) - 1)])
+                else:
+                    path.append(names)
+            paths.append(tuple(path))
+        return paths
 
     def mig_instances(self) -> dict[str, int] | None:
         """The MIG layout as {profile: count}, resolving a catalog layout name."""
@@ -59,6 +88,16 @@ class NodeGroup(Spec):
 
 class ClusterSpec(Spec):
     model_config = ConfigDict(**Spec.model_config, json_schema_extra=kind_required)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nodes_alias(cls, data: Any) -> Any:
+        """`nodes:` (the scheduler's cluster files) is another name for `node_groups:`."""
+        if isinstance(data, Mapping) and "nodes" in data and "node_groups" not in data:
+            out = dict(data)
+            out["node_groups"] = out.pop("nodes")
+            return out
+        return data
 
     kind: Literal["cluster"] = "cluster"
     name: str = "cluster"
@@ -95,7 +134,14 @@ def cluster_problems(spec: ClusterSpec) -> list[str]:
         if group.name in seen:
             out.append(f"{where}.name: '{group.name}' is used by another node group")
         seen.add(group.name)
-        if group.topology is not None and len(group.topology.split("/")) != depth:
+        if isinstance(group.topology, dict):
+            unknown = [k for k in group.topology if k not in spec.topology_levels[:-1]]
+            if unknown:
+                out.append(
+                    f"{where}.topology: unknown level {', '.join(unknown)}; levels are "
+                    f"{', '.join(spec.topology_levels[:-1])}"
+                )
+        elif group.topology is not None and len(group.topology.split("/")) != depth:
             levels = "/".join(spec.topology_levels[:-1])
             given = len(group.topology.split("/"))
             out.append(

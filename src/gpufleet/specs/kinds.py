@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from gpufleet.errors import SpecError, suggest
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.inference import InferenceSpec
+from gpufleet.specs.jobs import JobsSpec
 from gpufleet.specs.load import read_yaml, validate
 from gpufleet.specs.model import ModelArch
 from gpufleet.specs.plan import PlanSpec
@@ -22,6 +23,7 @@ SPEC_KINDS: dict[str, type[BaseModel]] = {
     "cluster": ClusterSpec,
     "teams": TeamsSpec,
     "plan": PlanSpec,
+    "jobs": JobsSpec,
 }
 # Schemas users may ask for: every kind plus the parts worth reading alone.
 SCHEMAS: dict[str, type[BaseModel]] = {**SPEC_KINDS, "model": ModelArch}

@@ -6,7 +6,8 @@ lent out); `limit_gpus` caps what it may reach by borrowing idle capacity.
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
 
@@ -35,6 +36,16 @@ class Quota(Spec):
     )
     borrowing: bool = Field(default=True, description="May borrow idle GPUs beyond guaranteed.")
     lending: bool = Field(default=True, description="Lends its idle guaranteed GPUs to others.")
+    borrowing_limit_gpus: NonNegativeInt | None = Field(
+        default=None,
+        description="Most GPUs borrowed beyond guaranteed from the cohort (Kueue borrowingLimit); "
+        "none: up to what the cohort has idle.",
+    )
+    lending_limit_gpus: NonNegativeInt | None = Field(
+        default=None,
+        description="Most of its guaranteed GPUs lent to the cohort (Kueue lendingLimit); "
+        "none: all that are idle.",
+    )
 
     @model_validator(mode="after")
     def _limit_covers_guarantee(self) -> Self:
@@ -42,15 +53,88 @@ class Quota(Spec):
             raise ValueError(
                 f"limit_gpus ({self.limit_gpus}) is below guaranteed_gpus ({self.guaranteed_gpus})"
             )
+        if self.lending_limit_gpus is not None and self.lending_limit_gpus > self.guaranteed_gpus:
+            raise ValueError(
+                f"lending_limit_gpus ({self.lending_limit_gpus}) exceeds guaranteed_gpus "
+                f"({self.guaranteed_gpus})"
+            )
         return self
+
+    @property
+    def max_gpus(self) -> int | None:
+        """Most GPUs of this flavor the team may hold, borrowing included (None: no cap)."""
+        if not self.borrowing:
+            return self.guaranteed_gpus
+        caps = [c for c in (self.limit_gpus,) if c is not None]
+        if self.borrowing_limit_gpus is not None:
+            caps.append(self.guaranteed_gpus + self.borrowing_limit_gpus)
+        return min(caps) if caps else None
+
+    @property
+    def lendable_gpus(self) -> int:
+        if not self.lending:
+            return 0
+        if self.lending_limit_gpus is None:
+            return self.guaranteed_gpus
+        return self.lending_limit_gpus
 
 
 class Team(Spec):
+    """A team and its quotas. Besides `quotas:` entries, the short form of the scheduler's
+    teams file is accepted: `quota: {flavor: n}`, `borrowing_limit: {flavor: n}`,
+    `lending_limit: {flavor: n}` and `fair_share_weight`."""
+
     name: str = Field(min_length=1)
+    cohort: str | None = Field(
+        default=None, description="Teams in one cohort lend each other unused quota."
+    )
     weight: PositiveFloat = Field(default=1.0, description="Fair-share weight.")
     quotas: list[Quota] = Field(default_factory=list)
     projects: list[str] = Field(default_factory=list)
     default_priority: str = "standard"
+
+    # Keys of the short form, for did-you-mean hints on typos.
+    extra_keys: ClassVar[tuple[str, ...]] = (
+        "quota",
+        "borrowing_limit",
+        "lending_limit",
+        "fair_share_weight",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        if "fair_share_weight" in out:
+            out["weight"] = out.pop("fair_share_weight")
+        short = {k: out.pop(k) for k in ("quota", "borrowing_limit", "lending_limit") if k in out}
+        if not short:
+            return out
+        for key, value in short.items():
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{key}: expected a mapping of flavor to GPUs, e.g. {{h100: 64}}")
+        quota = short.get("quota", {})
+        for key in ("borrowing_limit", "lending_limit"):
+            stray = [f for f in short.get(key, {}) if f not in quota]
+            if stray:
+                raise ValueError(f"{key}: {', '.join(map(str, stray))} has no entry in quota")
+        entries = list(out.get("quotas") or [])
+        for flavor, gpus in quota.items():
+            entries.append(
+                {
+                    "flavor": flavor,
+                    "guaranteed_gpus": gpus,
+                    "borrowing_limit_gpus": short.get("borrowing_limit", {}).get(flavor),
+                    "lending_limit_gpus": short.get("lending_limit", {}).get(flavor),
+                }
+            )
+        out["quotas"] = entries
+        return out
+
+    def quota_for(self, flavor: str) -> Quota | None:
+        return next((q for q in self.quotas if q.flavor == flavor), None)
 
 
 class TeamsSpec(Spec):
