@@ -86,8 +86,17 @@ class NodeGroup(Spec):
         return dict(get_mig_layout(self.accelerator, self.mig_layout).instances)
 
 
+def _cluster_schema(schema: dict[str, Any]) -> None:
+    """Files may say `nodes:` for `node_groups:`; the schema accepts either, one required."""
+    kind_required(schema)
+    props = schema.setdefault("properties", {})
+    props["nodes"] = {**props["node_groups"], "description": "Same as node_groups."}
+    schema["required"] = [r for r in schema.get("required", []) if r != "node_groups"]
+    schema["anyOf"] = [{"required": ["node_groups"]}, {"required": ["nodes"]}]
+
+
 class ClusterSpec(Spec):
-    model_config = ConfigDict(**Spec.model_config, json_schema_extra=kind_required)
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=_cluster_schema)
 
     @model_validator(mode="before")
     @classmethod

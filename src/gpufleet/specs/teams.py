@@ -79,10 +79,22 @@ class Quota(Spec):
         return self.lending_limit_gpus
 
 
+def _team_schema(schema: dict[str, Any]) -> None:
+    """Document the short quota form the before-validator expands."""
+    per_flavor = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
+    props = schema.setdefault("properties", {})
+    props["quota"] = {**per_flavor, "description": "Guaranteed GPUs per flavor."}
+    props["borrowing_limit"] = {**per_flavor, "description": "Borrowable beyond quota."}
+    props["lending_limit"] = {**per_flavor, "description": "Lendable out of quota."}
+    props["fair_share_weight"] = {"type": "number", "exclusiveMinimum": 0}
+
+
 class Team(Spec):
     """A team and its quotas. Besides `quotas:` entries, the short form of the scheduler's
     teams file is accepted: `quota: {flavor: n}`, `borrowing_limit: {flavor: n}`,
     `lending_limit: {flavor: n}` and `fair_share_weight`."""
+
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra=_team_schema)
 
     name: str = Field(min_length=1)
     cohort: str | None = Field(
