@@ -7,11 +7,9 @@ throughput and time-to-first-token on an A100, a vLLM memory-accounting log
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from dataclasses import dataclass, replace
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -31,6 +29,7 @@ from gpufleet.estimate.inference import (
     weight_bytes_per_gpu,
 )
 from gpufleet.specs.model import ModelArch
+from gpufleet.validation.data_files import csv_rows
 
 GiB = 2**30
 THROUGHPUT = ("output_tokens_per_s_per_gpu", "tokens_per_s_system")
@@ -60,12 +59,7 @@ class InferenceRow:
 
 
 def load_rows() -> list[dict[str, str]]:
-    text = (
-        resources.files("gpufleet.validation")
-        .joinpath("data", "inference_calibration.csv")
-        .read_text("utf-8")
-    )
-    return list(csv.DictReader(text.splitlines()))
+    return csv_rows("inference_calibration.csv")
 
 
 def arch_of(row: dict[str, str]) -> ModelArch:

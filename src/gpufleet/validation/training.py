@@ -10,12 +10,10 @@ with the same code as `gpufleet search`.
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, replace
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -27,6 +25,7 @@ from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.training import RECOMPUTE_CODES, Layouts, TrainingCase, evaluate
 from gpufleet.plan.training_search import candidate_layouts
 from gpufleet.specs.model import ModelArch
+from gpufleet.validation.data_files import csv_rows, data_text
 
 THROUGHPUT_METRICS = ("tflops_per_gpu", "iteration_time_s", "tokens_per_s_per_gpu")
 GOODPUT_METRICS = ("gpu_hours",)
@@ -59,12 +58,7 @@ class Summary:
 
 
 def load_rows() -> list[dict[str, str]]:
-    text = (
-        resources.files("gpufleet.validation")
-        .joinpath("data", "training_calibration.csv")
-        .read_text("utf-8")
-    )
-    return list(csv.DictReader(text.splitlines()))
+    return csv_rows("training_calibration.csv")
 
 
 def framework_of(row: dict[str, str]) -> str:
@@ -264,11 +258,7 @@ def validate_holdout() -> list[RowResult]:
     from gpufleet.specs.load import validate
     from gpufleet.specs.training import TrainingSpec
 
-    text = (
-        resources.files("gpufleet.validation")
-        .joinpath("data", "training_holdout.yaml")
-        .read_text("utf-8")
-    )
+    text = data_text("training_holdout.yaml")
     out = []
     for entry in yaml.safe_load(text):
         spec = validate(TrainingSpec, {"kind": "training", **entry["spec"]}, entry["id"])
