@@ -44,5 +44,8 @@ TABLES: dict[str, TableEntry] = {
             "load_commitments",
         ),
         TableEntry("models", "Model presets", "gpufleet.catalog.models", "load_model_presets"),
+        TableEntry(
+            "onprem_costs", "On-prem cost facts", "gpufleet.catalog.onprem", "load_onprem_costs"
+        ),
     )
 }
