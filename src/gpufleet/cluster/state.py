@@ -1,0 +1,936 @@
+"""Allocation state: who holds which GPUs, MIG slices and GPU fractions, with indexes and undo.
+
+The scheduler asks the same few questions thousands of times per cycle ("which
+nodes have >= k free H100s?", "how many are free in leaf b1/l2?"), so the
+answers are kept as indexes that every allocate and release updates in
+O(topology depth); no query scans the cluster.
+
+What-ifs (preemption search, backfill checks, a whole `decide()` cycle) must
+never leave a trace, so every change is recorded in the innermost open
+branch's undo log and a branch rolls back unless it is committed. That costs
+O(changes), never a copy of the cluster. A `Snapshot` is a read-only view that
+refuses to answer once the state has moved on, instead of silently showing a
+mix of old and new.
+
+Quantities are exact integers: whole GPUs and slices are counts, and a GPU
+fraction is held in thousandths of a GPU ("milli", 1000 = the whole GPU), so
+sums never drift and eighths (125) and quarters (250) are exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from types import MappingProxyType, TracebackType
+from typing import Any, TypeVar
+
+from gpufleet.cluster.errors import AllocationError, BranchError, StaleViewError
+from gpufleet.cluster.index import BucketIndex, SortedIds
+from gpufleet.cluster.topology import Cluster, slice_id
+from gpufleet.errors import UnknownNameError
+
+MILLI = 1000  # one whole GPU in fraction units
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+
+
+def to_milli(fraction: Fraction | Decimal | int | float | str) -> int:
+    """A GPU fraction (0.25, "1/8", Fraction(1, 3)) in thousandths, rounded up.
+
+    Rounding up gives a job at least the share it asked for; floats are read
+    through their shortest decimal form so 0.1 is 1/10, not its binary neighbour.
+    """
+    if isinstance(fraction, bool):
+        raise ValueError("a GPU fraction must be a number, not a bool")
+    value = Fraction(repr(fraction)) if isinstance(fraction, float) else Fraction(fraction)
+    if not 0 < value <= 1:
+        raise ValueError(f"a GPU fraction must be in (0, 1], got {fraction}")
+    return math.ceil(value * MILLI)
+
+
+# -- claims: what a job asks to hold (or give back) ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """Whole GPUs of one node, by index."""
+
+    node: str
+    gpus: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", tuple(self.gpus))
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlice:
+    """One MIG instance, by its id "<node>/gpu<g>/mig:<profile>#<k>"."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A fraction of one GPU, in thousandths (`to_milli` converts 0.25 -> 250)."""
+
+    node: str
+    gpu: int
+    milli: int
+
+
+Claim = Whole | MigSlice | Share
+
+
+@dataclass(frozen=True, slots=True)
+class Holdings:
+    """Everything one job holds, in cluster order, so equal states dump equally."""
+
+    job: str
+    gpus: tuple[tuple[str, int], ...] = ()
+    slices: tuple[str, ...] = ()
+    shares: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.gpus or self.slices or self.shares)
+
+    def claims(self) -> tuple[Claim, ...]:
+        """The holdings as claims, ready for `release` (or to re-`allocate` elsewhere)."""
+        out: list[Claim] = []
+        for node, group in itertools.groupby(self.gpus, key=lambda ng: ng[0]):
+            out.append(Whole(node, tuple(g for _, g in group)))
+        out.extend(MigSlice(s) for s in self.slices)
+        out.extend(Share(node, gpu, milli) for node, gpu, milli in self.shares)
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a job (or a team, via `usage_by`) holds, counted per accelerator."""
+
+    gpus: Mapping[str, int]  # accelerator -> whole GPUs
+    slices: Mapping[tuple[str, str], int]  # (accelerator, profile) -> MIG slices
+    milli: Mapping[str, int]  # accelerator -> thousandths of a GPU held as fractions
+
+
+class _Held:
+    """One job's holdings and running totals (totals make `usage_by` O(jobs))."""
+
+    __slots__ = ("gpus", "milli", "n_gpus", "n_milli", "n_slices", "shares", "slices")
+
+    def __init__(self) -> None:
+        self.gpus: set[int] = set()
+        self.slices: set[int] = set()
+        self.shares: dict[int, int] = {}
+        self.n_gpus: dict[str, int] = {}
+        self.n_slices: dict[tuple[str, str], int] = {}
+        self.n_milli: dict[str, int] = {}
+
+    def empty(self) -> bool:
+        return not (self.gpus or self.slices or self.shares)
+
+
+def _bump(counter: dict[Any, int], key: Any, delta: int) -> None:
+    value = counter.get(key, 0) + delta
+    if value:
+        counter[key] = value
+    else:
+        del counter[key]  # zero entries removed: equal states have equal dicts
+
+
+def _guarded(state: State, version: int, items: Iterator[T]) -> Iterator[T]:
+    """Yield from a live index, but fail loudly if the state changes mid-iteration."""
+    for item in items:
+        if state._version != version:
+            raise StaleViewError(
+                "the cluster state changed while a query result was being read; "
+                "materialise it first (list(...)) if you allocate while iterating"
+            )
+        yield item
+
+
+# undo-log record kinds: (kind, job, a, b)
+_TAKE_WHOLE, _GIVE_WHOLE, _TAKE_SLICE, _GIVE_SLICE, _ADD_SHARE, _SUB_SHARE = range(6)
+_Record = tuple[int, str, Any, Any]
+
+
+class StateView:
+    """The read-only questions; `State`, `Snapshot` and `Branch` all answer them.
+
+    Subclasses only say which `State` to read and when reading is allowed
+    (`_core`), so the queries exist once.
+    """
+
+    __slots__ = ()
+
+    def _core(self) -> State:
+        raise NotImplementedError
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._core()._cluster
+
+    @property
+    def version(self) -> int:
+        """Changes at every mutation; restored when a branch rolls back."""
+        return self._core()._version
+
+    # -- whole GPUs ---------------------------------------------------------------------
+
+    def free_gpus(self, node: str) -> int:
+        """Free whole GPUs on a node (not MIG-partitioned, not held, no fraction in use)."""
+        s = self._core()
+        return s._node_free[s._cluster.node_index(node)]
+
+    def free_gpu_ids(self, node: str) -> tuple[int, ...]:
+        s = self._core()
+        mask = s._node_mask[s._cluster.node_index(node)]
+        return tuple(g for g in range(mask.bit_length()) if mask >> g & 1)
+
+    def free_total(self, accelerator: str) -> int:
+        """Free whole GPUs of one accelerator in the cluster: O(1)."""
+        return self._core()._free_total.get(accelerator, 0)
+
+    def nodes_with_free(self, accelerator: str, at_least: int = 1) -> Iterator[str]:
+        """Nodes of `accelerator` with >= `at_least` free whole GPUs, tightest first.
+
+        O(answer): the index jumps to the qualifying buckets. Ties go by node
+        order, so a best-fit caller taking the first answer is deterministic.
+        """
+        s = self._core()
+        index = s._node_index.get(accelerator)
+        if index is None:
+            return iter(())
+        nodes = s._cluster.nodes
+        return _guarded(s, s._version, (nodes[n].name for n in index.at_least(at_least)))
+
+    def count_nodes_with_free(self, accelerator: str, at_least: int = 1) -> int:
+        s = self._core()
+        index = s._node_index.get(accelerator)
+        return 0 if index is None else index.count_at_least(at_least)
+
+    # -- topology groups and scale-up domains ------------------------------------------
+
+    def free_in_group(self, level: str, name: str, accelerator: str) -> int:
+        """Free whole GPUs of `accelerator` in one group ("b1", "b1/l2", or a node): O(1)."""
+        s = self._core()
+        cluster = s._cluster
+        i = cluster.level_index(level)
+        if i == len(cluster.levels) - 1:
+            n = cluster.node_index(name)
+            return s._node_free[n] if cluster.nodes[n].accelerator == accelerator else 0
+        t = cluster.tables
+        gid = t.group_by_name[i].get(name)
+        if gid is None:
+            raise UnknownNameError(f"{level} group", name, t.group_by_name[i])
+        agg = t.agg_ids.get((i, gid, accelerator))
+        return 0 if agg is None else s._agg_free[agg]
+
+    def groups_with_free(self, level: str, accelerator: str, at_least: int = 1) -> Iterator[str]:
+        """Groups at `level` with >= `at_least` free whole GPUs of `accelerator`, tightest first."""
+        s = self._core()
+        cluster = s._cluster
+        i = cluster.level_index(level)
+        if i == len(cluster.levels) - 1:
+            return self.nodes_with_free(accelerator, at_least)
+        index = s._agg_index.get((i, accelerator))
+        if index is None:
+            return iter(())
+        t = cluster.tables
+        names = t.group_names[i]
+        return _guarded(s, s._version, (names[g] for g in index.at_least(at_least)))
+
+    def free_in_domain(self, domain: str) -> int:
+        s = self._core()
+        t = s._cluster.tables
+        d = t.domain_by_name.get(domain)
+        if d is None:
+            raise UnknownNameError("scale-up domain", domain, t.domain_by_name)
+        return s._dom_free[d]
+
+    def domains_with_free(self, accelerator: str, at_least: int = 1) -> Iterator[str]:
+        """Scale-up domains with >= `at_least` free whole GPUs, tightest first."""
+        s = self._core()
+        index = s._dom_index.get(accelerator)
+        if index is None:
+            return iter(())
+        names = s._cluster.tables.domain_names
+        return _guarded(s, s._version, (names[d] for d in index.at_least(at_least)))
+
+    # -- MIG slices ---------------------------------------------------------------------
+
+    def free_slices(self, accelerator: str, profile: str) -> Iterator[str]:
+        """Free MIG slices of one profile, in cluster order: O(answer)."""
+        s = self._core()
+        ids = s._slice_free.get((accelerator, profile))
+        if ids is None:
+            return iter(())
+        return _guarded(s, s._version, (s._cluster.slice_name(sid) for sid in ids))
+
+    def count_free_slices(self, accelerator: str, profile: str) -> int:
+        ids = self._core()._slice_free.get((accelerator, profile))
+        return 0 if ids is None else len(ids)
+
+    def free_slices_on(self, node: str) -> tuple[str, ...]:
+        s = self._core()
+        t = s._cluster.tables
+        n = s._cluster.node_index(node)
+        first, last = t.gpu_slice_start[t.gpu_base[n]], t.gpu_slice_start[t.gpu_base[n + 1]]
+        holder = s._slice_holder
+        return tuple(s._cluster.slice_name(i) for i in range(first, last) if holder[i] is None)
+
+    # -- fractions ----------------------------------------------------------------------
+
+    def free_milli(self, node: str, gpu: int) -> int:
+        """Thousandths of a GPU still open to shares; 0 where fractions are not allowed."""
+        s = self._core()
+        g = s._cluster.gpu_id(node, gpu)
+        return s._frac_free(g) if s._gpu_frac[g] else 0
+
+    def gpus_with_free_milli(self, accelerator: str, at_least: int) -> Iterator[tuple[str, int]]:
+        """(node, gpu) open to a share of >= `at_least` thousandths, fullest GPU first."""
+        s = self._core()
+        index = s._frac_index.get(accelerator)
+        if index is None:
+            return iter(())
+        ref = s._cluster.gpu_ref
+        return _guarded(s, s._version, (ref(g) for g in index.at_least(at_least)))
+
+    # -- jobs ---------------------------------------------------------------------------
+
+    def jobs(self) -> tuple[str, ...]:
+        return tuple(sorted(self._core()._jobs))
+
+    def holdings(self, job: str) -> Holdings:
+        """What `job` holds, O(its holdings); empty for a job that holds nothing."""
+        s = self._core()
+        held = s._jobs.get(job)
+        if held is None:
+            return Holdings(job)
+        c = s._cluster
+        return Holdings(
+            job,
+            tuple(c.gpu_ref(g) for g in sorted(held.gpus)),
+            tuple(c.slice_name(i) for i in sorted(held.slices)),
+            tuple((*c.gpu_ref(g), m) for g, m in sorted(held.shares.items())),
+        )
+
+    def jobs_on(self, node: str) -> tuple[str, ...]:
+        """Jobs holding anything on a node (candidates when preempting there)."""
+        s = self._core()
+        t = s._cluster.tables
+        n = s._cluster.node_index(node)
+        found: set[str] = set()
+        for g in range(t.gpu_base[n], t.gpu_base[n + 1]):
+            whole = s._holder[g]
+            if whole is not None:
+                found.add(whole)
+            shares = s._shares[g]
+            if shares:
+                found.update(shares)
+        for i in range(t.gpu_slice_start[t.gpu_base[n]], t.gpu_slice_start[t.gpu_base[n + 1]]):
+            holder = s._slice_holder[i]
+            if holder is not None:
+                found.add(holder)
+        return tuple(sorted(found))
+
+    def usage(self, job: str) -> Usage:
+        held = self._core()._jobs.get(job)
+        if held is None:
+            return Usage(MappingProxyType({}), MappingProxyType({}), MappingProxyType({}))
+        return Usage(
+            MappingProxyType(dict(held.n_gpus)),
+            MappingProxyType(dict(held.n_slices)),
+            MappingProxyType(dict(held.n_milli)),
+        )
+
+    def usage_by(self, key: Callable[[str], K]) -> dict[K, Usage]:
+        """Usage summed over jobs grouped by `key(job)` (team, project, user): O(jobs)."""
+        sums: dict[K, tuple[dict[str, int], dict[tuple[str, str], int], dict[str, int]]] = {}
+        s = self._core()
+        for job in sorted(s._jobs):
+            held = s._jobs[job]
+            gpus, slices, milli = sums.setdefault(key(job), ({}, {}, {}))
+            for acc, n in held.n_gpus.items():
+                gpus[acc] = gpus.get(acc, 0) + n
+            for ap, n in held.n_slices.items():
+                slices[ap] = slices.get(ap, 0) + n
+            for acc, n in held.n_milli.items():
+                milli[acc] = milli.get(acc, 0) + n
+        return {
+            k: Usage(MappingProxyType(g), MappingProxyType(sl), MappingProxyType(m))
+            for k, (g, sl, m) in sums.items()
+        }
+
+    def dump(self) -> dict[str, dict[str, list[Any]]]:
+        """Canonical, JSON-ready holdings of every job: equal states dump equal."""
+        out: dict[str, dict[str, list[Any]]] = {}
+        for job in self.jobs():
+            h = self.holdings(job)
+            out[job] = {
+                "gpus": [list(x) for x in h.gpus],
+                "slices": list(h.slices),
+                "shares": [list(x) for x in h.shares],
+            }
+        return out
+
+
+class State(StateView):
+    """The mutable allocation state of one cluster; the single owner of every index.
+
+    Mutate it directly (`allocate`, `release`) for real events, or through a
+    `branch()` for anything tentative. While a branch is open the state itself
+    refuses mutations, so nothing can slip past a branch's undo log.
+    """
+
+    __slots__ = (
+        "_agg_free",
+        "_agg_idx_of",
+        "_agg_index",
+        "_branches",
+        "_clock",
+        "_cluster",
+        "_dom_free",
+        "_dom_idx_of",
+        "_dom_index",
+        "_frac_index",
+        "_free_total",
+        "_gpu_frac",
+        "_holder",
+        "_jobs",
+        "_node_free",
+        "_node_idx_of",
+        "_node_index",
+        "_node_mask",
+        "_shares",
+        "_slice_free",
+        "_slice_holder",
+        "_slice_set_of",
+        "_used",
+        "_version",
+    )
+
+    def __init__(self, cluster: Cluster) -> None:
+        t = cluster.tables
+        nodes = cluster.nodes
+        self._cluster = cluster
+        n_gpus = len(t.gpu_node)
+        self._holder: list[str | None] = [None] * n_gpus
+        self._used: list[int] = [0] * n_gpus  # thousandths held as shares
+        self._shares: list[dict[str, int] | None] = [None] * n_gpus
+        self._slice_holder: list[str | None] = [None] * len(t.slice_gpu)
+        self._gpu_frac: list[bool] = [
+            nodes[t.gpu_node[g]].fractions and not t.gpu_mig[g] for g in range(n_gpus)
+        ]
+        self._jobs: dict[str, _Held] = {}
+        self._branches: list[Branch] = []
+        self._clock = itertools.count(1)
+        self._version = 0
+
+        # whole-GPU free counts: per node (count + bitmask), per group aggregate, per domain
+        self._node_free: list[int] = []
+        self._node_mask: list[int] = []
+        self._free_total: dict[str, int] = {}
+        for n, node in enumerate(nodes):
+            mask = 0
+            for g in range(node.gpus):
+                if not t.gpu_mig[t.gpu_base[n] + g]:
+                    mask |= 1 << g
+            self._node_mask.append(mask)
+            self._node_free.append(mask.bit_count())
+            self._free_total[node.accelerator] = (
+                self._free_total.get(node.accelerator, 0) + mask.bit_count()
+            )
+        self._agg_free: list[int] = [0] * len(t.agg_level)
+        for n in range(len(nodes)):
+            for a in t.node_aggs[n]:
+                self._agg_free[a] += self._node_free[n]
+        self._dom_free: list[int] = [sum(not t.gpu_mig[g] for g in gpus) for gpus in t.domain_gpus]
+
+        by_acc: dict[str, list[tuple[int, int]]] = {}
+        for n, node in enumerate(nodes):
+            by_acc.setdefault(node.accelerator, []).append((n, self._node_free[n]))
+        self._node_index = {acc: BucketIndex(items) for acc, items in by_acc.items()}
+        self._node_idx_of = [self._node_index[node.accelerator] for node in nodes]
+
+        # group indexes hold group ids (not aggregate ids) so ties list groups in tree order
+        by_level: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for a, free in enumerate(self._agg_free):
+            by_level.setdefault((t.agg_level[a], t.agg_acc[a]), []).append((t.agg_group[a], free))
+        self._agg_index = {key: BucketIndex(items) for key, items in by_level.items()}
+        self._agg_idx_of = [
+            self._agg_index[(t.agg_level[a], t.agg_acc[a])] for a in range(len(t.agg_level))
+        ]
+
+        by_dom: dict[str, list[tuple[int, int]]] = {}
+        for d, free in enumerate(self._dom_free):
+            by_dom.setdefault(t.domain_acc[d], []).append((d, free))
+        self._dom_index = {acc: BucketIndex(items) for acc, items in by_dom.items()}
+        self._dom_idx_of = [self._dom_index[acc] for acc in t.domain_acc]
+
+        by_frac: dict[str, list[tuple[int, int]]] = {}
+        for g in range(n_gpus):
+            if self._gpu_frac[g]:
+                by_frac.setdefault(t.node_acc[t.gpu_node[g]], []).append((g, MILLI))
+        self._frac_index = {acc: BucketIndex(items) for acc, items in by_frac.items()}
+
+        by_profile: dict[tuple[str, str], list[int]] = {}
+        for i, g in enumerate(t.slice_gpu):
+            by_profile.setdefault((t.node_acc[t.gpu_node[g]], t.slice_profile[i]), []).append(i)
+        self._slice_free = {key: SortedIds(ids) for key, ids in by_profile.items()}
+        self._slice_set_of = [
+            self._slice_free[(t.node_acc[t.gpu_node[g]], t.slice_profile[i])]
+            for i, g in enumerate(t.slice_gpu)
+        ]
+
+    def _core(self) -> State:
+        return self
+
+    # -- public mutation ----------------------------------------------------------------
+
+    def allocate(self, job: str, *claims: Claim) -> None:
+        """Give `job` everything in `claims`, all or nothing (a gang never half-lands)."""
+        self._writable(None)
+        self._apply(job, claims, release=False)
+
+    def release(self, job: str, *claims: Claim) -> None:
+        """Take back exactly `claims` from `job`, all or nothing."""
+        self._writable(None)
+        self._apply(job, claims, release=True)
+
+    def release_job(self, job: str) -> Holdings:
+        """Take back everything `job` holds; returns what it held (for requeue or undo)."""
+        self._writable(None)
+        return self._release_all(job)
+
+    def branch(self) -> Branch:
+        """A what-if: `with state.branch() as b:` rolls back on exit unless `b.commit()`."""
+        self._writable(None)
+        return self._open_branch(committable=True)
+
+    def snapshot(self) -> Snapshot:
+        """A read-only view for `decide()`; O(1), and stale as soon as the state changes."""
+        return Snapshot(self)
+
+    # -- internals: mutation with validation and undo ----------------------------------
+
+    def _writable(self, branch: Branch | None) -> None:
+        top = self._branches[-1] if self._branches else None
+        if top is branch:
+            return
+        if branch is None:
+            raise BranchError(
+                "a branch is open: mutate through the innermost branch, or close it first"
+            )
+        if branch._closed:
+            raise BranchError("this branch is closed (committed or rolled back)")
+        raise BranchError("this branch has an open nested branch; use the innermost one")
+
+    def _open_branch(self, committable: bool) -> Branch:
+        parent = self._branches[-1] if self._branches else None
+        branch = Branch(self, parent, committable)
+        self._branches.append(branch)
+        return branch
+
+    def _release_all(self, job: str) -> Holdings:
+        held = self.holdings(job)
+        if not held.empty:
+            self._apply(job, held.claims(), release=True)
+        return held
+
+    def _apply(self, job: str, claims: Iterable[Claim], release: bool) -> None:
+        if not isinstance(job, str) or not job:
+            raise AllocationError(f"a job id must be a non-empty string, got {job!r}")
+        log: list[_Record] = []
+        try:
+            for claim in claims:
+                if release:
+                    self._release_one(job, claim, log)
+                else:
+                    self._allocate_one(job, claim, log)
+        except BaseException:
+            self._undo(log)
+            raise
+        if log:
+            if self._branches:
+                self._branches[-1]._log.extend(log)
+            self._version = next(self._clock)
+
+    def _gpus_of(self, claim: Whole) -> tuple[int, tuple[int, ...]]:
+        c = self._cluster
+        n = c.node_index(claim.node)
+        t = c.tables
+        size = t.gpu_base[n + 1] - t.gpu_base[n]
+        if not claim.gpus:
+            raise AllocationError(f"{claim.node}: a Whole claim needs at least one GPU index")
+        for g in claim.gpus:
+            if type(g) is not int or not 0 <= g < size:
+                raise AllocationError(f"{claim.node} has GPUs 0..{size - 1}; got index {g!r}")
+        if len(set(claim.gpus)) != len(claim.gpus):
+            raise AllocationError(f"{claim.node}: GPU indices repeat in {claim.gpus}")
+        base = t.gpu_base[n]
+        return n, tuple(base + g for g in claim.gpus)
+
+    def _share_of(self, claim: Share) -> int:
+        if type(claim.milli) is not int or not 0 < claim.milli <= MILLI:
+            raise AllocationError(
+                f"a share is an integer in 1..{MILLI} thousandths of a GPU, got {claim.milli!r} "
+                "(use to_milli(0.25) -> 250)"
+            )
+        return self._cluster.gpu_id(claim.node, claim.gpu)
+
+    def _allocate_one(self, job: str, claim: Claim, log: list[_Record]) -> None:
+        if isinstance(claim, Whole):
+            n, gids = self._gpus_of(claim)
+            for local, g in zip(claim.gpus, gids, strict=True):
+                problem = self._not_free_whole(g)
+                if problem:
+                    raise AllocationError(f"cannot give {job} {claim.node}/gpu{local}: {problem}")
+            self._take_whole(job, n, gids)
+            log.append((_TAKE_WHOLE, job, n, gids))
+        elif isinstance(claim, MigSlice):
+            sid = self._cluster.slice_index(claim.id)
+            holder = self._slice_holder[sid]
+            if holder is not None:
+                raise AllocationError(f"cannot give {job} slice {claim.id}: held by {holder}")
+            self._take_slice(job, sid)
+            log.append((_TAKE_SLICE, job, sid, None))
+        elif isinstance(claim, Share):
+            g = self._share_of(claim)
+            where = f"{claim.node}/gpu{claim.gpu}"
+            if not self._gpu_frac[g]:
+                why = (
+                    "it is MIG-partitioned"
+                    if self._cluster.tables.gpu_mig[g]
+                    else f"node {claim.node} does not allow fractions"
+                )
+                raise AllocationError(f"cannot give {job} a share of {where}: {why}")
+            if self._holder[g] is not None:
+                raise AllocationError(
+                    f"cannot give {job} a share of {where}: held whole by {self._holder[g]}"
+                )
+            if self._used[g] + claim.milli > MILLI:
+                raise AllocationError(
+                    f"cannot give {job} {claim.milli}/{MILLI} of {where}: "
+                    f"{self._used[g]}/{MILLI} already shared"
+                )
+            self._add_share(job, g, claim.milli)
+            log.append((_ADD_SHARE, job, g, claim.milli))
+        else:
+            raise AllocationError(f"not a claim: {claim!r} (use Whole, MigSlice or Share)")
+
+    def _not_free_whole(self, g: int) -> str:
+        if self._cluster.tables.gpu_mig[g]:
+            return "it is MIG-partitioned (ask for one of its slices)"
+        if self._holder[g] is not None:
+            return f"held by {self._holder[g]}"
+        if self._used[g]:
+            return f"{self._used[g]}/{MILLI} of it is shared by fractions"
+        return ""
+
+    def _release_one(self, job: str, claim: Claim, log: list[_Record]) -> None:
+        if isinstance(claim, Whole):
+            n, gids = self._gpus_of(claim)
+            for local, g in zip(claim.gpus, gids, strict=True):
+                if self._holder[g] != job:
+                    by = self._holder[g] or "nobody"
+                    raise AllocationError(
+                        f"{job} does not hold {claim.node}/gpu{local} (held by {by})"
+                    )
+            self._give_whole(job, n, gids)
+            log.append((_GIVE_WHOLE, job, n, gids))
+        elif isinstance(claim, MigSlice):
+            sid = self._cluster.slice_index(claim.id)
+            if self._slice_holder[sid] != job:
+                by = self._slice_holder[sid] or "nobody"
+                raise AllocationError(f"{job} does not hold slice {claim.id} (held by {by})")
+            self._give_slice(job, sid)
+            log.append((_GIVE_SLICE, job, sid, None))
+        elif isinstance(claim, Share):
+            g = self._share_of(claim)
+            shares = self._shares[g]
+            held = shares.get(job, 0) if shares else 0
+            if held < claim.milli:
+                raise AllocationError(
+                    f"{job} holds {held}/{MILLI} of {claim.node}/gpu{claim.gpu}, "
+                    f"cannot release {claim.milli}"
+                )
+            self._sub_share(job, g, claim.milli)
+            log.append((_SUB_SHARE, job, g, claim.milli))
+        else:
+            raise AllocationError(f"not a claim: {claim!r} (use Whole, MigSlice or Share)")
+
+    def _undo(self, log: list[_Record]) -> None:
+        """Apply the inverse of each record, newest first: O(len(log)), no validation."""
+        for kind, job, a, b in reversed(log):
+            if kind == _TAKE_WHOLE:
+                self._give_whole(job, a, b)
+            elif kind == _GIVE_WHOLE:
+                self._take_whole(job, a, b)
+            elif kind == _TAKE_SLICE:
+                self._give_slice(job, a)
+            elif kind == _GIVE_SLICE:
+                self._take_slice(job, a)
+            elif kind == _ADD_SHARE:
+                self._sub_share(job, a, b)
+            else:
+                self._add_share(job, a, b)
+
+    # -- internals: primitive moves that keep every index in step -----------------------
+
+    def _held(self, job: str) -> _Held:
+        held = self._jobs.get(job)
+        if held is None:
+            held = self._jobs[job] = _Held()
+        return held
+
+    def _forget_if_empty(self, job: str, held: _Held) -> None:
+        if held.empty():
+            del self._jobs[job]
+
+    def _frac_free(self, g: int) -> int:
+        return 0 if self._holder[g] is not None else MILLI - self._used[g]
+
+    def _whole_changed(self, n: int, gids: tuple[int, ...], delta: int) -> None:
+        """GPUs `gids` of node `n` became free (+1) or stopped being free (-1) as whole GPUs."""
+        t = self._cluster.tables
+        k = delta * len(gids)
+        old = self._node_free[n]
+        self._node_free[n] = old + k
+        self._node_idx_of[n].move(n, old, old + k)
+        agg_free = self._agg_free
+        agg_idx = self._agg_idx_of
+        agg_group = t.agg_group
+        for a in t.node_aggs[n]:
+            old = agg_free[a]
+            agg_free[a] = old + k
+            agg_idx[a].move(agg_group[a], old, old + k)
+        dom_free = self._dom_free
+        dom_idx = self._dom_idx_of
+        base = t.gpu_base[n]
+        bits = 0
+        for g in gids:
+            d = t.gpu_domain[g]
+            old = dom_free[d]
+            dom_free[d] = old + delta
+            dom_idx[d].move(d, old, old + delta)
+            bits |= 1 << (g - base)
+        self._node_mask[n] = self._node_mask[n] | bits if delta > 0 else self._node_mask[n] & ~bits
+        acc = t.node_acc[n]
+        self._free_total[acc] += k
+
+    def _take_whole(self, job: str, n: int, gids: tuple[int, ...]) -> None:
+        holder = self._holder
+        for g in gids:
+            holder[g] = job
+        if self._gpu_frac[gids[0]]:  # a node's GPUs all allow fractions or none (MIG aside)
+            index = self._frac_index[self._cluster.tables.node_acc[n]]
+            for g in gids:
+                index.move(g, MILLI, 0)
+        self._whole_changed(n, gids, -1)
+        held = self._held(job)
+        held.gpus.update(gids)
+        _bump(held.n_gpus, self._cluster.tables.node_acc[n], len(gids))
+
+    def _give_whole(self, job: str, n: int, gids: tuple[int, ...]) -> None:
+        holder = self._holder
+        for g in gids:
+            holder[g] = None
+        if self._gpu_frac[gids[0]]:
+            index = self._frac_index[self._cluster.tables.node_acc[n]]
+            for g in gids:
+                index.move(g, 0, MILLI)
+        self._whole_changed(n, gids, +1)
+        held = self._jobs[job]
+        held.gpus.difference_update(gids)
+        _bump(held.n_gpus, self._cluster.tables.node_acc[n], -len(gids))
+        self._forget_if_empty(job, held)
+
+    def _slice_key(self, sid: int) -> tuple[str, str]:
+        t = self._cluster.tables
+        return t.node_acc[t.gpu_node[t.slice_gpu[sid]]], t.slice_profile[sid]
+
+    def _take_slice(self, job: str, sid: int) -> None:
+        self._slice_holder[sid] = job
+        self._slice_set_of[sid].remove(sid)
+        held = self._held(job)
+        held.slices.add(sid)
+        _bump(held.n_slices, self._slice_key(sid), 1)
+
+    def _give_slice(self, job: str, sid: int) -> None:
+        self._slice_holder[sid] = None
+        self._slice_set_of[sid].add(sid)
+        held = self._jobs[job]
+        held.slices.discard(sid)
+        _bump(held.n_slices, self._slice_key(sid), -1)
+        self._forget_if_empty(job, held)
+
+    def _add_share(self, job: str, g: int, milli: int) -> None:
+        t = self._cluster.tables
+        before = self._used[g]
+        self._used[g] = before + milli
+        shares = self._shares[g]
+        if shares is None:
+            shares = self._shares[g] = {}
+        _bump(shares, job, milli)
+        acc = t.node_acc[t.gpu_node[g]]
+        self._frac_index[acc].move(g, MILLI - before, MILLI - before - milli)
+        if before == 0:
+            self._whole_changed(t.gpu_node[g], (g,), -1)
+        held = self._held(job)
+        _bump(held.shares, g, milli)
+        _bump(held.n_milli, acc, milli)
+
+    def _sub_share(self, job: str, g: int, milli: int) -> None:
+        t = self._cluster.tables
+        before = self._used[g]
+        after = before - milli
+        self._used[g] = after
+        shares = self._shares[g]
+        assert shares is not None
+        _bump(shares, job, -milli)
+        if not shares:
+            self._shares[g] = None
+        acc = t.node_acc[t.gpu_node[g]]
+        self._frac_index[acc].move(g, MILLI - before, MILLI - after)
+        if after == 0:
+            self._whole_changed(t.gpu_node[g], (g,), +1)
+        held = self._jobs[job]
+        _bump(held.shares, g, -milli)
+        _bump(held.n_milli, acc, -milli)
+        self._forget_if_empty(job, held)
+
+
+class Branch(StateView):
+    """An open what-if on a `State`: mutations are logged and undone on exit.
+
+    `commit()` keeps the changes: into the parent branch's log when nested (so
+    the parent can still undo them), or for good at the top — unless the
+    branch came from `Snapshot.what_if()`, whose top level can never commit.
+    """
+
+    __slots__ = ("_closed", "_committable", "_log", "_parent", "_start_version", "_state")
+
+    def __init__(self, state: State, parent: Branch | None, committable: bool) -> None:
+        self._state = state
+        self._parent = parent
+        self._committable = committable
+        self._log: list[_Record] = []
+        self._start_version = state._version
+        self._closed = False
+
+    def _core(self) -> State:
+        if self._closed:
+            raise BranchError("this branch is closed (committed or rolled back)")
+        if self._state._branches[-1] is not self:
+            raise BranchError("this branch has an open nested branch; use the innermost one")
+        return self._state
+
+    def __enter__(self) -> Branch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._closed:
+            self.rollback()
+
+    @property
+    def changes(self) -> int:
+        """Undo records held: the cost of rolling back, in primitive moves."""
+        return len(self._log)
+
+    def allocate(self, job: str, *claims: Claim) -> None:
+        self._state._writable(self)
+        self._state._apply(job, claims, release=False)
+
+    def release(self, job: str, *claims: Claim) -> None:
+        self._state._writable(self)
+        self._state._apply(job, claims, release=True)
+
+    def release_job(self, job: str) -> Holdings:
+        """Remove a job for the what-if (Kueue's SimulateWorkloadRemoval, minus the restore)."""
+        self._state._writable(self)
+        return self._state._release_all(job)
+
+    def branch(self) -> Branch:
+        """A nested what-if; its commit merges into this branch, which can still roll back."""
+        self._state._writable(self)
+        return self._state._open_branch(committable=True)
+
+    def commit(self) -> None:
+        self._state._writable(self)
+        if not self._committable:
+            raise BranchError("a what-if on a snapshot never commits; apply its decisions instead")
+        if self._parent is not None:
+            self._parent._log.extend(self._log)
+        self._log = []
+        self._closed = True
+        self._state._branches.pop()
+
+    def rollback(self) -> None:
+        state = self._state
+        state._writable(self)
+        state._undo(self._log)
+        self._log = []
+        state._version = self._start_version
+        self._closed = True
+        state._branches.pop()
+
+
+class Snapshot(StateView):
+    """A read-only view of a `State` at one version: what `decide()` receives.
+
+    Creating one is O(1): it shares the state's indexes and checks on every read
+    that the state is still at its version, so a policy can never act on a view
+    that silently changed under it. `what_if()` opens a branch that always rolls
+    back, the only way a policy tries moves.
+    """
+
+    __slots__ = ("_state", "_version_at")
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._version_at = state._version
+
+    def _core(self) -> State:
+        if self._state._version != self._version_at:
+            raise StaleViewError(
+                f"snapshot of version {self._version_at} read at version {self._state._version}; "
+                "take a new snapshot (or read through the open what-if branch)"
+            )
+        return self._state
+
+    @property
+    def current(self) -> bool:
+        """Whether the state is still at this snapshot's version."""
+        return self._state._version == self._version_at
+
+    def what_if(self) -> Branch:
+        """`with snapshot.what_if() as w:` try moves on `w`; they are undone on exit."""
+        return self._core()._open_branch(committable=False)
+
+
+__all__ = [
+    "MILLI",
+    "Branch",
+    "Claim",
+    "Holdings",
+    "MigSlice",
+    "Share",
+    "Snapshot",
+    "State",
+    "StateView",
+    "Usage",
+    "Whole",
+    "slice_id",
+    "to_milli",
+]
