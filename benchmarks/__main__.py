@@ -86,6 +86,13 @@ def _plan_largest() -> object:
     return code
 
 
+def _cluster_state_5000() -> object:
+    """10,000 allocate+release pairs on a half-full 5,000 × 8-GPU cluster (issue 6 groundwork)."""
+    from gpufleet.cluster.bench import bench_allocate_release
+
+    return bench_allocate_release(nodes=5000, pairs=10_000)
+
+
 BENCHES = [
     Bench(
         "catalog-cold-load",
@@ -115,6 +122,13 @@ BENCHES = [
         budget_s=10.0,
         repeat=3,
         fn=_plan_largest,
+    ),
+    Bench(
+        "cluster-state-5000-nodes",
+        "build a half-full 5,000 x 8-GPU state, then 10,000 allocate+release pairs",
+        budget_s=2.0,
+        repeat=3,
+        fn=_cluster_state_5000,
     ),
     Bench(
         "validate-examples",
