@@ -307,3 +307,13 @@ def test_usage_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str
     _, err = capsys.readouterr()
     assert "No such option" in err
     assert "Traceback" not in err
+
+
+def test_a_spec_of_another_kind_gets_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    examples = Path(__file__).parents[2] / "examples"
+    code = main(["estimate", "training", str(examples / "plan-chat-70b.yaml")])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert err.splitlines()[1:] == [
+        "  kind: this command reads training specs; this file is kind 'plan'"
+    ]

@@ -59,7 +59,18 @@ def validate(model: type[M], data: Any, source: str) -> M:
 
 
 def load(model: type[M], path: Path) -> M:
-    return validate(model, read_yaml(path), str(path))
+    """Load a spec of one kind; a file of another kind gets one clear line, not a cascade."""
+    data = read_yaml(path)
+    field = model.model_fields.get("kind")
+    expected = field.default if field is not None else None
+    if isinstance(data, Mapping) and isinstance(expected, str):
+        given = data.get("kind")
+        if given is not None and given != expected:
+            raise SpecError(
+                str(path),
+                [f"kind: this command reads {expected} specs; this file is kind '{given}'"],
+            )
+    return validate(model, data, str(path))
 
 
 def describe(model: type[BaseModel], err: ErrorDetails) -> str:
