@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpufleet import __version__
-from gpufleet.cli import catalog, inference, plan, specs, training, wizard
+from gpufleet.cli import catalog, inference, plan, schedule, specs, training, wizard
 from gpufleet.errors import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -42,6 +42,7 @@ app.command("schema")(specs.schema)
 app.command("check")(specs.check)
 app.command("plan")(plan.plan_command)
 app.command("wizard")(wizard.wizard)
+app.command("schedule")(schedule.schedule)
 
 
 def _version(value: bool) -> None:

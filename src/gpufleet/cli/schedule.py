@@ -1,0 +1,132 @@
+"""`gpufleet schedule CLUSTER.yaml JOBS.yaml`: one scheduling cycle on a given state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from gpufleet.cli.output import check_format, wide_console
+from gpufleet.specs.cluster import ClusterSpec
+from gpufleet.specs.jobs import JobSpec, JobsSpec
+from gpufleet.specs.load import load
+from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, TeamsSpec
+
+
+def _open_teams(cluster: ClusterSpec, jobs: list[JobSpec]) -> TeamsSpec:
+    """Without a teams file every team may use the whole cluster: quotas are not enforced."""
+    totals: dict[str, int] = {}
+    for g in cluster.node_groups:
+        totals[g.accelerator] = totals.get(g.accelerator, 0) + g.count * g.gpus_per_node
+    names = sorted({j.team for j in jobs})
+    classes = [c.model_dump() for c in DEFAULT_PRIORITY_CLASSES]
+    known = {c["name"] for c in classes}
+    for name in sorted({j.priority_class for j in jobs if j.priority_class} - known):
+        classes.append({"name": name, "value": 500, "preemptible": True})
+    return TeamsSpec.model_validate(
+        {
+            "kind": "teams",
+            "priority_classes": classes,
+            "teams": [
+                {"name": n, "quota": dict(totals), "default_priority": "standard"} for n in names
+            ]
+            or [{"name": "default"}],
+        }
+    )
+
+
+def schedule(
+    cluster_path: Annotated[Path, typer.Argument(help="Cluster spec (kind: cluster).")],
+    jobs_path: Annotated[
+        Path, typer.Argument(help="Jobs (kind: jobs); running ones with placement.")
+    ],
+    *,
+    teams_path: Annotated[
+        Path | None,
+        typer.Option("--teams", help="Teams and quotas (kind: teams); without it, no quotas."),
+    ] = None,
+    profile: Annotated[str, typer.Option("--profile", help="Scheduling profile.")] = "default",
+    now_s: Annotated[float, typer.Option("--now", help="Clock for the cycle, seconds.")] = 0.0,
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+) -> None:
+    """Run one scheduling cycle and print each job's state, placement and reason."""
+    from gpufleet.cluster import Cluster, State
+    from gpufleet.sched.decide import decide
+
+    fmt = check_format(format)
+    cluster_spec = load(ClusterSpec, cluster_path)
+    jobs = load(JobsSpec, jobs_path).jobs
+    teams = load(TeamsSpec, teams_path) if teams_path else _open_teams(cluster_spec, jobs)
+    cluster = Cluster.from_spec(cluster_spec)
+    running = [j for j in jobs if j.state == "running"]
+    pending = [j for j in jobs if j.state == "pending"]
+    result = decide(cluster, State(cluster), running, pending, teams, profile=profile, now_s=now_s)
+    rows: list[dict[str, Any]] = []
+    for job in jobs:
+        if job.state == "running":
+            state, where, reason = "running", _placement_text(job), ""
+        elif job.name in result.admitted:
+            state = "admitted"
+            where = "; ".join(_text(p) for p in result.admitted[job.name])
+            reason = f"on {result.flavors.get(job.name, '')}".strip()
+        elif job.name in result.preempted:
+            state, where, reason = "preempted", "", result.preempted[job.name]
+        else:
+            state, where, reason = "pending", "", result.pending_reasons.get(job.name, "")
+        rows.append(
+            {
+                "job": job.name,
+                "team": job.team,
+                "state": state,
+                "placement": where,
+                "reason": reason,
+            }
+        )
+    if fmt == "json":
+        typer.echo(
+            json.dumps(
+                {
+                    "jobs": rows,
+                    "preempted": dict(result.preempted),
+                    "timings_s": dict(result.timings_s),
+                    "quotas_enforced": teams_path is not None,
+                },
+                indent=2,
+            )
+        )
+        return
+    table = Table(title=f"One scheduling cycle ({profile})")
+    for col in ("job", "team", "state", "placement", "reason"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        colour = {"admitted": "green", "pending": "yellow", "preempted": "red"}.get(r["state"], "")
+        table.add_row(
+            r["job"],
+            r["team"],
+            f"[{colour}]{r['state']}[/{colour}]" if colour else r["state"],
+            r["placement"],
+            r["reason"],
+        )
+    console = wide_console()
+    console.print(table)
+    if teams_path is None:
+        console.print("no --teams file: quotas not enforced", style="dim")
+
+
+def _placement_text(job: JobSpec) -> str:
+    parts = []
+    for p in job.placement:
+        what = ",".join(map(str, p.gpus)) or ",".join(p.mig_slices) or f"{p.fraction} GPU"
+        parts.append(f"{p.node}[{what}]")
+    return "; ".join(parts)
+
+
+def _text(p: Any) -> str:
+    if p.gpus:
+        return f"{p.node}[{','.join(map(str, p.gpus))}]"
+    if p.mig_slices:
+        return ", ".join(p.mig_slices)
+    return f"{p.node}/gpu{p.gpu} {p.milli / 1000:g} GPU"

@@ -1,0 +1,77 @@
+"""`gpufleet schedule`: one cycle over the example cluster, jobs and teams."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufleet.cli.main import main
+
+EX = Path(__file__).parents[2] / "examples"
+ARGS = [str(EX / "sched-cluster.yaml"), str(EX / "sched-jobs.yaml")]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_one_cycle_with_quotas(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["schedule", *ARGS, "--teams", str(EX / "sched-teams.yaml"), "--format", "json"], capsys
+    )
+    assert code == 0
+    data = json.loads(out)
+    jobs = {j["job"]: j for j in data["jobs"]}
+    assert jobs["eval-sweep"]["state"] == "running"
+    pretrain = jobs["pretrain"]
+    assert pretrain["state"] == "admitted"
+    assert pretrain["placement"].count("[0,1,2,3,4,5,6,7]") == 4  # 4 whole nodes, a full gang
+    assert "h100-3" not in pretrain["placement"]  # the running job's node is not full
+    assert jobs["chat-7b"]["placement"].endswith("mig:3g.40gb#0")
+    # research has no A100 or L4 quota: its notebook waits with a reason
+    assert jobs["notebook"]["state"] == "pending"
+    assert "no quota" in jobs["notebook"]["reason"]
+    assert set(data["timings_s"]) == {"snapshot", "order", "nominate", "place", "commit"}
+    assert data["quotas_enforced"] is True
+
+
+def test_without_teams_quotas_are_not_enforced(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["schedule", *ARGS, "--format", "json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert data["quotas_enforced"] is False
+    assert all("no quota" not in j["reason"] for j in data["jobs"])
+
+
+def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["schedule", *ARGS, "--teams", str(EX / "sched-teams.yaml")], capsys)
+    assert code == 0
+    assert "admitted" in out
+    assert "pending" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            [str(EX / "sched-cluster.yaml"), str(EX / "sched-teams.yaml")],
+            "kind: this command reads jobs specs; this file is kind 'teams'",
+            id="teams-file-as-jobs",
+        ),
+        pytest.param(
+            [*ARGS, "--profile", "fifoo"],
+            "unknown scheduling profile 'fifoo'; did you mean 'fifo'?",
+            id="unknown-profile",
+        ),
+    ],
+)
+def test_bad_input_exits_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["schedule", *argv], capsys)
+    assert code == 2
+    assert message in err
