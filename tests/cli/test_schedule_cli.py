@@ -75,3 +75,15 @@ def test_bad_input_exits_2(
     code, _, err = run(["schedule", *argv], capsys)
     assert code == 2
     assert message in err
+
+
+def test_bench_scheduler_reports_rates(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["bench", "scheduler", "--nodes", "64", "--pending", "300", "--format", "json"], capsys
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["pending"] == 300
+    assert 0 < data["admitted"] <= 300
+    assert data["decisions_per_s"] == pytest.approx(300 / data["cycle_s"])
+    assert set(data["timings_s"]) == {"snapshot", "order", "nominate", "place", "commit"}

@@ -34,10 +34,15 @@ validate_app = typer.Typer(
 )
 validate_app.command("training")(training.validate_training)
 validate_app.command("inference")(inference.validate_inference)
+bench_app = typer.Typer(
+    help="Benchmarks a user can run on their own machine.", no_args_is_help=True
+)
+bench_app.command("scheduler")(schedule.bench_scheduler)
 app.add_typer(estimate_app, name="estimate")
+app.add_typer(bench_app, name="bench")
 app.add_typer(search_app, name="search")
 app.add_typer(validate_app, name="validate")
-_GROUPS = frozenset({"catalog", "estimate", "search", "validate"})
+_GROUPS = frozenset({"catalog", "estimate", "search", "validate", "bench"})
 app.command("schema")(specs.schema)
 app.command("check")(specs.check)
 app.command("plan")(plan.plan_command)

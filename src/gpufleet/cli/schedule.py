@@ -130,3 +130,38 @@ def _text(p: Any) -> str:
     if p.mig_slices:
         return ", ".join(p.mig_slices)
     return f"{p.node}/gpu{p.gpu} {p.milli / 1000:g} GPU"
+
+
+def bench_scheduler(
+    nodes: Annotated[int, typer.Option("--nodes", min=1, help="Nodes of 8 H100 GPUs.")] = 5000,
+    gpus_per_node: Annotated[
+        int, typer.Option("--gpus-per-node", min=8, max=8, help="8 (the synthetic cluster's).")
+    ] = 8,
+    pending: Annotated[int, typer.Option("--pending", min=1, help="Pending jobs.")] = 50_000,
+    profile: Annotated[str, typer.Option("--profile")] = "default",
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+) -> None:
+    """Time one scheduling cycle on a synthetic cluster: decisions/s, cycle and phase times."""
+    from gpufleet.sched.bench import run_bench
+
+    fmt = check_format(format)
+    del gpus_per_node  # fixed at 8 by the synthetic cluster; the option documents it
+    result = run_bench(nodes, pending, profile)
+    data = {
+        "nodes": result.nodes,
+        "pending": result.pending,
+        "admitted": result.admitted,
+        "decisions_per_s": result.decisions_per_s,
+        "cycle_s": result.cycle_s,
+        "timings_s": result.timings_s,
+    }
+    if fmt == "json":
+        typer.echo(json.dumps(data, indent=2))
+        return
+    console = wide_console()
+    console.print(
+        f"{nodes:,} nodes × 8 GPUs, {pending:,} pending: {result.decisions_per_s:,.0f} decisions/s "
+        f"(cycle {result.cycle_s:.2f} s, {result.admitted:,} admitted)"
+    )
+    for phase, seconds in result.timings_s.items():
+        console.print(f"  {phase:<9} {seconds:8.3f} s")

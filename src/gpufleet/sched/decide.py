@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -326,8 +327,8 @@ def decide(
     order_plugin, placement = resolve(profile)
     if state.cluster is not cluster:
         raise UserError("decide(): the state belongs to a different cluster")
-    names = [j.name for j in [*running, *pending]]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    seen = Counter(j.name for j in [*running, *pending])
+    dupes = sorted(n for n, k in seen.items() if k > 1)
     if dupes:
         raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
     t0 = clock()
