@@ -87,3 +87,13 @@ def test_bench_scheduler_reports_rates(capsys: pytest.CaptureFixture[str]) -> No
     assert 0 < data["admitted"] <= 300
     assert data["decisions_per_s"] == pytest.approx(300 / data["cycle_s"])
     assert set(data["timings_s"]) == {"snapshot", "order", "nominate", "place", "commit"}
+
+
+def test_a_fraction_on_spot_only_nodes_names_the_spot_rule(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(["schedule", *ARGS, "--format", "json"], capsys)
+    assert code == 0
+    notebook = next(j for j in json.loads(out)["jobs"] if j["job"] == "notebook")
+    # interactive work may not use spot; the only shareable GPUs (L4) are spot nodes
+    assert "l4 GPUs with 250/1000 free to share are spot capacity" in notebook["reason"]

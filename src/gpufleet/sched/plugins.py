@@ -182,17 +182,31 @@ class TopologyBestFit:
 
     def _mig(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         acc, profile = request.accelerator, request.mig_profile or ""
+        skipped = False
         for sid in view.free_slices(acc, profile):
             node = view.cluster.slice_info(sid).node
             if self._allowed(view, job, node):
                 return Placed((Placement(node, mig_slices=(sid,)),))
+            skipped = True
+        if skipped:
+            return self._wait(
+                f"waiting: the free {profile} slices on {acc} are on spot capacity, which this "
+                "job may not use"
+            )
         return self._wait(f"waiting: no free {profile} MIG slice on {acc}")
 
     def _fraction(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         acc, milli = request.accelerator, request.eighths * MILLI_PER_EIGHTH
+        skipped = False
         for node, gpu in view.gpus_with_free_milli(acc, milli):
             if self._allowed(view, job, node):
                 return Placed((Placement(node, gpu=gpu, milli=milli),))
+            skipped = True
+        if skipped:
+            return self._wait(
+                f"waiting: the {acc} GPUs with {milli}/1000 free to share are spot capacity, "
+                "which this job may not use"
+            )
         return self._wait(f"waiting: no {acc} GPU has {milli}/1000 free to share")
 
 
