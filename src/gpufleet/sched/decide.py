@@ -21,12 +21,20 @@ The cycle is numbered and timed (`framework.PHASES`):
 Quota units: a whole GPU is 1, a GPU fraction its share, a MIG slice its
 share of the GPU's compute slices.
 
+Preemption by priority (`sched.preempt`, when the profile allows it): a job
+that passed its quota check but found no placement may evict running jobs of
+strictly lower priority (preemptible class and job, past the minimum runtime),
+chosen to minimise lost work then the number of victims. The victims go out in
+`Decisions.preempted` with a reason; the preemptor is admitted with its
+placement and starts after their grace period. The search time counts under
+the "place" phase.
+
 Head-of-line rule in this slice: **best-effort FIFO** — a job that does not
 fit does not block later ones (a large gang can be starved by a stream of
 small jobs until backfill reservations exist). **Not in this slice:**
-preemption (by priority or quota reclaim) and backfill reservations, so
-`Decisions.preempted` and `Decisions.reserved` are always empty; a team under
-its guarantee whose GPUs are lent out waits instead of reclaiming them.
+preemption by quota reclaim and backfill reservations, so `Decisions.reserved`
+is always empty; a team under its guarantee whose GPUs are lent out waits
+instead of reclaiming them (unless it outranks the borrowers).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from gpufleet.catalog.mig import mig_profiles_for
@@ -53,6 +61,7 @@ from gpufleet.cluster import (
     to_milli,
 )
 from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.sched import preempt
 from gpufleet.sched.framework import (
     PHASES,
     Decisions,
@@ -62,10 +71,10 @@ from gpufleet.sched.framework import (
     PlacementPlugin,
     Status,
 )
-from gpufleet.sched.plugins import MILLI_PER_EIGHTH, resolve
+from gpufleet.sched.plugins import MILLI_PER_EIGHTH, PROFILES, resolve
 from gpufleet.sched.requests import Request, requests_for
 from gpufleet.specs.jobs import JobSpec
-from gpufleet.specs.teams import Team, TeamsSpec
+from gpufleet.specs.teams import PriorityClass, Team, TeamsSpec
 
 QUOTA = "quota"
 
@@ -256,7 +265,7 @@ def _load(b: Branch, running: list[JobSpec], pending: list[JobSpec], teams: Team
 
 
 class _Cycle:
-    """Phases 3 and 4 for one job at a time, accumulating decisions and timings."""
+    """Phases 3, 4 and 6 for one job at a time, accumulating decisions and timings."""
 
     def __init__(
         self, b: Branch, book: QuotaBook, placement: PlacementPlugin, timings: dict[str, float]
@@ -264,6 +273,12 @@ class _Cycle:
         self.b, self.book, self.placement, self.timings = b, book, placement, timings
         self.accelerators = list(b.cluster.accelerators)
         self.admitted: dict[str, tuple[Placement, ...]] = {}
+        self.preempted: dict[str, str] = {}
+        # set by decide() when the profile preempts: who may be evicted, and the clock
+        self.victims: list[JobSpec] = []
+        self.priority: Mapping[str, int] = {}
+        self.classes: dict[str, PriorityClass | None] = {}
+        self.now_s = 0.0
         self.flavors: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
         self.waiting = 0
@@ -278,6 +293,7 @@ class _Cycle:
                 "cannot run here: no accelerator of this cluster fits the request "
                 f"(accepts: {accepts})"
             )
+        blocked: list[tuple[Request, int]] = []  # quota allows, placement does not
         for req in requests:
             t = clock()
             need = request_milli(req)
@@ -289,19 +305,71 @@ class _Cycle:
                 continue
             placed = self.placement.place(self.b, job, req)
             if placed.status.ok:
-                claims = [c for p in placed.placements for c in p.claims()]
-                with self.b.branch() as gang:  # all workers or nothing
-                    gang.allocate(job.name, *claims)
-                    gang.commit()
-                self.book.add(job.team, req.accelerator, need)
-                self.admitted[job.name] = placed.placements
-                self.flavors[job.name] = req.accelerator
+                self._admit(job, req, need, placed.placements)
                 self.timings["place"] += clock() - t_nom
                 return
             why.append(placed.status.reason)
+            blocked.append((req, need))
             self.timings["place"] += clock() - t_nom
+        if blocked and self.victims:
+            t = clock()
+            done = self._preempt_for(job, blocked, why)
+            self.timings["place"] += clock() - t
+            if done:
+                return
         self.reasons[job.name] = _sentence(why, self.waiting)
         self.waiting += 1
+
+    def _admit(
+        self, job: JobSpec, req: Request, need: int, placements: tuple[Placement, ...]
+    ) -> None:
+        claims = [c for p in placements for c in p.claims()]
+        with self.b.branch() as gang:  # all workers or nothing
+            gang.allocate(job.name, *claims)
+            gang.commit()
+        self.book.add(job.team, req.accelerator, need)
+        self.admitted[job.name] = placements
+        self.flavors[job.name] = req.accelerator
+
+    def _preempt_for(
+        self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]
+    ) -> bool:
+        """Phase 6: evict lower-priority running jobs so `job` fits one of its blocked requests."""
+        mine = self.priority.get(job.name, 0)
+        tried = False
+        for req, need in blocked:
+            cands = preempt.candidates(
+                mine,
+                req.accelerator,
+                self.victims,
+                classes=self.classes,
+                held_milli=lambda name: usage_milli(self.b.usage(name)),
+                now_s=self.now_s,
+            )
+            if not cands:
+                continue
+            tried = True
+            chosen = preempt.choose_victims(self.b, self.placement, job, req, cands)
+            if chosen is None:
+                continue
+            freed = {v.name: usage_milli(self.b.usage(v.name)) for v in chosen}
+            with self.b.branch() as w:  # evict, then place; kept only if the placement holds
+                for v in chosen:
+                    w.release_job(v.name)
+                placed = self.placement.place(w, job, req)
+                if not placed.status.ok:  # not expected: choose_victims checked it
+                    continue
+                w.commit()
+            for v in chosen:
+                for acc, m in freed[v.name].items():
+                    self.book.add(v.job.team, acc, -m)
+            for v in chosen:
+                self.preempted[v.name] = preempt.reason(job, mine, v, req.accelerator)
+            self._admit(job, req, need, placed.placements)
+            return True
+        if tried:
+            why.append(preempt.WOULD_NOT_HELP)
+        return False
 
 
 def decide(
@@ -339,13 +407,19 @@ def decide(
         ctx = OrderContext(_priorities(pending, teams), now_s)  # 2. order
         queue = sorted(pending, key=lambda j: order_plugin.key(j, ctx))
         timings["order"] = clock() - t1
-        cycle = _Cycle(b, book, placement, timings)  # 3 + 4. nominate and place
+        cycle = _Cycle(b, book, placement, timings)  # 3 + 4. nominate and place (+ 6. preempt)
+        if PROFILES[profile].preemption:
+            cycle.victims = list(running)  # only jobs running at the start of the cycle
+            cycle.priority = ctx.priority
+            cycle.classes = {j.name: preempt.priority_class(j, teams) for j in running}
+            cycle.now_s = now_s
         for job in queue:
             cycle.run(job)
         t3 = clock()
     # 5. commit: the what-if has rolled back; decisions go out as data
     decisions = Decisions(
         admitted=cycle.admitted,
+        preempted=cycle.preempted,
         pending_reasons=cycle.reasons,
         flavors=cycle.flavors,
         timings_s=timings,

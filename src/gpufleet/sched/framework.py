@@ -67,8 +67,10 @@ class Placement:
 class Decisions:
     """The output of one `decide()` cycle, as data; nothing has been applied to the state.
 
-    `preempted` and `reserved` stay empty in this slice (no preemption, no backfill
-    reservations yet); they are part of the contract so callers need not change.
+    `preempted` maps each victim of priority preemption to its reason; the admitted
+    preemptor starts once the victims' grace period is over (`sched.preempt`).
+    `reserved` stays empty in this slice (no backfill reservations yet); it is part of
+    the contract so callers need not change.
     """
 
     admitted: Mapping[str, tuple[Placement, ...]] = field(default_factory=dict)
@@ -123,3 +125,4 @@ class Profile:
 
     queue_order: str
     placement: str
+    preemption: bool = True  # may evict lower-priority running jobs (`sched.preempt`)
