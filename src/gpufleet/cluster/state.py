@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -159,7 +160,7 @@ _TAKE_WHOLE, _GIVE_WHOLE, _TAKE_SLICE, _GIVE_SLICE, _ADD_SHARE, _SUB_SHARE = ran
 _Record = tuple[int, str, Any, Any]
 
 
-class StateView:
+class StateView(ABC):
     """The read-only questions; `State`, `Snapshot` and `Branch` all answer them.
 
     Subclasses only say which `State` to read and when reading is allowed
@@ -168,8 +169,9 @@ class StateView:
 
     __slots__ = ()
 
+    @abstractmethod
     def _core(self) -> State:
-        raise NotImplementedError
+        """The state to read, after checking that reading is allowed now."""
 
     @property
     def cluster(self) -> Cluster:

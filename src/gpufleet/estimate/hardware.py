@@ -58,6 +58,10 @@ def resolve_hardware(
     domain = device.scaleup_domain_gpus or 1
     if sys_row and sys_row.scaleup_domain_gpus:
         domain = sys_row.scaleup_domain_gpus
+    if domain <= 8:
+        # A board-level NVLink/NVSwitch domain cannot span more than one node; rack-scale
+        # domains (NVL72, TPU pods) can, and keep their size.
+        domain = min(domain, gpus_per_node)
     if device.scaleup_bidir_gbytes_per_s is None:
         # No published scale-up link: fall back to the scale-out path inside the node too.
         scaleup = None
@@ -75,7 +79,7 @@ def resolve_hardware(
         memory_bytes=usable_memory_bytes(device, log),
         memory_bytes_per_s=device.memory_bandwidth_gbytes_per_s * 1e9,
         scaleup_bytes_per_s=scaleup if scaleup is not None else scaleout,
-        scaleup_domain_gpus=max(1, min(domain, gpus_per_node) if domain <= 8 else domain),
+        scaleup_domain_gpus=max(1, domain),
         gpus_per_node=gpus_per_node,
         scaleout_bytes_per_s=scaleout,
         system=sys_row.name if sys_row else None,

@@ -32,6 +32,12 @@ RECOMPUTE = (0, 1, 2)
 SECONDS_PER_DAY = 86_400.0
 
 
+# Pipeline sizes tried besides the divisors of the layer count (uneven last stage).
+_PIPELINE_SIZES = frozenset(
+    {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 48, 64, 96, 128}
+)
+
+
 @dataclass(frozen=True)
 class Constraints:
     max_gpus: int | None = None
@@ -147,11 +153,6 @@ def candidate_layouts(
         recompute=rc[idx],
         sp=sp[idx],
     )
-
-
-_PIPELINE_SIZES = frozenset(
-    {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 48, 64, 96, 128}
-)
 
 
 def search_training(
