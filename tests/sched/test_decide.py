@@ -11,7 +11,7 @@ from gpufleet.cluster import Node
 from gpufleet.errors import UnknownNameError
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import PHASES, InvalidPlacementError, Placement
-from gpufleet.sched.plugins import PROFILES, QUEUE_ORDERS, resolve
+from gpufleet.sched.registry import PROFILES, QUEUE_ORDERS, resolve
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
@@ -207,7 +207,7 @@ CASES = [
         pending_reason={"a": "quota 8/8 h100-sxm5-80gb in use"},
     ),
     Case(
-        "quota: a team whose guarantee is lent out waits (reclaim needs preemption)",
+        "quota: a team's guarantee is always its own, even while lent out (free GPUs first)",
         leaves(4),
         [job("a", gpus=8)],
         running=[
@@ -215,7 +215,18 @@ CASES = [
             running("p1", "h-1", list(range(8)), team="prod"),
         ],
         teams=teams(team("research", {H100: 8}, "ml"), team("prod", {H100: 8}, "ml")),
-        pending_reason={"a": "8 of its guarantee is lent out in cohort ml"},
+        admitted={"a": ["h-2"]},
+    ),
+    Case(
+        "quota: beyond its guarantee, a team waits when its cohort's quota is borrowed",
+        leaves(4),
+        [job("a", gpus=8, workers=2)],
+        running=[
+            running("p0", "h-0", list(range(8)), team="prod"),
+            running("p1", "h-1", list(range(8)), team="prod"),
+        ],
+        teams=teams(team("research", {H100: 8}, "ml"), team("prod", {H100: 8}, "ml")),
+        pending_reason={"a": "cohort ml has 0 to lend"},
     ),
     Case(
         "quota: borrowing is off, guarantee only",
@@ -429,9 +440,10 @@ def test_unknown_profile_and_priority_class() -> None:
 def test_profiles_name_registered_plugins() -> None:
     for name, profile in PROFILES.items():
         assert profile.queue_order in QUEUE_ORDERS
-        order, placement = resolve(name)
-        assert order.name == profile.queue_order
-        assert placement.name == profile.placement
+        resolved = resolve(name)
+        assert resolved.queue_order.name == profile.queue_order
+        assert resolved.placement.name == profile.placement
+        assert tuple(p.name for p in resolved.preemptions) == profile.preemption
 
 
 def test_unknown_required_level_is_a_reason() -> None:

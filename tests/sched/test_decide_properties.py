@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gpufleet.cluster import MILLI, Cluster, Node, State, Whole
 from gpufleet.sched.decide import decide
-from gpufleet.sched.plugins import MILLI_PER_EIGHTH
+from gpufleet.sched.quota import MILLI_PER_EIGHTH
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.cluster import Cluster, Node, State
+from gpufleet.sched import registry
 from gpufleet.sched.decide import decide
-from gpufleet.sched.framework import Placement
+from gpufleet.sched.framework import Placement, Profile
 from gpufleet.sched.preempt import MIN_RUNTIME_S, WOULD_NOT_HELP, lost_work_gpu_s
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -68,6 +69,17 @@ class Case:
     admitted: dict[str, list[str]] = field(default_factory=dict)  # job -> nodes used
     preempted: list[str] = field(default_factory=list)
     pending_reason: dict[str, str] = field(default_factory=dict)  # job -> reason fragment
+    profile: str = "priority"
+
+
+# FIFO order with priority preemption: not a shipped profile, but it lets a low-priority job
+# be admitted before a higher-priority one in the same cycle.
+FIFO_PREEMPT = Profile("fifo", "topology-best-fit", preemption=("priority",))
+
+
+@pytest.fixture(autouse=True)
+def _fifo_preempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "PROFILES", {**registry.PROFILES, "fifo-preempt": FIFO_PREEMPT})
 
 
 CASES = [
@@ -183,6 +195,7 @@ CASES = [
         ],
         admitted={"early": ["h-0"]},
         pending_reason={"urgent": "room for 0 of 1"},
+        profile="fifo-preempt",
     ),
 ]
 
@@ -195,7 +208,7 @@ def _nodes(placements: tuple[Placement, ...]) -> list[str]:
 def test_scenario(case: Case) -> None:
     c, state = cluster(*case.nodes)
     before = (state.dump(), state.version)
-    d = decide(c, state, case.running, case.pending, TEAMS, now_s=NOW, profile="fifo")
+    d = decide(c, state, case.running, case.pending, TEAMS, now_s=NOW, profile=case.profile)
     assert (state.dump(), state.version) == before
     assert {j: _nodes(p) for j, p in d.admitted.items()} == case.admitted
     assert sorted(d.preempted) == sorted(case.preempted)
@@ -241,7 +254,7 @@ def test_evicted_gpus_no_longer_count_against_the_victims_team() -> None:
     )
     c, state = cluster(*leaves(1))
     pending = [urgent(), job("next", gpus=8, priority_class="opportunistic", submitted_s=5)]
-    d = decide(c, state, [old("r0", "h-0", ALL8)], pending, teams, now_s=NOW, profile="fifo")
+    d = decide(c, state, [old("r0", "h-0", ALL8)], pending, teams, now_s=NOW, profile="priority")
     assert list(d.preempted) == ["r0"]
     assert list(d.admitted) == ["urgent"]
     assert "quota" not in d.pending_reasons["next"]
@@ -257,13 +270,9 @@ def test_lost_work() -> None:
 
 
 def test_profile_without_preemption_evicts_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpufleet.sched import plugins
-    from gpufleet.sched.framework import Profile
-
-    profiles = dict(plugins.PROFILES)
-    profiles["no-preempt"] = Profile("priority", "topology-best-fit", preemption=False)
-    monkeypatch.setattr(plugins, "PROFILES", profiles)
-    monkeypatch.setattr("gpufleet.sched.decide.PROFILES", profiles)
+    profiles = dict(registry.PROFILES)
+    profiles["no-preempt"] = Profile("priority", "topology-best-fit", preemption=())
+    monkeypatch.setattr(registry, "PROFILES", profiles)
     c, state = cluster(*leaves(1))
     d = decide(
         c, state, [old("v", "h-0", ALL8)], [urgent()], TEAMS, now_s=NOW, profile="no-preempt"

@@ -1,51 +1,41 @@
 """`decide()`: one scheduling cycle, pure from the caller's view (design 0009).
 
-The cycle is numbered and timed (`framework.PHASES`):
+The cycle is numbered (by the caller) and timed (`framework.PHASES`):
 
 1. **snapshot** — open a what-if on the given state (a `State` gets `branch()`, a
    `Snapshot` `what_if()`, a `Branch` a nested branch), allocate running jobs
    from their placement unless the state already holds them, and total each
    team's usage per flavor;
-2. **order** — the profile's queue-order plugin sorts the pending jobs;
-3. **nominate** — per job and acceptable flavor, the quota check: a team may
-   use up to its guaranteed GPUs of a flavor, plus idle quota borrowed from
-   the other teams of its cohort (the sum of their lendable GPUs minus what
-   they use of it), capped by its `max_gpus`; no cohort → no borrowing; no
-   quota for a flavor → that flavor is not used;
+2. **order** — the profile's queue-order plugin yields pending jobs one at a
+   time (fair share re-ranks teams after every admission);
+3. **nominate** — per job and acceptable flavor, the quota check
+   (`sched.quota`): its guarantee always, plus what its cohort has idle to lend
+   when it may borrow, capped by its limits;
 4. **place** — the placement plugin picks a complete placement (a gang lands
    whole or not at all), which is allocated on the what-if so later jobs see
-   it;
-5. **commit** — the decisions go out as data and the what-if rolls back: the
-   given state is never changed.
+   it. When it finds none, the profile's preemption plugins are tried in order
+   (`sched.preempt`: quota reclaim, then priority); victims go out in
+   `Decisions.preempted`, and the preemptor is admitted and starts after their
+   grace period. Then the head-of-line rule: with `backfill`, the first job
+   still blocked by capacity gets a reservation (`sched.backfill`) and later
+   jobs may not delay it; with `strict`, it blocks every later job; with
+   `best-effort`, nothing. Preemption and reservation time counts under "place";
+5. **commit** — MIG re-layout proposals for slice requests left unplaced
+   (`sched.relayout`), then the decisions go out as data and the what-if rolls
+   back: the given state is never changed.
 
-Quota units: a whole GPU is 1, a GPU fraction its share, a MIG slice its
-share of the GPU's compute slices.
-
-Preemption by priority (`sched.preempt`, when the profile allows it): a job
-that passed its quota check but found no placement may evict running jobs of
-strictly lower priority (preemptible class and job, past the minimum runtime),
-chosen to minimise lost work then the number of victims. The victims go out in
-`Decisions.preempted` with a reason; the preemptor is admitted with its
-placement and starts after their grace period. The search time counts under
-the "place" phase.
-
-Head-of-line rule in this slice: **best-effort FIFO** — a job that does not
-fit does not block later ones (a large gang can be starved by a stream of
-small jobs until backfill reservations exist). **Not in this slice:**
-preemption by quota reclaim and backfill reservations, so `Decisions.reserved`
-is always empty; a team under its guarantee whose GPUs are lent out waits
-instead of reclaiming them (unless it outranks the borrowers).
+Every job left pending gets one sentence naming what binds it (quota, room,
+topology, spot, a reservation ahead of it, strict order) and how many jobs are
+ahead of it in this cycle's order.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from gpufleet.catalog.mig import mig_profiles_for
 from gpufleet.cluster import (
     MILLI,
     AllocationError,
@@ -56,141 +46,26 @@ from gpufleet.cluster import (
     Snapshot,
     State,
     StateView,
-    Usage,
     Whole,
     to_milli,
 )
 from gpufleet.errors import UnknownNameError, UserError
-from gpufleet.sched import preempt
+from gpufleet.sched import backfill, preempt
+from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import (
     PHASES,
     Decisions,
     InvalidPlacementError,
     OrderContext,
+    Placed,
     Placement,
-    PlacementPlugin,
-    Status,
+    Relayout,
 )
-from gpufleet.sched.plugins import MILLI_PER_EIGHTH, PROFILES, resolve
+from gpufleet.sched.quota import QuotaBook, request_milli, usage_milli
+from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for
 from gpufleet.specs.jobs import JobSpec
-from gpufleet.specs.teams import PriorityClass, Team, TeamsSpec
-
-QUOTA = "quota"
-
-
-def gpus_text(milli: int) -> str:
-    """Thousandths of a GPU as a person reads them: 64000 -> "64", 250 -> "0.25"."""
-    if milli % MILLI == 0:
-        return str(milli // MILLI)
-    return f"{milli / MILLI:.3f}".rstrip("0")
-
-
-def slice_milli(accelerator: str, profile: str) -> int:
-    """A MIG slice's weight against quota: its share of the GPU's compute slices."""
-    profiles = mig_profiles_for(accelerator)
-    whole = max((p.compute_slices for p in profiles), default=1)
-    compute = next((p.compute_slices for p in profiles if p.profile == profile), whole)
-    return math.ceil(MILLI * compute / whole)
-
-
-def request_milli(request: Request) -> int:
-    if request.kind == "gpus":
-        return request.total_gpus * MILLI
-    if request.kind == "mig":
-        return slice_milli(request.accelerator, request.mig_profile or "")
-    return request.eighths * MILLI_PER_EIGHTH
-
-
-def usage_milli(usage: Usage) -> dict[str, int]:
-    out = {acc: n * MILLI for acc, n in usage.gpus.items()}
-    for (acc, profile), n in usage.slices.items():
-        out[acc] = out.get(acc, 0) + n * slice_milli(acc, profile)
-    for acc, m in usage.milli.items():
-        out[acc] = out.get(acc, 0) + m
-    return out
-
-
-class QuotaBook:
-    """Team usage per flavor (milli-GPUs) and the guaranteed + borrowable check."""
-
-    def __init__(self, teams: TeamsSpec, used: dict[tuple[str, str], int]) -> None:
-        self.teams = {t.name: t for t in teams.teams}
-        self.used = used
-
-    def _lend_pool(self, team: Team, flavor: str) -> int:
-        """What the rest of `team`'s cohort can lend now: their lendable GPUs minus what is
-        used of them (by themselves beyond what they keep, or by borrowers). Negative when
-        others have borrowed part of `team`'s own guarantee (taking it back needs preemption).
-        """
-        lendable = consumed = 0
-        for other in self.teams.values():
-            if other.name == team.name or other.cohort != team.cohort:
-                continue
-            q = other.quota_for(flavor)
-            if q is None:
-                continue
-            lend = q.lendable_gpus * MILLI
-            lendable += lend
-            kept = q.guaranteed_gpus * MILLI - lend
-            consumed += max(0, self.used.get((other.name, flavor), 0) - kept)
-        return lendable - consumed
-
-    def limit(self, team: Team, flavor: str) -> int | None:
-        """Most milli-GPUs of `flavor` the team may hold now (None: no quota).
-
-        Guaranteed, plus the cohort's idle lendable quota when borrowing, minus any of
-        its own guarantee lent out and in use elsewhere; capped by `max_gpus`. This keeps
-        a cohort's total use within the sum of its members' guarantees.
-        """
-        q = team.quota_for(flavor)
-        if q is None:
-            return None
-        allowed = q.guaranteed_gpus * MILLI
-        if team.cohort is not None:
-            pool = self._lend_pool(team, flavor)
-            allowed += pool if q.borrowing else min(0, pool)
-        cap = q.max_gpus
-        return allowed if cap is None else min(allowed, cap * MILLI)
-
-    def check(self, job: JobSpec, flavor: str, need: int) -> Status:
-        team = self.teams.get(job.team)
-        if team is None:
-            known = ", ".join(sorted(self.teams))
-            return Status(
-                "unschedulable", f"cannot run: team {job.team} is not in the teams file ({known})"
-            )
-        q = team.quota_for(flavor)
-        if q is None:
-            return Status(
-                "unschedulable", f"cannot run: team {team.name} has no quota for {flavor}", QUOTA
-            )
-        used = self.used.get((team.name, flavor), 0)
-        allowed = self.limit(team, flavor)
-        assert allowed is not None
-        if used + need <= allowed:
-            return Status(plugin=QUOTA)
-        g = q.guaranteed_gpus * MILLI
-        head = f"waiting: team {team.name} quota {gpus_text(used)}/{gpus_text(g)} {flavor} in use"
-        cap = q.max_gpus
-        pool = self._lend_pool(team, flavor) if team.cohort is not None else 0
-        if cap is not None and used + need > cap * MILLI:
-            why = f"{head}, capped at {cap} with borrowing"
-        elif team.cohort is None:
-            why = f"{head}, no cohort to borrow from"
-        elif pool < 0:
-            why = (
-                f"{head}, {gpus_text(-pool)} of its guarantee is lent out in cohort "
-                f"{team.cohort} (taking it back needs preemption, not implemented yet)"
-            )
-        elif not q.borrowing:
-            why = f"{head}, borrowing is off for this quota"
-        else:
-            why = f"{head}, cohort {team.cohort} has {gpus_text(pool)} to lend"
-        return Status("wait", f"{why} (this job needs {gpus_text(need)})", QUOTA)
-
-    def add(self, team: str, flavor: str, milli: int) -> None:
-        self.used[(team, flavor)] = self.used.get((team, flavor), 0) + milli
+from gpufleet.specs.teams import TeamsSpec
 
 
 @contextmanager
@@ -265,25 +140,41 @@ def _load(b: Branch, running: list[JobSpec], pending: list[JobSpec], teams: Team
 
 
 class _Cycle:
-    """Phases 3, 4 and 6 for one job at a time, accumulating decisions and timings."""
+    """Phases 3 and 4 for one job at a time, accumulating decisions and timings."""
 
     def __init__(
-        self, b: Branch, book: QuotaBook, placement: PlacementPlugin, timings: dict[str, float]
+        self,
+        b: Branch,
+        book: QuotaBook,
+        plugins: Resolved,
+        timings: dict[str, float],
+        pctx: preempt.PreemptContext,
     ) -> None:
-        self.b, self.book, self.placement, self.timings = b, book, placement, timings
+        self.b, self.book, self.plugins, self.timings, self.pctx = b, book, plugins, timings, pctx
+        self.placement = plugins.placement
+        self.now_s = pctx.now_s
         self.accelerators = list(b.cluster.accelerators)
         self.admitted: dict[str, tuple[Placement, ...]] = {}
         self.preempted: dict[str, str] = {}
-        # set by decide() when the profile preempts: who may be evicted, and the clock
-        self.victims: list[JobSpec] = []
-        self.priority: Mapping[str, int] = {}
-        self.classes: dict[str, PriorityClass | None] = {}
-        self.now_s = 0.0
         self.flavors: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
         self.waiting = 0
+        # backfill: the reservation, and the jobs whose expected ends it may wait for
+        self.reservation: backfill.Reservation | None = None
+        self.reservation_tried = False
+        self.ends: list[tuple[float, str]] = []
+        for job in pctx.running:
+            end = backfill.expected_end_s(job)
+            if end is not None:
+                self.ends.append((end, job.name))
+        # strict FIFO: the job blocking everyone, and per team the job blocking its team
+        self.blocker: str | None = None
+        self.team_blocker: dict[str, str] = {}
+        self.unplaced_slices: list[tuple[str, Request]] = []
 
     def run(self, job: JobSpec) -> None:
+        if self._strictly_blocked(job):
+            return
         clock = time.perf_counter
         requests = requests_for(job, self.accelerators)
         why: list[str] = []
@@ -303,22 +194,98 @@ class _Cycle:
             if not status.ok:
                 why.append(status.reason)
                 continue
-            placed = self.placement.place(self.b, job, req)
+            placed = self._place(job, req)
+            self.timings["place"] += clock() - t_nom
             if placed.status.ok:
                 self._admit(job, req, need, placed.placements)
-                self.timings["place"] += clock() - t_nom
                 return
-            why.append(placed.status.reason)
+            why.append(placed.status.reason + self._reservation_note(job, req))
             blocked.append((req, need))
-            self.timings["place"] += clock() - t_nom
-        if blocked and self.victims:
-            t = clock()
-            done = self._preempt_for(job, blocked, why)
-            self.timings["place"] += clock() - t
-            if done:
+        t = clock()
+        try:
+            if blocked and self._preempt_for(job, blocked, why):
                 return
+            self._blocked(job, blocked, why)
+        finally:
+            self.timings["place"] += clock() - t
         self.reasons[job.name] = _sentence(why, self.waiting)
         self.waiting += 1
+
+    # -- head-of-line rules -------------------------------------------------------------
+
+    def _strictly_blocked(self, job: JobSpec) -> bool:
+        blocker = self.blocker or self.team_blocker.get(job.team)
+        if blocker is None:
+            return False
+        self.reasons[job.name] = _sentence(
+            [f"waiting: strict FIFO, '{blocker}' ahead of it cannot start yet"], self.waiting
+        )
+        self.waiting += 1
+        return True
+
+    def _blocked(self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]) -> None:
+        rule = self.plugins.profile.head_of_line
+        if rule == "strict":
+            if blocked:
+                self.blocker = job.name
+            elif requests_for(job, self.accelerators):
+                self.team_blocker.setdefault(job.team, job.name)
+        elif rule == "backfill" and blocked and not self.reservation_tried:
+            self._reserve(job, blocked, why)
+        for req, _ in blocked:
+            if req.kind == "mig":
+                self.unplaced_slices.append((job.name, req))
+
+    def _reserve(self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]) -> None:
+        """EASY: the first job blocked by capacity gets the earliest reservation it can."""
+        whole = [req for req, _ in blocked if req.kind == "gpus"]
+        if not whole:
+            return
+        self.reservation_tried = True
+        ends = [(end, name) for end, name in self.ends if not self.b.holdings(name).empty]
+        best: backfill.Reservation | None = None
+        for req in whole:
+            res = backfill.find(self.b, self.placement, job, req, ends=ends, now_s=self.now_s)
+            if res is not None and (best is None or res.start_s < best.start_s):
+                best = res
+        if best is None:
+            why.append("no reservation yet: the jobs holding these GPUs have no runtime estimates")
+            return
+        self.reservation = best
+        backfill.mask(self.b, best)
+        nodes = best.nodes()
+        shown = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+        n = len(best.waits_for)
+        why.append(
+            f"reserved {best.gpus} {best.accelerator} GPUs on {shown} from "
+            f"{backfill.eta_text(best.start_s - self.now_s)} (when {n} running "
+            f"job{'s are' if n != 1 else ' is'} expected to end)"
+        )
+
+    def _reservation_note(self, job: JobSpec, req: Request) -> str:
+        res = self.reservation
+        if res is None or res.accelerator != req.accelerator or req.kind != "gpus":
+            return ""
+        return (
+            f"; a {res.gpus}-GPU reservation for '{res.job}' starts in "
+            f"{backfill.eta_text(res.start_s - self.now_s)}"
+        )
+
+    # -- placing and admitting -------------------------------------------------------
+
+    def _place(self, job: JobSpec, req: Request) -> Placed:
+        """Place avoiding reserved GPUs; a job that ends before the reservation may use them."""
+        placed = self.placement.place(self.b, job, req)
+        res = self.reservation
+        if placed.status.ok or res is None or not backfill.ends_before(job, res, self.now_s):
+            return placed
+        with self.b.branch() as w:  # rolls back
+            w.release_job(backfill.HOLDER)
+            unmasked = self.placement.place(w, job, req)
+        if unmasked.status.ok:
+            backfill.unmask(self.b, unmasked.placements)
+            return unmasked
+        return placed
 
     def _admit(
         self, job: JobSpec, req: Request, need: int, placements: tuple[Placement, ...]
@@ -330,43 +297,38 @@ class _Cycle:
         self.book.add(job.team, req.accelerator, need)
         self.admitted[job.name] = placements
         self.flavors[job.name] = req.accelerator
+        runtime = backfill.expected_runtime_s(job)
+        if runtime is not None:
+            self.ends.append((self.now_s + runtime, job.name))
 
     def _preempt_for(
         self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]
     ) -> bool:
-        """Phase 6: evict lower-priority running jobs so `job` fits one of its blocked requests."""
-        mine = self.priority.get(job.name, 0)
+        """Evict running jobs so `job` fits one of its blocked requests, plugin by plugin."""
         tried = False
-        for req, need in blocked:
-            cands = preempt.candidates(
-                mine,
-                req.accelerator,
-                self.victims,
-                classes=self.classes,
-                held_milli=lambda name: usage_milli(self.b.usage(name)),
-                now_s=self.now_s,
-            )
-            if not cands:
-                continue
-            tried = True
-            chosen = preempt.choose_victims(self.b, self.placement, job, req, cands)
-            if chosen is None:
-                continue
-            freed = {v.name: usage_milli(self.b.usage(v.name)) for v in chosen}
-            with self.b.branch() as w:  # evict, then place; kept only if the placement holds
-                for v in chosen:
-                    w.release_job(v.name)
-                placed = self.placement.place(w, job, req)
-                if not placed.status.ok:  # not expected: choose_victims checked it
+        for plugin in self.plugins.preemptions:
+            for req, need in blocked:
+                cands = plugin.candidates(job, req, need, self.pctx)
+                if not cands:
                     continue
-                w.commit()
-            for v in chosen:
-                for acc, m in freed[v.name].items():
-                    self.book.add(v.job.team, acc, -m)
-            for v in chosen:
-                self.preempted[v.name] = preempt.reason(job, mine, v, req.accelerator)
-            self._admit(job, req, need, placed.placements)
-            return True
+                tried = True
+                chosen = preempt.choose_victims(self.b, self.placement, job, req, cands)
+                if chosen is None:
+                    continue
+                freed = {v.name: usage_milli(self.b.usage(v.name)) for v in chosen}
+                with self.b.branch() as w:  # evict, then place; kept only if the placement holds
+                    for v in chosen:
+                        w.release_job(v.name)
+                    placed = self.placement.place(w, job, req)
+                    if not placed.status.ok:  # not expected: choose_victims checked it
+                        continue
+                    w.commit()
+                for v in chosen:
+                    for acc, m in freed[v.name].items():
+                        self.book.add(v.job.team, acc, -m)
+                    self.preempted[v.name] = plugin.reason(job, v, req, self.pctx)
+                self._admit(job, req, need, placed.placements)
+                return True
         if tried:
             why.append(preempt.WOULD_NOT_HELP)
         return False
@@ -381,6 +343,8 @@ def decide(
     *,
     profile: str = "default",
     now_s: float = 0.0,
+    history: DecayedUsage | None = None,
+    cycle: int = 0,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
@@ -388,44 +352,99 @@ def decide(
     what-if of it that always rolls back. Running jobs the state does not yet
     hold are allocated from their placement (an invalid one raises
     `InvalidPlacementError`); jobs the state holds but `running` does not list
-    occupy GPUs but count against no team.
+    occupy GPUs but count against no team and are never expected to end.
+    `history` is the teams' decayed past use, for fair share; `cycle` is the
+    caller's cycle number, echoed in the decisions.
     """
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
-    order_plugin, placement = resolve(profile)
+    plugins = resolve(profile)
     if state.cluster is not cluster:
         raise UserError("decide(): the state belongs to a different cluster")
     seen = Counter(j.name for j in [*running, *pending])
     dupes = sorted(n for n, k in seen.items() if k > 1)
     if dupes:
         raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
+    if backfill.HOLDER in seen:
+        raise UserError("decide(): a job name may not be the reservation placeholder")
     t0 = clock()
     with _what_if(state) as b:
         book = _load(b, running, pending, teams)  # 1. snapshot
         t1 = clock()
         timings["snapshot"] = t1 - t0
-        ctx = OrderContext(_priorities(pending, teams), now_s)  # 2. order
-        queue = sorted(pending, key=lambda j: order_plugin.key(j, ctx))
+        priority = _priorities(pending, teams)
+        ctx = OrderContext(priority, now_s, _dominant_share(cluster, book, history, now_s))
+        pctx = preempt.PreemptContext(
+            running=running,
+            priority=priority,
+            classes={j.name: preempt.priority_class(j, teams) for j in running},
+            held_milli=lambda name: usage_milli(b.usage(name)),
+            book=book,
+            now_s=now_s,
+        )
+        plugins = _observed(plugins, pending, cluster)
+        cyc = _Cycle(b, book, plugins, timings, pctx)
+        queue = iter(plugins.queue_order.order(pending, ctx))  # 2. order, lazily
         timings["order"] = clock() - t1
-        cycle = _Cycle(b, book, placement, timings)  # 3 + 4. nominate and place (+ 6. preempt)
-        if PROFILES[profile].preemption:
-            cycle.victims = list(running)  # only jobs running at the start of the cycle
-            cycle.priority = ctx.priority
-            cycle.classes = {j.name: preempt.priority_class(j, teams) for j in running}
-            cycle.now_s = now_s
-        for job in queue:
-            cycle.run(job)
+        while True:
+            t = clock()
+            job = next(queue, None)
+            timings["order"] += clock() - t
+            if job is None:
+                break
+            cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
         t3 = clock()
+        relayouts = _relayouts(b, cyc, now_s)
+        reserved = cyc.reservation
     # 5. commit: the what-if has rolled back; decisions go out as data
     decisions = Decisions(
-        admitted=cycle.admitted,
-        preempted=cycle.preempted,
-        pending_reasons=cycle.reasons,
-        flavors=cycle.flavors,
+        admitted=cyc.admitted,
+        preempted=cyc.preempted,
+        reserved={reserved.job: reserved.placements} if reserved else {},
+        reserved_start_s={reserved.job: reserved.start_s} if reserved else {},
+        pending_reasons=cyc.reasons,
+        flavors=cyc.flavors,
+        relayouts=relayouts,
+        cycle=cycle,
         timings_s=timings,
     )
     timings["commit"] = clock() - t3
     return decisions
+
+
+def _observed(plugins: Resolved, pending: Sequence[JobSpec], cluster: Cluster) -> Resolved:
+    """Let the placement plugin see this cycle's pending requests (FGD's distribution)."""
+    accs = list(cluster.accelerators)
+    requests = [r for job in pending for r in requests_for(job, accs)[:1]]
+    placement = plugins.placement.observe(requests)
+    if placement is plugins.placement:
+        return plugins
+    return Resolved(plugins.profile, plugins.queue_order, placement, plugins.preemptions)
+
+
+def _dominant_share(
+    cluster: Cluster, book: QuotaBook, history: DecayedUsage | None, now_s: float
+) -> Callable[[str], float]:
+    """team -> weighted dominant share, read live from the quota book (see OrderContext)."""
+    capacity: dict[str, int] = {}
+    for node in cluster.nodes:
+        capacity[node.accelerator] = capacity.get(node.accelerator, 0) + node.gpus
+    weights = {name: t.weight for name, t in book.teams.items()}
+
+    def share(team: str) -> float:
+        most = 0.0
+        for acc, cap in capacity.items():
+            gpus = book.used.get((team, acc), 0) / MILLI
+            if history is not None:
+                gpus += history.mean_gpus(team, acc, now_s)
+            most = max(most, gpus / cap)
+        return most / weights.get(team, 1.0)
+
+    return share
+
+
+def _relayouts(b: Branch, cyc: _Cycle, now_s: float) -> tuple[Relayout, ...]:
+    return ()
 
 
 def _sentence(why: list[str], ahead: int) -> str:

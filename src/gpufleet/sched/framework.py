@@ -1,14 +1,16 @@
 """The scheduling framework's types: statuses, placements, decisions, plugin protocols, profiles.
 
 A policy is a set of plugins, one per extension point, chosen by name through a
-`Profile` (design 0009). This first slice has two extension points: queue order
-(which pending job is looked at first) and placement (filter nodes, then pick
-the best-fitting ones). Registries and profiles live in `sched.plugins`.
+`Profile` (design 0009): queue order (which pending job is looked at first),
+placement (filter nodes, score and pick a complete placement), preemption (who
+may be evicted for whom), and the head-of-line rule (best effort, strict, or
+EASY backfill with a reservation). Registries and profiles live in
+`sched.registry`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -63,38 +65,77 @@ class Placement:
         return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class Relayout:
+    """A proposal to repartition one MIG GPU so that pending slice requests can run.
+
+    `current` and `proposed` are (profile, count) layouts; `drain` lists the running
+    jobs holding slices of this GPU that must stop first (empty: the GPU is idle and
+    can be repartitioned now), `drain_s` the estimated wait for them (their remaining
+    runtime estimates; None when one has no estimate), `serves` the pending jobs
+    the new layout would let run, and `reason` one sentence for the operator.
+    """
+
+    node: str
+    gpu: int
+    accelerator: str
+    current: tuple[tuple[str, int], ...]
+    proposed: tuple[tuple[str, int], ...]
+    drain: tuple[str, ...] = ()
+    drain_s: float | None = 0.0
+    serves: tuple[str, ...] = ()
+    reason: str = ""
+
+
 @dataclass(frozen=True)
 class Decisions:
     """The output of one `decide()` cycle, as data; nothing has been applied to the state.
 
-    `preempted` maps each victim of priority preemption to its reason; the admitted
-    preemptor starts once the victims' grace period is over (`sched.preempt`).
-    `reserved` stays empty in this slice (no backfill reservations yet); it is part of
-    the contract so callers need not change.
+    `preempted` maps each victim (of priority preemption or quota reclaim) to its
+    reason; the admitted preemptor starts once the victims' grace period is over
+    (`sched.preempt`). `reserved` holds the backfill reservation of a blocked
+    head-of-line gang (where it will run) and `reserved_start_s` when, estimated
+    from the running jobs' runtime estimates. `relayouts` are MIG re-layout
+    proposals for the operator (or simulator) to apply; the cycle itself never
+    changes a layout.
     """
 
     admitted: Mapping[str, tuple[Placement, ...]] = field(default_factory=dict)
     preempted: Mapping[str, str] = field(default_factory=dict)  # victim -> reason
     reserved: Mapping[str, tuple[Placement, ...]] = field(default_factory=dict)
+    reserved_start_s: Mapping[str, float] = field(default_factory=dict)
     pending_reasons: Mapping[str, str] = field(default_factory=dict)
     flavors: Mapping[str, str] = field(default_factory=dict)  # admitted job -> accelerator
+    relayouts: tuple[Relayout, ...] = ()
+    cycle: int = 0
     timings_s: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class OrderContext:
-    """What a queue-order plugin may look at besides the job."""
+    """What a queue-order plugin may look at besides the job.
+
+    `share` gives a team's current weighted dominant share (its use of each flavor
+    plus its decayed past use, over the cluster's capacity of that flavor, the
+    largest over flavors, divided by its fair-share weight); it is live: it
+    changes as the cycle admits jobs, so a fair-share order can interleave teams.
+    """
 
     priority: Mapping[str, int]  # job -> priority class value
     now_s: float = 0.0
+    share: Callable[[str], float] = lambda team: 0.0
 
 
 class QueueOrder(Protocol):
-    """Sorts pending jobs: smaller keys are looked at first."""
+    """Yields pending jobs in the order the cycle looks at them.
+
+    `order` is lazy: the cycle admits (or not) each job before asking for the
+    next, so an order may depend on what was admitted (fair share).
+    """
 
     name: str
 
-    def key(self, job: JobSpec, ctx: OrderContext) -> tuple[float | str, ...]: ...
+    def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +159,30 @@ class PlacementPlugin(Protocol):
 
     def place(self, view: StateView, job: JobSpec, request: Request) -> Placed: ...
 
+    def observe(self, requests: Sequence[Request]) -> PlacementPlugin:
+        """The plugin to use this cycle, given the pending requests (FGD learns the
+        request distribution from them); most plugins return themselves."""
+        ...
+
+
+HeadOfLine = Literal["best-effort", "strict", "backfill"]
+
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """Which plugin runs at each extension point, by registry name."""
+    """Which plugin runs at each extension point, by registry name, and the queue rule.
+
+    `preemption` lists preemption plugins tried in order (empty: never evict).
+    `head_of_line`: `best-effort` — a job that does not fit never blocks later ones
+    (Kueue BestEffortFIFO); `strict` — the first job that does not fit blocks every
+    later job (a job waiting on its own team's quota blocks only its team; Kueue
+    StrictFIFO, Slurm without backfill); `backfill` — the first blocked whole-GPU
+    job gets a reservation and later jobs may only start where they do not delay
+    it (EASY backfill, `sched.backfill`).
+    """
 
     queue_order: str
     placement: str
-    preemption: bool = True  # may evict lower-priority running jobs (`sched.preempt`)
+    preemption: tuple[str, ...] = ("quota-reclaim", "priority")
+    head_of_line: HeadOfLine = "backfill"
+    description: str = ""

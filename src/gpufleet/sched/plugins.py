@@ -1,52 +1,22 @@
-"""The shipped plugins and their registries: a new policy is one class plus one registry line.
+"""The `topology-best-fit` placement plugin (registered in `sched.registry`).
 
-Queue order: `fifo` (submission time, then name) and `priority` (priority class
-value, highest first, then FIFO). Placement: `topology-best-fit` — whole-GPU
-gangs packed into the fewest scale-up domains / nodes / topology groups, each
-tier tried tightest first (best fit, so larger holes stay free for larger
-jobs); a `required` topology level keeps every worker inside one group of that
-level. MIG requests take a free slice of the profile; fractions the fullest
+Whole-GPU gangs packed into the fewest scale-up domains / nodes / topology
+groups, each tier tried tightest first (best fit, so larger holes stay free for
+larger jobs); a `required` topology level keeps every worker inside one group
+of that level. MIG requests take a free slice of the profile; fractions the fullest
 GPU that still has room. Spot nodes only for jobs whose `spot_ok`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 
 from gpufleet.cluster import Cluster, Node, StateView
-from gpufleet.errors import UnknownNameError
-from gpufleet.sched.framework import (
-    OK,
-    OrderContext,
-    Placed,
-    Placement,
-    PlacementPlugin,
-    Profile,
-    QueueOrder,
-    Status,
-)
+from gpufleet.sched.framework import OK, Placed, Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
 from gpufleet.specs.jobs import JobSpec
 
 MILLI_PER_EIGHTH = 1000 // FRACTION_STEPS
-
-
-class Fifo:
-    """First submitted, first looked at; ties by name so the order is total."""
-
-    name = "fifo"
-
-    def key(self, job: JobSpec, ctx: OrderContext) -> tuple[float | str, ...]:
-        return (job.submitted_s, job.name)
-
-
-class PriorityOrder:
-    """Highest priority class value first, then FIFO."""
-
-    name = "priority"
-
-    def key(self, job: JobSpec, ctx: OrderContext) -> tuple[float | str, ...]:
-        return (-ctx.priority.get(job.name, 0), job.submitted_s, job.name)
 
 
 _MEMBERS: dict[int, tuple[Cluster, dict[tuple[str, str], tuple[str, ...]]]] = {}
@@ -74,6 +44,9 @@ class TopologyBestFit:
     """Gangs all-or-nothing, each worker on one node, packed into the fewest groups (best fit)."""
 
     name = "topology-best-fit"
+
+    def observe(self, requests: Sequence[Request]) -> TopologyBestFit:
+        return self
 
     def filter_node(self, job: JobSpec, node: Node) -> Status:
         if node.capacity == "spot" and not job.spot_ok:
@@ -208,19 +181,3 @@ class TopologyBestFit:
                 "which this job may not use"
             )
         return self._wait(f"waiting: no {acc} GPU has {milli}/1000 free to share")
-
-
-QUEUE_ORDERS: Mapping[str, QueueOrder] = {p.name: p for p in (Fifo(), PriorityOrder())}
-PLACEMENTS: Mapping[str, PlacementPlugin] = {p.name: p for p in (TopologyBestFit(),)}
-PROFILES: Mapping[str, Profile] = {
-    "default": Profile(queue_order="priority", placement="topology-best-fit"),
-    "fifo": Profile(queue_order="fifo", placement="topology-best-fit"),
-}
-
-
-def resolve(profile: str) -> tuple[QueueOrder, PlacementPlugin]:
-    """The plugins of a profile by name; an unknown name raises with suggestions."""
-    if profile not in PROFILES:
-        raise UnknownNameError("scheduling profile", profile, PROFILES)
-    p = PROFILES[profile]
-    return QUEUE_ORDERS[p.queue_order], PLACEMENTS[p.placement]

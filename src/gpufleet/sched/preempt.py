@@ -1,15 +1,26 @@
-"""Priority preemption: which running jobs to evict so a higher-priority pending job fits.
+"""Preemption plugins: which running jobs to evict so a pending job fits (design 0009, phase 6).
 
-Called by `decide()` (design 0009, phase 6) when a pending job passed its quota
-check but no placement was found. Rules:
+Called by `decide()` when a pending job passed its quota check but found no
+placement. The profile lists the plugins to try, in order (default: quota
+reclaim, then priority). Each plugin names *candidates*; the shared greedy
+`choose_victims` picks among them. Two plugins ship:
 
-- **Candidates** are jobs *running at the start of the cycle* (never jobs admitted
-  earlier in the same cycle) that hold GPUs of the requested accelerator and
-  - have a priority value strictly lower than the preemptor's;
-  - belong to a known, preemptible priority class, and are themselves `preemptible`;
-  - have run at least `MIN_RUNTIME_S` (`now_s - started_s >= MIN_RUNTIME_S`), so a
-    job is never evicted right after it started (anti-thrashing); a running job
-    with no `started_s` is never a candidate (its runtime is unknown).
+- **`quota-reclaim`** — a team taking back its guarantee. Applies when the job
+  keeps its team within its guaranteed GPUs of the flavor. Candidates are the
+  preemptible jobs of *other teams of its cohort* that are borrowing (using more
+  than their own guarantee of that flavor), per team only as many (cheapest
+  first) as cover what that team borrows. Priority does not matter and the
+  minimum runtime does not protect a borrower: a guarantee is a promise, and
+  borrowed GPUs are lent on the understanding that they come back (Kueue's
+  `reclaimWithinCohort: Any`).
+- **`priority`** — jobs of strictly lower priority (a preemptible class, the job
+  itself `preemptible`) that have run at least `MIN_RUNTIME_S`, so a job is
+  never evicted right after it started (anti-thrashing); a running job with no
+  `started_s` is never a candidate (its runtime is unknown).
+
+Both consider only jobs *running at the start of the cycle*, never a
+non-preemptible job, and only jobs holding GPUs of the requested accelerator.
+
 - **Lost work** of a victim is its GPUs × the time since its last checkpoint
   (`last_checkpoint_s`, else `started_s`), in GPU-seconds.
 - **Choice**: greedy over the candidates sorted by lost work, then by GPUs held
@@ -20,23 +31,21 @@ check but no placement was found. Rules:
 - If releasing every candidate would still not place the job, nobody is evicted.
 
 All of it runs on nested branches that roll back; the caller applies the result
-(releases the victims and allocates the preemptor) on its own cycle branch, and
-hands the eviction out as data: `Decisions.preempted[victim] = reason`. The
+and hands the eviction out as data: `Decisions.preempted[victim] = reason`. The
 preemptor is admitted with its placement but only *starts after the victims'
 grace period* (`GRACE_PERIOD_S`, or the victim's `checkpoint_time_s` if longer),
 during which the victims checkpoint and exit.
-
-Not here: quota reclaim (a team under its guarantee taking back lent GPUs by
-evicting borrowers of equal or higher priority).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from gpufleet.cluster import MILLI, Branch
 from gpufleet.sched.framework import Placed, PlacementPlugin
+from gpufleet.sched.quota import QuotaBook, gpus_text
 from gpufleet.sched.requests import Request
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import PriorityClass, TeamsSpec
@@ -44,7 +53,7 @@ from gpufleet.specs.teams import PriorityClass, TeamsSpec
 MIN_RUNTIME_S = 600.0  # a job runs at least this long before it may be preempted
 GRACE_PERIOD_S = 120.0  # time a victim gets to checkpoint and exit before the preemptor starts
 
-WOULD_NOT_HELP = "preempting lower-priority jobs would not free enough"
+WOULD_NOT_HELP = "preempting the jobs it may evict would not free enough"
 
 
 def priority_class(job: JobSpec, teams: TeamsSpec) -> PriorityClass | None:
@@ -82,34 +91,140 @@ def lost_work_gpu_s(job: JobSpec, milli_held: int, now_s: float) -> float:
     return milli_held / MILLI * max(0.0, now_s - since)
 
 
-def candidates(
-    preemptor_priority: int,
-    accelerator: str,
-    running: Sequence[JobSpec],
-    *,
-    classes: Mapping[str, PriorityClass | None],
-    held_milli: Callable[[str], Mapping[str, int]],
-    now_s: float,
-) -> list[Candidate]:
-    """The running jobs this preemptor may evict for `accelerator`, cheapest first."""
-    out: list[Candidate] = []
-    for job in running:
-        cls = classes.get(job.name)
-        if cls is None or not cls.preemptible or not job.preemptible:
-            continue  # an unknown class (team not in the teams file) is never evicted
-        priority = cls.value
-        if priority >= preemptor_priority:
-            continue
-        if job.started_s is None or now_s - job.started_s < MIN_RUNTIME_S:
-            continue
-        held = held_milli(job.name)
-        milli = held.get(accelerator, 0)
-        if milli <= 0:
-            continue  # holds nothing this request could use (or was already evicted)
-        total = sum(held.values())
-        out.append(Candidate(job, priority, milli, lost_work_gpu_s(job, total, now_s)))
-    out.sort(key=lambda c: c.sort_key)
-    return out
+@dataclass(frozen=True)
+class PreemptContext:
+    """What a preemption plugin may look at: the cycle's running jobs, priorities and quota."""
+
+    running: Sequence[JobSpec]
+    priority: Mapping[str, int]  # pending job -> priority value
+    classes: Mapping[str, PriorityClass | None]  # running job -> its class
+    held_milli: Callable[[str], Mapping[str, int]]  # running job -> flavor -> milli held now
+    book: QuotaBook
+    now_s: float
+
+
+class PreemptionPlugin(Protocol):
+    """Names the running jobs a pending job may evict, cheapest first, and says why."""
+
+    name: str
+
+    def candidates(
+        self, job: JobSpec, request: Request, need_milli: int, ctx: PreemptContext
+    ) -> list[Candidate]: ...
+
+    def reason(
+        self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
+    ) -> str: ...
+
+
+def _evictable(job: JobSpec, ctx: PreemptContext) -> PriorityClass | None:
+    cls = ctx.classes.get(job.name)
+    if cls is None or not cls.preemptible or not job.preemptible:
+        return None  # an unknown class (team not in the teams file) is never evicted
+    return cls
+
+
+def _candidate(
+    job: JobSpec, cls: PriorityClass, accelerator: str, ctx: PreemptContext
+) -> Candidate | None:
+    held = ctx.held_milli(job.name)
+    milli = held.get(accelerator, 0)
+    if milli <= 0:
+        return None  # holds nothing this request could use (or was already evicted)
+    total = sum(held.values())
+    return Candidate(job, cls.value, milli, lost_work_gpu_s(job, total, ctx.now_s))
+
+
+def _grace_s(victim: Candidate) -> float:
+    return max(GRACE_PERIOD_S, victim.job.checkpoint_time_s or 0.0)
+
+
+def _lost_text(victim: Candidate) -> str:
+    since = "since last checkpoint" if victim.job.last_checkpoint_s is not None else "since start"
+    lost_h = victim.lost_gpu_s / 3600
+    return f"lost work {lost_h:.3g} GPU-h {since}; grace period {_grace_s(victim):g} s"
+
+
+class PriorityPreemption:
+    """Evict strictly lower-priority preemptible jobs past their minimum runtime."""
+
+    name = "priority"
+
+    def candidates(
+        self, job: JobSpec, request: Request, need_milli: int, ctx: PreemptContext
+    ) -> list[Candidate]:
+        mine = ctx.priority.get(job.name, 0)
+        out: list[Candidate] = []
+        for victim in ctx.running:
+            cls = _evictable(victim, ctx)
+            if cls is None or cls.value >= mine:
+                continue
+            if victim.started_s is None or ctx.now_s - victim.started_s < MIN_RUNTIME_S:
+                continue
+            cand = _candidate(victim, cls, request.accelerator, ctx)
+            if cand is not None:
+                out.append(cand)
+        out.sort(key=lambda c: c.sort_key)
+        return out
+
+    def reason(self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext) -> str:
+        mine = ctx.priority.get(job.name, 0)
+        return (
+            f"preempted by '{job.name}' (priority {mine} > {victim.priority}): frees "
+            f"{gpus_text(victim.milli)} {request.accelerator} GPUs; {_lost_text(victim)}"
+        )
+
+
+class QuotaReclaim:
+    """A team within its guarantee takes GPUs back from cohort members that borrow them."""
+
+    name = "quota-reclaim"
+
+    def candidates(
+        self, job: JobSpec, request: Request, need_milli: int, ctx: PreemptContext
+    ) -> list[Candidate]:
+        book, flavor = ctx.book, request.accelerator
+        team = book.teams.get(job.team)
+        if team is None or team.cohort is None:
+            return []
+        used = book.used.get((job.team, flavor), 0)
+        if used + need_milli > book.guaranteed(job.team, flavor):
+            return []  # beyond its guarantee: nothing to reclaim
+        by_team: dict[str, list[Candidate]] = {}
+        for victim in ctx.running:
+            other = book.teams.get(victim.team)
+            if other is None or other.name == team.name or other.cohort != team.cohort:
+                continue
+            cls = _evictable(victim, ctx)
+            if cls is None:
+                continue
+            cand = _candidate(victim, cls, flavor, ctx)
+            if cand is not None:
+                by_team.setdefault(other.name, []).append(cand)
+        out: list[Candidate] = []
+        for name, cands in by_team.items():
+            over = book.borrowed(name, flavor)
+            for cand in sorted(cands, key=lambda c: c.sort_key):
+                if over <= 0:
+                    break
+                out.append(cand)
+                over -= cand.milli
+        out.sort(key=lambda c: c.sort_key)
+        return out
+
+    def reason(self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext) -> str:
+        flavor = request.accelerator
+        g = gpus_text(ctx.book.guaranteed(job.team, flavor))
+        return (
+            f"preempted by '{job.name}': team {job.team} reclaims its guaranteed {g} "
+            f"{flavor} GPUs, which team {victim.job.team} was borrowing; frees "
+            f"{gpus_text(victim.milli)} GPUs; {_lost_text(victim)}"
+        )
+
+
+PREEMPTIONS: Mapping[str, PreemptionPlugin] = {
+    p.name: p for p in (QuotaReclaim(), PriorityPreemption())
+}
 
 
 def _try(
@@ -148,16 +263,3 @@ def choose_victims(
         if rest and _try(b, plugin, job, request, rest).status.ok:
             chosen = [c for c in chosen if c is not cand]
     return chosen
-
-
-def reason(preemptor: JobSpec, preemptor_priority: int, victim: Candidate, accelerator: str) -> str:
-    """One sentence for `Decisions.preempted[victim]`."""
-    freed = victim.milli / MILLI
-    freed_text = str(int(freed)) if victim.milli % MILLI == 0 else f"{freed:.3g}"
-    since = "since last checkpoint" if victim.job.last_checkpoint_s is not None else "since start"
-    grace = max(GRACE_PERIOD_S, victim.job.checkpoint_time_s or 0.0)
-    return (
-        f"preempted by '{preemptor.name}' (priority {preemptor_priority} > "
-        f"{victim.priority}): frees {freed_text} {accelerator} GPUs; lost work "
-        f"{victim.lost_gpu_s / 3600:.3g} GPU-h {since}; grace period {grace:g} s"
-    )

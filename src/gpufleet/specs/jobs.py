@@ -73,7 +73,14 @@ class JobSpec(Spec):
     checkpoint_time_s: Seconds | None = None
     runtime_estimate_s: PositiveSeconds | None = None
     max_runtime_s: PositiveSeconds | None = None
-    submitted_s: NonNegativeFloat = 0.0
+    submitted_s: NonNegativeFloat = Field(
+        default=0.0, description="When it joined the queue (for a requeued job: when requeued)."
+    )
+    attained_gpu_s: NonNegativeFloat = Field(
+        default=0.0,
+        description="GPU-seconds of service received in earlier runs (before a preemption); "
+        "the Tiresias order uses it.",
+    )
     # state of a job already running (for one scheduling cycle over a given state)
     state: Literal["pending", "running"] = "pending"
     started_s: NonNegativeFloat | None = None

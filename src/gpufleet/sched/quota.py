@@ -1,0 +1,140 @@
+"""Quota arithmetic: what a team uses of each flavor and what it may use now (design 0009).
+
+Units: thousandths of a GPU ("milli"): a whole GPU is 1000, a GPU fraction its
+share, a MIG slice its share of the GPU's compute slices.
+
+A team may always use its guaranteed GPUs of a flavor (taking them back from
+borrowers by preemption when needed, `sched.preempt`); beyond that it may borrow
+what the other teams of its cohort lend and do not use themselves, capped by its
+borrowing limit. Teams without a cohort never borrow.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpufleet.catalog.mig import mig_profiles_for
+from gpufleet.cluster import MILLI, Usage
+from gpufleet.sched.framework import Status
+from gpufleet.sched.requests import FRACTION_STEPS, Request
+from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.teams import Team, TeamsSpec
+
+QUOTA = "quota"
+MILLI_PER_EIGHTH = MILLI // FRACTION_STEPS
+
+
+def gpus_text(milli: int) -> str:
+    """Thousandths of a GPU as a person reads them: 64000 -> "64", 250 -> "0.25"."""
+    if milli % MILLI == 0:
+        return str(milli // MILLI)
+    return f"{milli / MILLI:.3f}".rstrip("0")
+
+
+def slice_milli(accelerator: str, profile: str) -> int:
+    """A MIG slice's weight against quota: its share of the GPU's compute slices."""
+    profiles = mig_profiles_for(accelerator)
+    whole = max((p.compute_slices for p in profiles), default=1)
+    compute = next((p.compute_slices for p in profiles if p.profile == profile), whole)
+    return math.ceil(MILLI * compute / whole)
+
+
+def request_milli(request: Request) -> int:
+    if request.kind == "gpus":
+        return request.total_gpus * MILLI
+    if request.kind == "mig":
+        return slice_milli(request.accelerator, request.mig_profile or "")
+    return request.eighths * MILLI_PER_EIGHTH
+
+
+def usage_milli(usage: Usage) -> dict[str, int]:
+    out = {acc: n * MILLI for acc, n in usage.gpus.items()}
+    for (acc, profile), n in usage.slices.items():
+        out[acc] = out.get(acc, 0) + n * slice_milli(acc, profile)
+    for acc, m in usage.milli.items():
+        out[acc] = out.get(acc, 0) + m
+    return out
+
+
+class QuotaBook:
+    """Team usage per flavor (milli-GPUs) and the guaranteed + borrowable check."""
+
+    def __init__(self, teams: TeamsSpec, used: dict[tuple[str, str], int]) -> None:
+        self.teams = {t.name: t for t in teams.teams}
+        self.used = used
+
+    def guaranteed(self, team: str, flavor: str) -> int:
+        t = self.teams.get(team)
+        q = t.quota_for(flavor) if t else None
+        return 0 if q is None else q.guaranteed_gpus * MILLI
+
+    def borrowed(self, team: str, flavor: str) -> int:
+        """Milli-GPUs the team uses beyond its guarantee (0 when within it)."""
+        return max(0, self.used.get((team, flavor), 0) - self.guaranteed(team, flavor))
+
+    def lend_pool(self, team: Team, flavor: str) -> int:
+        """What the rest of `team`'s cohort can lend now: their lendable GPUs minus what is
+        used of them (by themselves beyond what they keep, or by borrowers). Negative when
+        others have borrowed part of `team`'s own guarantee (taken back by preemption).
+        """
+        lendable = consumed = 0
+        for other in self.teams.values():
+            if other.name == team.name or other.cohort != team.cohort:
+                continue
+            q = other.quota_for(flavor)
+            if q is None:
+                continue
+            lend = q.lendable_gpus * MILLI
+            lendable += lend
+            kept = q.guaranteed_gpus * MILLI - lend
+            consumed += max(0, self.used.get((other.name, flavor), 0) - kept)
+        return lendable - consumed
+
+    def limit(self, team: Team, flavor: str) -> int | None:
+        """Most milli-GPUs of `flavor` the team may hold now (None: no quota).
+
+        Its guarantee always; plus, when it may borrow, what its cohort has idle to
+        lend; capped by `max_gpus`.
+        """
+        q = team.quota_for(flavor)
+        if q is None:
+            return None
+        allowed = q.guaranteed_gpus * MILLI
+        if team.cohort is not None and q.borrowing:
+            allowed += max(0, self.lend_pool(team, flavor))
+        cap = q.max_gpus
+        return allowed if cap is None else min(allowed, cap * MILLI)
+
+    def check(self, job: JobSpec, flavor: str, need: int) -> Status:
+        team = self.teams.get(job.team)
+        if team is None:
+            known = ", ".join(sorted(self.teams))
+            return Status(
+                "unschedulable", f"cannot run: team {job.team} is not in the teams file ({known})"
+            )
+        q = team.quota_for(flavor)
+        if q is None:
+            return Status(
+                "unschedulable", f"cannot run: team {team.name} has no quota for {flavor}", QUOTA
+            )
+        used = self.used.get((team.name, flavor), 0)
+        allowed = self.limit(team, flavor)
+        assert allowed is not None
+        if used + need <= allowed:
+            return Status(plugin=QUOTA)
+        g = q.guaranteed_gpus * MILLI
+        head = f"waiting: team {team.name} quota {gpus_text(used)}/{gpus_text(g)} {flavor} in use"
+        cap = q.max_gpus
+        pool = self.lend_pool(team, flavor) if team.cohort is not None else 0
+        if cap is not None and used + need > cap * MILLI:
+            why = f"{head}, capped at {cap} with borrowing"
+        elif team.cohort is None:
+            why = f"{head}, no cohort to borrow from"
+        elif not q.borrowing:
+            why = f"{head}, borrowing is off for this quota"
+        else:
+            why = f"{head}, cohort {team.cohort} has {gpus_text(max(0, pool))} to lend"
+        return Status("wait", f"{why} (this job needs {gpus_text(need)})", QUOTA)
+
+    def add(self, team: str, flavor: str, milli: int) -> None:
+        self.used[(team, flavor)] = self.used.get((team, flavor), 0) + milli
