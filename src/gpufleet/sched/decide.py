@@ -10,7 +10,9 @@ The cycle is numbered (by the caller) and timed (`framework.PHASES`):
    time (fair share re-ranks teams after every admission);
 3. **nominate** — per job and acceptable flavor, the quota check
    (`sched.quota`): its guarantee always, plus what its cohort has idle to lend
-   when it may borrow, capped by its limits;
+   when it may borrow, capped by its limits. With `guaranteed_first` (default),
+   jobs that would borrow are set aside until every job that fits within its
+   team's guarantee has been looked at;
 4. **place** — the placement plugin picks a complete placement (a gang lands
    whole or not at all), which is allocated on the what-if so later jobs see
    it. When it finds none, the profile's preemption plugins are tried in order
@@ -50,7 +52,7 @@ from gpufleet.cluster import (
     to_milli,
 )
 from gpufleet.errors import UnknownNameError, UserError
-from gpufleet.sched import backfill, preempt
+from gpufleet.sched import backfill, preempt, relayout
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import (
     PHASES,
@@ -171,12 +173,28 @@ class _Cycle:
         self.blocker: str | None = None
         self.team_blocker: dict[str, str] = {}
         self.unplaced_slices: list[tuple[str, Request]] = []
+        self._requests: dict[str, list[Request]] = {}
+
+    def requests(self, job: JobSpec) -> list[Request]:
+        found = self._requests.get(job.name)
+        if found is None:
+            found = self._requests[job.name] = requests_for(job, self.accelerators)
+        return found
+
+    def would_borrow(self, job: JobSpec) -> bool:
+        """True when every way to run `job` takes its team beyond its guarantee."""
+        book = self.book
+        return all(
+            book.used.get((job.team, r.accelerator), 0) + request_milli(r)
+            > book.guaranteed(job.team, r.accelerator)
+            for r in self.requests(job)
+        )
 
     def run(self, job: JobSpec) -> None:
         if self._strictly_blocked(job):
             return
         clock = time.perf_counter
-        requests = requests_for(job, self.accelerators)
+        requests = self.requests(job)
         why: list[str] = []
         if not requests:
             accepts = ", ".join(job.accelerators) or "any"
@@ -228,7 +246,7 @@ class _Cycle:
         if rule == "strict":
             if blocked:
                 self.blocker = job.name
-            elif requests_for(job, self.accelerators):
+            elif self.requests(job):
                 self.team_blocker.setdefault(job.team, job.name)
         elif rule == "backfill" and blocked and not self.reservation_tried:
             self._reserve(job, blocked, why)
@@ -386,13 +404,19 @@ def decide(
         cyc = _Cycle(b, book, plugins, timings, pctx)
         queue = iter(plugins.queue_order.order(pending, ctx))  # 2. order, lazily
         timings["order"] = clock() - t1
+        deferred: list[JobSpec] = []  # would borrow: after every job within its guarantee
         while True:
             t = clock()
             job = next(queue, None)
             timings["order"] += clock() - t
             if job is None:
                 break
+            if plugins.profile.guaranteed_first and cyc.would_borrow(job):
+                deferred.append(job)
+                continue
             cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
+        for job in deferred:
+            cyc.run(job)
         t3 = clock()
         relayouts = _relayouts(b, cyc, now_s)
         reserved = cyc.reservation
@@ -444,7 +468,12 @@ def _dominant_share(
 
 
 def _relayouts(b: Branch, cyc: _Cycle, now_s: float) -> tuple[Relayout, ...]:
-    return ()
+    """Re-layout proposals for the slice requests that found no free slice this cycle."""
+    if not cyc.unplaced_slices:
+        return ()
+    ends: dict[str, float | None] = {j.name: backfill.expected_end_s(j) for j in cyc.pctx.running}
+    ends.update({name: end for end, name in cyc.ends})
+    return relayout.propose(b, cyc.unplaced_slices, ends, now_s)
 
 
 def _sentence(why: list[str], ahead: int) -> str:

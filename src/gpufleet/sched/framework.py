@@ -178,11 +178,14 @@ class Profile:
     later job (a job waiting on its own team's quota blocks only its team; Kueue
     StrictFIFO, Slurm without backfill); `backfill` — the first blocked whole-GPU
     job gets a reservation and later jobs may only start where they do not delay
-    it (EASY backfill, `sched.backfill`).
+    it (EASY backfill, `sched.backfill`). `guaranteed_first`: jobs that fit within
+    their team's guarantee are looked at before jobs that would borrow (as Kueue
+    does), so a borrower never takes in this cycle what a team is owed.
     """
 
     queue_order: str
     placement: str
     preemption: tuple[str, ...] = ("quota-reclaim", "priority")
     head_of_line: HeadOfLine = "backfill"
+    guaranteed_first: bool = True
     description: str = ""

@@ -25,13 +25,15 @@ PROFILES: Mapping[str, Profile] = {
     "default": Profile(
         "fair-share",
         "topology-best-fit",
-        description="fair share across teams (priority, then FIFO, within a team); topology "
-        "packing; quota reclaim then priority preemption; EASY backfill",
+        description="jobs within their team's guarantee first; fair share across teams "
+        "(priority, then FIFO, within a team); topology packing; quota reclaim then priority "
+        "preemption; EASY backfill",
     ),
     "priority": Profile(
         "priority",
         "topology-best-fit",
-        description="priority then FIFO cluster-wide; topology packing; quota reclaim then "
+        description="jobs within their team's guarantee first; then priority and FIFO "
+        "cluster-wide; topology packing; quota reclaim then "
         "priority preemption; EASY backfill",
     ),
     "fifo": Profile(
@@ -39,6 +41,7 @@ PROFILES: Mapping[str, Profile] = {
         "topology-best-fit",
         preemption=(),
         head_of_line="best-effort",
+        guaranteed_first=False,
         description="best-effort FIFO: a job that does not fit never blocks later ones; "
         "no preemption, no reservations",
     ),
@@ -47,6 +50,7 @@ PROFILES: Mapping[str, Profile] = {
         "topology-best-fit",
         preemption=(),
         head_of_line="strict",
+        guaranteed_first=False,
         description="strict FIFO: the first job that does not fit blocks every later one",
     ),
     "tiresias": Profile(
@@ -54,6 +58,7 @@ PROFILES: Mapping[str, Profile] = {
         "topology-best-fit",
         preemption=("quota-reclaim",),
         head_of_line="best-effort",
+        guaranteed_first=False,
         description="Tiresias 2D-LAS order (least attained GPU-seconds first, starvation "
         "promotion); best effort",
     ),
