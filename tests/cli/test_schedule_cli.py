@@ -97,3 +97,61 @@ def test_a_fraction_on_spot_only_nodes_names_the_spot_rule(
     notebook = next(j for j in json.loads(out)["jobs"] if j["job"] == "notebook")
     # interactive work may not use spot; the only shareable GPUs (L4) are spot nodes
     assert "l4 GPUs with 250/1000 free to share are spot capacity" in notebook["reason"]
+
+
+def test_busy_example_reclaims_a_guarantee_and_proposes_a_relayout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "schedule",
+        str(EX / "sched-cluster.yaml"),
+        str(EX / "sched-busy-jobs.yaml"),
+        "--teams",
+        str(EX / "sched-teams.yaml"),
+        "--now",
+        "7200",
+        "--format",
+        "json",
+    ]
+    code, out, _ = run(argv, capsys)
+    assert code == 0
+    data = json.loads(out)
+    jobs = {j["job"]: j for j in data["jobs"]}
+    assert list(data["preempted"]) == ["r-train-b"]  # least work since its checkpoint
+    assert jobs["r-train-b"]["state"] == "preempted"
+    assert "reclaims its guaranteed 64" in jobs["r-train-b"]["reason"]
+    assert jobs["p-finetune"]["state"] == "admitted"
+    (proposal,) = data["relayouts"]
+    assert proposal["proposed"] == {"7g.80gb": 1}
+    assert proposal["serves"] == ["p-big-model"]
+    assert "would not free enough" not in jobs["p-big-model"]["reason"]
+
+
+def test_backfill_example_reserves_for_the_gang_and_lets_only_short_jobs_jump(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "schedule",
+        str(EX / "sched-cluster.yaml"),
+        str(EX / "sched-backfill-jobs.yaml"),
+        "--now",
+        "3600",
+        "--format",
+        "json",
+    ]
+    code, out, _ = run(argv, capsys)
+    assert code == 0
+    data = json.loads(out)
+    jobs = {j["job"]: j for j in data["jobs"]}
+    assert data["reserved"]["gang"]["start_s"] == 7200
+    assert "reserved 32 h100-sxm5-80gb GPUs" in jobs["gang"]["reason"]
+    assert jobs["quick-eval"]["state"] == "admitted"
+    for held_back in ("long-sweep", "notebook"):
+        assert "reservation for 'gang' starts in ~60 min" in jobs[held_back]["reason"]
+
+
+def test_profile_help_names_every_registered_profile() -> None:
+    from gpufleet.cli.schedule import PROFILE_NAMES
+    from gpufleet.sched.registry import PROFILES
+
+    assert set(PROFILE_NAMES) == set(PROFILES)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.cluster import Node
+from gpufleet.cluster import Node, Whole
+from gpufleet.sched.apply import apply
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Placement
@@ -384,3 +385,38 @@ def test_without_guaranteed_first_the_borrower_takes_the_room(
     d = decide(c, state, case.running, case.pending, case.teams, profile="plain", now_s=NOW)
     assert list(d.admitted) == ["borrow"]
     assert not d.preempted
+
+
+def test_a_job_taking_either_flavor_uses_its_own_quota_before_borrowing() -> None:
+    """H100 comes first in the cluster, but research would have to borrow it; A100 is its own."""
+    from gpufleet.cluster import expand_group
+
+    nodes = [
+        *leaves(1),
+        *expand_group("a", A100, 8, [("b1", "l2")]),
+    ]
+    c, state = cluster(*nodes)
+    t = teams(
+        team("research", {H100: 0, A100: 8}, "ml"),
+        team("prod", {H100: 8, A100: 0}, "ml"),
+    )
+    d = decide(c, state, [], [job("either", gpus=8, accelerators=[H100, A100])], t)
+    assert d.flavors["either"] == A100
+
+
+def test_a_short_share_may_land_on_a_reserved_gpu() -> None:
+    """Found by the event-sequence property: un-reserving must cover a share's GPU too."""
+    c, state = cluster(*leaves(1, gpus=2, fractions=True))
+    pending = [
+        job("big", gpus=2, submitted_s=1),
+        job("sip", gpu_fraction=0.125, submitted_s=2, runtime_estimate_s=60.0, kind="batch"),
+    ]
+    r = ran("r", "h-0", [0])
+    d = decide(c, state, [r], pending, PLENTY, now_s=NOW)
+    assert d.reserved_start_s["big"] == 3 * HOUR
+    (p,) = d.admitted["sip"]
+    assert p.gpu == 1
+    state.allocate("r", Whole("h-0", (0,)))
+    run, wait = apply(state, d, {"r": r}, {j.name: j for j in pending}, NOW)  # applies cleanly
+    assert set(run) == {"r", "sip"}
+    assert set(wait) == {"big"}

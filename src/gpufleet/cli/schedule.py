@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,6 +14,9 @@ from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.jobs import JobSpec, JobsSpec
 from gpufleet.specs.load import load
 from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, TeamsSpec
+
+if TYPE_CHECKING:
+    from gpufleet.sched.framework import Relayout
 
 
 def _open_teams(cluster: ClusterSpec, jobs: list[JobSpec]) -> TeamsSpec:
@@ -38,6 +41,24 @@ def _open_teams(cluster: ClusterSpec, jobs: list[JobSpec]) -> TeamsSpec:
     )
 
 
+# Kept in step with sched.registry.PROFILES by a test (importing it here would slow startup).
+PROFILE_NAMES = (
+    "default",
+    "priority",
+    "fifo",
+    "strict-fifo",
+    "tiresias",
+    "binpack",
+    "spread",
+    "fgd",
+)
+PROFILE_HELP = (
+    "Scheduling profile: "
+    + ", ".join(PROFILE_NAMES)
+    + " (what each does: docs/guide/scheduling.md)."
+)
+
+
 def schedule(
     cluster_path: Annotated[Path, typer.Argument(help="Cluster spec (kind: cluster).")],
     jobs_path: Annotated[
@@ -48,11 +69,15 @@ def schedule(
         Path | None,
         typer.Option("--teams", help="Teams and quotas (kind: teams); without it, no quotas."),
     ] = None,
-    profile: Annotated[str, typer.Option("--profile", help="Scheduling profile.")] = "default",
+    profile: Annotated[str, typer.Option("--profile", help=PROFILE_HELP)] = "default",
     now_s: Annotated[float, typer.Option("--now", help="Clock for the cycle, seconds.")] = 0.0,
     format: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
 ) -> None:
-    """Run one scheduling cycle and print each job's state, placement and reason."""
+    """Run one scheduling cycle and print each job's state, placement and reason.
+
+    Also prints the backfill reservation (who, where, from when), preemptions with
+    their reasons, and MIG re-layout proposals.
+    """
     from gpufleet.cluster import Cluster, State
     from gpufleet.sched.decide import decide
 
@@ -66,14 +91,14 @@ def schedule(
     result = decide(cluster, State(cluster), running, pending, teams, profile=profile, now_s=now_s)
     rows: list[dict[str, Any]] = []
     for job in jobs:
-        if job.state == "running":
+        if job.name in result.preempted:
+            state, where, reason = "preempted", _placement_text(job), result.preempted[job.name]
+        elif job.state == "running":
             state, where, reason = "running", _placement_text(job), ""
         elif job.name in result.admitted:
             state = "admitted"
             where = "; ".join(_text(p) for p in result.admitted[job.name])
             reason = f"on {result.flavors.get(job.name, '')}".strip()
-        elif job.name in result.preempted:
-            state, where, reason = "preempted", "", result.preempted[job.name]
         else:
             state, where, reason = "pending", "", result.pending_reasons.get(job.name, "")
         rows.append(
@@ -89,8 +114,17 @@ def schedule(
         typer.echo(
             json.dumps(
                 {
+                    "profile": profile,
                     "jobs": rows,
                     "preempted": dict(result.preempted),
+                    "reserved": {
+                        name: {
+                            "start_s": result.reserved_start_s[name],
+                            "placement": "; ".join(_text(p) for p in placements),
+                        }
+                        for name, placements in result.reserved.items()
+                    },
+                    "relayouts": [_relayout_json(r) for r in result.relayouts],
                     "timings_s": dict(result.timings_s),
                     "quotas_enforced": teams_path is not None,
                 },
@@ -112,8 +146,28 @@ def schedule(
         )
     console = wide_console()
     console.print(table)
+    for name, placements in result.reserved.items():
+        start = result.reserved_start_s[name]
+        where = "; ".join(_text(p) for p in placements)
+        console.print(f"reservation: {name} on {where} from t={start:g} s")
+    for proposal in result.relayouts:
+        console.print(f"MIG re-layout proposal: {proposal.reason}")
     if teams_path is None:
         console.print("no --teams file: quotas not enforced", style="dim")
+
+
+def _relayout_json(r: Relayout) -> dict[str, Any]:
+    return {
+        "node": r.node,
+        "gpu": r.gpu,
+        "accelerator": r.accelerator,
+        "current": dict(r.current),
+        "proposed": dict(r.proposed),
+        "drain": list(r.drain),
+        "drain_s": r.drain_s,
+        "serves": list(r.serves),
+        "reason": r.reason,
+    }
 
 
 def _placement_text(job: JobSpec) -> str:

@@ -133,7 +133,8 @@ def unmask(b: Branch, placements: Sequence[Placement]) -> None:
     """Give `HOLDER`'s GPUs that `placements` use back, so a job ending in time can take them."""
     held = set(b.holdings(HOLDER).gpus)
     for p in placements:
-        ids = tuple(g for g in p.gpus if (p.node, g) in held)
+        used = (*p.gpus, p.gpu) if p.gpu is not None else p.gpus  # whole GPUs, or a share's GPU
+        ids = tuple(g for g in used if (p.node, g) in held)
         if ids:
             b.release(HOLDER, Whole(p.node, ids))
 

@@ -174,6 +174,7 @@ class _Cycle:
         self.team_blocker: dict[str, str] = {}
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, list[Request]] = {}
+        self._slice_kinds: set[tuple[str, str]] | None = None
 
     def requests(self, job: JobSpec) -> list[Request]:
         found = self._requests.get(job.name)
@@ -181,20 +182,22 @@ class _Cycle:
             found = self._requests[job.name] = requests_for(job, self.accelerators)
         return found
 
+    def _borrows(self, job: JobSpec, req: Request) -> bool:
+        book = self.book
+        used = book.used.get((job.team, req.accelerator), 0)
+        return used + request_milli(req) > book.guaranteed(job.team, req.accelerator)
+
     def would_borrow(self, job: JobSpec) -> bool:
         """True when every way to run `job` takes its team beyond its guarantee."""
-        book = self.book
-        return all(
-            book.used.get((job.team, r.accelerator), 0) + request_milli(r)
-            > book.guaranteed(job.team, r.accelerator)
-            for r in self.requests(job)
-        )
+        return all(self._borrows(job, r) for r in self.requests(job))
 
     def run(self, job: JobSpec) -> None:
         if self._strictly_blocked(job):
             return
         clock = time.perf_counter
-        requests = self.requests(job)
+        # flavors within the team's guarantee first, then those that would borrow (Kueue's
+        # flavor fungibility: never borrow one flavor while another is owed)
+        requests = sorted(self.requests(job), key=lambda r: self._borrows(job, r))
         why: list[str] = []
         if not requests:
             accepts = ", ".join(job.accelerators) or "any"
@@ -319,11 +322,23 @@ class _Cycle:
         if runtime is not None:
             self.ends.append((self.now_s + runtime, job.name))
 
+    def _has_slices(self, req: Request) -> bool:
+        """Whether any GPU is cut into `req`'s MIG profile (else evicting cannot help)."""
+        if self._slice_kinds is None:
+            self._slice_kinds = {
+                (node.accelerator, profile)
+                for node in self.b.cluster.nodes
+                for layout in node.mig
+                for profile, _ in layout
+            }
+        return (req.accelerator, req.mig_profile or "") in self._slice_kinds
+
     def _preempt_for(
         self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]
     ) -> bool:
         """Evict running jobs so `job` fits one of its blocked requests, plugin by plugin."""
         tried = False
+        blocked = [(r, n) for r, n in blocked if r.kind != "mig" or self._has_slices(r)]
         for plugin in self.plugins.preemptions:
             for req, need in blocked:
                 cands = plugin.candidates(job, req, need, self.pctx)

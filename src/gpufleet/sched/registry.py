@@ -15,11 +15,14 @@ from gpufleet.sched.framework import PlacementPlugin, Profile, QueueOrder
 from gpufleet.sched.orders import FairShare, Fifo, PriorityOrder, Tiresias
 from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.preempt import PREEMPTIONS, PreemptionPlugin
+from gpufleet.sched.scoring import BinPack, Fgd, Spread
 
 QUEUE_ORDERS: Mapping[str, QueueOrder] = {
     p.name: p for p in (Fifo(), PriorityOrder(), FairShare(), Tiresias())
 }
-PLACEMENTS: Mapping[str, PlacementPlugin] = {p.name: p for p in (TopologyBestFit(),)}
+PLACEMENTS: Mapping[str, PlacementPlugin] = {
+    p.name: p for p in (TopologyBestFit(), BinPack(), Spread(), Fgd())
+}
 
 PROFILES: Mapping[str, Profile] = {
     "default": Profile(
@@ -61,6 +64,24 @@ PROFILES: Mapping[str, Profile] = {
         guaranteed_first=False,
         description="Tiresias 2D-LAS order (least attained GPU-seconds first, starvation "
         "promotion); best effort",
+    ),
+    "binpack": Profile(
+        "fair-share",
+        "binpack",
+        description="the default profile, placing each worker on the fullest node that fits "
+        "(MostAllocated), without topology tiers",
+    ),
+    "spread": Profile(
+        "fair-share",
+        "spread",
+        description="the default profile, placing each worker on the emptiest node "
+        "(LeastAllocated, kube-scheduler's default)",
+    ),
+    "fgd": Profile(
+        "fair-share",
+        "fgd",
+        description="the default profile with fragmentation gradient descent placement (Weng "
+        "et al., ATC'23): least growth of GPU capacity the pending request mix cannot use",
     ),
 }
 
