@@ -258,6 +258,8 @@ class ClusterStateMachine(RuleBasedStateMachine):
         self.model = Model()
         # open branches, innermost last, each with the model, fingerprint and version at opening
         self.stack: list[tuple[Branch, Model, tuple[Any, ...], int]] = []
+        # free whole GPUs last seen at each free epoch: within an epoch they may only shrink
+        self.free_at_epoch: dict[int, frozenset[tuple[str, int]]] = {}
 
     @initialize(cluster=clusters())
     def build(self, cluster: Cluster) -> None:
@@ -442,6 +444,44 @@ class ClusterStateMachine(RuleBasedStateMachine):
                 assert list(s.domains_with_free(acc, k)) == ranked(per_domain, list(c.domains), k)
 
     @invariant()
+    def worker_room_matches_a_recount(self) -> None:
+        ctx, s = self.ctx, self.state
+        c = ctx.cluster
+        free = self.model.free_whole(ctx)
+        per_node = {n.name: sum(free[(n.name, g)] for g in range(n.gpus)) for n in c.nodes}
+        for acc in c.accelerators:
+            mine = [n for n in c.nodes if n.accelerator == acc]
+            for per in (1, 2, 3, 4):
+                assert s.worker_room(acc, per) == sum(per_node[n.name] // per for n in mine)
+            for i, level in enumerate(c.levels):
+                last = i == len(c.levels) - 1
+                members: dict[str, list[str]] = {}
+                for n in mine:
+                    name = n.name if last else "/".join(n.path[: i + 1])
+                    members.setdefault(name, []).append(n.name)
+                for group in c.groups(level):
+                    for per in (1, 2, 3):
+                        want = sum(per_node[x] // per for x in members.get(group, []))
+                        assert s.worker_room_in_group(level, group, acc, per) == want
+                most = max((sum(per_node[x] for x in m) for m in members.values()), default=0)
+                assert s.most_free_in_group(level, acc) == most
+        for domain in c.domains:
+            nodes = dict.fromkeys(node for node, _ in c.domain_members(domain))
+            for per in (1, 2, 3):
+                want = sum(per_node[x] // per for x in nodes)
+                assert s.worker_room_in_domain(domain, per) == want
+        with pytest.raises(ValueError, match="at least one GPU"):
+            s.worker_room(c.nodes[0].accelerator, 0)
+
+    @invariant()
+    def free_gpus_only_shrink_within_a_free_epoch(self) -> None:
+        free = frozenset(k for k, ok in self.model.free_whole(self.ctx).items() if ok)
+        epoch = self.state.free_epoch
+        seen = self.free_at_epoch.get(epoch)
+        assert seen is None or free <= seen
+        self.free_at_epoch[epoch] = free
+
+    @invariant()
     def slice_and_fraction_indexes_match_a_recount(self) -> None:
         ctx, s, m = self.ctx, self.state, self.model
         for acc, profile in ctx.profiles:
@@ -507,6 +547,25 @@ def test_bucket_index_answers_like_a_sort(
     want = sorted((i for i, v in values.items() if v >= k), key=lambda i: (values[i], i))
     assert list(index.at_least(k)) == want
     assert index.count_at_least(k) == len(want)
+    sizes = Counter(values[i] for i in want)
+    assert list(index.sizes_at_least(k)) == sorted(sizes.items())
+    assert index.max_value(-1) == max(values.values(), default=-1)
+
+
+def test_free_epochs_never_repeat_across_states() -> None:
+    cluster = Cluster(("node",), tuple(expand_group("g", "l4", 2, [(), ()])))
+    a, b = State(cluster), State(cluster)
+    epochs = {a.free_epoch, b.free_epoch}
+    a.allocate("j", Whole("g-0", (0,)))
+    assert a.free_epoch in epochs  # taking GPUs keeps the epoch
+    with a.branch() as w:
+        w.allocate("k", Whole("g-1", (1,)))
+        assert w.free_epoch in epochs
+    assert a.free_epoch not in epochs  # the rollback freed g-1/gpu1
+    epochs.add(a.free_epoch)
+    b.allocate("j", Whole("g-0", (0,)))
+    b.release("j", Whole("g-0", (0,)))
+    assert b.free_epoch not in epochs
 
 
 @settings(max_examples=examples(600), deadline=None)

@@ -65,6 +65,18 @@ class BucketIndex:
         buckets = self._buckets
         return sum(len(buckets[v]) for v in values[bisect_left(values, k) :])
 
+    def sizes_at_least(self, k: int) -> Iterator[tuple[int, int]]:
+        """(value, how many ids hold it) for each value >= k, ascending: O(distinct values)."""
+        values = self._values
+        buckets = self._buckets
+        for value in values[bisect_left(values, k) :]:
+            yield value, len(buckets[value])
+
+    def max_value(self, default: int = 0) -> int:
+        """The largest value any id holds (`default` when empty): O(1)."""
+        values = self._values
+        return values[-1] if values else default
+
     def dump(self) -> dict[int, tuple[int, ...]]:
         """Value -> ids, for tests comparing an index with a brute-force recount."""
         return {v: tuple(self._buckets[v]) for v in self._values}

@@ -39,6 +39,10 @@ MILLI = 1000  # one whole GPU in fraction units
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
+# Free epochs come from one counter shared by every State, so an epoch names one state
+# and one stretch of its history: equal epochs mean the same state, nothing freed since.
+_FREE_EPOCHS = itertools.count(1)
+
 
 def to_milli(fraction: Fraction | Decimal | int | float | str) -> int:
     """A GPU fraction (0.25, "1/8", Fraction(1, 3)) in thousandths, rounded up.
@@ -144,6 +148,13 @@ def _bump(counter: dict[Any, int], key: Any, delta: int) -> None:
         del counter[key]  # zero entries removed: equal states have equal dicts
 
 
+def _room(hist: list[int], per: int) -> int:
+    """Workers of `per` GPUs that fit on nodes counted by free GPUs (`hist[v]` nodes have v)."""
+    if per < 1:
+        raise ValueError(f"a worker needs at least one GPU, got {per}")
+    return sum(hist[v] * (v // per) for v in range(per, len(hist)))
+
+
 def _guarded(state: State, version: int, items: Iterator[T]) -> Iterator[T]:
     """Yield from a live index, but fail loudly if the state changes mid-iteration."""
     for item in items:
@@ -182,6 +193,17 @@ class StateView(ABC):
         """Changes at every mutation; restored when a branch rolls back."""
         return self._core()._version
 
+    @property
+    def free_epoch(self) -> int:
+        """Changes whenever a whole GPU becomes free; never while GPUs are only taken.
+
+        Also when one becomes free by rolling back an allocation, and never
+        restored. Fitting a whole-GPU request is monotone in the free GPUs, so a
+        "does not fit" found at one epoch holds for as long as the epoch stays the
+        same. Unique across all states: an epoch never names two states.
+        """
+        return self._core()._free_epoch
+
     # -- whole GPUs ---------------------------------------------------------------------
 
     def free_gpus(self, node: str) -> int:
@@ -216,6 +238,20 @@ class StateView(ABC):
         index = s._node_index.get(accelerator)
         return 0 if index is None else index.count_at_least(at_least)
 
+    def worker_room(self, accelerator: str, per: int) -> int:
+        """Workers of `per` whole GPUs that fit on single nodes: the sum of free // `per`.
+
+        O(distinct free counts), read off the node index's bucket sizes, so a
+        scheduler can tell that a gang cannot fit anywhere without visiting nodes.
+        """
+        if per < 1:
+            raise ValueError(f"a worker needs at least one GPU, got {per}")
+        s = self._core()
+        index = s._node_index.get(accelerator)
+        if index is None:
+            return 0
+        return sum(value // per * count for value, count in index.sizes_at_least(per))
+
     # -- topology groups and scale-up domains ------------------------------------------
 
     def free_in_group(self, level: str, name: str, accelerator: str) -> int:
@@ -232,6 +268,36 @@ class StateView(ABC):
             raise UnknownNameError(f"{level} group", name, t.group_by_name[i])
         agg = t.agg_ids.get((i, gid, accelerator))
         return 0 if agg is None else s._agg_free[agg]
+
+    def worker_room_in_group(self, level: str, name: str, accelerator: str, per: int) -> int:
+        """Workers of `per` whole GPUs of `accelerator` that fit on single nodes of one group.
+
+        O(GPUs per node): each group keeps how many of its nodes have each free count.
+        """
+        s = self._core()
+        cluster = s._cluster
+        i = cluster.level_index(level)
+        if i == len(cluster.levels) - 1:
+            if per < 1:
+                raise ValueError(f"a worker needs at least one GPU, got {per}")
+            return self.free_in_group(level, name, accelerator) // per
+        t = cluster.tables
+        gid = t.group_by_name[i].get(name)
+        if gid is None:
+            raise UnknownNameError(f"{level} group", name, t.group_by_name[i])
+        agg = t.agg_ids.get((i, gid, accelerator))
+        return _room(s._agg_hist[agg], per) if agg is not None else _room([], per)
+
+    def most_free_in_group(self, level: str, accelerator: str) -> int:
+        """The most free whole GPUs of `accelerator` in one group at `level` (0 if none): O(1)."""
+        s = self._core()
+        cluster = s._cluster
+        i = cluster.level_index(level)
+        if i == len(cluster.levels) - 1:
+            index = s._node_index.get(accelerator)
+        else:
+            index = s._agg_index.get((i, accelerator))
+        return 0 if index is None else index.max_value()
 
     def groups_with_free(self, level: str, accelerator: str, at_least: int = 1) -> Iterator[str]:
         """Groups at `level` with >= `at_least` free whole GPUs of `accelerator`, tightest first."""
@@ -254,6 +320,19 @@ class StateView(ABC):
         if d is None:
             raise UnknownNameError("scale-up domain", domain, t.domain_by_name)
         return s._dom_free[d]
+
+    def worker_room_in_domain(self, domain: str, per: int) -> int:
+        """Workers of `per` whole GPUs that fit on single nodes of one scale-up domain's nodes.
+
+        A node counts with all its free GPUs, as a placement on the domain's
+        nodes would use them. O(GPUs per node).
+        """
+        s = self._core()
+        t = s._cluster.tables
+        d = t.domain_by_name.get(domain)
+        if d is None:
+            raise UnknownNameError("scale-up domain", domain, t.domain_by_name)
+        return _room(s._dom_hist[d], per)
 
     def domains_with_free(self, accelerator: str, at_least: int = 1) -> Iterator[str]:
         """Scale-up domains with >= `at_least` free whole GPUs, tightest first."""
@@ -392,15 +471,18 @@ class State(StateView):
 
     __slots__ = (
         "_agg_free",
+        "_agg_hist",
         "_agg_idx_of",
         "_agg_index",
         "_branches",
         "_clock",
         "_cluster",
         "_dom_free",
+        "_dom_hist",
         "_dom_idx_of",
         "_dom_index",
         "_frac_index",
+        "_free_epoch",
         "_free_total",
         "_gpu_frac",
         "_holder",
@@ -433,6 +515,7 @@ class State(StateView):
         self._branches: list[Branch] = []
         self._clock = itertools.count(1)
         self._version = 0
+        self._free_epoch = next(_FREE_EPOCHS)
 
         # whole-GPU free counts: per node (count + bitmask), per group aggregate, per domain
         self._node_free: list[int] = []
@@ -453,6 +536,7 @@ class State(StateView):
             for a in t.node_aggs[n]:
                 self._agg_free[a] += self._node_free[n]
         self._dom_free: list[int] = [sum(not t.gpu_mig[g] for g in gpus) for gpus in t.domain_gpus]
+        self._agg_hist, self._dom_hist = self._histograms()
 
         by_acc: dict[str, list[tuple[int, int]]] = {}
         for n, node in enumerate(nodes):
@@ -489,6 +573,23 @@ class State(StateView):
             self._slice_free[(t.node_acc[t.gpu_node[g]], t.slice_profile[i])]
             for i, g in enumerate(t.slice_gpu)
         ]
+
+    def _histograms(self) -> tuple[list[list[int]], list[list[int]]]:
+        """Per group aggregate and per domain: how many member nodes have each free count.
+
+        So "how many workers of k GPUs fit on single nodes here" costs O(GPUs
+        per node), not O(nodes in the group).
+        """
+        t = self._cluster.tables
+        width = t.max_node_gpus + 1
+        agg_hist = [[0] * width for _ in t.agg_level]
+        dom_hist = [[0] * width for _ in t.domain_names]
+        for n, free in enumerate(self._node_free):
+            for a in t.node_aggs[n]:
+                agg_hist[a][free] += 1
+            for d in t.node_domains[n]:
+                dom_hist[d][free] += 1
+        return agg_hist, dom_hist
 
     def _core(self) -> State:
         return self
@@ -701,27 +802,43 @@ class State(StateView):
     def _whole_changed(self, n: int, gids: tuple[int, ...], delta: int) -> None:
         """GPUs `gids` of node `n` became free (+1) or stopped being free (-1) as whole GPUs."""
         t = self._cluster.tables
+        if delta > 0:
+            self._free_epoch = next(_FREE_EPOCHS)
         k = delta * len(gids)
-        old = self._node_free[n]
-        self._node_free[n] = old + k
-        self._node_idx_of[n].move(n, old, old + k)
+        before = self._node_free[n]
+        after = before + k
+        self._node_free[n] = after
+        self._node_idx_of[n].move(n, before, after)
         agg_free = self._agg_free
         agg_idx = self._agg_idx_of
+        agg_hist = self._agg_hist
         agg_group = t.agg_group
         for a in t.node_aggs[n]:
             old = agg_free[a]
             agg_free[a] = old + k
             agg_idx[a].move(agg_group[a], old, old + k)
+            hist = agg_hist[a]
+            hist[before] -= 1
+            hist[after] += 1
+        dom_hist = self._dom_hist
+        for d in t.node_domains[n]:
+            hist = dom_hist[d]
+            hist[before] -= 1
+            hist[after] += 1
+        base = t.gpu_base[n]
+        gpu_domain = t.gpu_domain
+        bits = 0
+        per_domain: dict[int, int] = {}  # one index move per domain, not one per GPU
+        for g in gids:
+            d = gpu_domain[g]
+            per_domain[d] = per_domain.get(d, 0) + delta
+            bits |= 1 << (g - base)
         dom_free = self._dom_free
         dom_idx = self._dom_idx_of
-        base = t.gpu_base[n]
-        bits = 0
-        for g in gids:
-            d = t.gpu_domain[g]
+        for d, change in per_domain.items():
             old = dom_free[d]
-            dom_free[d] = old + delta
-            dom_idx[d].move(d, old, old + delta)
-            bits |= 1 << (g - base)
+            dom_free[d] = old + change
+            dom_idx[d].move(d, old, old + change)
         self._node_mask[n] = self._node_mask[n] | bits if delta > 0 else self._node_mask[n] & ~bits
         acc = t.node_acc[n]
         self._free_total[acc] += k

@@ -160,6 +160,12 @@ class Tables:
         self.gpu_slice_start.append(len(self.slice_gpu))  # sentinel: slices end here
         self.gpu_local: list[int] = [gid - self.gpu_base[n] for gid, n in enumerate(self.gpu_node)]
         self.accelerators: tuple[str, ...] = tuple(sorted(set(self.node_acc)))
+        # distinct scale-up domains of each node's GPUs, in GPU order
+        self.node_domains: list[tuple[int, ...]] = [
+            tuple(dict.fromkeys(self.gpu_domain[self.gpu_base[n] : self.gpu_base[n + 1]]))
+            for n in range(len(nodes))
+        ]
+        self.max_node_gpus: int = max((node.gpus for node in nodes), default=0)
 
     def _add_groups(self, node: Node, depth: int) -> None:
         groups: list[int] = []

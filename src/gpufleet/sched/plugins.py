@@ -10,6 +10,7 @@ GPU that still has room. Spot nodes only for jobs whose `spot_ok`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from gpufleet.cluster import Cluster, Node, StateView
 from gpufleet.sched.framework import OK, Placed, Placement, Status
@@ -19,31 +20,106 @@ from gpufleet.specs.jobs import JobSpec
 MILLI_PER_EIGHTH = 1000 // FRACTION_STEPS
 
 
-_MEMBERS: dict[int, tuple[Cluster, dict[tuple[str, str], tuple[str, ...]]]] = {}
+# The tiers of a gang placement, tightest first: one scale-up domain, one group of a topology
+# level (from "node" up), anywhere in the cluster.
+_Tier = Literal["domain", "level", "anywhere"]
+# A tier that held no gang of one shape: (tier, level, accelerator, workers, GPUs per worker,
+# whether spot nodes are excluded).
+_TierKey = tuple[_Tier, str, str, int, int, bool]
+
+
+class _ClusterInfo:
+    """Per-cluster lookups, each built on first use: group and domain members, spot nodes."""
+
+    __slots__ = ("_domains", "_levels", "_members_of", "cluster", "spot", "spot_set", "tiers")
+
+    def __init__(self, cluster: Cluster) -> None:
+        spot: dict[str, list[str]] = {}
+        for node in cluster.nodes:
+            if node.capacity == "spot":
+                spot.setdefault(node.accelerator, []).append(node.name)
+        self.cluster = cluster
+        self.spot = {acc: tuple(names) for acc, names in spot.items()}
+        self.spot_set = {acc: frozenset(names) for acc, names in spot.items()}
+        levels: list[tuple[_Tier, str]] = [("level", lvl) for lvl in cluster.levels[::-1]]
+        self.tiers: tuple[tuple[_Tier, str], ...] = (("domain", ""), *levels, ("anywhere", ""))
+        self._levels: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._domains: dict[str, tuple[str, ...]] = {}
+        self._members_of: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+    def group_members(self, level: str, group: str) -> tuple[str, ...]:
+        """Nodes of one group at a topology level, in cluster order; () for an unknown group."""
+        cluster = self.cluster
+        t = cluster.tables
+        if level == cluster.levels[-1]:
+            return (group,) if group in t.node_by_name else ()
+        table = self._levels.get(level)
+        if table is None:
+            i = cluster.level_index(level)
+            found: dict[str, list[str]] = {}
+            names = t.group_names[i]
+            for n, node in enumerate(cluster.nodes):
+                found.setdefault(names[t.node_groups[n][i]], []).append(node.name)
+            table = self._levels[level] = {k: tuple(v) for k, v in found.items()}
+        return table.get(group, ())
+
+    def domain_members(self, domain: str) -> tuple[str, ...]:
+        """Nodes with a GPU in one scale-up domain, in cluster order; () for an unknown one."""
+        found = self._domains.get(domain)
+        if found is None:
+            t = self.cluster.tables
+            d = t.domain_by_name.get(domain)
+            if d is None:
+                return ()
+            nodes = self.cluster.nodes
+            found = tuple(dict.fromkeys(nodes[t.gpu_node[g]].name for g in t.domain_gpus[d]))
+            self._domains[domain] = found
+        return found
+
+    def accelerator_members(self, level: str, group: str, acc: str) -> tuple[str, ...]:
+        """`group_members`, only the nodes of accelerator `acc`."""
+        key = (level, group, acc)
+        found = self._members_of.get(key)
+        if found is None:
+            cluster = self.cluster
+            found = tuple(
+                n for n in self.group_members(level, group) if cluster.node(n).accelerator == acc
+            )
+            self._members_of[key] = found
+        return found
+
+
+_INFO: dict[int, _ClusterInfo] = {}
+_NO_NODES: frozenset[str] = frozenset()
+
+
+def _info(cluster: Cluster) -> _ClusterInfo:
+    cached = _INFO.get(id(cluster))
+    if cached is None or cached.cluster is not cluster:
+        if len(_INFO) > 8:
+            _INFO.clear()
+        cached = _INFO[id(cluster)] = _ClusterInfo(cluster)
+    return cached
 
 
 def group_members(cluster: Cluster, level: str, group: str) -> tuple[str, ...]:
     """Nodes of one topology group (or scale-up domain, level "domain"), in cluster order."""
-    cached = _MEMBERS.get(id(cluster))
-    if cached is None or cached[0] is not cluster:
-        table: dict[tuple[str, str], list[str]] = {}
-        for node in cluster.nodes:
-            for i, lvl in enumerate(cluster.levels[:-1]):
-                table.setdefault((lvl, "/".join(node.path[: i + 1])), []).append(node.name)
-            table.setdefault((cluster.levels[-1], node.name), []).append(node.name)
-            for d in dict.fromkeys(node.domains or (node.name,)):
-                table.setdefault(("domain", d), []).append(node.name)
-        if len(_MEMBERS) > 8:
-            _MEMBERS.clear()
-        cached = (cluster, {k: tuple(v) for k, v in table.items()})
-        _MEMBERS[id(cluster)] = cached
-    return cached[1].get((level, group), ())
+    info = _info(cluster)
+    if level == "domain":
+        return info.domain_members(group)
+    if level not in cluster.levels:
+        return ()
+    return info.group_members(level, group)
 
 
 class TopologyBestFit:
     """Gangs all-or-nothing, each worker on one node, packed into the fewest groups (best fit)."""
 
     name = "topology-best-fit"
+
+    def __init__(self) -> None:
+        # tiers found unable to hold a shape, and the state's free epoch they were found at
+        self._full: tuple[int, set[_TierKey]] = (0, set())
 
     def observe(self, requests: Sequence[Request]) -> TopologyBestFit:
         return self
@@ -66,42 +142,158 @@ class TopologyBestFit:
     def _allowed(self, view: StateView, job: JobSpec, name: str) -> bool:
         return self.filter_node(job, view.cluster.node(name)).ok
 
+    @staticmethod
+    def _excluded(info: _ClusterInfo, job: JobSpec, acc: str) -> frozenset[str]:
+        """Nodes of `acc` that `filter_node` turns away for this job (spot, unless spot_ok)."""
+        return _NO_NODES if job.spot_ok else info.spot_set.get(acc, _NO_NODES)
+
+    @staticmethod
+    def _take(
+        view: StateView, ranked: Iterable[str], workers: int, per: int
+    ) -> tuple[Placement, ...] | None:
+        """Workers onto `ranked` nodes in the order given, as many per node as fit; None if short.
+
+        The second half of `_fit`. Fed the index's own order (tightest first,
+        then cluster order: what `_fit` sorts to), it stops as soon as the gang
+        is complete instead of visiting every node with room.
+        """
+        out: list[Placement] = []
+        for name in ranked:
+            ids = view.free_gpu_ids(name)
+            for j in range(min(len(ids) // per, workers - len(out))):
+                out.append(Placement(name, ids[j * per : (j + 1) * per]))
+            if len(out) == workers:
+                return tuple(out)
+        return None
+
     def _fit(
-        self, view: StateView, job: JobSpec, nodes: Iterable[str], workers: int, per: int
+        self,
+        view: StateView,
+        nodes: Iterable[str],
+        workers: int,
+        per: int,
+        excluded: frozenset[str] = _NO_NODES,
     ) -> tuple[Placement, ...] | None:
         """Best fit of `workers` × `per` GPUs onto `nodes`, tightest node first; None if short."""
         cluster = view.cluster
+        free_gpus = view.free_gpus
         cands = []
         room = 0
         for name in nodes:
-            free = view.free_gpus(name)
-            if free >= per and self._allowed(view, job, name):
+            free = free_gpus(name)
+            if free >= per and name not in excluded:
                 cands.append((free, cluster.node_index(name), name))
                 room += free // per
         if room < workers:
             return None
         cands.sort()
-        out: list[Placement] = []
-        for free, _, name in cands:
-            ids = view.free_gpu_ids(name)
-            for j in range(min(free // per, workers - len(out))):
-                out.append(Placement(name, ids[j * per : (j + 1) * per]))
-            if len(out) == workers:
-                break
-        return tuple(out)
+        return self._take(view, (name for _, _, name in cands), workers, per)
+
+    def _room(
+        self, view: StateView, info: _ClusterInfo, acc: str, per: int, excluded: frozenset[str]
+    ) -> int:
+        """Workers of `per` GPUs that fit on single allowed nodes, from the index's counts."""
+        room = view.worker_room(acc, per)
+        if not excluded:
+            return room
+        spot = info.spot[acc]
+        if len(spot) <= view.count_nodes_with_free(acc, per):  # visit the fewer nodes
+            return room - sum(view.free_gpus(n) // per for n in spot)
+        return sum(
+            view.free_gpus(n) // per for n in view.nodes_with_free(acc, per) if n not in excluded
+        )
 
     def _spot_note(self, view: StateView, job: JobSpec, acc: str) -> str:
         if job.spot_ok:
             return ""
-        spot = any(view.cluster.node(n).capacity == "spot" for n in view.nodes_with_free(acc, 1))
-        return "; spot nodes excluded (this job may not run on spot)" if spot else ""
+        info = _info(view.cluster)
+        spot = info.spot.get(acc, ())
+        if not spot:
+            found = False
+        elif len(spot) <= view.count_nodes_with_free(acc, 1):  # visit the fewer nodes
+            found = any(view.free_gpus(n) >= 1 for n in spot)
+        else:
+            found = any(n in info.spot_set[acc] for n in view.nodes_with_free(acc, 1))
+        return "; spot nodes excluded (this job may not run on spot)" if found else ""
+
+    def _full_tiers(self, view: StateView) -> set[_TierKey]:
+        """Tiers known unable to hold a shape in this state: valid while its free epoch holds.
+
+        Within an epoch GPUs are only taken, and a tier that could not hold a
+        gang cannot after more GPUs are taken, so the same shape skips it; any
+        GPU freed (a release, a preemption, a rolled-back allocation) starts a new
+        epoch and an empty set. One (epoch, set) pair, swapped whole, so a shared
+        instance never files a finding under another state's epoch.
+        """
+        epoch = view.free_epoch
+        at, full = self._full
+        if at != epoch:
+            full = set()
+            self._full = (epoch, full)
+        return full
+
+    def _tier(
+        self,
+        view: StateView,
+        tier: tuple[_Tier, str],
+        request: Request,
+        excluded: frozenset[str],
+    ) -> tuple[Placement, ...] | None:
+        """The first group of one tier (tightest first) that holds the gang; None if none does.
+
+        `tier` is ("domain", ""), ("level", <level>) or ("anywhere", ""). A group
+        whose nodes cannot hold the workers (its counters say so) is passed over
+        without a look at them.
+        """
+        acc, workers, per = request.accelerator, request.workers, request.gpus_per_worker
+        kind, level = tier
+        key: _TierKey = (kind, level, acc, workers, per, bool(excluded))
+        full = self._full_tiers(view)
+        if key in full:
+            return None
+        total = workers * per
+        info = _info(view.cluster)
+        if kind == "domain":
+            for domain in view.domains_with_free(acc, total):
+                if view.worker_room_in_domain(domain, per) >= workers:
+                    members = info.domain_members(domain)
+                    fit = self._fit(view, members, workers, per, excluded)
+                    if fit is not None:
+                        return fit
+        elif kind == "level":
+            for group in view.groups_with_free(level, acc, total):
+                if view.worker_room_in_group(level, group, acc, per) >= workers:
+                    members = info.accelerator_members(level, group, acc)
+                    fit = self._fit(view, members, workers, per, excluded)
+                    if fit is not None:
+                        return fit
+        else:  # the index lists nodes tightest first, the order `_fit` would sort them to
+            ranked = view.nodes_with_free(acc, per)
+            fit = self._take(view, (n for n in ranked if n not in excluded), workers, per)
+            if fit is not None:
+                return fit
+        full.add(key)
+        return None
 
     def _gang(self, view: StateView, job: JobSpec, request: Request) -> Placed:
+        """Tightest tier first: one scale-up domain, one node, one group per level up, anywhere.
+
+        Failing must be cheap (a full cluster fails most of a queue): the index's
+        counts tell without visiting nodes when no single-node room is left at
+        all, and per group whether its nodes could hold the gang before `_fit`
+        looks at them; a tier that held no gang of a shape is skipped for that
+        shape until a GPU is freed (`_full_tiers`). None of this changes which
+        placement is chosen.
+        """
         cluster = view.cluster
+        info = _info(cluster)
         acc, workers, per = request.accelerator, request.workers, request.gpus_per_worker
         total = workers * per
         shape = f"{workers}×{per}"
         required = job.topology.required
+        excluded = self._excluded(info, job, acc)
+        # workers that fit on single nodes anywhere: a bound on every tier below
+        room = view.worker_room(acc, per)
         if required is not None:
             if required not in cluster.levels:
                 known = ", ".join(cluster.levels)
@@ -112,16 +304,12 @@ class TopologyBestFit:
                         self.name,
                     )
                 )
-            fragmented = False
-            for group in list(view.groups_with_free(required, acc, total)):
-                fit = self._fit(view, job, group_members(cluster, required, group), workers, per)
+            if room >= workers:
+                fit = self._tier(view, ("level", required), request, excluded)
                 if fit is not None:
                     return Placed(fit)
-                fragmented = True
-            most = 0
-            for group in view.groups_with_free(required, acc, 1):
-                most = max(most, view.free_in_group(required, group, acc))
-            if fragmented:
+            most = view.most_free_in_group(required, acc)
+            if most >= total:  # some group has the GPUs, none has them on few enough nodes
                 why = (
                     f"waiting: no {required} can hold {shape} {acc} GPUs with each worker "
                     f"on one node (free GPUs are fragmented; most free in one {required}: {most})"
@@ -132,21 +320,13 @@ class TopologyBestFit:
                     f"(most free in one {required}: {most})"
                 )
             return self._wait(why + self._spot_note(view, job, acc))
-        tiers: list[tuple[str, Iterable[str]]] = [("domain", view.domains_with_free(acc, total))]
-        tiers += [(lvl, view.groups_with_free(lvl, acc, total)) for lvl in cluster.levels[::-1]]
-        for level, groups in tiers:
-            for group in list(groups):
-                fit = self._fit(view, job, group_members(cluster, level, group), workers, per)
+        if room >= workers:
+            for tier in info.tiers:
+                fit = self._tier(view, tier, request, excluded)
                 if fit is not None:
                     return Placed(fit)
-        fit = self._fit(view, job, list(view.nodes_with_free(acc, per)), workers, per)
-        if fit is not None:
-            return Placed(fit)
-        room = sum(
-            view.free_gpus(n) // per
-            for n in view.nodes_with_free(acc, per)
-            if self._allowed(view, job, n)
-        )
+        if excluded:  # the room above counted spot nodes too
+            room = self._room(view, info, acc, per, excluded)
         return self._wait(
             f"waiting: room for {room} of {workers} workers of {per} {acc} GPUs on single "
             f"nodes ({view.free_total(acc)} free {acc} GPUs in all)"
