@@ -29,6 +29,9 @@ class Bench:
     budget_s: float
     repeat: int
     fn: Callable[[], object]
+    # When set, fn returns the seconds to record (it times only the part that matters, e.g.
+    # one scheduling cycle and not the cluster and jobs built for it).
+    self_timed: bool = False
 
 
 def _catalog_cold() -> object:
@@ -93,6 +96,13 @@ def _cluster_state_5000() -> object:
     return bench_allocate_release(nodes=5000, pairs=10_000)
 
 
+def _scheduler_cycle(nodes: int) -> float:
+    """Seconds of one decide() cycle on a busy cluster, default profile, 50,000 pending."""
+    from gpufleet.sched.bench import run_bench
+
+    return run_bench(nodes, 50_000).cycle_s
+
+
 BENCHES = [
     Bench(
         "catalog-cold-load",
@@ -131,6 +141,22 @@ BENCHES = [
         fn=_cluster_state_5000,
     ),
     Bench(
+        "scheduler-cycle-5000-nodes",
+        "one decide() cycle, busy 5,000 x 8 H100, 50,000 pending; budget = 1,000 decisions/s",
+        budget_s=50.0,
+        repeat=3,
+        fn=lambda: _scheduler_cycle(5000),
+        self_timed=True,
+    ),
+    Bench(
+        "scheduler-cycle-20000-nodes",
+        "the same on 20,000 nodes; budget = 4x the 5,000-node budget (linear)",
+        budget_s=200.0,
+        repeat=3,
+        fn=lambda: _scheduler_cycle(20_000),
+        self_timed=True,
+    ),
+    Bench(
         "validate-examples",
         "check every examples/*.yaml (warm catalog)",
         budget_s=0.25,
@@ -158,14 +184,17 @@ def main() -> int:
         "|---|---|---|---|---|---|",
     ]
     failed = False
+    medians: dict[str, float] = {}
     for bench in BENCHES:
         bench.fn()  # warm-up: imports and caches are not what we measure twice
         times = []
         for _ in range(bench.repeat):
             start = time.perf_counter()
-            bench.fn()
-            times.append(time.perf_counter() - start)
+            result = bench.fn()
+            elapsed = time.perf_counter() - start
+            times.append(float(result) if bench.self_timed else elapsed)  # type: ignore[arg-type]
         median = statistics.median(times)
+        medians[bench.name] = median
         ok = median <= bench.budget_s
         failed |= not ok
         lines.append(
@@ -173,6 +202,16 @@ def main() -> int:
             f"| {bench.budget_s} | {'yes' if ok else 'NO'} |"
         )
         print(lines[-1], flush=True)
+    small, large = (medians.get(f"scheduler-cycle-{n}-nodes") for n in ("5000", "20000"))
+    if small and large:  # same pending count: the cycle-time ratio is the per-decision ratio
+        ratio = large / small
+        sublinear = ratio < 4.0
+        failed |= not sublinear
+        lines += [
+            "",
+            f"Scheduler cost per decision, 20,000 vs 5,000 nodes: {ratio:.2f}x for 4x the nodes "
+            f"({'sub-linear' if sublinear else 'NOT sub-linear'}).",
+        ]
     report = "\n".join(lines) + "\n"
     print()
     print(report)

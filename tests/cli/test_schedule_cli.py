@@ -155,3 +155,18 @@ def test_profile_help_names_every_registered_profile() -> None:
     from gpufleet.sched.registry import PROFILES
 
     assert set(PROFILE_NAMES) == set(PROFILES)
+
+
+def test_bench_scheduler_busy_and_empty_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["bench", "scheduler", "--nodes", "32", "--pending", "200", "--format", "json"]
+    code, out, _ = run([*base, "--start", "empty"], capsys)
+    assert code == 0
+    assert json.loads(out)["running"] == 0
+    code, out, _ = run(base, capsys)
+    assert code == 0
+    busy = json.loads(out)
+    assert busy["start"] == "busy"
+    assert busy["running"] > 0
+    code, _, err = run([*base, "--start", "full"], capsys)
+    assert code == 2
+    assert "--start must be busy or empty" in err

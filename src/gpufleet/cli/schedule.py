@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from gpufleet.cli.output import check_format, wide_console
+from gpufleet.errors import UserError
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.jobs import JobSpec, JobsSpec
 from gpufleet.specs.load import load
@@ -187,12 +188,21 @@ def _text(p: Any) -> str:
 
 
 def bench_scheduler(
+    *,
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Nodes of 8 H100 GPUs.")] = 5000,
     gpus_per_node: Annotated[
         int, typer.Option("--gpus-per-node", min=8, max=8, help="8 (the synthetic cluster's).")
     ] = 8,
     pending: Annotated[int, typer.Option("--pending", min=1, help="Pending jobs.")] = 50_000,
-    profile: Annotated[str, typer.Option("--profile")] = "default",
+    profile: Annotated[str, typer.Option("--profile", help=PROFILE_HELP)] = "default",
+    start: Annotated[
+        str,
+        typer.Option(
+            "--start",
+            help="busy: the cycle runs on a cluster already filled by a first cycle (default); "
+            "empty: on an idle cluster.",
+        ),
+    ] = "busy",
     format: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
 ) -> None:
     """Time one scheduling cycle on a synthetic cluster: decisions/s, cycle and phase times."""
@@ -200,9 +210,13 @@ def bench_scheduler(
 
     fmt = check_format(format)
     del gpus_per_node  # fixed at 8 by the synthetic cluster; the option documents it
-    result = run_bench(nodes, pending, profile)
+    if start not in ("busy", "empty"):
+        raise UserError(f"--start must be busy or empty, got {start!r}")
+    result = run_bench(nodes, pending, profile, start="busy" if start == "busy" else "empty")
     data = {
         "nodes": result.nodes,
+        "start": start,
+        "running": result.running,
         "pending": result.pending,
         "admitted": result.admitted,
         "decisions_per_s": result.decisions_per_s,
@@ -214,7 +228,8 @@ def bench_scheduler(
         return
     console = wide_console()
     console.print(
-        f"{nodes:,} nodes × 8 GPUs, {pending:,} pending: {result.decisions_per_s:,.0f} decisions/s "
+        f"{nodes:,} nodes × 8 GPUs ({start}: {result.running:,} running), {pending:,} pending: "
+        f"{result.decisions_per_s:,.0f} decisions/s "
         f"(cycle {result.cycle_s:.2f} s, {result.admitted:,} admitted)"
     )
     for phase, seconds in result.timings_s.items():

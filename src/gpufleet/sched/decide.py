@@ -175,6 +175,7 @@ class _Cycle:
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, list[Request]] = {}
         self._slice_kinds: set[tuple[str, str]] | None = None
+        self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
 
     def requests(self, job: JobSpec) -> list[Request]:
         found = self._requests.get(job.name)
@@ -341,12 +342,23 @@ class _Cycle:
         blocked = [(r, n) for r, n in blocked if r.kind != "mig" or self._has_slices(r)]
         for plugin in self.plugins.preemptions:
             for req, need in blocked:
+                # A search that failed fails again until the state changes (any allocation,
+                # release or eviction bumps its version): a full cluster with a long queue
+                # must not repeat the same hopeless search for every job of the same shape.
+                mine = self.pctx.priority.get(job.name, 0)
+                key = (plugin.name, mine, job.team, req, need, job.topology.required, job.spot_ok)
+                failed = self._no_victims.get(key)
+                if failed is not None and failed[0] == self.b.version:
+                    tried |= failed[1]
+                    continue
                 cands = plugin.candidates(job, req, need, self.pctx)
                 if not cands:
+                    self._no_victims[key] = (self.b.version, False)
                     continue
                 tried = True
                 chosen = preempt.choose_victims(self.b, self.placement, job, req, cands)
                 if chosen is None:
+                    self._no_victims[key] = (self.b.version, True)
                     continue
                 freed = {v.name: usage_milli(self.b.usage(v.name)) for v in chosen}
                 with self.b.branch() as w:  # evict, then place; kept only if the placement holds

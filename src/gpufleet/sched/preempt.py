@@ -39,8 +39,10 @@ during which the victims checkpoint and exit.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from gpufleet.cluster import MILLI, Branch
@@ -102,6 +104,16 @@ class PreemptContext:
     book: QuotaBook
     now_s: float
 
+    @cached_property
+    def evictable_by_priority(self) -> tuple[list[int], list[tuple[JobSpec, PriorityClass]]]:
+        """Running jobs that any preemptor may evict, by ascending priority value, with the
+        values alone for bisection: a preemptor scans only the jobs below it."""
+        ranked = sorted(
+            ((job, cls) for job in self.running if (cls := _evictable(job, self)) is not None),
+            key=lambda jc: jc[1].value,
+        )
+        return [cls.value for _, cls in ranked], ranked
+
 
 class PreemptionPlugin(Protocol):
     """Names the running jobs a pending job may evict, cheapest first, and says why."""
@@ -154,11 +166,9 @@ class PriorityPreemption:
         self, job: JobSpec, request: Request, need_milli: int, ctx: PreemptContext
     ) -> list[Candidate]:
         mine = ctx.priority.get(job.name, 0)
+        values, ranked = ctx.evictable_by_priority
         out: list[Candidate] = []
-        for victim in ctx.running:
-            cls = _evictable(victim, ctx)
-            if cls is None or cls.value >= mine:
-                continue
+        for victim, cls in ranked[: bisect_left(values, mine)]:
             if victim.started_s is None or ctx.now_s - victim.started_s < MIN_RUNTIME_S:
                 continue
             cand = _candidate(victim, cls, request.accelerator, ctx)
