@@ -352,7 +352,7 @@ def test_mig_slice_placement() -> None:
     assert p.node == "a-0"
     assert p.mig_slices == ("a-0/gpu0/mig:3g.40gb#0",)
     assert d.flavors["chat"] == A100
-    assert "no free 7g.80gb MIG slice on a100-sxm4-80gb" in d.pending_reasons["big"]
+    assert "no a100-sxm4-80gb GPU is cut into 7g.80gb MIG slices" in d.pending_reasons["big"]
 
 
 def test_mig_slices_run_out() -> None:

@@ -353,6 +353,10 @@ class StateView(ABC):
             return iter(())
         return _guarded(s, s._version, (s._cluster.slice_name(sid) for sid in ids))
 
+    def has_slices(self, accelerator: str, profile: str) -> bool:
+        """Whether any GPU of the cluster is cut into `profile` slices (held or free): O(1)."""
+        return (accelerator, profile) in self._core()._slice_free
+
     def count_free_slices(self, accelerator: str, profile: str) -> int:
         ids = self._core()._slice_free.get((accelerator, profile))
         return 0 if ids is None else len(ids)

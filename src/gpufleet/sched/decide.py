@@ -174,7 +174,6 @@ class _Cycle:
         self.team_blocker: dict[str, str] = {}
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, list[Request]] = {}
-        self._slice_kinds: set[tuple[str, str]] | None = None
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
 
     def requests(self, job: JobSpec) -> list[Request]:
@@ -323,23 +322,16 @@ class _Cycle:
         if runtime is not None:
             self.ends.append((self.now_s + runtime, job.name))
 
-    def _has_slices(self, req: Request) -> bool:
-        """Whether any GPU is cut into `req`'s MIG profile (else evicting cannot help)."""
-        if self._slice_kinds is None:
-            self._slice_kinds = {
-                (node.accelerator, profile)
-                for node in self.b.cluster.nodes
-                for layout in node.mig
-                for profile, _ in layout
-            }
-        return (req.accelerator, req.mig_profile or "") in self._slice_kinds
-
     def _preempt_for(
         self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]
     ) -> bool:
         """Evict running jobs so `job` fits one of its blocked requests, plugin by plugin."""
         tried = False
-        blocked = [(r, n) for r, n in blocked if r.kind != "mig" or self._has_slices(r)]
+        blocked = [  # evicting cannot make a slice of a profile no GPU is cut into
+            (r, n)
+            for r, n in blocked
+            if r.kind != "mig" or self.b.has_slices(r.accelerator, r.mig_profile or "")
+        ]
         for plugin in self.plugins.preemptions:
             for req, need in blocked:
                 # A search that failed fails again until the state changes (any allocation,

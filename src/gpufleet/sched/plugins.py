@@ -346,6 +346,8 @@ class TopologyBestFit:
                 f"waiting: the free {profile} slices on {acc} are on spot capacity, which this "
                 "job may not use"
             )
+        if not view.has_slices(acc, profile):
+            return self._wait(f"waiting: no {acc} GPU is cut into {profile} MIG slices")
         return self._wait(f"waiting: no free {profile} MIG slice on {acc}")
 
     def _fraction(self, view: StateView, job: JobSpec, request: Request) -> Placed:
