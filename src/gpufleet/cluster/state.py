@@ -391,6 +391,10 @@ class StateView(ABC):
     def jobs(self) -> tuple[str, ...]:
         return tuple(sorted(self._core()._jobs))
 
+    def holds(self, job: str) -> bool:
+        """Whether `job` holds anything: O(1)."""
+        return job in self._core()._jobs
+
     def holdings(self, job: str) -> Holdings:
         """What `job` holds, O(its holdings); empty for a job that holds nothing."""
         s = self._core()

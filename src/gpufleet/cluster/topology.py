@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
@@ -316,6 +316,14 @@ class Cluster:
         return cls(tuple(spec.topology_levels), tuple(nodes), name=spec.name)
 
     # -- lookups ------------------------------------------------------------------------
+
+    @cached_property
+    def gpus_by_accelerator(self) -> Mapping[str, int]:
+        """GPUs of each accelerator type in the cluster (computed once)."""
+        out: dict[str, int] = {}
+        for node in self.nodes:
+            out[node.accelerator] = out.get(node.accelerator, 0) + node.gpus
+        return MappingProxyType(out)
 
     def node_index(self, name: str) -> int:
         n = self.tables.node_by_name.get(name)

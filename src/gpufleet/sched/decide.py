@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from gpufleet.cluster import (
@@ -120,23 +120,31 @@ def _priorities(jobs: list[JobSpec], teams: TeamsSpec) -> dict[str, int]:
     return out
 
 
-def _load(b: Branch, running: list[JobSpec], pending: list[JobSpec], teams: TeamsSpec) -> QuotaBook:
+def _load(
+    b: Branch,
+    running: list[JobSpec],
+    pending: list[JobSpec],
+    teams: TeamsSpec,
+    usage: Mapping[tuple[str, str], int] | None,
+) -> QuotaBook:
     """Phase 1: running jobs in place (unless already held), usage per team and flavor."""
+    if usage is not None:  # the caller keeps it, and vouches for the state (see decide())
+        return QuotaBook(teams, dict(usage))
     for job in running:
-        if not b.holdings(job.name).empty:
+        if b.holds(job.name):
             continue  # the state already holds it
         try:
             b.allocate(job.name, *_running_claims(job))
         except (AllocationError, UnknownNameError, ValueError) as e:
             raise InvalidPlacementError(f"running job {job.name}: {e}") from e
     for job in pending:
-        if not b.holdings(job.name).empty:
+        if b.holds(job.name):
             raise UserError(f"decide(): pending job {job.name} already holds GPUs")
     team_of = {j.name: j.team for j in running}
     used: dict[tuple[str, str], int] = {}
-    for team, usage in b.usage_by(lambda j: team_of.get(j, "")).items():
+    for team, held in b.usage_by(lambda j: team_of.get(j, "")).items():
         if team:
-            for acc, m in usage_milli(usage).items():
+            for acc, m in usage_milli(held).items():
                 used[(team, acc)] = m
     return QuotaBook(teams, used)
 
@@ -161,14 +169,11 @@ class _Cycle:
         self.flavors: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
         self.waiting = 0
-        # backfill: the reservation, and the jobs whose expected ends it may wait for
+        # backfill: the reservation, and the expected ends of jobs admitted in this cycle
+        # (those of running jobs are read only when a reservation is sought)
         self.reservation: backfill.Reservation | None = None
         self.reservation_tried = False
         self.ends: list[tuple[float, str]] = []
-        for job in pctx.running:
-            end = backfill.expected_end_s(job)
-            if end is not None:
-                self.ends.append((end, job.name))
         # strict FIFO: the job blocking everyone, and per team the job blocking its team
         self.blocker: str | None = None
         self.team_blocker: dict[str, str] = {}
@@ -263,7 +268,7 @@ class _Cycle:
         if not whole:
             return
         self.reservation_tried = True
-        ends = [(end, name) for end, name in self.ends if not self.b.holdings(name).empty]
+        ends = [(end, name) for end, name in self.running_ends() if self.b.holds(name)]
         best: backfill.Reservation | None = None
         for req in whole:
             res = backfill.find(self.b, self.placement, job, req, ends=ends, now_s=self.now_s)
@@ -282,6 +287,15 @@ class _Cycle:
             f"{backfill.eta_text(best.start_s - self.now_s)} (when {n} running "
             f"job{'s are' if n != 1 else ' is'} expected to end)"
         )
+
+    def running_ends(self) -> list[tuple[float, str]]:
+        """Expected ends of the jobs running at the start of the cycle, then of those admitted."""
+        out = []
+        for job in self.pctx.running:
+            end = backfill.expected_end_s(job)
+            if end is not None:
+                out.append((end, job.name))
+        return out + self.ends
 
     def _reservation_note(self, job: JobSpec, req: Request) -> str:
         res = self.reservation
@@ -382,6 +396,7 @@ def decide(
     now_s: float = 0.0,
     history: DecayedUsage | None = None,
     cycle: int = 0,
+    usage: Mapping[tuple[str, str], int] | None = None,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
@@ -392,21 +407,28 @@ def decide(
     occupy GPUs but count against no team and are never expected to end.
     `history` is the teams' decayed past use, for fair share; `cycle` is the
     caller's cycle number, echoed in the decisions.
+
+    `usage` ((team, flavor) -> milli-GPUs held by its running jobs) is for callers
+    that keep it incrementally (the simulator, the control plane): with it, the
+    caller vouches that `state` already holds every running job and that names do
+    not repeat, and the cycle skips those O(running) checks and the usage total,
+    so its cost follows the pending queue, not the cluster.
     """
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
     plugins = resolve(profile)
     if state.cluster is not cluster:
         raise UserError("decide(): the state belongs to a different cluster")
-    seen = Counter(j.name for j in [*running, *pending])
-    dupes = sorted(n for n, k in seen.items() if k > 1)
-    if dupes:
-        raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
-    if backfill.HOLDER in seen:
-        raise UserError("decide(): a job name may not be the reservation placeholder")
+    if usage is None:
+        seen = Counter(j.name for j in [*running, *pending])
+        dupes = sorted(n for n, k in seen.items() if k > 1)
+        if dupes:
+            raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
+        if backfill.HOLDER in seen:
+            raise UserError("decide(): a job name may not be the reservation placeholder")
     t0 = clock()
     with _what_if(state) as b:
-        book = _load(b, running, pending, teams)  # 1. snapshot
+        book = _load(b, running, pending, teams, usage)  # 1. snapshot
         t1 = clock()
         timings["snapshot"] = t1 - t0
         priority = _priorities(pending, teams)
@@ -414,7 +436,7 @@ def decide(
         pctx = preempt.PreemptContext(
             running=running,
             priority=priority,
-            classes={j.name: preempt.priority_class(j, teams) for j in running},
+            teams=teams,
             held_milli=lambda name: usage_milli(b.usage(name)),
             book=book,
             now_s=now_s,
@@ -469,9 +491,7 @@ def _dominant_share(
     cluster: Cluster, book: QuotaBook, history: DecayedUsage | None, now_s: float
 ) -> Callable[[str], float]:
     """team -> weighted dominant share, read live from the quota book (see OrderContext)."""
-    capacity: dict[str, int] = {}
-    for node in cluster.nodes:
-        capacity[node.accelerator] = capacity.get(node.accelerator, 0) + node.gpus
+    capacity = cluster.gpus_by_accelerator
     weights = {name: t.weight for name, t in book.teams.items()}
 
     def share(team: str) -> float:
@@ -491,7 +511,7 @@ def _relayouts(b: Branch, cyc: _Cycle, now_s: float) -> tuple[Relayout, ...]:
     if not cyc.unplaced_slices:
         return ()
     ends: dict[str, float | None] = {j.name: backfill.expected_end_s(j) for j in cyc.pctx.running}
-    ends.update({name: end for end, name in cyc.ends})
+    ends.update({name: end for end, name in cyc.ends})  # admitted in this cycle
     return relayout.propose(b, cyc.unplaced_slices, ends, now_s)
 
 

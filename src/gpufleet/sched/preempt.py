@@ -59,7 +59,10 @@ WOULD_NOT_HELP = "preempting the jobs it may evict would not free enough"
 
 
 def priority_class(job: JobSpec, teams: TeamsSpec) -> PriorityClass | None:
-    """The job's priority class (its own, else its team's default); None if neither is known."""
+    """The job's priority class (its own, else its team's default); None if neither is known.
+
+    (`PreemptContext.classes` does the same for every running job at once.)
+    """
     name = job.priority_class
     if name is None:
         team = next((t for t in teams.teams if t.name == job.team), None)
@@ -99,10 +102,19 @@ class PreemptContext:
 
     running: Sequence[JobSpec]
     priority: Mapping[str, int]  # pending job -> priority value
-    classes: Mapping[str, PriorityClass | None]  # running job -> its class
+    teams: TeamsSpec
     held_milli: Callable[[str], Mapping[str, int]]  # running job -> flavor -> milli held now
     book: QuotaBook
     now_s: float
+
+    @cached_property
+    def classes(self) -> Mapping[str, PriorityClass | None]:
+        """Running job -> its priority class; built on first use (most cycles never preempt)."""
+        by_name = {c.name: c for c in self.teams.priority_classes}
+        default = {t.name: t.default_priority for t in self.teams.teams}
+        return {
+            j.name: by_name.get(j.priority_class or default.get(j.team, "")) for j in self.running
+        }
 
     @cached_property
     def evictable_by_priority(self) -> tuple[list[int], list[tuple[JobSpec, PriorityClass]]]:
