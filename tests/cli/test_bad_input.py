@@ -128,7 +128,9 @@ CASES = [
     ),
     pytest.param(
         "model: {preset: llama-3-8b}\n",
-        ["kind: required field missing; one of training, inference, cluster, teams, plan, jobs"],
+        [
+            "kind: required field missing; one of training, inference, cluster, teams, plan, jobs, workload"
+        ],
         id="missing-kind",
     ),
     pytest.param(

@@ -88,9 +88,20 @@ class Candidate:
         return (self.lost_gpu_s, -self.milli, self.job.name)
 
 
+def last_checkpoint_s(job: JobSpec, now_s: float) -> float | None:
+    """The last checkpoint: as reported, else the last multiple of the job's checkpoint
+    interval since its start (an assumption: it checkpoints on schedule), else its start."""
+    if job.last_checkpoint_s is not None:
+        return job.last_checkpoint_s
+    start, every = job.started_s, job.checkpoint_interval_s
+    if start is None or every is None or now_s <= start:
+        return start
+    return start + every * ((now_s - start) // every)
+
+
 def lost_work_gpu_s(job: JobSpec, milli_held: int, now_s: float) -> float:
     """GPUs held × seconds since the last checkpoint (or the start); 0 if neither is known."""
-    since = job.last_checkpoint_s if job.last_checkpoint_s is not None else job.started_s
+    since = last_checkpoint_s(job, now_s)
     if since is None:
         return 0.0
     return milli_held / MILLI * max(0.0, now_s - since)
@@ -164,7 +175,9 @@ def _grace_s(victim: Candidate) -> float:
 
 
 def _lost_text(victim: Candidate) -> str:
-    since = "since last checkpoint" if victim.job.last_checkpoint_s is not None else "since start"
+    job = victim.job
+    checkpointed = job.last_checkpoint_s is not None or job.checkpoint_interval_s is not None
+    since = "since last checkpoint" if checkpointed else "since start"
     lost_h = victim.lost_gpu_s / 3600
     return f"lost work {lost_h:.3g} GPU-h {since}; grace period {_grace_s(victim):g} s"
 

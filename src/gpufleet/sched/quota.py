@@ -18,7 +18,7 @@ from gpufleet.cluster import MILLI, Usage
 from gpufleet.sched.framework import Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
 from gpufleet.specs.jobs import JobSpec
-from gpufleet.specs.teams import Team, TeamsSpec
+from gpufleet.specs.teams import Quota, Team, TeamsSpec
 
 QUOTA = "quota"
 MILLI_PER_EIGHTH = MILLI // FRACTION_STEPS
@@ -62,10 +62,20 @@ class QuotaBook:
     def __init__(self, teams: TeamsSpec, used: dict[tuple[str, str], int]) -> None:
         self.teams = {t.name: t for t in teams.teams}
         self.used = used
+        self._quota: dict[tuple[str, str], Quota | None] = {}
+        # lend pools depend on every cohort member's use: cached until the next `add`
+        self._pool: dict[tuple[str, str], int] = {}
+        self._limit: dict[tuple[str, str], int | None] = {}
+
+    def quota(self, team: str, flavor: str) -> Quota | None:
+        key = (team, flavor)
+        if key not in self._quota:
+            t = self.teams.get(team)
+            self._quota[key] = t.quota_for(flavor) if t else None
+        return self._quota[key]
 
     def guaranteed(self, team: str, flavor: str) -> int:
-        t = self.teams.get(team)
-        q = t.quota_for(flavor) if t else None
+        q = self.quota(team, flavor)
         return 0 if q is None else q.guaranteed_gpus * MILLI
 
     def borrowed(self, team: str, flavor: str) -> int:
@@ -77,17 +87,21 @@ class QuotaBook:
         used of them (by themselves beyond what they keep, or by borrowers). Negative when
         others have borrowed part of `team`'s own guarantee (taken back by preemption).
         """
+        cached = self._pool.get((team.name, flavor))
+        if cached is not None:
+            return cached
         lendable = consumed = 0
         for other in self.teams.values():
             if other.name == team.name or other.cohort != team.cohort:
                 continue
-            q = other.quota_for(flavor)
+            q = self.quota(other.name, flavor)
             if q is None:
                 continue
             lend = q.lendable_gpus * MILLI
             lendable += lend
             kept = q.guaranteed_gpus * MILLI - lend
             consumed += max(0, self.used.get((other.name, flavor), 0) - kept)
+        self._pool[(team.name, flavor)] = lendable - consumed
         return lendable - consumed
 
     def limit(self, team: Team, flavor: str) -> int | None:
@@ -96,14 +110,20 @@ class QuotaBook:
         Its guarantee always; plus, when it may borrow, what its cohort has idle to
         lend; capped by `max_gpus`.
         """
-        q = team.quota_for(flavor)
+        key = (team.name, flavor)
+        if key in self._limit:
+            return self._limit[key]
+        q = self.quota(team.name, flavor)
         if q is None:
+            self._limit[key] = None
             return None
         allowed = q.guaranteed_gpus * MILLI
         if team.cohort is not None and q.borrowing:
             allowed += max(0, self.lend_pool(team, flavor))
         cap = q.max_gpus
-        return allowed if cap is None else min(allowed, cap * MILLI)
+        out = allowed if cap is None else min(allowed, cap * MILLI)
+        self._limit[key] = out
+        return out
 
     def check(self, job: JobSpec, flavor: str, need: int) -> Status:
         team = self.teams.get(job.team)
@@ -112,7 +132,7 @@ class QuotaBook:
             return Status(
                 "unschedulable", f"cannot run: team {job.team} is not in the teams file ({known})"
             )
-        q = team.quota_for(flavor)
+        q = self.quota(team.name, flavor)
         if q is None:
             return Status(
                 "unschedulable", f"cannot run: team {team.name} has no quota for {flavor}", QUOTA
@@ -138,3 +158,5 @@ class QuotaBook:
 
     def add(self, team: str, flavor: str, milli: int) -> None:
         self.used[(team, flavor)] = self.used.get((team, flavor), 0) + milli
+        self._pool.clear()
+        self._limit.clear()

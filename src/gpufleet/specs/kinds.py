@@ -16,6 +16,7 @@ from gpufleet.specs.model import ModelArch
 from gpufleet.specs.plan import PlanSpec
 from gpufleet.specs.teams import TeamsSpec
 from gpufleet.specs.training import TrainingSpec
+from gpufleet.specs.workload import WorkloadSpec
 
 SPEC_KINDS: dict[str, type[BaseModel]] = {
     "training": TrainingSpec,
@@ -24,6 +25,7 @@ SPEC_KINDS: dict[str, type[BaseModel]] = {
     "teams": TeamsSpec,
     "plan": PlanSpec,
     "jobs": JobsSpec,
+    "workload": WorkloadSpec,
 }
 # Schemas users may ask for: every kind plus the parts worth reading alone.
 SCHEMAS: dict[str, type[BaseModel]] = {**SPEC_KINDS, "model": ModelArch}
