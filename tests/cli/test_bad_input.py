@@ -129,7 +129,8 @@ CASES = [
     pytest.param(
         "model: {preset: llama-3-8b}\n",
         [
-            "kind: required field missing; one of training, inference, cluster, teams, plan, jobs, workload"
+            "kind: required field missing; one of training, inference, cluster, teams, plan, "
+            "jobs, workload"
         ],
         id="missing-kind",
     ),

@@ -180,6 +180,10 @@ class _Cycle:
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, list[Request]] = {}
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
+        # failed evaluations by job shape, valid while the state version is unchanged
+        self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
+        self._why: list[str] = []
+        self._reserved_now = False
 
     def requests(self, job: JobSpec) -> list[Request]:
         found = self._requests.get(job.name)
@@ -196,9 +200,51 @@ class _Cycle:
         """True when every way to run `job` takes its team beyond its guarantee."""
         return all(self._borrows(job, r) for r in self.requests(job))
 
+    def _memo_key(self, job: JobSpec) -> tuple[object, ...] | None:
+        """What decides a job's fate in this cycle besides the state; None: do not memoise.
+
+        Two pending jobs with the same key meet the same quota, placement, preemption and
+        backfill answers at the same state version, so a long queue of look-alike jobs
+        (a simulator's, a busy cluster's) costs one evaluation per shape, not per job.
+        """
+        if job.workload is not None:
+            return None  # sized from its model and load: not worth keying
+        return (
+            job.team,
+            job.gpus,
+            job.workers,
+            tuple(job.accelerators),
+            job.mig_profile,
+            job.gpu_fraction,
+            job.topology.required,
+            job.spot_ok,
+            self.pctx.priority.get(job.name, 0),
+            # a reservation lets only jobs that end before it use its GPUs
+            self.reservation is not None
+            and backfill.ends_before(job, self.reservation, self.now_s),
+        )
+
     def run(self, job: JobSpec) -> None:
         if self._strictly_blocked(job):
             return
+        key = self._memo_key(job)
+        if key is not None:
+            hit = self._memo.get(key)
+            if hit is not None and hit[0] == self.b.version:
+                self.unplaced_slices.extend((job.name, r) for r in hit[2])
+                self.reasons[job.name] = _sentence(hit[1], self.waiting)
+                self.waiting += 1
+                return
+        version = self.b.version
+        self._reserved_now = False
+        self._evaluate(job)
+        failed_quietly = job.name in self.reasons and not self._reserved_now
+        if key is not None and failed_quietly and self.b.version == version:
+            # a failure that changed nothing: the same shape fails the same way until it does
+            slices = tuple(r for n, r in self.unplaced_slices if n == job.name)
+            self._memo[key] = (version, self._why, slices)
+
+    def _evaluate(self, job: JobSpec) -> None:
         clock = time.perf_counter
         # flavors within the team's guarantee first, then those that would borrow (Kueue's
         # flavor fungibility: never borrow one flavor while another is owed)
@@ -234,6 +280,7 @@ class _Cycle:
             self._blocked(job, blocked, why)
         finally:
             self.timings["place"] += clock() - t
+        self._why = why
         self.reasons[job.name] = _sentence(why, self.waiting)
         self.waiting += 1
 
@@ -268,6 +315,7 @@ class _Cycle:
         if not whole:
             return
         self.reservation_tried = True
+        self._reserved_now = True
         ends = [(end, name) for end, name in self.running_ends() if self.b.holds(name)]
         best: backfill.Reservation | None = None
         for req in whole:
@@ -397,6 +445,7 @@ def decide(
     history: DecayedUsage | None = None,
     cycle: int = 0,
     usage: Mapping[tuple[str, str], int] | None = None,
+    keep: bool = False,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
@@ -412,13 +461,22 @@ def decide(
     that keep it incrementally (the simulator, the control plane): with it, the
     caller vouches that `state` already holds every running job and that names do
     not repeat, and the cycle skips those O(running) checks and the usage total,
-    so its cost follows the pending queue, not the cluster.
+    so its cost follows the pending queue, not the cluster. Running jobs' placements
+    are then not read.
+
+    `keep=True` (a `State` or `Branch` only) commits the cycle's what-if instead of
+    rolling it back, leaving `state` exactly as applying the decisions would
+    (victims released, admitted jobs allocated; the reservation placeholder
+    removed): a simulator then does not redo every allocation. The decisions are
+    the same either way.
     """
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
     plugins = resolve(profile)
     if state.cluster is not cluster:
         raise UserError("decide(): the state belongs to a different cluster")
+    if keep and isinstance(state, Snapshot):
+        raise UserError("decide(keep=True) needs a State or Branch: a snapshot is read-only")
     if usage is None:
         seen = Counter(j.name for j in [*running, *pending])
         dupes = sorted(n for n, k in seen.items() if k > 1)
@@ -461,7 +519,11 @@ def decide(
         t3 = clock()
         relayouts = _relayouts(b, cyc, now_s)
         reserved = cyc.reservation
-    # 5. commit: the what-if has rolled back; decisions go out as data
+        if keep:
+            if b.holds(backfill.HOLDER):
+                b.release_job(backfill.HOLDER)
+            b.commit()
+    # 5. commit: the what-if has rolled back (or been kept); decisions go out as data
     decisions = Decisions(
         admitted=cyc.admitted,
         preempted=cyc.preempted,

@@ -1,0 +1,397 @@
+"""The discrete-event simulator: a workload replayed on a cluster through `sched.decide()`.
+
+Deterministic by construction: one heap keyed by (time, event priority, sequence
+number), an injected `numpy.random.Generator` (failures, spot reclaims), no
+global state and no wall clock, so the same inputs and seed give byte-identical
+results.
+
+Events, in the order they are handled at one instant: finish, failure, spot
+reclaim, repair, arrival, then one scheduling cycle. A cycle runs at most every
+`cycle_interval_s` (events in between are batched, as Kueue and Slurm batch),
+and only when something happened that could change a decision.
+
+What a job does when it runs:
+
+- **training / batch / interactive** — it needs `duration_s` of useful work. A
+  restarted attempt first pays `restart_overhead_s` (reload, warm-up). When it
+  is preempted or its node fails, work since its last checkpoint is lost (it
+  checkpoints every `checkpoint_interval_s` of useful work; without an interval
+  everything since the attempt started is lost) and it rejoins the queue with
+  its original submission time.
+- **inference** — a service replica wanted for the window [arrival, arrival +
+  duration]: however late it starts, it ends at the window's end, and served
+  time / wanted time is its SLO attainment (capacity, not latency: the latency
+  model is the inference estimator's job).
+
+Failures: each GPU fails with rate 1/`gpu_mtbf_h`; a failure takes its node down
+(its jobs are killed as by preemption) for an exponential repair time. Spot: each
+spot node is reclaimed at `reclaim_per_node_per_day`; its jobs get `notice_s`
+(a job with a checkpoint interval saves its work in the notice; others lose it)
+and the node returns after an exponential time.
+
+Simplifications, on purpose: the preemption grace period is not simulated (GPUs
+change hands at once); checkpoint writes cost no time; MIG re-layout proposals
+are counted, not applied.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpufleet.cluster import MILLI, Cluster, State, Whole
+from gpufleet.sched.apply import placement_spec
+from gpufleet.sched.decide import decide
+from gpufleet.sched.fairshare import DecayedUsage
+from gpufleet.sched.framework import Decisions, Placement
+from gpufleet.sched.quota import slice_milli
+from gpufleet.sim.metrics import MetricsRecorder, SimMetrics
+from gpufleet.sim.workload import TraceJob, Workload
+from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.teams import TeamsSpec
+
+# event priorities at one instant: resources come back before they are handed out
+FINISH, FAILURE, RECLAIM, REPAIR, ARRIVAL, CYCLE, SAMPLE = range(7)
+DOWN = "\x00down:"  # holder of a failed or reclaimed node's GPUs
+
+
+@dataclass(frozen=True)
+class FailureModel:
+    gpu_mtbf_h: float | None = None  # mean time between failures per GPU; None: no failures
+    repair_mean_h: float = 4.0
+
+
+@dataclass(frozen=True)
+class SpotModel:
+    reclaim_per_node_per_day: float = 0.0
+    notice_s: float = 120.0
+    return_mean_h: float = 2.0
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    profile: str = "default"
+    seed: int = 0
+    cycle_interval_s: float = 10.0
+    restart_overhead_s: float = 300.0
+    failures: FailureModel = field(default_factory=FailureModel)
+    spot: SpotModel = field(default_factory=SpotModel)
+    horizon_s: float | None = None  # stop here; None: when every job is done (or can never run)
+    sample_interval_s: float = 600.0
+    fair_share_half_life_s: float = 7 * 86_400.0
+
+
+@dataclass
+class _Run:
+    """One job's life in the simulation (mutable, private to the engine)."""
+
+    trace: TraceJob
+    remaining_s: float  # useful work still to do
+    attempt: int = 0
+    first_start_s: float | None = None
+    start_s: float = 0.0  # of the current attempt
+    overhead_s: float = 0.0  # restart overhead of the current attempt
+    milli: dict[str, int] = field(default_factory=dict)  # flavor -> milli-GPUs held now
+    gpus: float = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
+    attained_gpu_s: float = 0.0
+    served_s: float = 0.0  # inference: time running inside its window
+
+
+@dataclass(frozen=True)
+class SimResult:
+    metrics: SimMetrics
+    cycles: int
+    events: int
+    decide_s: float  # wall time inside decide(), for the benchmark
+
+
+class Simulation:
+    """One run: build with a cluster, teams, workload and config; `run()` once."""
+
+    def __init__(
+        self, cluster: Cluster, teams: TeamsSpec, workload: Workload, config: SimConfig
+    ) -> None:
+        self.cluster, self.teams, self.workload, self.config = cluster, teams, workload, config
+        self.rng = np.random.default_rng(config.seed)
+        self.state = State(cluster)
+        self.now_s = 0.0
+        self._heap: list[tuple[float, int, int, str]] = []
+        self._seq = 0
+        self.runs = {j.name: _Run(j, j.duration_s) for j in workload.jobs}
+        self.pending: dict[str, JobSpec] = {}
+        self.running: dict[str, JobSpec] = {}
+        self.usage: dict[tuple[str, str], int] = {}
+        self.history = DecayedUsage(half_life_s=config.fair_share_half_life_s)
+        self._history_at = 0.0
+        self._cycle_due: float | None = None
+        self._last_cycle_s = -math.inf
+        self.cycles = self.events = 0
+        self.decide_s = 0.0
+        self.down: set[str] = set()
+        self._arrivals_left = len(workload.jobs)
+        self.metrics = MetricsRecorder(cluster, teams, workload)
+
+    # -- the event queue ---------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, payload: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, payload))
+
+    def _want_cycle(self) -> None:
+        t = max(self.now_s, self._last_cycle_s + self.config.cycle_interval_s)
+        if self._cycle_due is None or t < self._cycle_due:
+            self._cycle_due = t
+            self._push(t, CYCLE, "")
+
+    def run(self) -> SimResult:
+        for job in self.workload.jobs:
+            self._push(job.submit_s, ARRIVAL, job.name)
+        self._schedule_failures()
+        self._push(0.0, SAMPLE, "")
+        handlers: dict[int, Callable[[str], None]] = {
+            FINISH: self._finish,
+            FAILURE: self._failure,
+            RECLAIM: self._reclaim,
+            REPAIR: self._repair,
+            ARRIVAL: self._arrive,
+            CYCLE: self._cycle,
+            SAMPLE: self._sample,
+        }
+        horizon = self.config.horizon_s
+        while self._heap:
+            t, kind, _, payload = heapq.heappop(self._heap)
+            if horizon is not None and t > horizon:
+                break
+            if kind in (SAMPLE, FAILURE, RECLAIM) and not self._has_work():
+                continue  # nothing can change any more: these stop, and so does the run
+            self.now_s = t
+            self.events += 1
+            handlers[kind](payload)
+        end = self.now_s if horizon is None else horizon
+        self.metrics.close(end, self.runs)
+        return SimResult(self.metrics.result(), self.cycles, self.events, self.decide_s)
+
+    def _has_work(self) -> bool:
+        """Whether anything can still happen: arrivals to come, jobs running, nodes to return.
+        Pending jobs alone cannot change anything, so a queue that can never run ends the run."""
+        return self._arrivals_left > 0 or bool(self.running) or bool(self.down)
+
+    # -- arrivals, finishes --------------------------------------------------------------
+
+    def _arrive(self, name: str) -> None:
+        self._arrivals_left -= 1
+        run = self.runs[name]
+        self.pending[name] = run.trace.to_job_spec()
+        self.metrics.arrived(run.trace)
+        self._want_cycle()
+
+    def _finish(self, payload: str) -> None:
+        name, attempt = payload.rsplit("#", 1)
+        run = self.runs[name]
+        if name not in self.running or run.attempt != int(attempt):
+            return  # stale: preempted or failed since
+        self._stop(name)
+        if run.trace.kind == "inference":
+            run.served_s += self.now_s - run.start_s
+        run.remaining_s = 0.0
+        self.metrics.completed(run, self.now_s)
+        self._want_cycle()
+
+    def _stop(self, name: str, *, released: bool = False) -> None:
+        run = self.runs[name]
+        del self.running[name]
+        if not released:
+            self.state.release_job(name)
+        self._account(run.trace.team, run.milli, -1)
+        self.metrics.released(self.now_s, run)
+        run.attained_gpu_s += sum(run.milli.values()) / MILLI * (self.now_s - run.start_s)
+        run.milli = {}
+
+    def _account(self, team: str, milli: dict[str, int], sign: int) -> None:
+        self._advance_history()
+        for acc, m in milli.items():
+            key = (team, acc)
+            self.usage[key] = self.usage.get(key, 0) + sign * m
+            if self.usage[key] == 0:
+                del self.usage[key]
+
+    def _advance_history(self) -> None:
+        if self.now_s > self._history_at:
+            held = {k: v / MILLI for k, v in self.usage.items()}
+            self.history = self.history.advance(self.now_s, held)
+            self._history_at = self.now_s
+
+    # -- scheduling ----------------------------------------------------------------------
+
+    def _cycle(self, _: str) -> None:
+        if self._cycle_due is None or self.now_s < self._cycle_due:
+            return  # superseded by an earlier cycle
+        self._cycle_due = None
+        self._last_cycle_s = self.now_s
+        if not self.pending:
+            return
+        self.cycles += 1
+        self._advance_history()
+        t0 = time.perf_counter()
+        d = decide(
+            self.cluster,
+            self.state,
+            list(self.running.values()),
+            list(self.pending.values()),
+            self.teams,
+            profile=self.config.profile,
+            now_s=self.now_s,
+            history=self.history,
+            cycle=self.cycles,
+            usage=self.usage,
+            keep=True,  # the state is left as applying the decisions would leave it
+        )
+        self.decide_s += time.perf_counter() - t0
+        self._apply(d)
+
+    def _apply(self, d: Decisions) -> None:
+        for victim in d.preempted:
+            self._interrupt(victim, notice_saves=False, released=True)
+            self.metrics.preempted()
+        for name, placements in d.admitted.items():
+            self._start(name, placements, d.flavors[name])
+        self.metrics.relayouts += len(d.relayouts)
+
+    def _start(self, name: str, placements: tuple[Placement, ...], flavor: str) -> None:
+        run = self.runs[name]
+        spec = self.pending.pop(name)  # decide(keep=True) has allocated it
+        run.milli = {flavor: _milli(self.cluster, placements)}
+        run.gpus = run.milli[flavor] / MILLI
+        self._account(run.trace.team, run.milli, +1)
+        run.start_s = self.now_s
+        run.overhead_s = self.config.restart_overhead_s if run.attempt > 0 else 0.0
+        if run.first_start_s is None:
+            run.first_start_s = self.now_s
+        self.running[name] = spec.model_copy(
+            update={
+                "state": "running",
+                "placement": [placement_spec(p) for p in placements],
+                "started_s": self.now_s,
+                "attained_gpu_s": run.attained_gpu_s,
+            }
+        )
+        self.metrics.allocated(self.now_s, run)
+        if run.trace.kind == "inference":
+            end = max(self.now_s, run.trace.submit_s + run.trace.duration_s)
+        else:
+            end = self.now_s + run.overhead_s + run.remaining_s
+        self._push(end, FINISH, f"{name}#{run.attempt}")
+
+    def _interrupt(self, name: str, *, notice_saves: bool, released: bool = False) -> None:
+        """Stop a running job (preemption, failure, spot reclaim) and put it back in the queue."""
+        run = self.runs[name]
+        progress = self.now_s - run.start_s
+        gpus = sum(run.milli.values()) / MILLI
+        self._stop(name, released=released)
+        if run.trace.kind == "inference":
+            run.served_s += progress
+            saved = lost = 0.0
+        else:
+            useful = max(0.0, progress - run.overhead_s)
+            every = run.trace.checkpoint_interval_s
+            if notice_saves and every is not None:
+                saved = useful
+            elif every is not None:
+                saved = every * (useful // every)
+            else:
+                saved = 0.0
+            lost = useful - saved + min(progress, run.overhead_s)
+            run.remaining_s = max(0.0, run.remaining_s - saved)
+        self.metrics.lost(gpus * lost)
+        run.attempt += 1
+        window_over = (
+            run.trace.kind == "inference"
+            and self.now_s >= run.trace.submit_s + run.trace.duration_s
+        )
+        if window_over:
+            self.metrics.completed(run, self.now_s)
+            return
+        self.pending[name] = run.trace.to_job_spec().model_copy(
+            update={"attained_gpu_s": run.attained_gpu_s}
+        )
+        self._want_cycle()
+
+    # -- failures and spot ---------------------------------------------------------------
+
+    def _schedule_failures(self) -> None:
+        f, s = self.config.failures, self.config.spot
+        for node in self.cluster.nodes:
+            if f.gpu_mtbf_h:
+                self._push(self._after(f.gpu_mtbf_h * 3600 / node.gpus), FAILURE, node.name)
+            if node.capacity == "spot" and s.reclaim_per_node_per_day > 0:
+                self._push(self._after(86_400 / s.reclaim_per_node_per_day), RECLAIM, node.name)
+
+    def _after(self, mean_s: float) -> float:
+        return self.now_s + float(self.rng.exponential(mean_s))
+
+    def _take_down(self, node: str, *, notice_saves: bool) -> None:
+        for job in self.state.jobs_on(node):
+            if job in self.running:
+                self._interrupt(job, notice_saves=notice_saves)
+        free = self.state.free_gpu_ids(node)
+        if free:
+            self.state.allocate(DOWN + node, Whole(node, free))
+        self.down.add(node)
+        self.metrics.node_down(self.now_s, self.cluster.node(node).gpus)
+
+    def _failure(self, node: str) -> None:
+        if node in self.down:
+            return
+        self.metrics.failures += 1
+        self._take_down(node, notice_saves=False)
+        self._push(self._after(self.config.failures.repair_mean_h * 3600), REPAIR, node)
+
+    def _reclaim(self, node: str) -> None:
+        if node in self.down:
+            return
+        self.metrics.spot_reclaims += 1
+        self._take_down(node, notice_saves=True)
+        self._push(self._after(self.config.spot.return_mean_h * 3600), REPAIR, node)
+
+    def _repair(self, node: str) -> None:
+        if node not in self.down:
+            return
+        self.state.release_job(DOWN + node)
+        self.down.discard(node)
+        self.metrics.node_up(self.now_s, self.cluster.node(node).gpus)
+        f, s = self.config.failures, self.config.spot
+        gpus = self.cluster.node(node).gpus
+        if f.gpu_mtbf_h:
+            self._push(self._after(f.gpu_mtbf_h * 3600 / gpus), FAILURE, node)
+        if self.cluster.node(node).capacity == "spot" and s.reclaim_per_node_per_day > 0:
+            self._push(self._after(86_400 / s.reclaim_per_node_per_day), RECLAIM, node)
+        self._want_cycle()
+
+    # -- sampling ------------------------------------------------------------------------
+
+    def _sample(self, _: str) -> None:
+        self.metrics.sample(self.now_s, self.state, self.pending.values())
+        self._push(self.now_s + self.config.sample_interval_s, SAMPLE, "")
+
+
+def _milli(cluster: Cluster, placements: tuple[Placement, ...]) -> int:
+    """Milli-GPUs a placement holds, weighing MIG slices by their share of the GPU."""
+    total = 0
+    for p in placements:
+        total += len(p.gpus) * MILLI + p.milli
+        for sid in p.mig_slices:
+            info = cluster.slice_info(sid)
+            total += slice_milli(info.accelerator, info.profile)
+    return total
+
+
+def simulate(
+    cluster: Cluster, teams: TeamsSpec, workload: Workload, config: SimConfig
+) -> SimResult:
+    """Run one simulation (see the module docstring)."""
+    return Simulation(cluster, teams, workload, config).run()

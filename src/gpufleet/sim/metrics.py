@@ -1,0 +1,323 @@
+"""What a simulation measured: the recorder the engine feeds, and the stable result fields.
+
+Definitions (the JSON field names are stable; docs/guide/simulate.md repeats them):
+
+- `gpu_allocation_ratio` — time-weighted GPUs held by jobs (whole GPUs, shares, MIG
+  slices weighed by their compute share) ÷ the cluster's GPUs, from the first arrival
+  to the end of the run.
+- `busy_utilization` — the same weighted by each job's declared `busy_fraction`, over
+  the jobs that declare one (None when none does).
+- `goodput_ratio` — useful GPU-hours (work that counted toward completion) ÷ GPU-hours
+  held; the rest was lost to preemption, failures and restart overhead.
+- `wait_s`, `jct_s` — p50/p95/p99 of queue wait (first start − arrival) and job
+  completion time (end − arrival) over completed jobs; also per team and per kind.
+- `jain_fairness` — Jain's index over teams of (share of GPU-hours held ÷ entitled
+  share); entitlement is the team's share of guaranteed GPUs, or equal when no team
+  has a guarantee. 1 is perfectly fair; 1/n is one team taking everything.
+- `slo_attainment` — inference replicas: served time inside their window ÷ wanted
+  time (None without inference jobs).
+- `preemptions`, `lost_gpu_hours` — evictions by the scheduler; GPU-hours of work lost
+  to evictions, failures and spot reclaims, plus restart overhead.
+- `fragmented_gpus_mean` — sampled: free whole GPUs that no pending request could use
+  (on nodes with fewer free GPUs than the smallest pending worker of that type); 0
+  when nothing is pending.
+- `jobs_completed`, `gpu_hours_completed` — and `jobs_unfinished` (never started or
+  still running at the end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpufleet.cluster import MILLI, Cluster, State
+from gpufleet.sim.workload import TraceJob, Workload
+from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.teams import TeamsSpec
+
+if TYPE_CHECKING:
+    from gpufleet.sim.engine import _Run
+
+
+def percentiles(values: Iterable[float]) -> dict[str, float | None]:
+    arr = np.fromiter(values, dtype=float)
+    if arr.size == 0:
+        return {"p50": None, "p95": None, "p99": None}
+    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
+    return {"p50": float(p50), "p95": float(p95), "p99": float(p99)}
+
+
+def jain(values: Iterable[float]) -> float | None:
+    """Jain's fairness index (Σx)² / (n Σx²); None for no values, 1.0 when all are zero."""
+    x = np.fromiter(values, dtype=float)
+    if x.size == 0:
+        return None
+    denom = x.size * float(np.sum(x * x))
+    return 1.0 if denom == 0 else float(np.sum(x)) ** 2 / denom
+
+
+@dataclass(frozen=True)
+class Sample:
+    t_s: float
+    allocated_ratio: float
+    pending: int
+    running: int
+    fragmented_gpus: int
+
+
+@dataclass(frozen=True)
+class SimMetrics:
+    """The run's results (the stable JSON fields, plus the time series for plots)."""
+
+    gpu_allocation_ratio: float
+    busy_utilization: float | None
+    goodput_ratio: float | None
+    wait_s: Mapping[str, float | None]
+    jct_s: Mapping[str, float | None]
+    jain_fairness: float | None
+    slo_attainment: float | None
+    preemptions: int
+    lost_gpu_hours: float
+    fragmented_gpus_mean: float
+    jobs_completed: int
+    jobs_unfinished: int
+    gpu_hours_completed: float
+    jobs_per_day: float
+    gpu_hours_per_day: float
+    failures: int
+    spot_reclaims: int
+    relayout_proposals: int
+    duration_s: float
+    per_team: Mapping[str, Mapping[str, Any]]
+    per_kind: Mapping[str, Mapping[str, Any]]
+    samples: tuple[Sample, ...] = field(default=(), repr=False)
+    waits: tuple[float, ...] = field(default=(), repr=False)  # every completed job's wait
+    jcts: tuple[float, ...] = field(default=(), repr=False)
+
+    def to_json(self, *, series: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in (
+                "gpu_allocation_ratio",
+                "busy_utilization",
+                "goodput_ratio",
+                "jain_fairness",
+                "slo_attainment",
+                "preemptions",
+                "lost_gpu_hours",
+                "fragmented_gpus_mean",
+                "jobs_completed",
+                "jobs_unfinished",
+                "gpu_hours_completed",
+                "jobs_per_day",
+                "gpu_hours_per_day",
+                "failures",
+                "spot_reclaims",
+                "relayout_proposals",
+                "duration_s",
+            )
+        }
+        out["wait_s"] = dict(self.wait_s)
+        out["jct_s"] = dict(self.jct_s)
+        out["per_team"] = {k: dict(v) for k, v in self.per_team.items()}
+        out["per_kind"] = {k: dict(v) for k, v in self.per_kind.items()}
+        if series:
+            out["samples"] = [s.__dict__ for s in self.samples]
+        return out
+
+
+class _Area:
+    """A piecewise-constant level and its integral over time."""
+
+    __slots__ = ("area", "last_s", "level")
+
+    def __init__(self, start_s: float) -> None:
+        self.level = 0.0
+        self.area = 0.0
+        self.last_s = start_s
+
+    def move(self, t_s: float, delta: float) -> None:
+        self.area += self.level * (t_s - self.last_s)
+        self.last_s = t_s
+        self.level += delta
+
+
+class MetricsRecorder:
+    """Fed by the engine as things happen; `result()` once at the end."""
+
+    def __init__(self, cluster: Cluster, teams: TeamsSpec, workload: Workload) -> None:
+        self.cluster = cluster
+        self.capacity_gpus = float(sum(n.gpus for n in cluster.nodes))
+        self.start_s = workload.jobs[0].submit_s if workload.jobs else 0.0
+        self.alloc = _Area(self.start_s)
+        self.busy = _Area(self.start_s)
+        self.declared = _Area(self.start_s)
+        self.team_alloc: dict[str, _Area] = {}
+        self.down = _Area(self.start_s)
+        self.end_s = self.start_s
+        self.useful_gpu_s = 0.0
+        self.lost_gpu_s = 0.0
+        self.preemptions = self.failures = self.spot_reclaims = self.relayouts = 0
+        self.completed_runs: list[tuple[TraceJob, float, float]] = []  # job, wait, jct
+        self.samples: list[Sample] = []
+        self.entitled = self._entitlements(teams, workload)
+        self.inference_wanted_s = 0.0
+        self.inference_served_s = 0.0
+
+    @staticmethod
+    def _entitlements(teams: TeamsSpec, workload: Workload) -> dict[str, float]:
+        names = sorted({j.team for j in workload.jobs})
+        guaranteed = {
+            t.name: sum(q.guaranteed_gpus for q in t.quotas) for t in teams.teams if t.name in names
+        }
+        total = sum(guaranteed.values())
+        if total <= 0:
+            return {n: 1.0 / len(names) for n in names} if names else {}
+        return {n: guaranteed.get(n, 0) / total for n in names}
+
+    # -- events --------------------------------------------------------------------------
+
+    def arrived(self, job: TraceJob) -> None:
+        if job.kind == "inference":
+            self.inference_wanted_s += job.duration_s
+
+    def allocated(self, t_s: float, run: _Run) -> None:
+        self._move(t_s, run, +1)
+
+    def released(self, t_s: float, run: _Run) -> None:
+        self._move(t_s, run, -1)
+
+    def _move(self, t_s: float, run: _Run, sign: int) -> None:
+        gpus = sum(run.milli.values()) / MILLI * sign
+        self.alloc.move(t_s, gpus)
+        area = self.team_alloc.setdefault(run.trace.team, _Area(self.start_s))
+        area.move(t_s, gpus)
+        busy = run.trace.busy_fraction
+        if busy is not None:
+            self.busy.move(t_s, gpus * busy)
+            self.declared.move(t_s, gpus)
+
+    def completed(self, run: _Run, t_s: float) -> None:
+        job = run.trace
+        start = run.first_start_s if run.first_start_s is not None else t_s
+        self.completed_runs.append((job, start - job.submit_s, t_s - job.submit_s))
+        if job.kind == "inference":
+            self.inference_served_s += run.served_s
+            self.useful_gpu_s += run.served_s * run.gpus
+        else:
+            self.useful_gpu_s += job.duration_s * run.gpus
+
+    def preempted(self) -> None:
+        self.preemptions += 1
+
+    def lost(self, gpu_s: float) -> None:
+        self.lost_gpu_s += gpu_s
+
+    def node_down(self, t_s: float, gpus: int) -> None:
+        self.down.move(t_s, gpus)
+
+    def node_up(self, t_s: float, gpus: int) -> None:
+        self.down.move(t_s, -gpus)
+
+    def sample(self, t_s: float, state: State, pending: Iterable[JobSpec]) -> None:
+        smallest: dict[str, int] = {}  # accelerator ("" = any) -> smallest worker pending
+        n_pending = 0
+        for job in pending:
+            n_pending += 1
+            size = job.gpus or 1  # a share or a slice can use any free GPU
+            for acc in job.accelerators or ("",):
+                smallest[acc] = min(smallest.get(acc, size), size)
+        fragmented = 0
+        if n_pending:
+            for acc in self.cluster.accelerators:
+                k = min(smallest.get(acc, 10**9), smallest.get("", 10**9))
+                free = state.free_total(acc)
+                usable = 0
+                if k < 10**9:
+                    usable = sum(state.free_gpus(n) for n in state.nodes_with_free(acc, k))
+                fragmented += free - usable
+        self.samples.append(
+            Sample(
+                t_s,
+                self.alloc.level / self.capacity_gpus if self.capacity_gpus else 0.0,
+                n_pending,
+                0,
+                fragmented,
+            )
+        )
+
+    def close(self, end_s: float, runs: Mapping[str, _Run]) -> None:
+        self.end_s = max(end_s, self.start_s)
+        for area in (self.alloc, self.busy, self.declared, self.down, *self.team_alloc.values()):
+            area.move(self.end_s, 0.0)
+        self.unfinished = len(runs) - len(self.completed_runs)
+
+    # -- result --------------------------------------------------------------------------
+
+    def result(self) -> SimMetrics:
+        span = self.end_s - self.start_s
+        cap_area = self.capacity_gpus * span
+        waits = [w for _, w, _ in self.completed_runs]
+        jcts = [c for _, _, c in self.completed_runs]
+        held_gpu_s = self.alloc.area
+        team_used = {t: a.area for t, a in self.team_alloc.items()}
+        used_total = sum(team_used.values())
+        shares = [
+            (team_used.get(t, 0.0) / used_total if used_total else 0.0) / e
+            for t, e in self.entitled.items()
+            if e > 0
+        ]
+        days = span / 86_400 if span > 0 else 0.0
+        frag = [s.fragmented_gpus for s in self.samples]
+        return SimMetrics(
+            gpu_allocation_ratio=held_gpu_s / cap_area if cap_area else 0.0,
+            busy_utilization=self.busy.area / cap_area if self.declared.area and cap_area else None,
+            goodput_ratio=min(1.0, self.useful_gpu_s / held_gpu_s) if held_gpu_s else None,
+            wait_s=percentiles(waits),
+            jct_s=percentiles(jcts),
+            jain_fairness=jain(shares) if len(shares) > 1 else (1.0 if shares else None),
+            slo_attainment=(
+                self.inference_served_s / self.inference_wanted_s
+                if self.inference_wanted_s
+                else None
+            ),
+            preemptions=self.preemptions,
+            lost_gpu_hours=self.lost_gpu_s / 3600,
+            fragmented_gpus_mean=float(np.mean(frag)) if frag else 0.0,
+            jobs_completed=len(self.completed_runs),
+            jobs_unfinished=self.unfinished,
+            gpu_hours_completed=self.useful_gpu_s / 3600,
+            jobs_per_day=len(self.completed_runs) / days if days else 0.0,
+            gpu_hours_per_day=self.useful_gpu_s / 3600 / days if days else 0.0,
+            failures=self.failures,
+            spot_reclaims=self.spot_reclaims,
+            relayout_proposals=self.relayouts,
+            duration_s=span,
+            per_team=self._grouped(lambda j: j.team, team_used),
+            per_kind=self._grouped(lambda j: j.kind, None),
+            samples=tuple(self.samples),
+            waits=tuple(waits),
+            jcts=tuple(jcts),
+        )
+
+    def _grouped(self, key: Any, used: Mapping[str, float] | None) -> dict[str, dict[str, Any]]:
+        groups: dict[str, list[tuple[float, float]]] = {}
+        for job, w, c in self.completed_runs:
+            groups.setdefault(key(job), []).append((w, c))
+        names = set(groups) | set(used or {})
+        out: dict[str, dict[str, Any]] = {}
+        for name in sorted(names):
+            rows = groups.get(name, [])
+            entry: dict[str, Any] = {
+                "jobs_completed": len(rows),
+                "wait_s": percentiles(w for w, _ in rows),
+                "jct_s": percentiles(c for _, c in rows),
+            }
+            if used is not None:
+                entry["gpu_hours"] = used.get(name, 0.0) / 3600
+                entry["entitled_share"] = self.entitled.get(name)
+            out[name] = entry
+        return out
