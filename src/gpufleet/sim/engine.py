@@ -195,9 +195,12 @@ class Simulation:
         run = self.runs[name]
         if name not in self.running or run.attempt != int(attempt):
             return  # stale: preempted or failed since
+        gpus = sum(run.milli.values()) / MILLI
         self._stop(name)
         if run.trace.kind == "inference":
             run.served_s += self.now_s - run.start_s
+        else:
+            self.metrics.lost(gpus * run.overhead_s)  # the restart it paid did no work
         run.remaining_s = 0.0
         self.metrics.completed(run, self.now_s)
         self._want_cycle()

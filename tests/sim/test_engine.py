@@ -1,0 +1,162 @@
+"""The event engine on small hand-checked scenarios, and its determinism."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpufleet.cluster import Cluster, expand_group
+from gpufleet.sim.engine import FailureModel, SimConfig, SpotModel, simulate
+from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
+from gpufleet.specs.teams import TeamsSpec
+
+H100 = "h100-sxm5-80gb"
+HOUR = 3600.0
+
+
+def cluster(nodes: int = 1, gpus: int = 8, **kw: Any) -> Cluster:
+    paths = [("b1", "l1")] * nodes
+    return Cluster(("block", "leaf", "node"), tuple(expand_group("h", H100, gpus, paths, **kw)))
+
+
+def teams(*names: str, quota: int = 1000, **extra: Any) -> TeamsSpec:
+    return TeamsSpec.model_validate(
+        {
+            "kind": "teams",
+            "priority_classes": [
+                {"name": "high", "value": 1000, "preemptible": False},
+                {"name": "low", "value": 100, "preemptible": True},
+            ],
+            "teams": [
+                {"name": n, "quota": {H100: quota}, "default_priority": "low", **extra}
+                for n in names
+            ],
+        }
+    )
+
+
+def workload(*jobs: TraceJob) -> Workload:
+    return Workload(jobs, CleaningReport("test", len(jobs), len(jobs)))
+
+
+def job(name: str, submit_s: float, duration_s: float, **kw: Any) -> TraceJob:
+    kw.setdefault("team", "a")
+    kw.setdefault("gpus", 8)
+    return TraceJob(name, submit_s=submit_s, duration_s=duration_s, **kw)
+
+
+def test_one_job_on_an_empty_cluster_starts_at_once_and_holds_its_gpus_for_its_duration() -> None:
+    r = simulate(cluster(2), teams("a"), workload(job("j", 0.0, HOUR)), SimConfig())
+    m = r.metrics
+    assert m.jobs_completed == 1
+    assert m.wait_s["p50"] == 0.0
+    assert m.jct_s["p50"] == HOUR
+    assert m.gpu_allocation_ratio == pytest.approx(0.5)  # 8 of 16 GPUs for the whole run
+    assert m.goodput_ratio == pytest.approx(1.0)
+    assert m.gpu_hours_completed == pytest.approx(8.0)
+
+
+def test_the_second_job_waits_for_the_first_to_finish() -> None:
+    w = workload(job("first", 0.0, HOUR), job("second", 0.0, HOUR))
+    m = simulate(cluster(1), teams("a"), w, SimConfig()).metrics
+    assert sorted(m.waits) == [0.0, HOUR]
+    assert sorted(m.jcts) == [HOUR, 2 * HOUR]
+    assert m.gpu_allocation_ratio == pytest.approx(1.0)
+
+
+def test_preemption_loses_work_since_the_last_checkpoint_and_pays_the_restart() -> None:
+    """low starts at 0 (checkpoints every 20 min); high arrives at 50 min and evicts it:
+    10 min of work lost (since the 40-min checkpoint), then a 300 s restart."""
+    w = workload(
+        job("low", 0.0, 2 * HOUR, checkpoint_interval_s=1200.0),
+        job("high", 3000.0, HOUR, priority_class="high"),
+    )
+    m = simulate(cluster(1), teams("a"), w, SimConfig(profile="priority")).metrics
+    assert m.preemptions == 1
+    # lost: 8 GPUs × 600 s since the checkpoint; the restart overhead comes on top
+    assert m.lost_gpu_hours == pytest.approx(8 * (600 + 300) / HOUR)
+    assert m.jobs_completed == 2
+    # low: 2400 s saved before eviction; restarts at 3000 + 3600, runs 300 + 4800 s
+    assert max(m.jcts) == pytest.approx(3000 + HOUR + 300 + 2 * HOUR - 2400)
+    assert m.goodput_ratio is not None
+    assert m.goodput_ratio < 1.0
+
+
+def test_an_inference_replica_that_starts_late_serves_only_the_rest_of_its_window() -> None:
+    w = workload(
+        job("train", 0.0, HOUR),
+        job("serve", 1.0, 4 * HOUR, kind="inference", team="b", gpus=8),
+    )
+    m = simulate(cluster(1), teams("a", "b"), w, SimConfig(profile="fifo")).metrics
+    assert m.slo_attainment == pytest.approx(0.75, abs=1e-3)  # waited the first hour of four
+    assert m.jobs_completed == 2
+
+
+def test_a_job_too_big_for_the_cluster_ends_the_run_unfinished() -> None:
+    w = workload(job("small", 0.0, HOUR), job("huge", 0.0, HOUR, workers=4))
+    m = simulate(cluster(2), teams("a"), w, SimConfig()).metrics
+    assert m.jobs_completed == 1
+    assert m.jobs_unfinished == 1
+    assert m.duration_s == pytest.approx(HOUR)
+
+
+def test_failures_kill_jobs_which_restart_and_still_finish() -> None:
+    jobs = [job(f"j{i}", i * 600.0, HOUR, checkpoint_interval_s=600.0) for i in range(20)]
+    config = SimConfig(seed=3, failures=FailureModel(gpu_mtbf_h=20.0, repair_mean_h=0.5))
+    m = simulate(cluster(4), teams("a"), workload(*jobs), config).metrics
+    assert m.failures > 0
+    assert m.jobs_completed == 20
+    assert m.lost_gpu_hours > 0
+
+
+def test_a_spot_reclaim_with_notice_lets_a_checkpointing_job_keep_its_work() -> None:
+    c = cluster(1, capacity="spot")
+    w = workload(job("ckpt", 0.0, 10 * HOUR, checkpoint_interval_s=HOUR, kind="training"))
+    config = SimConfig(seed=1, spot=SpotModel(reclaim_per_node_per_day=4.0, return_mean_h=0.2))
+    m = simulate(c, teams("a"), w, config).metrics
+    assert m.spot_reclaims > 0
+    # only restart overheads are lost: the notice saved the work each time
+    assert 0 < m.lost_gpu_hours <= 8 * 300 * m.spot_reclaims / HOUR + 1e-9
+
+
+def test_fairness_is_one_when_two_equal_teams_use_equal_gpu_hours() -> None:
+    w = workload(job("a1", 0.0, HOUR, team="a"), job("b1", 0.0, HOUR, team="b"))
+    m = simulate(cluster(2), teams("a", "b"), w, SimConfig()).metrics
+    assert m.jain_fairness == pytest.approx(1.0)
+    w2 = workload(job("a1", 0.0, HOUR, team="a"), job("b1", 0.0, 0.01 * HOUR, team="b"))
+    assert simulate(cluster(2), teams("a", "b"), w2, SimConfig()).metrics.jain_fairness < 0.6
+
+
+def test_fragmented_gpus_are_free_gpus_no_pending_job_can_use() -> None:
+    """Two nodes, each with 4 GPUs held for hours; an 8-GPU job waits: 8 free, none usable."""
+    w = workload(
+        job("x", 0.0, 10 * HOUR, gpus=4),
+        job("y", 0.0, 10 * HOUR, gpus=4),
+        job("big", 1.0, HOUR),
+    )
+    config = SimConfig(profile="spread", sample_interval_s=HOUR)
+    m = simulate(cluster(2), teams("a"), w, config).metrics
+    assert max(s.fragmented_gpus for s in m.samples) == 8
+
+
+def test_the_same_seed_gives_byte_identical_results() -> None:
+    jobs = [
+        job(f"j{i}", i * 300.0, (1 + i % 5) * 1200.0, gpus=1 + i % 8, team="ab"[i % 2])
+        for i in range(60)
+    ]
+    config = SimConfig(seed=7, failures=FailureModel(gpu_mtbf_h=20.0))
+    runs = [
+        json.dumps(
+            simulate(cluster(3), teams("a", "b"), workload(*jobs), config).metrics.to_json(
+                series=True
+            ),
+            sort_keys=True,
+        )
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    other = SimConfig(seed=8, failures=FailureModel(gpu_mtbf_h=20.0))
+    third = simulate(cluster(3), teams("a", "b"), workload(*jobs), other).metrics
+    assert json.dumps(third.to_json(series=True), sort_keys=True) != runs[0]
