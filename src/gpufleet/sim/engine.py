@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.cluster import MILLI, Cluster, State, Whole
-from gpufleet.sched.apply import placement_spec
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, Placement
@@ -100,6 +99,7 @@ class _Run:
     gpus: float = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
     attained_gpu_s: float = 0.0
     served_s: float = 0.0  # inference: time running inside its window
+    spec: JobSpec | None = None  # the scheduler's view, built once at arrival
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,8 @@ class Simulation:
     def _arrive(self, name: str) -> None:
         self._arrivals_left -= 1
         run = self.runs[name]
-        self.pending[name] = run.trace.to_job_spec()
+        run.spec = run.trace.to_job_spec()
+        self.pending[name] = run.spec
         self.metrics.arrived(run.trace)
         self._want_cycle()
 
@@ -275,10 +276,11 @@ class Simulation:
         run.overhead_s = self.config.restart_overhead_s if run.attempt > 0 else 0.0
         if run.first_start_s is None:
             run.first_start_s = self.now_s
+        # decide(usage=...) never reads a running job's placement (the state holds it), so
+        # the running view skips building one; it is internal and never validated again
         self.running[name] = spec.model_copy(
             update={
                 "state": "running",
-                "placement": [placement_spec(p) for p in placements],
                 "started_s": self.now_s,
                 "attained_gpu_s": run.attained_gpu_s,
             }
@@ -319,7 +321,8 @@ class Simulation:
         if window_over:
             self.metrics.completed(run, self.now_s)
             return
-        self.pending[name] = run.trace.to_job_spec().model_copy(
+        run.spec = run.trace.to_job_spec()
+        self.pending[name] = run.spec.model_copy(
             update={"attained_gpu_s": run.attained_gpu_s}
         )
         self._want_cycle()

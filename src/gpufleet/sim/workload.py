@@ -55,20 +55,18 @@ class TraceJob:
             return float(self.gpus * self.workers)
         return float(self.gpu_fraction or 0.0)
 
-    def to_job_spec(self, submitted_s: float | None = None, *, validate: bool = False) -> JobSpec:
-        """The scheduler's view of this job.
+    def to_job_spec(self, submitted_s: float | None = None) -> JobSpec:
+        """The scheduler's view of this job: validated, except the accelerator names.
 
-        Not validated by default: readers and the generator drop invalid rows first
-        (`sim.traces._common.invalid_reason`), a simulation builds one per arrival, and a
-        trace's accelerator names (openb's "openb-V100M32") are the trace's own, not
-        catalog names, which `JobSpec` validation would refuse.
+        A trace's accelerator names (openb's "openb-V100M32") are the trace's own, not
+        catalog names, which `JobSpec` validation would refuse; they are set after
+        validation, and only need to match the simulated cluster's node types.
         """
         data: dict[str, object] = {
             "name": self.name,
             "team": self.team,
             "kind": self.kind,
             "workers": self.workers,
-            "accelerators": list(self.accelerators),
             "preemptible": self.preemptible,
             "submitted_s": self.submit_s if submitted_s is None else submitted_s,
         }
@@ -88,9 +86,10 @@ class TraceJob:
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
-        if validate:
-            return JobSpec.model_validate(data)
-        return JobSpec.model_construct(**data)  # type: ignore[arg-type]
+        spec = JobSpec.model_validate(data)
+        if self.accelerators:
+            spec = spec.model_copy(update={"accelerators": list(self.accelerators)})
+        return spec
 
 
 @dataclass(frozen=True, slots=True)
