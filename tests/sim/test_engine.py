@@ -160,3 +160,24 @@ def test_the_same_seed_gives_byte_identical_results() -> None:
     other = SimConfig(seed=8, failures=FailureModel(gpu_mtbf_h=20.0))
     third = simulate(cluster(3), teams("a", "b"), workload(*jobs), other).metrics
     assert json.dumps(third.to_json(series=True), sort_keys=True) != runs[0]
+
+
+def test_pods_bound_one_by_one_let_a_partial_gang_block_the_cluster_for_ever() -> None:
+    """kube-scheduler without gang scheduling: a 3-pod job on 2 nodes binds 2 pods, which
+    hold both nodes idle for ever; the 1-node job behind it never runs. With gangs, the
+    impossible job holds nothing and the other runs."""
+    w = workload(job("wide", 0.0, HOUR, workers=3), job("small", 1.0, HOUR, team="b"))
+    m = simulate(cluster(2), teams("a", "b"), w, SimConfig(profile="k8s-default")).metrics
+    assert m.jobs_completed == 0
+    assert m.jobs_unfinished == 2
+    gang = simulate(cluster(2), teams("a", "b"), w, SimConfig(profile="default")).metrics
+    assert gang.jobs_completed == 1
+
+
+def test_a_partial_gang_holds_gpus_that_count_as_allocated_but_do_no_work() -> None:
+    w = workload(job("blocker", 0.0, 2 * HOUR), job("pair", 1.0, HOUR, workers=2, team="b"))
+    m = simulate(cluster(2), teams("a", "b"), w, SimConfig(profile="k8s-default")).metrics
+    assert m.jobs_completed == 2
+    # pair's first pod holds the second node's 8 GPUs for two hours before its twin binds
+    assert m.goodput_ratio is not None
+    assert m.goodput_ratio < 0.9

@@ -52,6 +52,10 @@ PROFILE_NAMES = (
     "binpack",
     "spread",
     "fgd",
+    "k8s-default",
+    "kueue-like",
+    "slurm-like",
+    "fgd-paper",
 )
 PROFILE_HELP = (
     "Scheduling profile: "

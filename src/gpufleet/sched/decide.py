@@ -65,7 +65,7 @@ from gpufleet.sched.framework import (
 )
 from gpufleet.sched.quota import QuotaBook, request_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
-from gpufleet.sched.requests import Request, requests_for
+from gpufleet.sched.requests import Request, requests_for, whole_gpus
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
@@ -188,7 +188,10 @@ class _Cycle:
     def requests(self, job: JobSpec) -> list[Request]:
         found = self._requests.get(job.name)
         if found is None:
-            found = self._requests[job.name] = requests_for(job, self.accelerators)
+            found = requests_for(job, self.accelerators)
+            if self.plugins.profile.whole_gpus_only:
+                found = whole_gpus(found)
+            self._requests[job.name] = found
         return found
 
     def _borrows(self, job: JobSpec, req: Request) -> bool:
@@ -490,7 +493,13 @@ def decide(
         t1 = clock()
         timings["snapshot"] = t1 - t0
         priority = _priorities(pending, teams)
-        ctx = OrderContext(priority, now_s, _dominant_share(cluster, book, history, now_s))
+        ctx = OrderContext(
+            priority,
+            now_s,
+            _dominant_share(cluster, book, history, now_s),
+            cluster_gpus=sum(cluster.gpus_by_accelerator.values()),
+            max_priority=max((p.value for p in teams.priority_classes), default=None),
+        )
         pctx = preempt.PreemptContext(
             running=running,
             priority=priority,
@@ -542,7 +551,10 @@ def decide(
 def _observed(plugins: Resolved, pending: Sequence[JobSpec], cluster: Cluster) -> Resolved:
     """Let the placement plugin see this cycle's pending requests (FGD's distribution)."""
     accs = list(cluster.accelerators)
-    requests = [r for job in pending for r in requests_for(job, accs)[:1]]
+    whole = plugins.profile.whole_gpus_only
+    requests = [
+        r for job in pending for r in (whole_gpus if whole else list)(requests_for(job, accs))[:1]
+    ]
     placement = plugins.placement.observe(requests)
     if placement is plugins.placement:
         return plugins

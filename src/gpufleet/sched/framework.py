@@ -119,11 +119,19 @@ class OrderContext:
     plus its decayed past use, over the cluster's capacity of that flavor, the
     largest over flavors, divided by its fair-share weight); it is live: it
     changes as the cycle admits jobs, so a fair-share order can interleave teams.
+
+    `cluster_gpus` (the cluster's GPUs, all flavors) and `max_priority` (the
+    highest priority class value the teams define) let an order normalise a
+    job's size and class as Slurm's multifactor priority does; both default to
+    "unknown" (0 and None), and an order that reads them then falls back to the
+    largest job and class in the queue it is ordering.
     """
 
     priority: Mapping[str, int]  # job -> priority class value
     now_s: float = 0.0
     share: Callable[[str], float] = lambda team: 0.0
+    cluster_gpus: int = 0  # 0: unknown
+    max_priority: int | None = None  # None: unknown
 
 
 class QueueOrder(Protocol):
@@ -181,6 +189,19 @@ class Profile:
     it (EASY backfill, `sched.backfill`). `guaranteed_first`: jobs that fit within
     their team's guarantee are looked at before jobs that would borrow (as Kueue
     does), so a borrower never takes in this cycle what a team is owed.
+
+    `gang`: all workers of a job are placed together or not at all (the default,
+    and what every profile of `decide()` does). False models a scheduler that
+    binds pods one by one (kube-scheduler without a gang plugin): a multi-worker
+    job's pods are placed as capacity frees up, and the placed ones hold their
+    GPUs while the rest wait. `decide()` always places whole gangs; a simulator
+    reads this flag and submits such a job as one single-worker job per pod.
+
+    `whole_gpus_only`: every request is for whole GPUs — a MIG slice or a GPU
+    fraction (asked for, or sized from an inference workload) is rounded up to
+    one whole GPU. This is the NVIDIA device plugin's `nvidia.com/gpu` resource
+    without MIG or time-slicing, where the integer resource is the only way to
+    ask for a GPU. Off by default (slices and fractions as requested).
     """
 
     queue_order: str
@@ -189,3 +210,5 @@ class Profile:
     head_of_line: HeadOfLine = "backfill"
     guaranteed_first: bool = True
     description: str = ""
+    gang: bool = True
+    whole_gpus_only: bool = False

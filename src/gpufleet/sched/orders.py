@@ -12,12 +12,16 @@
   (`attained_gpu_s`), fewest first; FIFO within a queue; a job that has waited
   longer than `starve_factor` × its executed time is promoted to the first
   queue, so long jobs are not starved.
+- `multifactor` — Slurm's `priority/multifactor` plugin: a weighted sum of an
+  age, a fair-share, a job-size and a QOS factor, each in [0, 1]; highest
+  first, then FIFO (`Multifactor` says how each factor is modelled).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from gpufleet.sched.framework import OrderContext
 from gpufleet.specs.jobs import JobSpec
@@ -96,3 +100,128 @@ class Tiresias:
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]:
         return sorted(jobs, key=lambda j: (self.queue_of(j, ctx.now_s), j.submitted_s, j.name))
+
+
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Factors:
+    """One job's multifactor priority factors, each in [0, 1] (Slurm's names)."""
+
+    age: float
+    fairshare: float
+    job_size: float
+    qos: float
+
+
+def job_gpus(job: JobSpec) -> float:
+    """GPUs a job asks for, for the job-size factor: whole GPUs × workers, a fraction as
+    itself; a MIG slice or a workload-sized request counts as none (it is under one GPU,
+    and its size factor would be at most 1/cluster GPUs: noise against the others)."""
+    if job.gpus:
+        return float(job.total_gpus)
+    return job.gpu_fraction or 0.0
+
+
+class Multifactor:
+    """Slurm's `priority/multifactor`: highest weighted sum of four factors first, then FIFO.
+
+    Slurm (https://slurm.schedmd.com/priority_multifactor.html) computes
+
+        priority = PriorityWeightAge · age + PriorityWeightFairshare · fair_share
+                 + PriorityWeightJobSize · job_size + PriorityWeightQOS · qos (+ ...)
+
+    with every factor in [0, 1]; the partition, association, TRES, nice and site terms
+    are left out (one partition, no per-user nice). Factors as modelled here:
+
+    - **age** = min(1, time waiting / `max_age_s`); `PriorityMaxAge` defaults to 7 days
+      (7-0), after which every job has the full age factor.
+    - **fair share** = 2^(−U/S), Slurm's classic formula (`PriorityFlags=NO_FAIR_TREE`;
+      Fair Tree, the current default, ranks the same way for a flat set of accounts),
+      with U the account's normalised decayed usage and S its normalised shares. U/S is
+      approximated by `OrderContext.share(team)`: the team's weighted dominant share
+      (GPUs held now plus its decayed past use, over the cluster's GPUs, divided by its
+      fair-share weight; the decay half-life is `PriorityDecayHalfLife`'s 7-day default,
+      `sched.fairshare`). It grows with the same usage and shrinks with the same weight,
+      so teams rank as in Slurm; its scale differs (Slurm normalises usage by everyone's
+      usage and shares by everyone's shares: with k equal teams each at its fair 1/k, Slurm
+      gives U/S = 1, this proxy 1/k), which only changes how fair share trades off against
+      the other factors. Shares are read once when the order is made — Slurm recomputes
+      priorities every `PriorityCalcPeriod` (5 min), not between two starts of one pass.
+    - **job size** = the job's GPUs / the cluster's GPUs (`PriorityFavorSmall=NO`, the
+      default: a job asking for the whole machine gets 1.0, so big jobs are favoured and
+      are not starved by small ones); GPUs stand for Slurm's nodes/CPUs. When the cluster
+      size is unknown (`OrderContext.cluster_gpus` = 0) the largest job in the queue
+      stands for it.
+    - **qos** = the job's priority class value / the highest class value
+      (`OrderContext.max_priority`, else the highest in the queue): Slurm normalises each
+      QOS's priority by the highest QOS priority; priority classes play the role of QOS.
+      A negative class value counts as 0.
+
+    Default weights follow the example configuration of the Slurm multifactor docs —
+    `PriorityWeightAge=1000`, `PriorityWeightFairshare=10000`, `PriorityWeightJobSize=1000`
+    — and set `PriorityWeightQOS=10000` (the docs' example sets 0, as it uses no QOS; here
+    priority classes are QOS and should weigh as much as fair share). Slurm's built-in
+    default for every weight is 0, which would make the order plain FIFO.
+    """
+
+    name = "multifactor"
+
+    def __init__(
+        self,
+        *,
+        weight_age: float = 1_000.0,
+        weight_fairshare: float = 10_000.0,
+        weight_job_size: float = 1_000.0,
+        weight_qos: float = 10_000.0,
+        max_age_s: float = 7 * DAY_S,
+    ) -> None:
+        self.weight_age = weight_age
+        self.weight_fairshare = weight_fairshare
+        self.weight_job_size = weight_job_size
+        self.weight_qos = weight_qos
+        self.max_age_s = max_age_s
+
+    def factors(
+        self,
+        job: JobSpec,
+        ctx: OrderContext,
+        *,
+        cluster_gpus: float,
+        top_priority: int,
+        share: float | None = None,
+    ) -> Factors:
+        """The job's four factors; `share` is its team's, read from `ctx` when not given."""
+        waited = max(0.0, ctx.now_s - job.submitted_s)
+        age = min(1.0, waited / self.max_age_s) if self.max_age_s > 0 else 1.0
+        used = ctx.share(job.team) if share is None else share
+        fairshare = 2.0 ** -max(0.0, used)
+        size = min(1.0, job_gpus(job) / cluster_gpus) if cluster_gpus > 0 else 0.0
+        value = max(0, ctx.priority.get(job.name, 0))
+        qos = min(1.0, value / top_priority) if top_priority > 0 else 0.0
+        return Factors(age, fairshare, size, qos)
+
+    def score(self, f: Factors) -> float:
+        """Slurm's weighted sum of the factors."""
+        return (
+            self.weight_age * f.age
+            + self.weight_fairshare * f.fairshare
+            + self.weight_job_size * f.job_size
+            + self.weight_qos * f.qos
+        )
+
+    def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]:
+        cluster_gpus = float(ctx.cluster_gpus) or max((job_gpus(j) for j in jobs), default=0.0)
+        top = ctx.max_priority
+        if top is None:
+            top = max((ctx.priority.get(j.name, 0) for j in jobs), default=0)
+        shares: Mapping[str, float] = {t: ctx.share(t) for t in {j.team for j in jobs}}
+
+        def key(job: JobSpec) -> tuple[float, float, str]:
+            f = self.factors(
+                job, ctx, cluster_gpus=cluster_gpus, top_priority=top, share=shares[job.team]
+            )
+            return (-self.score(f), job.submitted_s, job.name)
+
+        return sorted(jobs, key=key)

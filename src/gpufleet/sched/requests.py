@@ -9,6 +9,7 @@ chosen per acceptable accelerator, so slices follow real memory needs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -110,3 +111,12 @@ def _sized_for_workload(job: JobSpec, accelerator: str) -> Request | None:
             return Request(accelerator, "fraction", 1, eighths=eighths)
         return Request(accelerator, "gpus", 1, gpus_per_worker=1)
     return Request(accelerator, "gpus", 1, gpus_per_worker=math.ceil(share))
+
+
+def whole_gpus(requests: Sequence[Request]) -> list[Request]:
+    """Each slice or fraction request as one whole GPU of its accelerator, as the NVIDIA
+    device plugin's integer `nvidia.com/gpu` resource asks (`Profile.whole_gpus_only`)."""
+    return [
+        r if r.kind == "gpus" else Request(r.accelerator, "gpus", 1, gpus_per_worker=1)
+        for r in requests
+    ]

@@ -49,6 +49,7 @@ from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, Placement
 from gpufleet.sched.quota import slice_milli
+from gpufleet.sched.registry import resolve
 from gpufleet.sim.metrics import MetricsRecorder, SimMetrics
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
@@ -99,7 +100,11 @@ class _Run:
     gpus: float = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
     attained_gpu_s: float = 0.0
     served_s: float = 0.0  # inference: time running inside its window
-    spec: JobSpec | None = None  # the scheduler's view, built once at arrival
+    # the scheduler's entities: the job itself, or one pod per worker when the profile
+    # binds pods one by one (`Profile.gang` False); their pending views, built at arrival
+    units: dict[str, JobSpec] = field(default_factory=dict)
+    held: set[str] = field(default_factory=set)  # units holding GPUs now
+    started: bool = False  # every unit holds its GPUs and the clock runs
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,9 @@ class Simulation:
         self.decide_s = 0.0
         self.down: set[str] = set()
         self._arrivals_left = len(workload.jobs)
+        self.owner: dict[str, str] = {}  # scheduler unit (job or pod) -> job
+        self._started = 0  # jobs whose clock runs (partial gangs holding GPUs do not count)
+        self.gang = resolve(config.profile).profile.gang
         self.metrics = MetricsRecorder(cluster, teams, workload)
 
     # -- the event queue ---------------------------------------------------------------
@@ -178,26 +186,34 @@ class Simulation:
 
     def _has_work(self) -> bool:
         """Whether anything can still happen: arrivals to come, jobs running, nodes to return.
-        Pending jobs alone cannot change anything, so a queue that can never run ends the run."""
-        return self._arrivals_left > 0 or bool(self.running) or bool(self.down)
+        Pending jobs (and partial gangs holding GPUs for pods that will never bind) cannot
+        change anything alone, so such a queue ends the run."""
+        return self._arrivals_left > 0 or self._started > 0 or bool(self.down)
 
     # -- arrivals, finishes --------------------------------------------------------------
 
     def _arrive(self, name: str) -> None:
         self._arrivals_left -= 1
         run = self.runs[name]
-        run.spec = run.trace.to_job_spec()
-        self.pending[name] = run.spec
+        spec = run.trace.to_job_spec()
+        if self.gang or run.trace.workers == 1:
+            run.units = {name: spec}
+        else:  # kube-scheduler without a gang plugin: each worker is a pod of its own
+            pods = [f"{name}/w{i}" for i in range(run.trace.workers)]
+            run.units = {p: spec.model_copy(update={"name": p, "workers": 1}) for p in pods}
+        for unit, unit_spec in run.units.items():
+            self.owner[unit] = name
+            self.pending[unit] = unit_spec
         self.metrics.arrived(run.trace)
         self._want_cycle()
 
     def _finish(self, payload: str) -> None:
         name, attempt = payload.rsplit("#", 1)
         run = self.runs[name]
-        if name not in self.running or run.attempt != int(attempt):
+        if not run.started or run.attempt != int(attempt):
             return  # stale: preempted or failed since
-        gpus = sum(run.milli.values()) / MILLI
-        self._stop(name)
+        gpus = run.gpus
+        self._stop(run)
         if run.trace.kind == "inference":
             run.served_s += self.now_s - run.start_s
         else:
@@ -206,14 +222,20 @@ class Simulation:
         self.metrics.completed(run, self.now_s)
         self._want_cycle()
 
-    def _stop(self, name: str, *, released: bool = False) -> None:
-        run = self.runs[name]
-        del self.running[name]
-        if not released:
-            self.state.release_job(name)
+    def _stop(self, run: _Run, *, released: frozenset[str] = frozenset()) -> None:
+        """Release every unit of a job (except those the cycle already released)."""
+        for unit in sorted(run.held):
+            del self.running[unit]
+            if unit not in released:
+                self.state.release_job(unit)
+        run.held.clear()
+        if run.started:
+            self._started -= 1
         self._account(run.trace.team, run.milli, -1)
-        self.metrics.released(self.now_s, run)
-        run.attained_gpu_s += sum(run.milli.values()) / MILLI * (self.now_s - run.start_s)
+        self.metrics.released(self.now_s, run, sum(run.milli.values()) / MILLI)
+        if run.started:
+            run.attained_gpu_s += run.gpus * (self.now_s - run.start_s)
+        run.started = False
         run.milli = {}
 
     def _account(self, team: str, milli: dict[str, int], sign: int) -> None:
@@ -259,61 +281,72 @@ class Simulation:
         self._apply(d)
 
     def _apply(self, d: Decisions) -> None:
+        interrupted: dict[str, set[str]] = {}  # job -> its units the cycle released
         for victim in d.preempted:
-            self._interrupt(victim, notice_saves=False, released=True)
+            interrupted.setdefault(self.owner[victim], set()).add(victim)
+        for job, units in interrupted.items():
             self.metrics.preempted()
-        for name, placements in d.admitted.items():
-            self._start(name, placements, d.flavors[name])
+            self._interrupt(job, notice_saves=False, released=frozenset(units))
+        for unit, placements in d.admitted.items():
+            self._start(unit, placements, d.flavors[unit])
         self.metrics.relayouts += len(d.relayouts)
 
-    def _start(self, name: str, placements: tuple[Placement, ...], flavor: str) -> None:
+    def _start(self, unit: str, placements: tuple[Placement, ...], flavor: str) -> None:
+        """A unit was admitted (decide(keep=True) allocated it); the job starts once all
+        its units hold their GPUs — at once for a gang, pod by pod otherwise."""
+        name = self.owner[unit]
         run = self.runs[name]
-        spec = self.pending.pop(name)  # decide(keep=True) has allocated it
-        run.milli = {flavor: _milli(self.cluster, placements)}
-        run.gpus = run.milli[flavor] / MILLI
-        self._account(run.trace.team, run.milli, +1)
+        spec = self.pending.pop(unit)
+        milli = _milli(self.cluster, placements)
+        run.milli[flavor] = run.milli.get(flavor, 0) + milli
+        self._account(run.trace.team, {flavor: milli}, +1)
+        self.metrics.allocated(self.now_s, run, milli / MILLI)
+        run.held.add(unit)
+        # decide(usage=...) never reads a running job's placement (the state holds it), so
+        # the running view skips building one; it is internal and never validated again
+        self.running[unit] = spec.model_copy(
+            update={"state": "running", "started_s": self.now_s, "attained_gpu_s": 0.0}
+        )
+        if len(run.held) < len(run.units):
+            return  # a partial gang holds GPUs and waits for the rest of its pods
+        run.started = True
+        self._started += 1
+        run.gpus = sum(run.milli.values()) / MILLI
         run.start_s = self.now_s
         run.overhead_s = self.config.restart_overhead_s if run.attempt > 0 else 0.0
         if run.first_start_s is None:
             run.first_start_s = self.now_s
-        # decide(usage=...) never reads a running job's placement (the state holds it), so
-        # the running view skips building one; it is internal and never validated again
-        self.running[name] = spec.model_copy(
-            update={
-                "state": "running",
-                "started_s": self.now_s,
-                "attained_gpu_s": run.attained_gpu_s,
-            }
-        )
-        self.metrics.allocated(self.now_s, run)
         if run.trace.kind == "inference":
             end = max(self.now_s, run.trace.submit_s + run.trace.duration_s)
         else:
             end = self.now_s + run.overhead_s + run.remaining_s
         self._push(end, FINISH, f"{name}#{run.attempt}")
 
-    def _interrupt(self, name: str, *, notice_saves: bool, released: bool = False) -> None:
-        """Stop a running job (preemption, failure, spot reclaim) and put it back in the queue."""
+    def _interrupt(
+        self, name: str, *, notice_saves: bool, released: frozenset[str] = frozenset()
+    ) -> None:
+        """Stop a job (preemption, failure, spot reclaim) and put all its units back in the queue.
+        A partial gang that never started loses nothing but the GPUs it held idle."""
         run = self.runs[name]
-        progress = self.now_s - run.start_s
-        gpus = sum(run.milli.values()) / MILLI
-        self._stop(name, released=released)
+        progress = self.now_s - run.start_s if run.started else 0.0
+        gpus = run.gpus if run.started else 0.0
+        started = run.started
+        self._stop(run, released=released)
+        saved = lost = 0.0
         if run.trace.kind == "inference":
             run.served_s += progress
-            saved = lost = 0.0
-        else:
+        elif started:
             useful = max(0.0, progress - run.overhead_s)
             every = run.trace.checkpoint_interval_s
             if notice_saves and every is not None:
                 saved = useful
             elif every is not None:
                 saved = every * (useful // every)
-            else:
-                saved = 0.0
             lost = useful - saved + min(progress, run.overhead_s)
             run.remaining_s = max(0.0, run.remaining_s - saved)
         self.metrics.lost(gpus * lost)
-        run.attempt += 1
+        if started:
+            run.attempt += 1
         window_over = (
             run.trace.kind == "inference"
             and self.now_s >= run.trace.submit_s + run.trace.duration_s
@@ -321,10 +354,8 @@ class Simulation:
         if window_over:
             self.metrics.completed(run, self.now_s)
             return
-        run.spec = run.trace.to_job_spec()
-        self.pending[name] = run.spec.model_copy(
-            update={"attained_gpu_s": run.attained_gpu_s}
-        )
+        for unit, spec in run.units.items():
+            self.pending[unit] = spec.model_copy(update={"attained_gpu_s": run.attained_gpu_s})
         self._want_cycle()
 
     # -- failures and spot ---------------------------------------------------------------
@@ -341,9 +372,9 @@ class Simulation:
         return self.now_s + float(self.rng.exponential(mean_s))
 
     def _take_down(self, node: str, *, notice_saves: bool) -> None:
-        for job in self.state.jobs_on(node):
-            if job in self.running:
-                self._interrupt(job, notice_saves=notice_saves)
+        jobs = {self.owner[u] for u in self.state.jobs_on(node) if u in self.running}
+        for job in sorted(jobs):
+            self._interrupt(job, notice_saves=notice_saves)
         free = self.state.free_gpu_ids(node)
         if free:
             self.state.allocate(DOWN + node, Whole(node, free))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpufleet.cluster import MILLI, Cluster, State
+from gpufleet.cluster import Cluster, State
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -184,14 +184,13 @@ class MetricsRecorder:
         if job.kind == "inference":
             self.inference_wanted_s += job.duration_s
 
-    def allocated(self, t_s: float, run: _Run) -> None:
-        self._move(t_s, run, +1)
+    def allocated(self, t_s: float, run: _Run, gpus: float) -> None:
+        self._move(t_s, run, gpus)
 
-    def released(self, t_s: float, run: _Run) -> None:
-        self._move(t_s, run, -1)
+    def released(self, t_s: float, run: _Run, gpus: float) -> None:
+        self._move(t_s, run, -gpus)
 
-    def _move(self, t_s: float, run: _Run, sign: int) -> None:
-        gpus = sum(run.milli.values()) / MILLI * sign
+    def _move(self, t_s: float, run: _Run, gpus: float) -> None:
         self.alloc.move(t_s, gpus)
         area = self.team_alloc.setdefault(run.trace.team, _Area(self.start_s))
         area.move(t_s, gpus)
