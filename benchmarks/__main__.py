@@ -103,6 +103,19 @@ def _scheduler_cycle(nodes: int) -> float:
     return run_bench(nodes, 50_000).cycle_s
 
 
+def _openb_replay(profile: str) -> float:
+    """Seconds to replay the bundled openb trace (8,152 pods) on its own cluster."""
+    from gpufleet.sim.bench import openb_replay
+
+    return openb_replay(profile).wall_s
+
+
+def _sim_synthetic(profile: str) -> float:
+    from gpufleet.sim.bench import synthetic
+
+    return synthetic(1250, 20_000, profile).wall_s
+
+
 BENCHES = [
     Bench(
         "catalog-cold-load",
@@ -154,6 +167,30 @@ BENCHES = [
         budget_s=200.0,
         repeat=3,
         fn=lambda: _scheduler_cycle(20_000),
+        self_timed=True,
+    ),
+    Bench(
+        "sim-openb-replay-default",
+        "simulate the openb trace (8,152 pods, 6,212 GPUs), default profile; issue 7: <= 5 s",
+        budget_s=5.0,
+        repeat=3,
+        fn=lambda: _openb_replay("default"),
+        self_timed=True,
+    ),
+    Bench(
+        "sim-synthetic-default",
+        "simulate 20,000 jobs on 10,000 H100 GPUs, default profile; budget = 5,000 jobs/s",
+        budget_s=4.0,
+        repeat=3,
+        fn=lambda: _sim_synthetic("default"),
+        self_timed=True,
+    ),
+    Bench(
+        "sim-synthetic-fifo",
+        "the same, fifo profile, whole GPUs; budget = 20,000 jobs/s",
+        budget_s=1.0,
+        repeat=3,
+        fn=lambda: _sim_synthetic("fifo"),
         self_timed=True,
     ),
     Bench(

@@ -1,0 +1,96 @@
+"""Simulator benchmarks: jobs simulated per second, and the openb replay.
+
+`synthetic(nodes, jobs, profile, ...)` replays a synthetic stream on an H100 cluster
+(the scheduler benchmark's layout, 8 GPUs per node): whole-GPU jobs of 1–8 GPUs and
+2–4-node gangs (the issue's "FIFO and whole GPUs" case), lognormal durations around
+1 h, Poisson arrivals at `load` × capacity, 4 teams with open quotas. Rate = jobs in the
+workload ÷ wall seconds of `simulate()` (workload generation excluded).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.cluster.bench import ACCELERATOR, bench_cluster
+from gpufleet.sim.engine import SimConfig, SimResult, simulate
+from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
+from gpufleet.specs.teams import TeamsSpec
+
+TEAMS = 4
+SIZES = (1, 2, 4, 8, 16, 32)
+WEIGHTS = (0.3, 0.2, 0.2, 0.15, 0.1, 0.05)
+MEDIAN_S = 3600.0
+SIGMA = 1.0
+
+
+@dataclass(frozen=True)
+class SimBench:
+    nodes: int
+    jobs: int
+    profile: str
+    wall_s: float
+    result: SimResult
+
+    @property
+    def jobs_per_s(self) -> float:
+        return self.jobs / self.wall_s
+
+
+def synthetic_workload(nodes: int, jobs: int, load: float, seed: int = 0) -> Workload:
+    rng = np.random.default_rng(seed)
+    mean_gpus = float(np.dot(SIZES, WEIGHTS))
+    mean_s = MEDIAN_S * float(np.exp(SIGMA**2 / 2))
+    rate_per_s = load * nodes * 8 / (mean_gpus * mean_s)
+    gaps = rng.exponential(1 / rate_per_s, jobs)
+    sizes = rng.choice(SIZES, jobs, p=WEIGHTS)
+    durations = rng.lognormal(np.log(MEDIAN_S), SIGMA, jobs)
+    t = np.cumsum(gaps)
+    out = []
+    for i in range(jobs):
+        g = int(sizes[i])
+        out.append(
+            TraceJob(
+                f"j{i}",
+                f"t{i % TEAMS}",
+                float(t[i]),
+                float(durations[i]),
+                gpus=min(g, 8),
+                workers=max(1, g // 8),
+                runtime_estimate_s=float(durations[i]) * 1.5,
+            )
+        )
+    return Workload(tuple(out), CleaningReport("synthetic", jobs, jobs))
+
+
+def openb_replay(profile: str = "default", seed: int = 0) -> SimBench:
+    """The bundled openb trace replayed on its own 1,213-node cluster (one open-quota team)."""
+    from gpufleet.sim.setup import cluster_from_nodes, open_teams
+    from gpufleet.sim.traces import bundled_openb
+
+    workload = bundled_openb()
+    cluster = cluster_from_nodes(workload.nodes)
+    teams = open_teams(cluster, workload)
+    started = time.perf_counter()
+    result = simulate(cluster, teams, workload, SimConfig(profile=profile, seed=seed))
+    return SimBench(
+        len(cluster.nodes), len(workload.jobs), profile, time.perf_counter() - started, result
+    )
+
+
+def synthetic(
+    nodes: int, jobs: int, profile: str = "default", load: float = 0.7, seed: int = 0
+) -> SimBench:
+    cluster = bench_cluster(nodes)
+    teams = TeamsSpec.model_validate(
+        {
+            "kind": "teams",
+            "teams": [{"name": f"t{i}", "quota": {ACCELERATOR: nodes * 8}} for i in range(TEAMS)],
+        }
+    )
+    workload = synthetic_workload(nodes, jobs, load, seed)
+    started = time.perf_counter()
+    result = simulate(cluster, teams, workload, SimConfig(profile=profile, seed=seed))
+    return SimBench(nodes, jobs, profile, time.perf_counter() - started, result)
