@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpufleet import __version__
-from gpufleet.cli import catalog, inference, plan, schedule, specs, training, wizard
+from gpufleet.cli import catalog, inference, plan, schedule, simulate, specs, training, wizard
 from gpufleet.errors import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -42,7 +42,8 @@ app.add_typer(estimate_app, name="estimate")
 app.add_typer(bench_app, name="bench")
 app.add_typer(search_app, name="search")
 app.add_typer(validate_app, name="validate")
-_GROUPS = frozenset({"catalog", "estimate", "search", "validate", "bench"})
+app.add_typer(simulate.app, name="simulate")
+_GROUPS = frozenset({"catalog", "estimate", "search", "validate", "bench", "simulate"})
 app.command("schema")(specs.schema)
 app.command("check")(specs.check)
 app.command("plan")(plan.plan_command)

@@ -142,6 +142,7 @@ class QueueOrder(Protocol):
     """
 
     name: str
+    uses_share: bool  # whether `order` reads `ctx.share` (a simulator keeps history only then)
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]: ...
 

@@ -35,6 +35,7 @@ class Fifo:
     """First submitted, first looked at; ties by name so the order is total."""
 
     name = "fifo"
+    uses_share = False  # reads OrderContext.share (callers may skip usage history if not)
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]:
         return sorted(jobs, key=lambda j: (j.submitted_s, j.name))
@@ -44,6 +45,7 @@ class PriorityOrder:
     """Highest priority class value first, then FIFO."""
 
     name = "priority"
+    uses_share = False  # reads OrderContext.share (callers may skip usage history if not)
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]:
         return sorted(jobs, key=lambda j: _priority_key(j, ctx))
@@ -58,6 +60,7 @@ class FairShare:
     """
 
     name = "fair-share"
+    uses_share = True  # reads OrderContext.share (callers may skip usage history if not)
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterator[JobSpec]:
         queues: dict[str, list[JobSpec]] = {}
@@ -83,6 +86,7 @@ class Tiresias:
     """Discretised 2D-LAS: fewest attained GPU-seconds first, with starvation promotion."""
 
     name = "tiresias"
+    uses_share = False  # reads OrderContext.share (callers may skip usage history if not)
 
     def __init__(
         self, thresholds_gpu_s: tuple[float, ...] = (3_600.0, 360_000.0), starve_factor: float = 2.0
@@ -167,6 +171,7 @@ class Multifactor:
     """
 
     name = "multifactor"
+    uses_share = True  # reads OrderContext.share (callers may skip usage history if not)
 
     def __init__(
         self,

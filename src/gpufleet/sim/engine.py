@@ -141,7 +141,9 @@ class Simulation:
         self._arrivals_left = len(workload.jobs)
         self.owner: dict[str, str] = {}  # scheduler unit (job or pod) -> job
         self._started = 0  # jobs whose clock runs (partial gangs holding GPUs do not count)
-        self.gang = resolve(config.profile).profile.gang
+        plugins = resolve(config.profile)
+        self.gang = plugins.profile.gang
+        self._keeps_history = plugins.queue_order.uses_share
         self.metrics = MetricsRecorder(cluster, teams, workload)
 
     # -- the event queue ---------------------------------------------------------------
@@ -247,7 +249,7 @@ class Simulation:
                 del self.usage[key]
 
     def _advance_history(self) -> None:
-        if self.now_s > self._history_at:
+        if self._keeps_history and self.now_s > self._history_at:
             held = {k: v / MILLI for k, v in self.usage.items()}
             self.history = self.history.advance(self.now_s, held)
             self._history_at = self.now_s
