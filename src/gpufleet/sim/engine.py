@@ -414,7 +414,7 @@ class Simulation:
     # -- sampling ------------------------------------------------------------------------
 
     def _sample(self, _: str) -> None:
-        self.metrics.sample(self.now_s, self.state, self.pending.values())
+        self.metrics.sample(self.now_s, self.state, self.pending.values(), self._started)
         self._push(self.now_s + self.config.sample_interval_s, SAMPLE, "")
 
 

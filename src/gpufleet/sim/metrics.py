@@ -5,8 +5,10 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
 - `gpu_allocation_ratio` — time-weighted GPUs held by jobs (whole GPUs, shares, MIG
   slices weighed by their compute share) ÷ the cluster's GPUs, from the first arrival
   to the end of the run.
-- `busy_utilization` — the same weighted by each job's declared `busy_fraction`, over
-  the jobs that declare one (None when none does).
+- `busy_utilization` — GPU-time the GPUs were busy ÷ the cluster's GPU-time, from each
+  job's declared `busy_fraction` (a job that declares none counts as not busy; None when
+  no job declares one). `busy_declared_share` says what share of the held GPU-time
+  declared one, so a low value is read correctly.
 - `goodput_ratio` — useful GPU-hours (work that counted toward completion) ÷ GPU-hours
   held; the rest was lost to preemption, failures and restart overhead.
 - `wait_s`, `jct_s` — p50/p95/p99 of queue wait (first start − arrival) and job
@@ -74,6 +76,7 @@ class SimMetrics:
 
     gpu_allocation_ratio: float
     busy_utilization: float | None
+    busy_declared_share: float | None
     goodput_ratio: float | None
     wait_s: Mapping[str, float | None]
     jct_s: Mapping[str, float | None]
@@ -103,6 +106,7 @@ class SimMetrics:
             for k in (
                 "gpu_allocation_ratio",
                 "busy_utilization",
+                "busy_declared_share",
                 "goodput_ratio",
                 "jain_fairness",
                 "slo_attainment",
@@ -221,7 +225,7 @@ class MetricsRecorder:
     def node_up(self, t_s: float, gpus: int) -> None:
         self.down.move(t_s, -gpus)
 
-    def sample(self, t_s: float, state: State, pending: Iterable[JobSpec]) -> None:
+    def sample(self, t_s: float, state: State, pending: Iterable[JobSpec], running: int) -> None:
         smallest: dict[str, int] = {}  # accelerator ("" = any) -> smallest worker pending
         n_pending = 0
         for job in pending:
@@ -243,7 +247,7 @@ class MetricsRecorder:
                 t_s,
                 self.alloc.level / self.capacity_gpus if self.capacity_gpus else 0.0,
                 n_pending,
-                0,
+                running,
                 fragmented,
             )
         )
@@ -274,6 +278,7 @@ class MetricsRecorder:
         return SimMetrics(
             gpu_allocation_ratio=held_gpu_s / cap_area if cap_area else 0.0,
             busy_utilization=self.busy.area / cap_area if self.declared.area and cap_area else None,
+            busy_declared_share=self.declared.area / held_gpu_s if held_gpu_s else None,
             goodput_ratio=min(1.0, self.useful_gpu_s / held_gpu_s) if held_gpu_s else None,
             wait_s=percentiles(waits),
             jct_s=percentiles(jcts),

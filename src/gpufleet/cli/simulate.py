@@ -1,0 +1,522 @@
+"""`gpufleet simulate CLUSTER WORKLOAD` and `gpufleet simulate compare`: the simulator's CLI.
+
+`simulate` is a command group whose default command is `run`: `gpufleet simulate
+CLUSTER WORKLOAD ...` is `gpufleet simulate run CLUSTER WORKLOAD ...` (so a cluster file
+literally named `run` or `compare` needs a path such as `./compare`).
+
+Everything the user gave is read and checked before anything runs or is written: a
+missing file, a spec of the wrong kind, an unknown trace format or profile is one
+message and exit 2, and no output folder appears. Files are written whole or not at all
+(each goes to NAME.partial, is synced, then renamed). Heavy imports (numpy, scipy, the
+engine) happen inside the commands, so `gpufleet --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from gpufleet.cli.output import check_format, wide_console
+from gpufleet.cli.schedule import PROFILE_HELP
+from gpufleet.errors import UnknownNameError, UserError
+
+if TYPE_CHECKING:
+    from gpufleet.cluster import Cluster
+    from gpufleet.sim.engine import SimConfig
+    from gpufleet.sim.setup import WorkloadSource
+    from gpufleet.sim.workload import Workload
+    from gpufleet.specs.teams import TeamsSpec
+
+TRACE = "trace"
+RESULT_FILE = "result.json"
+
+
+class _RunByDefault(TyperGroup):
+    """A group whose first argument, when it names no subcommand, starts `run`'s arguments."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_RunByDefault,
+    help="Replay a workload on a cluster through the scheduler: `gpufleet simulate CLUSTER "
+    "WORKLOAD` (the same as `simulate run`), or compare profiles with `simulate compare`.",
+    no_args_is_help=True,
+    subcommand_metavar="[run] CLUSTER WORKLOAD ... | compare CLUSTER WORKLOAD --profiles A,B ...",
+)
+
+# -- options both commands take ------------------------------------------------------------
+
+ClusterArg = Annotated[
+    str,
+    typer.Argument(
+        help="Cluster spec (kind: cluster), or 'trace' for the nodes the trace lists (openb).",
+        show_default=False,
+    ),
+]
+WorkloadArg = Annotated[
+    str,
+    typer.Argument(
+        help="A kind: workload generator spec (.yaml), a trace file with --trace-format, or "
+        "bundled:openb (the Alibaba GPU 2023 trace shipped with gpufleet).",
+        show_default=False,
+    ),
+]
+TraceFormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--trace-format", help="Trace format of WORKLOAD: openb, philly, helios, sacct, gpufleet."
+    ),
+]
+TraceNodesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--trace-nodes", help="openb node list for CLUSTER 'trace' (default: the bundled one)."
+    ),
+]
+TeamsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--teams",
+        help="Teams and quotas (kind: teams); without it every team may use the whole cluster.",
+    ),
+]
+HorizonOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--horizon", help="Stop at this simulated time (e.g. 14d, 36h); default: all jobs done."
+    ),
+]
+MtbfOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-mtbf-h",
+        min=0.0,
+        help="Mean time between failures of one GPU, hours (default, or 0: no failures).",
+    ),
+]
+RepairOpt = Annotated[
+    float, typer.Option("--repair-h", min=0.0, help="Mean repair time of a failed node, hours.")
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a command read and checked, before anything runs."""
+
+    cluster: Cluster
+    source: WorkloadSource
+    first: Workload  # the first seed's workload (read once; warnings and report from it)
+    teams_file: TeamsSpec | None
+    teams_path: Path | None
+    config: SimConfig
+
+    def teams_for(self, workload: Workload) -> TeamsSpec:
+        from gpufleet.sim.setup import open_teams
+
+        if self.teams_file is not None:
+            return self.teams_file
+        return open_teams(self.cluster, workload)
+
+    def warnings(self, workload: Workload) -> tuple[str, ...]:
+        from gpufleet.sim.setup import placement_warnings
+
+        return placement_warnings(self.cluster, workload, self.teams_file)
+
+
+def _read_inputs(
+    cluster_arg: str,
+    workload_arg: str,
+    *,
+    trace_format: str | None,
+    trace_nodes: Path | None,
+    teams_path: Path | None,
+    horizon: str | None,
+    gpu_mtbf_h: float | None,
+    repair_h: float,
+    first_seed: int,
+) -> _Inputs:
+    from gpufleet.cluster import Cluster
+    from gpufleet.quantities import parse_duration
+    from gpufleet.sim.engine import FailureModel, SimConfig
+    from gpufleet.sim.setup import check_priority_classes, cluster_from_nodes, workload_source
+    from gpufleet.specs.cluster import ClusterSpec
+    from gpufleet.specs.load import load
+    from gpufleet.specs.teams import TeamsSpec
+
+    horizon_s: float | None = None
+    if horizon is not None:
+        try:
+            horizon_s = parse_duration(horizon)
+        except ValueError as exc:
+            raise UserError(f"--horizon: {exc}") from None
+        if horizon_s <= 0:
+            raise UserError(f"--horizon: must be positive, got {horizon!r}")
+    spec = None if cluster_arg == TRACE else load(ClusterSpec, Path(cluster_arg))
+    teams = load(TeamsSpec, teams_path) if teams_path is not None else None
+    source = workload_source(workload_arg, trace_format, nodes=trace_nodes)
+    first = source.draw(first_seed)
+    if spec is None:
+        if not first.nodes:
+            raise UserError(
+                f"CLUSTER 'trace': {source.name} lists no nodes of its own (openb traces do); "
+                "give a cluster spec"
+            )
+        cluster = cluster_from_nodes(first.nodes)
+    else:
+        cluster = Cluster.from_spec(spec)
+    if teams is not None:
+        check_priority_classes(teams, first, str(teams_path))
+    config = SimConfig(
+        horizon_s=horizon_s,
+        failures=FailureModel(gpu_mtbf_h=gpu_mtbf_h or None, repair_mean_h=repair_h),
+    )
+    return _Inputs(cluster, source, first, teams, teams_path, config)
+
+
+def _check_profiles(names: Sequence[str]) -> None:
+    from gpufleet.sched.registry import PROFILES
+
+    for name in names:
+        if name not in PROFILES:
+            raise UnknownNameError("scheduling profile", name, PROFILES)
+
+
+def _check_out(out: Path | None) -> None:
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+
+
+def write_atomic(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
+    """Write every file into `out_dir` (created) whole or not at all.
+
+    Each goes to NAME.partial, is synced and only then renamed over NAME, once all are
+    written: a reader never sees half a file, and a failure leaves no partial behind.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    partials = {name: out_dir / f"{name}.partial" for name in files}
+    try:
+        for name, data in files.items():
+            with partials[name].open("wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        written = []
+        for name, partial in partials.items():
+            written.append(partial.replace(out_dir / name))
+        return written
+    finally:
+        for partial in partials.values():
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _print_preamble(console: Console, inputs: _Inputs, warnings: Sequence[str]) -> None:
+    for line in inputs.first.report.lines():
+        console.print(line, highlight=False, markup=False)
+    for line in warnings:
+        console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
+    if inputs.teams_file is None:
+        console.print("no --teams file: every team may use the whole cluster", style="dim")
+
+
+@contextlib.contextmanager
+def _progress(console: Console, total: int | None, label: str) -> Iterator[Callable[[str], None]]:
+    """A transient Rich progress bar (a spinner when the total is unknown); yields `tick`."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), MofNCompleteColumn()]
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+
+        def tick(description: str) -> None:
+            bar.update(task, advance=1, description=description)
+
+        yield tick
+
+
+# -- gpufleet simulate run -----------------------------------------------------------------
+
+
+@app.command("run")
+def run(
+    cluster: ClusterArg,
+    workload: WorkloadArg,
+    *,
+    trace_format: TraceFormatOpt = None,
+    trace_nodes: TraceNodesOpt = None,
+    teams: TeamsOpt = None,
+    profile: Annotated[str, typer.Option("--profile", help=PROFILE_HELP)] = "default",
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the generator and of failures.")
+    ] = 0,
+    horizon: HorizonOpt = None,
+    gpu_mtbf_h: MtbfOpt = None,
+    repair_h: RepairOpt = 4.0,
+    format: FormatOpt = "table",
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help=f"Folder for {RESULT_FILE} (metrics with series)."),
+    ] = None,
+) -> None:
+    """Simulate WORKLOAD on CLUSTER with one profile and seed; print the metrics.
+
+    The same inputs and seed give byte-identical JSON. Exit 2 for bad input (nothing is
+    run or written).
+    """
+    from dataclasses import replace
+
+    from gpufleet.sim.engine import simulate
+
+    fmt = check_format(format)
+    _check_profiles([profile])
+    _check_out(out)
+    inputs = _read_inputs(
+        cluster,
+        workload,
+        trace_format=trace_format,
+        trace_nodes=trace_nodes,
+        teams_path=teams,
+        horizon=horizon,
+        gpu_mtbf_h=gpu_mtbf_h,
+        repair_h=repair_h,
+        first_seed=seed,
+    )
+    console = wide_console() if fmt == "table" else Console(stderr=True)
+    warnings = inputs.warnings(inputs.first)
+    _print_preamble(console, inputs, warnings)
+    config = replace(inputs.config, profile=profile, seed=seed)
+    with _progress(Console(stderr=True), None, f"simulating {len(inputs.first.jobs):,} jobs"):
+        result = simulate(inputs.cluster, inputs.teams_for(inputs.first), inputs.first, config)
+    head = {"profile": profile, "seed": seed}
+    if out is not None:
+        data = {
+            **head,
+            "cluster": inputs.cluster.name,
+            "workload": inputs.source.name,
+            "cycles": result.cycles,
+            "events": result.events,
+            "warnings": list(warnings),
+            "metrics": result.metrics.to_json(series=True),
+        }
+        write_atomic(out, {RESULT_FILE: _dumps(data).encode("utf-8")})
+    if fmt == "json":
+        payload = {**head, "metrics": result.metrics.to_json(), "warnings": list(warnings)}
+        typer.echo(_dumps(payload), nl=False)
+    else:
+        _print_run(console, inputs, profile, seed, result.metrics.to_json())
+    if out is not None:
+        console.print(f"wrote {out / RESULT_FILE}", style="dim")
+
+
+def _print_run(
+    console: Console, inputs: _Inputs, profile: str, seed: int, metrics: Mapping[str, Any]
+) -> None:
+    from gpufleet.sim.compare import GROUPED
+    from gpufleet.sim.report import fmt_value, metric_label, metric_order
+
+    flat: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if key in GROUPED:
+            flat.update({f"{key}.{p}": v for p, v in value.items()})
+        elif not isinstance(value, Mapping):
+            flat[key] = value
+    order = metric_order({"metrics": {profile: flat}})
+    console.print(
+        f"[bold]{inputs.cluster.name}[/bold] × {inputs.source.name}: "
+        f"profile {profile}, seed {seed}",
+        highlight=False,
+    )
+    table = Table(title="Metrics")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("field", style="dim")
+    for key in order:
+        table.add_row(metric_label(key), fmt_value(key, flat[key]), key)
+    console.print(table)
+    teams = Table(title="Per team")
+    for col in ("team", "jobs completed", "GPU-hours held", "entitled share", "wait p95"):
+        teams.add_column(col, justify="left" if col == "team" else "right")
+    for name, row in metrics["per_team"].items():
+        entitled = row.get("entitled_share")
+        teams.add_row(
+            name,
+            f"{row['jobs_completed']:,}",
+            fmt_value("gpu_hours", row.get("gpu_hours")),
+            "-" if entitled is None else f"{entitled * 100:.1f}%",
+            fmt_value("wait_s.p95", row["wait_s"]["p95"]),
+        )
+    console.print(teams)
+
+
+# -- gpufleet simulate compare -------------------------------------------------------------
+
+
+def _profile_list(text: str) -> list[str]:
+    names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not names:
+        raise UserError("--profiles: give one or more profile names, e.g. default,fifo")
+    return names
+
+
+@app.command("compare")
+def compare(
+    cluster: ClusterArg,
+    workload: WorkloadArg,
+    *,
+    profiles: Annotated[
+        str,
+        typer.Option(
+            "--profiles",
+            help="Comma-separated scheduling profiles, e.g. default,fifo,binpack.",
+            show_default=False,
+        ),
+    ],
+    seeds: Annotated[
+        int, typer.Option("--seeds", min=1, help="Seeds 0..N-1 for every profile.")
+    ] = 3,
+    trace_format: TraceFormatOpt = None,
+    trace_nodes: TraceNodesOpt = None,
+    teams: TeamsOpt = None,
+    horizon: HorizonOpt = None,
+    gpu_mtbf_h: MtbfOpt = None,
+    repair_h: RepairOpt = 4.0,
+    format: FormatOpt = "table",
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Folder for compare.json, compare.html, compare.md."),
+    ] = Path("gpufleet-compare"),
+) -> None:
+    """Run every profile on seeds 0..N-1; write means with 95 % confidence intervals and plots.
+
+    A generator spec draws a new workload per seed; a trace replays the same jobs, and the
+    seed drives failures (--gpu-mtbf-h). Every profile sees the same workloads and seeds.
+    """
+    from gpufleet.sim.compare import run_matrix, summarize
+    from gpufleet.sim.report import compare_files
+    from gpufleet.sim.setup import check_priority_classes
+
+    fmt = check_format(format)
+    names = _profile_list(profiles)
+    _check_profiles(names)
+    _check_out(out)
+    inputs = _read_inputs(
+        cluster,
+        workload,
+        trace_format=trace_format,
+        trace_nodes=trace_nodes,
+        teams_path=teams,
+        horizon=horizon,
+        gpu_mtbf_h=gpu_mtbf_h,
+        repair_h=repair_h,
+        first_seed=0,
+    )
+    # Every seed's workload is drawn before anything runs (a generator is fast), so a
+    # priority class or an unplaceable job that only one seed has is reported up front.
+    seed_list = list(range(seeds))
+    drawn = [inputs.first, *(inputs.source.draw(s) for s in seed_list[1:])]
+    if inputs.teams_file is not None:
+        for w in drawn[1:]:
+            check_priority_classes(inputs.teams_file, w, str(inputs.teams_path))
+    warnings = list(dict.fromkeys(line for w in drawn for line in inputs.warnings(w)))
+    console = wide_console() if fmt == "table" else Console(stderr=True)
+    _print_preamble(console, inputs, warnings)
+    if inputs.source.varies_with_seed and seeds > 1:
+        console.print(f"each of {seeds} seeds draws a new workload", style="dim")
+    with _progress(Console(stderr=True), len(names) * seeds, "simulating") as tick:
+        runs = run_matrix(
+            inputs.cluster,
+            inputs.teams_for,
+            drawn.__getitem__,
+            profiles=names,
+            seeds=seed_list,
+            config=inputs.config,
+            on_run=lambda p, s: tick(f"{p}, seed {s}"),
+        )
+    summary = summarize(runs, context=_context(inputs, drawn, warnings))
+    files = compare_files(summary)
+    write_atomic(out, files)
+    if fmt == "json":
+        typer.echo(files["compare.json"].decode("utf-8"), nl=False)
+        return
+    _print_compare(console, summary)
+    console.print(f"wrote {', '.join(files)} to {out}/", style="dim")
+
+
+def _context(
+    inputs: _Inputs, workloads: Sequence[Workload], warnings: Sequence[str]
+) -> dict[str, Any]:
+    """What compare.json says about the setup (no wall-clock times: it stays reproducible)."""
+    c, cfg = inputs.cluster, inputs.config
+    return {
+        "cluster": {
+            "name": c.name,
+            "nodes": len(c.nodes),
+            "gpus": sum(n.gpus for n in c.nodes),
+            "accelerators": dict(sorted(c.gpus_by_accelerator.items())),
+        },
+        "workload": {
+            "source": inputs.source.name,
+            "kind": "generator: a new draw per seed"
+            if inputs.source.varies_with_seed
+            else "trace: the same jobs for every seed",
+            "jobs": [len(w.jobs) for w in workloads],
+        },
+        "teams": str(inputs.teams_path)
+        if inputs.teams_path is not None
+        else "none given: every team may use the whole cluster",
+        "config": {
+            "horizon_s": cfg.horizon_s,
+            "gpu_mtbf_h": cfg.failures.gpu_mtbf_h,
+            "repair_mean_h": cfg.failures.repair_mean_h,
+            "cycle_interval_s": cfg.cycle_interval_s,
+            "restart_overhead_s": cfg.restart_overhead_s,
+        },
+        "warnings": list(warnings),
+    }
+
+
+def _print_compare(console: Console, summary: Mapping[str, Any]) -> None:
+    from gpufleet.sim.report import fmt_estimate, metric_label, metric_order
+
+    profiles = list(summary["profiles"])
+    n = len(summary["seeds"])
+    pct = f"{summary['confidence'] * 100:g}"
+    table = Table(
+        title=f"{', '.join(profiles)} over {n} seed{'s' * (n != 1)}"
+        + (f" (mean ± {pct} % CI half-width)" if n > 1 else "")
+    )
+    table.add_column("metric")
+    for p in profiles:
+        table.add_column(p, justify="right")
+    for metric in metric_order(summary):
+        cells = [fmt_estimate(metric, summary["metrics"][p].get(metric, {})) for p in profiles]
+        table.add_row(metric_label(metric), *cells)
+    console.print(table)
