@@ -125,8 +125,17 @@ def test_fairness_is_one_when_two_equal_teams_use_equal_gpu_hours() -> None:
     w = workload(job("a1", 0.0, HOUR, team="a"), job("b1", 0.0, HOUR, team="b"))
     m = simulate(cluster(2), teams("a", "b"), w, SimConfig()).metrics
     assert m.jain_fairness == pytest.approx(1.0)
+    # a team that asked for little and got it all is treated fairly too
     w2 = workload(job("a1", 0.0, HOUR, team="a"), job("b1", 0.0, 0.01 * HOUR, team="b"))
-    assert simulate(cluster(2), teams("a", "b"), w2, SimConfig()).metrics.jain_fairness < 0.6
+    assert simulate(cluster(2), teams("a", "b"), w2, SimConfig()).metrics.jain_fairness == 1.0
+    # FIFO on one node for three hours: a's three jobs run, b's three never do
+    starve = workload(
+        *(job(f"a{i}", 0.0, HOUR, team="a") for i in range(3)),
+        *(job(f"b{i}", 1.0, HOUR, team="b") for i in range(3)),
+    )
+    config = SimConfig(profile="fifo", horizon_s=3 * HOUR)
+    m = simulate(cluster(1), teams("a", "b"), starve, config).metrics
+    assert m.jain_fairness == pytest.approx(0.5)
 
 
 def test_fragmented_gpus_are_free_gpus_no_pending_job_can_use() -> None:

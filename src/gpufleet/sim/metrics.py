@@ -13,9 +13,12 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
   held; the rest was lost to preemption, failures and restart overhead.
 - `wait_s`, `jct_s` — p50/p95/p99 of queue wait (first start − arrival) and job
   completion time (end − arrival) over completed jobs; also per team and per kind.
-- `jain_fairness` — Jain's index over teams of (share of GPU-hours held ÷ entitled
-  share); entitlement is the team's share of guaranteed GPUs, or equal when no team
-  has a guarantee. 1 is perfectly fair; 1/n is one team taking everything.
+- `jain_fairness` — Jain's index over teams of their satisfaction: share of GPU-hours
+  held ÷ the share due to them, capped at 1, where the share due is the smaller of the
+  entitled share (the team's share of guaranteed GPUs, or equal shares when no team has
+  a guarantee) and its demanded share (GPU-hours its jobs asked for). 1: every team got
+  its due or all it asked for; 1/n: one team was served and the others starved. (MIG
+  jobs count no GPU-hours of demand: their GPU share is known only once placed.)
 - `slo_attainment` — inference replicas: served time inside their window ÷ wanted
   time (None without inference jobs).
 - `preemptions`, `lost_gpu_hours` — evictions by the scheduler; GPU-hours of work lost
@@ -169,6 +172,7 @@ class MetricsRecorder:
         self.samples: list[Sample] = []
         self.entitled = self._entitlements(teams, workload)
         self.inference_wanted_s = 0.0
+        self.demand: dict[str, float] = {}  # team -> GPU-seconds its jobs asked for
         self.inference_served_s = 0.0
 
     @staticmethod
@@ -185,6 +189,7 @@ class MetricsRecorder:
     # -- events --------------------------------------------------------------------------
 
     def arrived(self, job: TraceJob) -> None:
+        self.demand[job.team] = self.demand.get(job.team, 0.0) + job.total_gpus * job.duration_s
         if job.kind == "inference":
             self.inference_wanted_s += job.duration_s
 
@@ -268,11 +273,16 @@ class MetricsRecorder:
         held_gpu_s = self.alloc.area
         team_used = {t: a.area for t, a in self.team_alloc.items()}
         used_total = sum(team_used.values())
-        shares = [
-            (team_used.get(t, 0.0) / used_total if used_total else 0.0) / e
-            for t, e in self.entitled.items()
-            if e > 0
-        ]
+        demand_total = sum(self.demand.values())
+        shares = []
+        for t, e in self.entitled.items():
+            # a team is treated fairly when it got its entitled share, or all it asked for
+            # if it asked for less: satisfaction = used share ÷ min(entitled, demanded), ≤ 1
+            wanted = self.demand.get(t, 0.0) / demand_total if demand_total else 0.0
+            due = min(e, wanted)
+            if due > 0:
+                used = team_used.get(t, 0.0) / used_total if used_total else 0.0
+                shares.append(min(1.0, used / due))
         days = span / 86_400 if span > 0 else 0.0
         frag = [s.fragmented_gpus for s in self.samples]
         return SimMetrics(
