@@ -190,3 +190,20 @@ def test_a_partial_gang_holds_gpus_that_count_as_allocated_but_do_no_work() -> N
     # pair's first pod holds the second node's 8 GPUs for two hours before its twin binds
     assert m.goodput_ratio is not None
     assert m.goodput_ratio < 0.9
+
+
+def test_an_idle_gpu_is_re_cut_for_a_slice_the_layout_lacks_and_the_job_then_runs() -> None:
+    from gpufleet.cluster import Node
+
+    a100 = "a100-sxm4-80gb"
+    layout = (("1g.10gb", 7),)
+    c = Cluster(("block", "leaf", "node"), (Node("m-0", a100, 2, ("b1", "l1"), mig=(layout,) * 2),))
+    t = TeamsSpec.model_validate({"kind": "teams", "teams": [{"name": "a", "quota": {a100: 2}}]})
+    w = workload(job("chat", 0.0, HOUR, gpus=None, mig_profile="3g.40gb", kind="inference"))
+    m = simulate(c, t, w, SimConfig(relayout_s=120.0)).metrics
+    assert m.relayouts_applied == 1
+    assert m.jobs_completed == 1
+    assert m.wait_s["p50"] == pytest.approx(120.0, abs=11.0)  # the re-cut, then a cycle
+    frozen = simulate(c, t, w, SimConfig(relayout_s=None)).metrics
+    assert frozen.jobs_completed == 0
+    assert frozen.relayout_proposals > 0

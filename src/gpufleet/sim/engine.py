@@ -29,9 +29,12 @@ spot node is reclaimed at `reclaim_per_node_per_day`; its jobs get `notice_s`
 (a job with a checkpoint interval saves its work in the notice; others lose it)
 and the node returns after an exponential time.
 
+MIG re-layout: the scheduler's proposals for idle GPUs are applied after
+`relayout_s` (if the GPU is still idle then): the cluster is rebuilt with the new
+layout. Proposals that need a drain are counted, not applied.
+
 Simplifications, on purpose: the preemption grace period is not simulated (GPUs
-change hands at once); checkpoint writes cost no time; MIG re-layout proposals
-are counted, not applied.
+change hands at once); checkpoint writes cost no time.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -56,7 +59,7 @@ from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
 # event priorities at one instant: resources come back before they are handed out
-FINISH, FAILURE, RECLAIM, REPAIR, ARRIVAL, CYCLE, SAMPLE = range(7)
+FINISH, FAILURE, RECLAIM, REPAIR, RELAYOUT, ARRIVAL, CYCLE, SAMPLE = range(8)
 DOWN = "\x00down:"  # holder of a failed or reclaimed node's GPUs
 
 
@@ -84,6 +87,9 @@ class SimConfig:
     horizon_s: float | None = None  # stop here; None: when every job is done (or can never run)
     sample_interval_s: float = 600.0
     fair_share_half_life_s: float = 7 * 86_400.0
+    # MIG re-layouts the scheduler proposes for idle GPUs are applied after this long
+    # (reconfiguring MIG needs the GPU idle; None: proposals are only counted)
+    relayout_s: float | None = 120.0
 
 
 @dataclass
@@ -141,6 +147,7 @@ class Simulation:
         self._arrivals_left = len(workload.jobs)
         self.owner: dict[str, str] = {}  # scheduler unit (job or pod) -> job
         self._started = 0  # jobs whose clock runs (partial gangs holding GPUs do not count)
+        self._relayouts: dict[str, tuple[tuple[str, int], ...]] = {}  # "node|gpu" -> layout
         plugins = resolve(config.profile)
         self.gang = plugins.profile.gang
         self._keeps_history = plugins.queue_order.uses_share
@@ -168,6 +175,7 @@ class Simulation:
             FAILURE: self._failure,
             RECLAIM: self._reclaim,
             REPAIR: self._repair,
+            RELAYOUT: self._relayout,
             ARRIVAL: self._arrive,
             CYCLE: self._cycle,
             SAMPLE: self._sample,
@@ -292,6 +300,37 @@ class Simulation:
         for unit, placements in d.admitted.items():
             self._start(unit, placements, d.flavors[unit])
         self.metrics.relayouts += len(d.relayouts)
+        if self.config.relayout_s is not None:
+            for r in d.relayouts:
+                key = f"{r.node}|{r.gpu}"
+                if not r.drain and key not in self._relayouts:  # idle GPUs only
+                    self._relayouts[key] = r.proposed
+                    self._push(self.now_s + self.config.relayout_s, RELAYOUT, key)
+
+    def _relayout(self, key: str) -> None:
+        """Re-cut one idle MIG GPU: a new cluster with that GPU's new layout, and the state
+        rebuilt on it with every job's holdings (the GPU itself holds nothing)."""
+        layout = self._relayouts.pop(key)
+        node_name, gpu_text = key.rsplit("|", 1)
+        gpu = int(gpu_text)
+        prefix = f"{node_name}/gpu{gpu}/"
+        for unit in self.state.jobs_on(node_name):
+            if any(s.startswith(prefix) for s in self.state.holdings(unit).slices):
+                return  # taken since it was proposed: the proposal lapses
+        old = self.cluster
+        nodes = tuple(
+            replace(n, mig=tuple(layout if i == gpu else g for i, g in enumerate(n.mig)))
+            if n.name == node_name
+            else n
+            for n in old.nodes
+        )
+        cluster = Cluster(old.levels, nodes, name=old.name)
+        state = State(cluster)
+        for unit in self.state.jobs():
+            state.allocate(unit, *self.state.holdings(unit).claims())
+        self.cluster, self.state = cluster, state
+        self.metrics.relayouts_applied += 1
+        self._want_cycle()
 
     def _start(self, unit: str, placements: tuple[Placement, ...], flavor: str) -> None:
         """A unit was admitted (decide(keep=True) allocated it); the job starts once all

@@ -96,6 +96,7 @@ class SimMetrics:
     failures: int
     spot_reclaims: int
     relayout_proposals: int
+    relayouts_applied: int
     duration_s: float
     per_team: Mapping[str, Mapping[str, Any]]
     per_kind: Mapping[str, Mapping[str, Any]]
@@ -124,6 +125,7 @@ class SimMetrics:
                 "failures",
                 "spot_reclaims",
                 "relayout_proposals",
+                "relayouts_applied",
                 "duration_s",
             )
         }
@@ -168,6 +170,7 @@ class MetricsRecorder:
         self.useful_gpu_s = 0.0
         self.lost_gpu_s = 0.0
         self.preemptions = self.failures = self.spot_reclaims = self.relayouts = 0
+        self.relayouts_applied = 0
         self.completed_runs: list[tuple[TraceJob, float, float]] = []  # job, wait, jct
         self.samples: list[Sample] = []
         self.entitled = self._entitlements(teams, workload)
@@ -309,6 +312,7 @@ class MetricsRecorder:
             failures=self.failures,
             spot_reclaims=self.spot_reclaims,
             relayout_proposals=self.relayouts,
+            relayouts_applied=self.relayouts_applied,
             duration_s=span,
             per_team=self._grouped(lambda j: j.team, team_used),
             per_kind=self._grouped(lambda j: j.kind, None),
