@@ -413,3 +413,28 @@ def test_load_workload_generator_per_seed_and_trace_fixed(files: dict[str, Path]
         load_workload(OPENB_PODS, "phily", 0)
     with pytest.raises(UserError, match="--trace-nodes is for openb"):
         workload_source(OPENB_PODS, "sacct", nodes=OPENB_NODES)
+
+
+def test_experiment_fragmentation_runs_from_the_cli_and_prints_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gpufleet.cli.main import main
+
+    code = main(
+        ["simulate", "experiment", "fragmentation", "--profiles", "best-fit,random-fit",
+         "--points", "3", "--format", "json"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    data = json.loads(out)
+    assert set(data["results"]) == {"best-fit", "random-fit"}
+    assert 0 < data["results"]["best-fit"]["allocated_share"] <= 1
+
+
+def test_an_unknown_experiment_is_refused_with_a_suggestion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gpufleet.cli.main import main
+
+    assert main(["simulate", "experiment", "fragmentaton"]) == 2
+    assert "did you mean 'fragmentation'" in capsys.readouterr().err

@@ -520,3 +520,105 @@ def _print_compare(console: Console, summary: Mapping[str, Any]) -> None:
         cells = [fmt_estimate(metric, summary["metrics"][p].get(metric, {})) for p in profiles]
         table.add_row(metric_label(metric), *cells)
     console.print(table)
+
+
+# -- gpufleet simulate experiment ----------------------------------------------------------
+
+
+@app.command("experiment")
+def experiment(
+    name: Annotated[
+        str, typer.Argument(help="fragmentation | utilization-claims", show_default=False)
+    ],
+    *,
+    profiles: Annotated[
+        str | None,
+        typer.Option(
+            "--profiles",
+            help="Comma-separated policies (default: the experiment's own list).",
+            show_default=False,
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="fragmentation: pod draw seed.")] = 0,
+    points: Annotated[
+        int, typer.Option("--points", min=2, help="fragmentation: curve points.")
+    ] = 20,
+    seeds: Annotated[
+        int, typer.Option("--seeds", min=1, help="utilization-claims: seeds 0..N-1.")
+    ] = 3,
+    days: Annotated[
+        float, typer.Option("--days", min=0.1, help="utilization-claims: simulated days.")
+    ] = 14.0,
+    format: FormatOpt = "table",
+) -> None:
+    """Run one of the documented experiments (docs/experiments/): JSON `results` by profile."""
+    from gpufleet.errors import UnknownNameError
+    from gpufleet.sim import experiments as ex
+
+    fmt = check_format(format)
+    if name not in ex.EXPERIMENTS:
+        raise UnknownNameError("experiment", name, ex.EXPERIMENTS)
+    names = _profile_list(profiles) if profiles else None
+    console = wide_console() if fmt == "table" else Console(stderr=True)
+    if name == "fragmentation":
+        chosen = names or list(ex.FRAGMENTATION_POLICIES)
+        with _progress(Console(stderr=True), len(chosen), "filling openb") as tick:
+            result = ex.fragmentation(
+                chosen, seed=seed, points=points, on_policy=lambda p, s: tick(f"{p} ({s:.1f} s)")
+            )
+    else:
+        if names:
+            _check_profiles(names)
+        chosen = names or list(ex.UTILIZATION_PROFILES)
+        with _progress(Console(stderr=True), len(chosen) * seeds, "simulating") as tick:
+            result = ex.utilization_claims(
+                chosen,
+                seeds=seeds,
+                days=days,
+                on_run=lambda p, s, t: tick(f"{p}, seed {s} ({t:.1f} s)"),
+            )
+    if fmt == "json":
+        typer.echo(_dumps({k: v for k, v in result.items() if k != "timings_s"}))
+        return
+    _print_experiment(console, name, result)
+
+
+def _print_experiment(console: Console, name: str, result: Mapping[str, Any]) -> None:
+    from rich.table import Table
+
+    rows: Mapping[str, Mapping[str, Any]] = result["results"]
+    keys: tuple[str, ...]
+    if name == "fragmentation":
+        keys = (
+            "allocated_share",
+            "unallocated_gpus",
+            "failed_pods",
+            "unallocated_vs_best_baseline",
+        )
+    else:
+        keys = (
+            "gpu_allocation_ratio",
+            "busy_utilization",
+            "effective_gpu_hours",
+            "gpu_hours_completed",
+            "jobs_completed",
+            "slo_attainment",
+        )
+    table = Table(title=f"experiment: {name}")
+    table.add_column("policy")
+    for key in keys:
+        table.add_column(key, justify="right")
+    for policy, row in rows.items():
+        cells = []
+        for key in keys:
+            value = row.get(key)
+            cells.append(
+                "—"
+                if value is None
+                else f"{value:,.3f}"
+                if isinstance(value, float)
+                else str(value)
+            )
+        table.add_row(policy, *cells)
+    console.print(table)
+    console.print("method, scenario and caveats: docs/experiments/", style="dim")

@@ -1,0 +1,707 @@
+"""The two experiments of docs/experiments/: fragmentation on openb, and the utilisation claims.
+
+Each is one function returning a JSON-ready dict whose `results` are keyed by policy
+(profile) name, so `gpufleet simulate experiment NAME [--profiles ...] [--format json]`
+only has to call it and print:
+
+- `fragmentation(profiles, seed, points)` — the "fill" experiment of Weng et al. (FGD,
+  ATC '23) on the bundled openb cluster: pods sampled with replacement from the openb
+  pod list arrive one by one and are placed at once by the policy, with no departures,
+  until the requested GPUs reach `max_arrived` (1.3) × the cluster's GPUs. It reports,
+  per policy, the allocated share of the cluster against the arrived share (the curve),
+  and at 100 % arrived the allocated share, the GPUs left unallocated, the pods that
+  found no room, and the unallocated GPUs against the best of the paper's baselines.
+- `utilization_claims(profiles, seeds, days)` — the scenario in
+  `sim/data/experiments/utilization-claims/` (256 A100-80GB, training and inference
+  teams, two weeks) simulated with each profile on each seed; per profile the mean
+  over seeds of the simulator's stable metric fields, plus the effective work done
+  (`effective_gpu_hours`, see `utilization_claims`).
+
+Both are deterministic: the same arguments give the same `results` (wall-clock times
+are kept apart, under `timings_s`). The scenario, the choices behind it and the
+measured numbers are in docs/experiments/fragmentation.md and utilization-claims.md.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from gpufleet.cluster import MILLI, Cluster, Node, State
+from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.sched.framework import Placement, PlacementPlugin
+from gpufleet.sched.quota import request_milli, slice_milli
+from gpufleet.sched.registry import PROFILES, resolve
+from gpufleet.sched.requests import FRACTION_STEPS, Request, requests_for, whole_gpus
+from gpufleet.sched.scoring import Fgd
+from gpufleet.sim.fit_baselines import BASELINES, baseline
+from gpufleet.sim.workload import TraceJob, Workload
+from gpufleet.specs.cluster import ClusterSpec
+from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.teams import Quota, TeamsSpec
+from gpufleet.specs.workload import WorkloadSpec
+
+EXPERIMENTS: Final = ("fragmentation", "utilization-claims")
+DAY_S: Final = 86_400.0
+
+# -- fragmentation ----------------------------------------------------------------------
+
+# The paper's baselines (sim.fit_baselines), FGD, and gpufleet's default placement.
+FRAGMENTATION_POLICIES: Final = (
+    "random-fit",
+    "best-fit",
+    "dot-product",
+    "gpu-packing",
+    "fgd",
+    "default",
+)
+POOL: Final = "any-gpu"  # the one accelerator of a pooled cluster (no pod names a GPU type)
+MAX_ARRIVED: Final = 1.3  # the paper's curves run past the cluster's capacity
+_CHUNK: Final = 4096  # pods drawn at a time
+
+
+@dataclass(frozen=True, slots=True)
+class _Pod:
+    """One pod of the trace as the placement sees it: its job, its requests (one per
+    acceptable accelerator, in cluster order) and what it asks for, in thousandths of a GPU."""
+
+    job: JobSpec
+    requests: tuple[Request, ...]
+    milli: int
+
+
+@dataclass(frozen=True)
+class FillSetup:
+    """The cluster and pods of a fill experiment, shared by every policy."""
+
+    cluster: Cluster
+    pods: tuple[_Pod, ...]
+    pooled: bool  # every node under one accelerator name: no pod names a GPU type
+    skipped: int  # jobs of the trace that ask for no GPU, or for MIG slices (not placed)
+
+    @property
+    def capacity_milli(self) -> int:
+        return self.cluster.gpu_count * MILLI
+
+
+def fill_setup(workload: Workload) -> FillSetup:
+    """The trace's own nodes as a flat cluster (every node shares GPUs by fraction, as openb's
+    do), and each GPU pod's requests.
+
+    When no pod names a GPU type (the bundled openb pod list: `gpu_spec` is empty on every
+    row), every node is put under one accelerator name, so a policy compares all nodes for
+    every pod, as the paper's scheduler does; otherwise nodes keep their types, a pod's
+    requests are its acceptable types in cluster order, and the first that places wins
+    (gpufleet's flavor order).
+    """
+    if not workload.nodes:
+        raise UserError("the fill experiment needs a workload that lists its nodes (openb)")
+    jobs = [j for j in workload.jobs if j.gpus or j.gpu_fraction]
+    pooled = not any(j.accelerators for j in jobs)
+    nodes = tuple(
+        Node(
+            n.name,
+            POOL if pooled else n.accelerator,
+            n.gpus,
+            capacity=n.capacity,
+            fractions=True,
+        )
+        for n in workload.nodes
+    )
+    cluster = Cluster(("node",), nodes, name="openb-fill")
+    accelerators = list(cluster.accelerators)
+    pods: list[_Pod] = []
+    for job in jobs:
+        spec = job.to_job_spec()
+        requests = tuple(requests_for(spec, accelerators))
+        if requests:
+            milli = request_milli(requests[0])
+        elif job.gpus:  # no acceptable type here: it arrives, and always fails
+            milli = job.gpus * job.workers * MILLI
+        else:  # a share, rounded up to eighths as `requests_for` does
+            eighths = max(1, math.ceil((job.gpu_fraction or 1.0) * FRACTION_STEPS - 1e-9))
+            milli = eighths * MILLI // FRACTION_STEPS
+        pods.append(_Pod(spec, requests, milli))
+    if not pods:
+        raise UserError("the workload has no pods asking for whole GPUs or GPU fractions")
+    return FillSetup(cluster, tuple(pods), pooled, len(workload.jobs) - len(pods))
+
+
+def arrivals(setup: FillSetup, seed: int, max_arrived: float = MAX_ARRIVED) -> list[int]:
+    """Pod indexes drawn uniformly with replacement (`default_rng(seed)`) until their
+    requests reach `max_arrived` × the cluster's GPUs; the same for every policy."""
+    rng = np.random.default_rng(seed)
+    goal = max_arrived * setup.capacity_milli
+    pods = setup.pods
+    out: list[int] = []
+    total = 0
+    while total < goal:
+        for i in rng.integers(0, len(pods), size=_CHUNK):
+            out.append(int(i))
+            total += pods[int(i)].milli
+            if total >= goal:
+                break
+    return out
+
+
+def fill_policy(name: str, seed: int = 0) -> tuple[PlacementPlugin, bool]:
+    """The placement of a policy by name — a paper baseline (`sim.fit_baselines`) or a
+    gpufleet profile's placement plugin — and whether it rounds shares up to whole GPUs."""
+    if name in BASELINES:
+        return baseline(name, seed), False
+    if name not in PROFILES:
+        raise UnknownNameError("policy", name, [*BASELINES, *PROFILES])
+    resolved = resolve(name)
+    return resolved.placement, resolved.profile.whole_gpus_only
+
+
+@dataclass(frozen=True)
+class FillResult:
+    """One policy's fill: the curve and the state at 100 % arrived and at the end."""
+
+    curve: tuple[tuple[float, float], ...]  # (arrived, allocated) shares of the cluster's GPUs
+    at_full: Mapping[str, float]
+    at_end: Mapping[str, float]
+    seconds: float
+
+
+def fill(
+    setup: FillSetup,
+    sequence: Sequence[int],
+    plugin: PlacementPlugin,
+    *,
+    whole_only: bool = False,
+    points: int = 20,
+) -> FillResult:
+    """Place each arriving pod at once (no departures); a pod that fits nowhere fails and is
+    skipped. `plugin.observe` sees one request per pod of the trace (FGD learns the mix).
+
+    Arrived and allocated count what the pods ask for (shares in gpufleet's eighths); a
+    whole-GPU-only policy holds a whole GPU for a share but is credited the share, so the
+    rest of that GPU shows as unallocated (`held_share` says what it holds).
+    """
+    cluster = setup.cluster
+    capacity = setup.capacity_milli
+    convert: Callable[[Sequence[Request]], list[Request]] = whole_gpus if whole_only else list
+    pods = [(p, tuple(convert(p.requests))) for p in setup.pods]
+    plugin = plugin.observe([reqs[0] for _, reqs in pods if reqs])
+    state = State(cluster)
+    total = sum(setup.pods[i].milli for i in sequence)
+    # the k-th point is taken once the arrived requests reach k/points of the whole sequence
+    thresholds = [-(-total * k // points) for k in range(1, points + 1)]
+    curve: list[tuple[float, float]] = []
+    arrived = allocated = held = failed = 0
+    at_full: dict[str, float] | None = None
+    t0 = time.perf_counter()
+    for k, index in enumerate(sequence):
+        pod, requests = pods[index]
+        arrived += pod.milli
+        for request in requests:
+            placed = plugin.place(state, pod.job, request)
+            if placed.status.ok:
+                state.allocate(f"pod-{k}", *(c for p in placed.placements for c in p.claims()))
+                allocated += pod.milli
+                held += _held(cluster, placed.placements)
+                break
+        else:
+            failed += 1
+        while len(curve) < points and arrived >= thresholds[len(curve)]:
+            curve.append((arrived / capacity, allocated / capacity))
+        if at_full is None and arrived >= capacity:
+            at_full = _snapshot(
+                capacity, arrived=arrived, allocated=allocated, held=held, failed=failed, pods=k + 1
+            )
+    seconds = time.perf_counter() - t0
+    end = _snapshot(
+        capacity,
+        arrived=arrived,
+        allocated=allocated,
+        held=held,
+        failed=failed,
+        pods=len(sequence),
+    )
+    return FillResult(tuple(curve), at_full if at_full is not None else end, end, seconds)
+
+
+def _held(cluster: Cluster, placements: Sequence[Placement]) -> int:
+    total = 0
+    for p in placements:
+        total += len(p.gpus) * MILLI + p.milli
+        for sid in p.mig_slices:
+            info = cluster.slice_info(sid)
+            total += slice_milli(info.accelerator, info.profile)
+    return total
+
+
+def _snapshot(
+    capacity: int, *, arrived: int, allocated: int, held: int, failed: int, pods: int
+) -> dict[str, float]:
+    return {
+        "arrived_share": arrived / capacity,
+        "allocated_share": allocated / capacity,
+        "held_share": held / capacity,
+        "unallocated_gpus": (capacity - allocated) / MILLI,
+        "failed_pods": failed,
+        "pods_arrived": pods,
+    }
+
+
+def fragmentation(
+    profiles: Sequence[str] = FRAGMENTATION_POLICIES,
+    seed: int = 0,
+    points: int = 20,
+    *,
+    max_arrived: float = MAX_ARRIVED,
+    workload: Workload | None = None,
+    on_policy: Callable[[str, float], None] | None = None,
+) -> dict[str, Any]:
+    """The FGD paper's fill experiment on the bundled openb trace (or `workload`, which must
+    list its nodes), one result per policy; see the module doc and
+    docs/experiments/fragmentation.md.
+
+    `profiles` are the paper's baselines (`random-fit`, `best-fit`, `dot-product`,
+    `gpu-packing`) or gpufleet profiles (their placement plugin: `default`, `fgd`, ...).
+    Every policy sees the same pods in the same order (drawn with `seed`; `random-fit`
+    also draws from `seed`). `points` curve points, evenly spaced in arrived requests up
+    to `max_arrived` × the cluster's GPUs. `on_policy(name, seconds)` is called after each
+    policy (progress). Returns `results` keyed by policy: `curve` ([arrived, allocated]
+    shares of the cluster's GPUs), at 100 % arrived `allocated_share`, `held_share`,
+    `unallocated_gpus`, `failed_pods`, `pods_arrived`, `arrived_share`; the same at the
+    end with an `_end` suffix; `unallocated_vs_best_baseline` (and `_end`): unallocated
+    GPUs ÷ those of the best paper baseline run (`best_baseline`; without one, the best
+    policy that is not FGD; None when every policy run is FGD).
+    """
+    if points < 1:
+        raise UserError(f"points must be at least 1, got {points}")
+    if max_arrived < 1:
+        raise UserError(f"max_arrived must be at least 1 (100 % of the GPUs), got {max_arrived}")
+    plugins = {name: fill_policy(name, seed) for name in dict.fromkeys(profiles)}
+    if workload is None:
+        from gpufleet.sim.traces import bundled_openb
+
+        workload = bundled_openb()
+        source = "bundled:openb (openb_pod_list_default, openb_node_list_gpu_node)"
+    else:
+        source = workload.report.source
+    setup = fill_setup(workload)
+    sequence = arrivals(setup, seed, max_arrived)
+    results: dict[str, dict[str, Any]] = {}
+    timings: dict[str, float] = {}
+    kinds: dict[str, str] = {}
+    for name, (plugin, whole_only) in plugins.items():
+        outcome = fill(setup, sequence, plugin, whole_only=whole_only, points=points)
+        row: dict[str, Any] = dict(outcome.at_full)
+        row.update({f"{k}_end": v for k, v in outcome.at_end.items()})
+        row["curve"] = [[a, b] for a, b in outcome.curve]
+        results[name] = row
+        timings[name] = outcome.seconds
+        kinds[name] = (
+            "paper baseline"
+            if name in BASELINES
+            else "fgd"
+            if isinstance(plugin, Fgd)
+            else "gpufleet profile"
+        )
+        if on_policy is not None:
+            on_policy(name, outcome.seconds)
+    best = _best(results, kinds, "unallocated_gpus")
+    best_end = _best(results, kinds, "unallocated_gpus_end")
+    for row in results.values():
+        row["unallocated_vs_best_baseline"] = _ratio(row, results, best, "unallocated_gpus")
+        row["unallocated_vs_best_baseline_end"] = _ratio(
+            row, results, best_end, "unallocated_gpus_end"
+        )
+    return {
+        "experiment": "fragmentation",
+        "scenario": _fill_scenario(
+            setup,
+            workload,
+            source=source,
+            seed=seed,
+            points=points,
+            max_arrived=max_arrived,
+            sequence=sequence,
+        ),
+        "policies": kinds,
+        "best_baseline": best,
+        "best_baseline_end": best_end,
+        "results": results,
+        "timings_s": timings,
+    }
+
+
+def _best(
+    results: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str], key: str
+) -> str | None:
+    """The reference policy: the paper baseline with the fewest unallocated GPUs, or, when no
+    paper baseline was run, the best policy that is not FGD; None when there is none."""
+    pool = [n for n in results if n in BASELINES] or [n for n in results if kinds[n] != "fgd"]
+    runs = [(float(results[n][key]), n) for n in pool]
+    return min(runs)[1] if runs else None
+
+
+def _ratio(
+    row: Mapping[str, Any], results: Mapping[str, Mapping[str, Any]], best: str | None, key: str
+) -> float | None:
+    if best is None:
+        return None
+    reference = float(results[best][key])
+    if reference == 0:
+        return None if float(row[key]) else 1.0
+    return float(row[key]) / reference
+
+
+def _fill_scenario(
+    setup: FillSetup,
+    workload: Workload,
+    *,
+    source: str,
+    seed: int,
+    points: int,
+    max_arrived: float,
+    sequence: Sequence[int],
+) -> dict[str, Any]:
+    types: dict[str, int] = {}
+    for n in workload.nodes:
+        types[n.accelerator] = types.get(n.accelerator, 0) + n.gpus
+    fractions = sum(1 for p in setup.pods if p.requests and p.requests[0].kind == "fraction")
+    exact = sum(j.total_gpus for j in workload.jobs if j.gpus or j.gpu_fraction)
+    asked = sum(p.milli for p in setup.pods) / MILLI
+    return {
+        "source": source,
+        "nodes": len(setup.cluster.nodes),
+        "gpus": setup.cluster.gpu_count,
+        "gpus_by_type": dict(sorted(types.items())),
+        "gpu_types_pooled": setup.pooled,
+        "trace_pods": len(setup.pods),
+        "trace_pods_fractional": fractions,
+        "trace_jobs_not_placed": setup.skipped,
+        "trace_gpus_requested": round(exact, 3),
+        "trace_gpus_requested_in_eighths": asked,
+        "fraction_step": "1/8 GPU (gpufleet's share granularity; the trace has thousandths)",
+        "seed": seed,
+        "points": points,
+        "max_arrived": max_arrived,
+        "pods_drawn": len(sequence),
+        "dimensions": "GPU only (no CPU or memory)",
+    }
+
+
+# -- utilisation claims -----------------------------------------------------------------
+
+UTILIZATION_PROFILES: Final = ("k8s-default", "default")
+UTILIZATION_SCENARIO: Final = "utilization-claims"
+# Profiles that model Kubernetes without Kueue: a ResourceQuota caps a namespace and
+# guarantees nothing, so they run with every team guaranteed the whole cluster
+# (sched/registry.py, the k8s-default comment).
+OPEN_QUOTA_PROFILES: Final = frozenset({"k8s-default"})
+_M = TypeVar("_M", bound=BaseModel)
+
+
+@contextmanager
+def scenario_file(scenario: str, name: str) -> Iterator[Path]:
+    """A path to a file of a bundled scenario (gpufleet/sim/data/experiments/<scenario>)."""
+    ref = resources.files("gpufleet").joinpath("sim", "data", "experiments", scenario, name)
+    with resources.as_file(ref) as path:
+        yield path
+
+
+def _load(model: type[_M], scenario: str, name: str) -> _M:
+    from gpufleet.specs.load import load
+
+    with scenario_file(scenario, name) as path:
+        return load(model, path)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The utilisation-claims scenario as read from its files."""
+
+    cluster: ClusterSpec
+    teams: TeamsSpec
+    workload: WorkloadSpec
+
+
+def utilization_scenario(days: float = 14.0) -> Scenario:
+    """The bundled scenario, its workload's horizon set to `days`."""
+    if days <= 0:
+        raise UserError(f"days must be positive, got {days}")
+    workload = _load(WorkloadSpec, UTILIZATION_SCENARIO, "workload.yaml")
+    return Scenario(
+        _load(ClusterSpec, UTILIZATION_SCENARIO, "cluster.yaml"),
+        _load(TeamsSpec, UTILIZATION_SCENARIO, "teams.yaml"),
+        workload.model_copy(update={"horizon": days * DAY_S}),
+    )
+
+
+@dataclass(frozen=True)
+class ProfileSetup:
+    """What one profile runs on: the cluster, teams and workload, adapted to what the
+    system it models can express (see `profile_setup`)."""
+
+    cluster: Cluster
+    teams: TeamsSpec
+    workload: Workload
+    mig: bool
+    open_quotas: bool
+    busy_rescaled: bool
+
+
+def profile_setup(
+    profile: str, cluster: Cluster, teams: TeamsSpec, workload: Workload
+) -> ProfileSetup:
+    """The scenario as `profile` runs it.
+
+    A whole-GPU-only profile (`k8s-default`: the NVIDIA device plugin without a MIG
+    strategy) runs on the same nodes with no MIG layout (all GPUs whole), and each job
+    asking for a slice or a fraction, which it runs on a whole GPU, has its busy fraction
+    scaled by the share it asked for: the same traffic on a whole GPU keeps it busy that
+    much less (a 1g.10gb service busy 50 % of the time on its slice keeps a whole A100
+    busy 1/7 × 50 %), so busy utilisation counts the same work under every profile.
+    A profile in OPEN_QUOTA_PROFILES runs with every team guaranteed the whole cluster.
+    """
+    whole_only = resolve(profile).profile.whole_gpus_only
+    if whole_only:
+        cluster = Cluster(
+            cluster.levels, tuple(replace(n, mig=()) for n in cluster.nodes), name=cluster.name
+        )
+        workload = _rescaled_busy(workload, cluster)
+    open_quotas = profile in OPEN_QUOTA_PROFILES
+    if open_quotas:
+        teams = _open_quotas(teams, cluster)
+    return ProfileSetup(cluster, teams, workload, not whole_only, open_quotas, whole_only)
+
+
+def requested_share(job: TraceJob, accelerator: str) -> float:
+    """GPUs one job asks for: whole GPUs × workers, its fraction, or its MIG slice's compute
+    share (3g.40gb on an A100: 3/7) — what it needs, not what a profile makes it hold."""
+    if job.gpus:
+        return float(job.gpus * job.workers)
+    if job.gpu_fraction is not None:
+        return job.gpu_fraction
+    if job.mig_profile is not None:
+        acc = job.accelerators[0] if job.accelerators else accelerator
+        return slice_milli(acc, job.mig_profile) / MILLI
+    return 0.0
+
+
+def _rescaled_busy(workload: Workload, cluster: Cluster) -> Workload:
+    acc = cluster.accelerators[0]
+    jobs = tuple(
+        replace(j, busy_fraction=j.busy_fraction * requested_share(j, acc))
+        if j.busy_fraction is not None and not j.gpus
+        else j
+        for j in workload.jobs
+    )
+    return Workload(jobs, workload.report, workload.nodes)
+
+
+def _open_quotas(teams: TeamsSpec, cluster: Cluster) -> TeamsSpec:
+    quotas = [
+        Quota(flavor=acc, guaranteed_gpus=gpus)
+        for acc, gpus in sorted(cluster.gpus_by_accelerator.items())
+    ]
+    return teams.model_copy(
+        update={"teams": [t.model_copy(update={"quotas": quotas}) for t in teams.teams]}
+    )
+
+
+def offered_load(workload: Workload, cluster: Cluster, horizon_s: float) -> dict[str, float]:
+    """Requested GPU-hours arriving before the horizon, per kind and in all, and as a share
+    of the cluster's GPU-hours: what a scheduler that wasted nothing could run."""
+    acc = cluster.accelerators[0]
+    by_kind: dict[str, float] = {}
+    for j in workload.jobs:
+        if j.submit_s >= horizon_s:
+            continue
+        hours = requested_share(j, acc) * min(j.duration_s, horizon_s - j.submit_s) / 3600
+        by_kind[j.kind] = by_kind.get(j.kind, 0.0) + hours
+    total = math.fsum(by_kind.values())
+    out = {f"gpu_hours.{k}": v for k, v in sorted(by_kind.items())}
+    out["gpu_hours"] = total
+    out["share_of_cluster"] = total / (cluster.gpu_count * horizon_s / 3600)
+    return out
+
+
+def _scalars(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """Every top-level number of `SimMetrics.to_json()`, and its percentile groups
+    flattened (`wait_s.p50`); per-team and per-kind breakdowns are left out."""
+    out: dict[str, float | None] = {}
+    for key, value in metrics.items():
+        if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+            out[key] = None if value is None else float(value)
+        elif key in ("wait_s", "jct_s") and isinstance(value, Mapping):
+            for sub, v in value.items():
+                out[f"{key}.{sub}"] = None if v is None else float(v)
+    return out
+
+
+def run_utilization(
+    profile: str, setup: ProfileSetup, seed: int, horizon_s: float
+) -> dict[str, float | None]:
+    """One simulation of the scenario: the stable metric fields (flattened) and the work
+    done by what jobs asked for.
+
+    `effective_gpu_hours` counts each completed job's requested GPUs (`requested_share`) ×
+    its run time (inference: × the time it served inside its window), by kind as
+    `effective_gpu_hours.<kind>`; `gpu_hours_completed` (the engine's) counts the GPUs the
+    job held, which for a whole-GPU-only profile is a whole GPU per slice or share.
+    """
+    from gpufleet.sim.engine import SimConfig, Simulation
+
+    config = SimConfig(profile=profile, seed=seed, horizon_s=horizon_s)
+    sim = Simulation(setup.cluster, setup.teams, setup.workload, config)
+    result = sim.run()
+    metrics = result.metrics.to_json()
+    row = _scalars(metrics)
+    acc = setup.cluster.accelerators[0]
+    work: dict[str, float] = {}
+    for job, _, _ in sim.metrics.completed_runs:
+        seconds = sim.runs[job.name].served_s if job.kind == "inference" else job.duration_s
+        work[job.kind] = work.get(job.kind, 0.0) + requested_share(job, acc) * seconds / 3600
+    row["effective_gpu_hours"] = math.fsum(work.values())
+    for kind, hours in sorted(work.items()):
+        row[f"effective_gpu_hours.{kind}"] = hours
+    for kind, values in sorted(result.metrics.per_kind.items()):
+        row[f"jobs_completed.{kind}"] = float(values["jobs_completed"])
+    return row
+
+
+def utilization_claims(
+    profiles: Sequence[str] = UTILIZATION_PROFILES,
+    seeds: int = 3,
+    days: float = 14.0,
+    *,
+    on_run: Callable[[str, int, float], None] | None = None,
+) -> dict[str, Any]:
+    """The utilisation-claims scenario with each profile on seeds 0 … `seeds` − 1 over
+    `days`; see the module doc and docs/experiments/utilization-claims.md.
+
+    Each seed draws one workload (`generate(spec, default_rng(seed))`) that every profile
+    replays (common random numbers). Returns `results` (profile → metric → mean over
+    seeds), `per_seed` (profile → one row per seed), `versus` (each profile against the
+    first: ratios of the means of effective GPU-hours, GPU-hours completed, jobs
+    completed, allocation and busy utilisation), the `scenario` (files, per-seed offered
+    load, how each profile was set up) and `timings_s`. `on_run(profile, seed, seconds)`
+    after each run.
+    """
+    if seeds < 1:
+        raise UserError(f"seeds must be at least 1, got {seeds}")
+    names = list(dict.fromkeys(profiles))
+    if not names:
+        raise UserError("give at least one profile")
+    for name in names:
+        if name not in PROFILES:
+            raise UnknownNameError("scheduling profile", name, PROFILES)
+    from gpufleet.sim.generate import generate
+
+    scenario = utilization_scenario(days)
+    horizon = days * DAY_S
+    cluster = Cluster.from_spec(scenario.cluster)
+    per_seed: dict[str, list[dict[str, float | None]]] = {p: [] for p in names}
+    timings: dict[str, float] = dict.fromkeys(names, 0.0)
+    offered: list[dict[str, float]] = []
+    setups: dict[str, dict[str, Any]] = {}
+    for seed in range(seeds):
+        workload = generate(scenario.workload, np.random.default_rng(seed))
+        offered.append(
+            {"seed": seed, "jobs": len(workload.jobs)} | offered_load(workload, cluster, horizon)
+        )
+        for profile in names:
+            setup = profile_setup(profile, cluster, scenario.teams, workload)
+            setups[profile] = {
+                "mig_layouts": setup.mig,
+                "quotas": "open (every team guaranteed the cluster)"
+                if setup.open_quotas
+                else "teams.yaml",
+                "busy_fraction_scaled_by_requested_share": setup.busy_rescaled,
+            }
+            t0 = time.perf_counter()
+            row = run_utilization(profile, setup, seed, horizon)
+            seconds = time.perf_counter() - t0
+            timings[profile] += seconds
+            per_seed[profile].append({"seed": float(seed), **row})
+            if on_run is not None:
+                on_run(profile, seed, seconds)
+    results = {p: _means(rows) for p, rows in per_seed.items()}
+    return {
+        "experiment": UTILIZATION_SCENARIO,
+        "scenario": {
+            "files": f"gpufleet/sim/data/experiments/{UTILIZATION_SCENARIO}/"
+            "{cluster,teams,workload}.yaml",
+            "cluster": scenario.cluster.name,
+            "gpus": cluster.gpu_count,
+            "days": days,
+            "seeds": list(range(seeds)),
+            "profiles": setups,
+            "offered_load": offered,
+        },
+        "results": results,
+        "per_seed": per_seed,
+        "versus": _versus(names, results),
+        "timings_s": timings,
+    }
+
+
+def _means(rows: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    keys = list(dict.fromkeys(k for row in rows for k in row if k != "seed"))
+    out: dict[str, float | None] = {}
+    for key in keys:
+        values = [v for row in rows if (v := row.get(key)) is not None]
+        out[key] = math.fsum(values) / len(values) if values else None
+    return out
+
+
+VERSUS: Final = (
+    "effective_gpu_hours",
+    "gpu_hours_completed",
+    "jobs_completed",
+    "gpu_allocation_ratio",
+    "busy_utilization",
+)
+
+
+def _versus(
+    names: Sequence[str], results: Mapping[str, Mapping[str, float | None]]
+) -> dict[str, Any]:
+    """Each profile's means over the first profile's (the baseline), for the claim metrics."""
+    base = names[0]
+    out: dict[str, Any] = {"baseline": base}
+    for name in names[1:]:
+        ratios: dict[str, float | None] = {}
+        for key in VERSUS:
+            a, b = results[name].get(key), results[base].get(key)
+            ratios[key] = None if a is None or not b else a / b
+        out[name] = ratios
+    return out
+
+
+__all__ = [
+    "EXPERIMENTS",
+    "FRAGMENTATION_POLICIES",
+    "UTILIZATION_PROFILES",
+    "FillResult",
+    "FillSetup",
+    "ProfileSetup",
+    "Scenario",
+    "arrivals",
+    "fill",
+    "fill_policy",
+    "fill_setup",
+    "fragmentation",
+    "offered_load",
+    "profile_setup",
+    "requested_share",
+    "run_utilization",
+    "utilization_claims",
+    "utilization_scenario",
+]
