@@ -59,6 +59,14 @@ class BucketIndex:
         for value in values[bisect_left(values, k) :]:
             yield from buckets[value]
 
+    def items_between(self, low: int, high: int) -> Iterator[tuple[int, int]]:
+        """(id, value) for values in [low, high), smallest value first, then by id."""
+        values = self._values
+        buckets = self._buckets
+        for value in values[bisect_left(values, low) : bisect_left(values, high)]:
+            for item in buckets[value]:
+                yield item, value
+
     def count_at_least(self, k: int) -> int:
         """How many ids have value >= k: O(distinct values), not O(ids)."""
         values = self._values

@@ -386,6 +386,18 @@ class StateView(ABC):
         ref = s._cluster.gpu_ref
         return _guarded(s, s._version, (ref(g) for g in index.at_least(at_least)))
 
+    def partly_shared(self, accelerator: str) -> Iterator[tuple[str, int, int]]:
+        """(node, gpu, free thousandths) of GPUs partly taken by shares, fullest first:
+        O(answer), read straight from the share index (FGD scores nodes by them)."""
+        s = self._core()
+        index = s._frac_index.get(accelerator)
+        if index is None:
+            return iter(())
+        ref = s._cluster.gpu_ref
+        return _guarded(
+            s, s._version, ((*ref(g), free) for g, free in index.items_between(1, MILLI))
+        )
+
     # -- jobs ---------------------------------------------------------------------------
 
     def jobs(self) -> tuple[str, ...]:

@@ -185,11 +185,7 @@ class _Reader:
         partial = self._partial.get(acc)
         if partial is None:
             partial = self._partial[acc] = {}
-            view = self._view
-            for name, gpu in view.gpus_with_free_milli(acc, 1):
-                free = view.free_milli(name, gpu)
-                if free == MILLI:
-                    break  # fullest first: only idle GPUs are left
+            for name, gpu, free in self._view.partly_shared(acc):
                 partial.setdefault(name, []).append((gpu, free))
         return partial
 
