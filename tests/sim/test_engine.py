@@ -207,3 +207,26 @@ def test_an_idle_gpu_is_re_cut_for_a_slice_the_layout_lacks_and_the_job_then_run
     frozen = simulate(c, t, w, SimConfig(relayout_s=None)).metrics
     assert frozen.jobs_completed == 0
     assert frozen.relayout_proposals > 0
+
+
+def test_a_busy_gpu_drains_then_is_re_cut_and_nothing_new_lands_on_it_meanwhile() -> None:
+    from gpufleet.cluster import Node
+
+    a100 = "a100-sxm4-80gb"
+    layout = (("1g.10gb", 7),)
+    c = Cluster(("block", "leaf", "node"), (Node("m-0", a100, 1, ("b1", "l1"), mig=(layout,)),))
+    t = TeamsSpec.model_validate({"kind": "teams", "teams": [{"name": "a", "quota": {a100: 2}}]})
+    w = workload(
+        job("small", 0.0, HOUR, gpus=None, mig_profile="1g.10gb"),
+        job("chat", 10.0, HOUR, gpus=None, mig_profile="3g.40gb", kind="inference"),
+        job("late-small", 600.0, HOUR, gpus=None, mig_profile="1g.10gb"),
+    )
+    m = simulate(c, t, w, SimConfig(relayout_s=120.0, profile="fifo")).metrics
+    assert m.relayouts_applied == 1
+    assert m.jobs_completed == 3
+    # chat waited for small to end (1 h) and the re-cut (120 s); late-small arrived while
+    # the GPU drained and was not let onto its free 1g slices: it waited for the re-cut too
+    waits = sorted(m.waits)
+    assert waits[0] == 0.0
+    assert waits[1] >= HOUR + 120 - 600 - 1  # late-small (arrived at 600 s)
+    assert waits[2] >= HOUR + 120 - 10 - 1  # chat (arrived at 10 s)

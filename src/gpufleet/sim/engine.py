@@ -29,9 +29,9 @@ spot node is reclaimed at `reclaim_per_node_per_day`; its jobs get `notice_s`
 (a job with a checkpoint interval saves its work in the notice; others lose it)
 and the node returns after an exponential time.
 
-MIG re-layout: the scheduler's proposals for idle GPUs are applied after
-`relayout_s` (if the GPU is still idle then): the cluster is rebuilt with the new
-layout. Proposals that need a drain are counted, not applied.
+MIG re-layout: a GPU the scheduler proposes to re-cut takes no new jobs (its free
+slices are held); once the jobs on it have ended (at once for an idle GPU) it is
+re-cut after `relayout_s`, and the cluster is rebuilt with the new layout.
 
 Simplifications, on purpose: the preemption grace period is not simulated (GPUs
 change hands at once); checkpoint writes cost no time.
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpufleet.cluster import MILLI, Cluster, State, Whole
+from gpufleet.cluster import MILLI, Cluster, MigSlice, State, Whole
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, Placement
@@ -61,6 +61,7 @@ from gpufleet.specs.teams import TeamsSpec
 # event priorities at one instant: resources come back before they are handed out
 FINISH, FAILURE, RECLAIM, REPAIR, RELAYOUT, ARRIVAL, CYCLE, SAMPLE = range(8)
 DOWN = "\x00down:"  # holder of a failed or reclaimed node's GPUs
+DRAIN = "\x00drain:"  # holder of a draining MIG GPU's free slices
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ class Simulation:
         self.owner: dict[str, str] = {}  # scheduler unit (job or pod) -> job
         self._started = 0  # jobs whose clock runs (partial gangs holding GPUs do not count)
         self._relayouts: dict[str, tuple[tuple[str, int], ...]] = {}  # "node|gpu" -> layout
+        self._draining: set[str] = set()  # "node|gpu" waiting for its jobs to end
+        self._serves: dict[str, set[str]] = {}  # "node|gpu" -> pending jobs its re-cut is for
         plugins = resolve(config.profile)
         self.gang = plugins.profile.gang
         self._keeps_history = plugins.queue_order.uses_share
@@ -239,6 +242,8 @@ class Simulation:
             if unit not in released:
                 self.state.release_job(unit)
         run.held.clear()
+        if self._draining:
+            self._check_drains()
         if run.started:
             self._started -= 1
         self._account(run.trace.team, run.milli, -1)
@@ -303,20 +308,56 @@ class Simulation:
         if self.config.relayout_s is not None:
             for r in d.relayouts:
                 key = f"{r.node}|{r.gpu}"
-                if not r.drain and key not in self._relayouts:  # idle GPUs only
-                    self._relayouts[key] = r.proposed
+                covered = set().union(*self._serves.values()) if self._serves else set()
+                if key in self._relayouts or set(r.serves) <= covered:
+                    continue  # already re-cutting, or its jobs wait for another re-cut
+                self._relayouts[key] = r.proposed
+                self._serves[key] = set(r.serves)
+                # no new job may land on the GPU while it drains: its free slices are held
+                free = [sid for sid in self.state.free_slices_on(r.node) if _on_gpu(sid, key)]
+                if free:
+                    self.state.allocate(DRAIN + key, *[MigSlice(sid) for sid in free])
+                if r.drain:
+                    self._draining.add(key)  # re-cut when its jobs end (`_check_drains`)
+                else:
                     self._push(self.now_s + self.config.relayout_s, RELAYOUT, key)
 
+    def _gpu_users(self, key: str) -> list[str]:
+        """Jobs (not the drain placeholder) holding slices of one GPU."""
+        node = key.rsplit("|", 1)[0]
+        return [
+            unit
+            for unit in self.state.jobs_on(node)
+            if unit != DRAIN + key
+            and any(_on_gpu(sid, key) for sid in self.state.holdings(unit).slices)
+        ]
+
+    def _check_drains(self) -> None:
+        """A draining GPU whose last job ended is re-cut after the reconfiguration time;
+        its freed slices join the drain placeholder so nothing new lands meanwhile."""
+        for key in sorted(self._draining):
+            if self._gpu_users(key):
+                continue
+            self._draining.discard(key)
+            free = [
+                sid for sid in self.state.free_slices_on(key.rsplit("|", 1)[0]) if _on_gpu(sid, key)
+            ]
+            if free:
+                self.state.allocate(DRAIN + key, *[MigSlice(sid) for sid in free])
+            assert self.config.relayout_s is not None
+            self._push(self.now_s + self.config.relayout_s, RELAYOUT, key)
+
     def _relayout(self, key: str) -> None:
-        """Re-cut one idle MIG GPU: a new cluster with that GPU's new layout, and the state
+        """Re-cut one drained MIG GPU: a new cluster with that GPU's new layout, and the state
         rebuilt on it with every job's holdings (the GPU itself holds nothing)."""
         layout = self._relayouts.pop(key)
+        self._serves.pop(key, None)
         node_name, gpu_text = key.rsplit("|", 1)
         gpu = int(gpu_text)
-        prefix = f"{node_name}/gpu{gpu}/"
-        for unit in self.state.jobs_on(node_name):
-            if any(s.startswith(prefix) for s in self.state.holdings(unit).slices):
-                return  # taken since it was proposed: the proposal lapses
+        if self.state.holds(DRAIN + key):
+            self.state.release_job(DRAIN + key)
+        if self._gpu_users(key):
+            return  # taken since it was proposed: the proposal lapses
         old = self.cluster
         nodes = tuple(
             replace(n, mig=tuple(layout if i == gpu else g for i, g in enumerate(n.mig)))
@@ -455,6 +496,12 @@ class Simulation:
     def _sample(self, _: str) -> None:
         self.metrics.sample(self.now_s, self.state, self.pending.values(), self._started)
         self._push(self.now_s + self.config.sample_interval_s, SAMPLE, "")
+
+
+def _on_gpu(slice_id: str, key: str) -> bool:
+    """Whether a slice id ("node/gpuG/mig:...") is on the GPU of a "node|G" key."""
+    node, gpu = key.rsplit("|", 1)
+    return slice_id.startswith(f"{node}/gpu{gpu}/")
 
 
 def _milli(cluster: Cluster, placements: tuple[Placement, ...]) -> int:
