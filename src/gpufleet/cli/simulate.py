@@ -53,9 +53,11 @@ class _RunByDefault(TyperGroup):
 app = typer.Typer(
     cls=_RunByDefault,
     help="Replay a workload on a cluster through the scheduler: `gpufleet simulate CLUSTER "
-    "WORKLOAD` (the same as `simulate run`), or compare profiles with `simulate compare`.",
+    "WORKLOAD` (the same as `simulate run`), compare profiles with `simulate compare`, or "
+    "run a documented experiment with `simulate experiment NAME`.",
     no_args_is_help=True,
-    subcommand_metavar="[run] CLUSTER WORKLOAD ... | compare CLUSTER WORKLOAD --profiles A,B ...",
+    subcommand_metavar="[run] CLUSTER WORKLOAD ... | compare CLUSTER WORKLOAD --profiles A,B ... "
+    "| experiment NAME",
 )
 
 # -- options both commands take ------------------------------------------------------------
