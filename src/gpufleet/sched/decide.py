@@ -37,6 +37,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import overload
 
 from gpufleet.cluster import (
     MILLI,
@@ -548,13 +549,35 @@ def decide(
     return decisions
 
 
+class _PendingRequests(Sequence[Request]):
+    """Each pending job's first request, built only if a plugin reads them: most placement
+    plugins ignore `observe`'s argument, and building them is O(pending) per cycle."""
+
+    def __init__(self, pending: Sequence[JobSpec], cluster: Cluster, whole: bool) -> None:
+        self._args = (pending, list(cluster.accelerators), whole)
+        self._items: list[Request] | None = None
+
+    def _all(self) -> list[Request]:
+        if self._items is None:
+            pending, accs, whole = self._args
+            shape = whole_gpus if whole else list
+            self._items = [r for job in pending for r in shape(requests_for(job, accs))[:1]]
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, i: int) -> Request: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Request]: ...
+    def __getitem__(self, i: int | slice) -> Request | Sequence[Request]:
+        return self._all()[i]
+
+
 def _observed(plugins: Resolved, pending: Sequence[JobSpec], cluster: Cluster) -> Resolved:
     """Let the placement plugin see this cycle's pending requests (FGD's distribution)."""
-    accs = list(cluster.accelerators)
-    whole = plugins.profile.whole_gpus_only
-    requests = [
-        r for job in pending for r in (whole_gpus if whole else list)(requests_for(job, accs))[:1]
-    ]
+    requests = _PendingRequests(pending, cluster, plugins.profile.whole_gpus_only)
     placement = plugins.placement.observe(requests)
     if placement is plugins.placement:
         return plugins
