@@ -32,7 +32,6 @@ from gpufleet.cluster import MILLI, Cluster, Node, State
 from gpufleet.sched.apply import apply
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
-from gpufleet.sched.preempt import priority_class
 from gpufleet.sched.quota import usage_milli
 from gpufleet.sched.registry import PROFILES
 from gpufleet.specs.jobs import JobSpec
@@ -102,7 +101,9 @@ class World:
         assert not set(d.admitted) & set(d.pending_reasons)
         for victim, reason in d.preempted.items():
             job = self.running[victim]
-            cls = priority_class(job, self.teams)
+            default = next(t.default_priority for t in self.teams.teams if t.name == job.team)
+            wanted = job.priority_class or default
+            cls = next((c for c in self.teams.priority_classes if c.name == wanted), None)
             assert job.preemptible
             assert cls is not None
             assert cls.preemptible

@@ -20,11 +20,11 @@ Identity conventions, documented in docs/design/0008-cluster-state.md:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from gpufleet.cluster.errors import InvalidClusterError
 from gpufleet.errors import UnknownNameError
@@ -36,6 +36,7 @@ Capacity = Literal["reserved", "on-demand", "spot"]
 # One GPU's MIG layout: (profile, count) pairs in a fixed order; () = not partitioned.
 GpuLayout = tuple[tuple[str, int], ...]
 NODE_LEVEL = "node"
+T = TypeVar("T")
 
 _SLICE_ID = re.compile(r"(?P<node>.+)/gpu(?P<gpu>\d+)/mig:(?P<profile>[^#/]+)#(?P<k>\d+)")
 
@@ -271,6 +272,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     name: str = "cluster"
     tables: Tables = field(init=False, repr=False, compare=False)
+    _derived: dict[object, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         levels = tuple(self.levels)
@@ -281,6 +283,7 @@ class Cluster:
         if len(set(levels)) != len(levels):
             raise InvalidClusterError(f"topology levels repeat a name: {levels}")
         object.__setattr__(self, "tables", Tables(levels, self.nodes))
+        object.__setattr__(self, "_derived", {})
 
     # -- construction -------------------------------------------------------------------
 
@@ -316,6 +319,14 @@ class Cluster:
         return cls(tuple(spec.topology_levels), tuple(nodes), name=spec.name)
 
     # -- lookups ------------------------------------------------------------------------
+
+    def derived(self, build: Callable[[Cluster], T]) -> T:
+        """`build(self)`, computed once per cluster: lookup tables a plugin derives from the
+        (frozen) cluster live as long as it does, whatever state or plugin instance asks."""
+        found = self._derived.get(build)
+        if found is None:
+            found = self._derived[build] = build(self)
+        return found  # type: ignore[return-value]
 
     @cached_property
     def gpus_by_accelerator(self) -> Mapping[str, int]:

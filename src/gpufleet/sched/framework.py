@@ -45,6 +45,14 @@ class Status:
 OK = Status()
 
 
+def spot_rule(plugin: str, job: JobSpec, node: Node) -> Status:
+    """Every placement's node filter: spot nodes only for jobs that accept spot capacity
+    (latency-sensitive serving never; checkpointed training and batch may)."""
+    if node.capacity == "spot" and not job.spot_ok:
+        return Status("unschedulable", f"{node.name} is spot capacity", plugin)
+    return OK
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where one worker (or a slice or fraction) lands: one node, and what on it."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from gpufleet.cluster import Cluster, Node, StateView
-from gpufleet.sched.framework import OK, Placed, Placement, Status
+from gpufleet.sched.framework import Placed, Placement, Status, spot_rule
 from gpufleet.sched.requests import FRACTION_STEPS, Request
 from gpufleet.specs.jobs import JobSpec
 
@@ -89,17 +89,11 @@ class _ClusterInfo:
         return found
 
 
-_INFO: dict[int, _ClusterInfo] = {}
 _NO_NODES: frozenset[str] = frozenset()
 
 
 def _info(cluster: Cluster) -> _ClusterInfo:
-    cached = _INFO.get(id(cluster))
-    if cached is None or cached.cluster is not cluster:
-        if len(_INFO) > 8:
-            _INFO.clear()
-        cached = _INFO[id(cluster)] = _ClusterInfo(cluster)
-    return cached
+    return cluster.derived(_ClusterInfo)
 
 
 def group_members(cluster: Cluster, level: str, group: str) -> tuple[str, ...]:
@@ -125,9 +119,7 @@ class TopologyBestFit:
         return self
 
     def filter_node(self, job: JobSpec, node: Node) -> Status:
-        if node.capacity == "spot" and not job.spot_ok:
-            return Status("unschedulable", f"{node.name} is spot capacity", self.name)
-        return OK
+        return spot_rule(self.name, job, node)
 
     def place(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         if request.kind == "gpus":

@@ -58,18 +58,6 @@ GRACE_PERIOD_S = 120.0  # time a victim gets to checkpoint and exit before the p
 WOULD_NOT_HELP = "preempting the jobs it may evict would not free enough"
 
 
-def priority_class(job: JobSpec, teams: TeamsSpec) -> PriorityClass | None:
-    """The job's priority class (its own, else its team's default); None if neither is known.
-
-    (`PreemptContext.classes` does the same for every running job at once.)
-    """
-    name = job.priority_class
-    if name is None:
-        team = next((t for t in teams.teams if t.name == job.team), None)
-        name = team.default_priority if team else None
-    return next((p for p in teams.priority_classes if p.name == name), None)
-
-
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A running job that may be evicted, with what evicting it costs and frees."""

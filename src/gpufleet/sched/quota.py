@@ -12,10 +12,11 @@ borrowing limit. Teams without a cohort never borrow.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from gpufleet.catalog.mig import mig_profiles_for
-from gpufleet.cluster import MILLI, Usage
-from gpufleet.sched.framework import Status
+from gpufleet.cluster import MILLI, Cluster, Usage
+from gpufleet.sched.framework import Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import Quota, Team, TeamsSpec
@@ -45,6 +46,17 @@ def request_milli(request: Request) -> int:
     if request.kind == "mig":
         return slice_milli(request.accelerator, request.mig_profile or "")
     return request.eighths * MILLI_PER_EIGHTH
+
+
+def placements_milli(cluster: Cluster, placements: Sequence[Placement]) -> int:
+    """Milli-GPUs a placement holds, weighing MIG slices by their share of the GPU."""
+    total = 0
+    for p in placements:
+        total += len(p.gpus) * MILLI + p.milli
+        for sid in p.mig_slices:
+            info = cluster.slice_info(sid)
+            total += slice_milli(info.accelerator, info.profile)
+    return total
 
 
 def usage_milli(usage: Usage) -> dict[str, int]:

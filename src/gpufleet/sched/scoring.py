@@ -78,6 +78,7 @@ lookup, O(log n)):
 from __future__ import annotations
 
 import heapq
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -86,7 +87,7 @@ from typing import Self
 
 from gpufleet.cluster import MILLI, Cluster, StateView
 from gpufleet.cluster.topology import Node
-from gpufleet.sched.framework import OK, Placed, Placement, Status
+from gpufleet.sched.framework import Placed, Placement, Status, spot_rule
 from gpufleet.sched.requests import FRACTION_STEPS, Request, RequestKind
 from gpufleet.specs.jobs import JobSpec
 
@@ -244,16 +245,8 @@ class _ClusterFacts:
         self.members = {k: tuple(v) for k, v in members.items()}
 
 
-_FACTS: dict[int, _ClusterFacts] = {}
-
-
 def _cluster_facts(cluster: Cluster) -> _ClusterFacts:
-    cached = _FACTS.get(id(cluster))
-    if cached is None or cached.cluster is not cluster:  # an id can be reused
-        if len(_FACTS) > 8:
-            _FACTS.clear()
-        cached = _FACTS[id(cluster)] = _ClusterFacts(cluster)
-    return cached
+    return cluster.derived(_ClusterFacts)
 
 
 def _facts(view: StateView, acc: str) -> _AccFacts:
@@ -298,7 +291,7 @@ class _MigGpu:
 # -- the common frame -------------------------------------------------------------------
 
 
-class _Scoring:
+class _Scoring(ABC):
     """What the three plugins share: filtering, required levels, candidates and reasons.
 
     A subclass says how to pick: `_assign` (a gang on a set of candidate nodes),
@@ -315,9 +308,7 @@ class _Scoring:
         return self
 
     def filter_node(self, job: JobSpec, node: Node) -> Status:
-        if node.capacity == "spot" and not job.spot_ok:
-            return Status("unschedulable", f"{node.name} is spot capacity", self.name)
-        return OK
+        return spot_rule(self.name, job, node)
 
     def place(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         if request.kind == "gpus":
@@ -332,21 +323,22 @@ class _Scoring:
         """The per-call reader `_assign` gets (`fgd` gives it the workload's shapes)."""
         return _Reader(view)
 
+    @abstractmethod
     def _assign(
         self, reader: _Reader, nodes: Iterable[Node], workers: int, per: int, tightest: bool
     ) -> _Fit | None:
         """Place `workers` × `per` GPUs on `nodes` (each can hold one worker; `tightest`:
         they come tightest first); None when they cannot hold them all."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _pick_slice(self, gpus: list[_MigGpu], profile: str) -> _MigGpu:
-        raise NotImplementedError
+        """The GPU whose free slice of `profile` to take."""
 
+    @abstractmethod
     def _pick_share(
         self, view: StateView, job: JobSpec, acc: str, milli: int
     ) -> tuple[Node, int] | None:
         """A GPU with room for the share on a node this job may use; None if there is none."""
-        raise NotImplementedError
 
     def _unconstrained(
         self, reader: _Reader, job: JobSpec, acc: str, workers: int, per: int

@@ -51,7 +51,7 @@ from gpufleet.cluster import MILLI, Cluster, MigSlice, State, Whole
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, Placement
-from gpufleet.sched.quota import slice_milli
+from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim.metrics import MetricsRecorder, SimMetrics
 from gpufleet.sim.workload import TraceJob, Workload
@@ -379,7 +379,7 @@ class Simulation:
         name = self.owner[unit]
         run = self.runs[name]
         spec = self.pending.pop(unit)
-        milli = _milli(self.cluster, placements)
+        milli = placements_milli(self.cluster, placements)
         run.milli[flavor] = run.milli.get(flavor, 0) + milli
         self._account(run.trace.team, {flavor: milli}, +1)
         self.metrics.allocated(self.now_s, run, milli / MILLI)
@@ -502,17 +502,6 @@ def _on_gpu(slice_id: str, key: str) -> bool:
     """Whether a slice id ("node/gpuG/mig:...") is on the GPU of a "node|G" key."""
     node, gpu = key.rsplit("|", 1)
     return slice_id.startswith(f"{node}/gpu{gpu}/")
-
-
-def _milli(cluster: Cluster, placements: tuple[Placement, ...]) -> int:
-    """Milli-GPUs a placement holds, weighing MIG slices by their share of the GPU."""
-    total = 0
-    for p in placements:
-        total += len(p.gpus) * MILLI + p.milli
-        for sid in p.mig_slices:
-            info = cluster.slice_info(sid)
-            total += slice_milli(info.accelerator, info.profile)
-    return total
 
 
 def simulate(

@@ -38,8 +38,8 @@ from pydantic import BaseModel
 
 from gpufleet.cluster import MILLI, Cluster, Node, State
 from gpufleet.errors import UnknownNameError, UserError
-from gpufleet.sched.framework import Placement, PlacementPlugin
-from gpufleet.sched.quota import request_milli, slice_milli
+from gpufleet.sched.framework import PlacementPlugin
+from gpufleet.sched.quota import placements_milli, request_milli, slice_milli
 from gpufleet.sched.registry import PROFILES, resolve
 from gpufleet.sched.requests import FRACTION_STEPS, Request, requests_for, whole_gpus
 from gpufleet.sched.scoring import Fgd
@@ -210,7 +210,7 @@ def fill(
             if placed.status.ok:
                 state.allocate(f"pod-{k}", *(c for p in placed.placements for c in p.claims()))
                 allocated += pod.milli
-                held += _held(cluster, placed.placements)
+                held += placements_milli(cluster, placed.placements)
                 break
         else:
             failed += 1
@@ -230,16 +230,6 @@ def fill(
         pods=len(sequence),
     )
     return FillResult(tuple(curve), at_full if at_full is not None else end, end, seconds)
-
-
-def _held(cluster: Cluster, placements: Sequence[Placement]) -> int:
-    total = 0
-    for p in placements:
-        total += len(p.gpus) * MILLI + p.milli
-        for sid in p.mig_slices:
-            info = cluster.slice_info(sid)
-            total += slice_milli(info.accelerator, info.profile)
-    return total
 
 
 def _snapshot(

@@ -66,7 +66,7 @@ from typing import Final
 import numpy as np
 
 from gpufleet.cluster import MILLI, Cluster, Node, StateView
-from gpufleet.sched.framework import OK, Placed, Placement, PlacementPlugin, Status
+from gpufleet.sched.framework import Placed, Placement, PlacementPlugin, Status, spot_rule
 from gpufleet.sched.requests import Request
 from gpufleet.sched.scoring import MILLI_PER_EIGHTH, BinPack, Spread
 from gpufleet.specs.jobs import JobSpec
@@ -74,13 +74,6 @@ from gpufleet.specs.jobs import JobSpec
 # Random draws tried before the candidates are listed in full: each draw is uniform over all
 # nodes of the type, so a hit is uniform over the candidates, and so is the full list.
 _RANDOM_TRIES: Final = 16
-
-
-def _spot_filter(name: str, job: JobSpec, node: Node) -> Status:
-    """Spot nodes only for jobs that accept spot capacity (as every gpufleet placement does)."""
-    if node.capacity == "spot" and not job.spot_ok:
-        return Status("unschedulable", f"{node.name} is spot capacity", name)
-    return OK
 
 
 def _wait(name: str, reason: str) -> Placed:
@@ -119,16 +112,8 @@ class _Facts:
         self.members = {k: tuple(v) for k, v in members.items()}
 
 
-_FACTS: dict[int, _Facts] = {}
-
-
 def _facts(cluster: Cluster) -> _Facts:
-    found = _FACTS.get(id(cluster))
-    if found is None or found.cluster is not cluster:  # an id can be reused
-        if len(_FACTS) > 8:
-            _FACTS.clear()
-        found = _FACTS[id(cluster)] = _Facts(cluster)
-    return found
+    return cluster.derived(_Facts)
 
 
 # -- random-fit -------------------------------------------------------------------------
@@ -152,7 +137,7 @@ class RandomFit:
         return self
 
     def filter_node(self, job: JobSpec, node: Node) -> Status:
-        return _spot_filter(self.name, job, node)
+        return spot_rule(self.name, job, node)
 
     def place(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         if request.kind == "gpus":
@@ -308,7 +293,7 @@ class _Renamed:
         return self
 
     def filter_node(self, job: JobSpec, node: Node) -> Status:
-        return _spot_filter(self.name, job, node)
+        return spot_rule(self.name, job, node)
 
     def place(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         return _renamed(self.name, self._inner.place(view, job, request))
@@ -353,7 +338,7 @@ class GpuPacking:
         return self
 
     def filter_node(self, job: JobSpec, node: Node) -> Status:
-        return _spot_filter(self.name, job, node)
+        return spot_rule(self.name, job, node)
 
     def place(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         if request.kind != "fraction":

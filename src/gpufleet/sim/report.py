@@ -63,6 +63,7 @@ CHART_FILES: Final = {
 HEADLINE: Final = (
     "gpu_allocation_ratio",
     "busy_utilization",
+    "busy_declared_share",
     "goodput_ratio",
     "wait_s.p50",
     "wait_s.p95",
@@ -83,6 +84,7 @@ HEADLINE: Final = (
     "failures",
     "spot_reclaims",
     "relayout_proposals",
+    "relayouts_applied",
     "duration_s",
 )
 PER_SEED: Final = (
@@ -116,10 +118,18 @@ LABELS: Final = {
     "failures": "Node failures",
     "spot_reclaims": "Spot reclaims",
     "relayout_proposals": "MIG re-layout proposals",
+    "relayouts_applied": "MIG re-layouts applied",
+    "busy_declared_share": "Busy declared share",
     "duration_s": "Simulated span",
 }
 PERCENT_METRICS: Final = frozenset(
-    {"gpu_allocation_ratio", "busy_utilization", "goodput_ratio", "slo_attainment"}
+    {
+        "gpu_allocation_ratio",
+        "busy_utilization",
+        "busy_declared_share",
+        "goodput_ratio",
+        "slo_attainment",
+    }
 )
 DASHES: Final = (None, "8 4", "2 3", "12 3 2 3", "4 4")
 # Log time axis ticks: (seconds, label).
