@@ -10,7 +10,17 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpufleet import __version__
-from gpufleet.cli import catalog, inference, plan, schedule, simulate, specs, training, wizard
+from gpufleet.cli import (
+    catalog,
+    control,
+    inference,
+    plan,
+    schedule,
+    simulate,
+    specs,
+    training,
+    wizard,
+)
 from gpufleet.errors import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -43,7 +53,12 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(search_app, name="search")
 app.add_typer(validate_app, name="validate")
 app.add_typer(simulate.app, name="simulate")
-_GROUPS = frozenset({"catalog", "estimate", "search", "validate", "bench", "simulate"})
+app.add_typer(control.db_app, name="db")
+app.add_typer(control.admin_app, name="admin")
+app.command("serve")(control.serve)
+_GROUPS = frozenset(
+    {"catalog", "estimate", "search", "validate", "bench", "simulate", "db", "admin"}
+)
 app.command("schema")(specs.schema)
 app.command("check")(specs.check)
 app.command("plan")(plan.plan_command)

@@ -1,0 +1,83 @@
+"""The FastAPI app: routers, the error surface (status codes from the error types), health
+and Prometheus metrics. `create_app(ctx)` is all a server or a test needs."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from gpufleet import __version__
+from gpufleet.api import routes_admin, routes_cluster, routes_jobs
+from gpufleet.api.context import AppContext
+from gpufleet.api.deps import RateLimitedError
+from gpufleet.api.metrics import render_metrics
+from gpufleet.control.admin import AdminError
+from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
+from gpufleet.control.db import StoreError, require_current
+from gpufleet.errors import SpecError, UnknownNameError, UserError
+
+STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (AuthError, 401),
+    (ForbiddenError, 403),
+    (NotFoundError, 404),
+    (RateLimitedError, 429),
+    (AdminError, 409),
+    (UnknownNameError, 422),
+    (SpecError, 422),
+    (StoreError, 503),
+    (UserError, 422),
+)
+
+
+def create_app(ctx: AppContext) -> FastAPI:
+    app = FastAPI(
+        title="gpufleet",
+        version=__version__,
+        description="A multi-tenant GPU scheduler: submit jobs, see queue positions and "
+        "ETAs, quotas, usage and chargeback. Every endpoint but /healthz, /readyz and "
+        "/metrics needs `Authorization: Bearer <token>`.",
+    )
+    app.state.ctx = ctx
+    app.include_router(routes_jobs.router)
+    app.include_router(routes_cluster.router)
+    app.include_router(routes_admin.router)
+
+    @app.exception_handler(UserError)
+    async def user_error(_: Request, exc: UserError) -> JSONResponse:
+        status = next(code for kind, code in STATUS if isinstance(exc, kind))
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+
+    @app.exception_handler(IntegrityError)
+    async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:
+        return JSONResponse({"detail": "conflict with the current state; retry"}, 409)
+
+    @app.exception_handler(OperationalError)
+    async def unavailable(_: Request, exc: OperationalError) -> JSONResponse:
+        return JSONResponse({"detail": "the store is busy or unavailable; retry"}, 503)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """The process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    def readyz() -> Response:
+        """The store answers and its schema is the one this version needs."""
+        try:
+            with ctx.sessions() as s:
+                s.execute(text("SELECT 1"))
+                require_current(s.get_bind())  # type: ignore[arg-type]
+        except (StoreError, OperationalError) as exc:
+            return JSONResponse({"status": "unavailable", "detail": str(exc)}, 503)
+        return JSONResponse({"status": "ready", "leader": ctx.leader()})
+
+    @app.get("/metrics", tags=["health"], response_class=PlainTextResponse)
+    def metrics() -> Response:
+        """Prometheus exposition: gpufleet_* gauges and counters in base units."""
+        body, content_type = render_metrics(ctx)
+        return Response(body, media_type=content_type)
+
+    return app

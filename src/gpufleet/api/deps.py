@@ -1,0 +1,53 @@
+"""Request dependencies: a session per request, and the caller resolved from its token."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from sqlalchemy.orm import Session
+
+from gpufleet.api.context import AppContext
+from gpufleet.control.auth import AuthError, Principal, authenticate
+from gpufleet.errors import UserError
+
+
+class RateLimitedError(UserError):
+    """Too many requests for one token (HTTP 429)."""
+
+
+def context(request: Request) -> AppContext:
+    ctx: AppContext = request.app.state.ctx
+    return ctx
+
+
+def session(request: Request) -> Iterator[Session]:
+    with context(request).sessions() as s:
+        yield s
+
+
+def principal(
+    request: Request,
+    s: Annotated[Session, Depends(session)],
+    authorization: Annotated[str | None, Header()] = None,
+) -> Principal:
+    token = None
+    if authorization:
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not value:
+            raise AuthError("use 'Authorization: Bearer <token>'")
+        token = value.strip()
+    else:
+        token = request.cookies.get("gpufleet_session")  # the portal's cookie (issue 9)
+    ctx = context(request)
+    who = authenticate(s, token, ctx.clock())
+    s.commit()  # last-used time
+    if not ctx.limiter.allow(who.token_id):
+        raise RateLimitedError("too many requests for this token; slow down")
+    return who
+
+
+Ctx = Annotated[AppContext, Depends(context)]
+Db = Annotated[Session, Depends(session)]
+Caller = Annotated[Principal, Depends(principal)]

@@ -1,0 +1,180 @@
+"""/api/v1/admin: teams, quotas, rates, tokens and the audit log (admins only)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+
+from gpufleet.api.deps import Caller, Ctx, Db
+from gpufleet.control import admin
+from gpufleet.control.models import AuditEntry, Token
+
+router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
+
+
+class TeamIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=63)
+    cohort: str | None = Field(default=None, max_length=63)
+    weight: float = Field(default=1.0, gt=0, le=1e6)
+    default_priority: str = Field(default="standard", max_length=63)
+    projects: list[str] = Field(default_factory=list, max_length=1000)
+    monthly_budget_gpu_h: float | None = Field(default=None, ge=0)
+    budget_gate: bool = False
+
+
+class QuotaIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    guaranteed_gpus: int = Field(ge=0, le=10_000_000)
+    limit_gpus: int | None = Field(default=None, ge=0, le=10_000_000)
+    borrowing_limit_gpus: int | None = Field(default=None, ge=0, le=10_000_000)
+    lending_limit_gpus: int | None = Field(default=None, ge=0, le=10_000_000)
+    borrowing: bool = True
+    lending: bool = True
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = Field(max_length=63)
+    role: str
+    team: str | None = Field(default=None, max_length=63)
+    expires_s: float | None = None
+
+
+class TokenOut(BaseModel):
+    id: int
+    token: str = Field(description="Shown once; store it now.")
+    user: str
+    role: str
+    team: str | None
+    expires_s: float | None
+
+
+class TokenInfo(BaseModel):
+    id: int
+    prefix: str
+    user: str
+    role: str
+    team: str | None
+    created_s: float
+    expires_s: float | None
+    last_used_s: float | None
+    revoked_s: float | None
+
+
+class AuditOut(BaseModel):
+    id: int
+    at_s: float
+    actor: str
+    role: str
+    action: str
+    target: str
+    detail: dict[str, Any]
+
+
+@router.post("/teams", status_code=201)
+def create_team(body: TeamIn, who: Caller, ctx: Ctx, s: Db) -> dict[str, str]:
+    who.require("admin")
+    admin.create_team(s, who, body.name, ctx.clock(), **body.model_dump(exclude={"name"}))
+    s.commit()
+    return {"name": body.name}
+
+
+@router.put("/teams/{team}/quotas/{flavor}")
+def set_quota(
+    team: str, flavor: str, *, body: QuotaIn, who: Caller, ctx: Ctx, s: Db
+) -> dict[str, Any]:
+    who.require("admin")
+    q = admin.set_quota(s, who, team, flavor, ctx.clock(), **body.model_dump())
+    s.commit()
+    return {"team": team, "flavor": q.flavor, "guaranteed_gpus": q.guaranteed_gpus}
+
+
+@router.put("/rates/{flavor}")
+def set_rate(
+    flavor: str,
+    *,
+    usd_per_gpu_h: Annotated[float, Query(ge=0, le=1e6)],
+    who: Caller,
+    ctx: Ctx,
+    s: Db,
+) -> dict[str, Any]:
+    who.require("admin")
+    admin.set_rate(s, who, flavor, usd_per_gpu_h, ctx.clock())
+    s.commit()
+    return {"flavor": flavor, "usd_per_gpu_h": usd_per_gpu_h}
+
+
+@router.post("/tokens", status_code=201, response_model=TokenOut)
+def create_token(body: TokenIn, *, who: Caller, ctx: Ctx, s: Db) -> TokenOut:
+    who.require("admin")
+    issued = admin.create_token(
+        s,
+        who,
+        ctx.clock(),
+        role=body.role,
+        team=body.team,
+        user=body.user,
+        expires_s=body.expires_s,
+    )
+    s.commit()
+    return TokenOut(
+        id=issued.token_id,
+        token=issued.token,
+        user=issued.user,
+        role=issued.role,
+        team=issued.team,
+        expires_s=issued.expires_s,
+    )
+
+
+@router.get("/tokens", response_model=list[TokenInfo])
+def list_tokens(who: Caller, s: Db) -> list[TokenInfo]:
+    who.require("admin")
+    return [
+        TokenInfo(
+            id=t.id,
+            prefix=t.prefix,
+            user=t.user.name,
+            role=t.role,
+            team=t.team.name if t.team else None,
+            created_s=t.created_s,
+            expires_s=t.expires_s,
+            last_used_s=t.last_used_s,
+            revoked_s=t.revoked_s,
+        )
+        for t in s.scalars(select(Token).order_by(Token.id))
+    ]
+
+
+@router.delete("/tokens/{token_id}", status_code=204)
+def revoke_token(token_id: int, who: Caller, ctx: Ctx, s: Db) -> None:
+    who.require("admin")
+    admin.revoke_token(s, who, token_id, ctx.clock())
+    s.commit()
+
+
+@router.get("/audit", response_model=list[AuditOut])
+def audit_log(
+    who: Caller, s: Db, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[AuditOut]:
+    who.require("admin")
+    rows = s.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit))
+    return [
+        AuditOut(
+            id=a.id,
+            at_s=a.at_s,
+            actor=a.actor,
+            role=a.role,
+            action=a.action,
+            target=a.target,
+            detail=a.detail,
+        )
+        for a in rows
+    ]

@@ -1,0 +1,271 @@
+"""/api/v1: queues, teams (quota, usage, borrowing, fair share), the cluster, chargeback."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Annotated, Literal, cast
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse, Response
+from sqlalchemy import func, select
+
+from gpufleet.api.deps import Caller, Ctx, Db
+from gpufleet.api.schemas import ClusterOut, NodeOut, NodeState, QueueOut, QuotaOut, TeamOut
+from gpufleet.api.views import queue_index
+from gpufleet.control import chargeback as cb
+from gpufleet.control.ledger import month_gpu_hours, month_start_s, usage_records
+from gpufleet.control.models import Allocation, FlavorRate, Job, NodeRecord, Team
+from gpufleet.errors import UserError
+
+router = APIRouter(prefix="/api/v1", tags=["cluster"])
+
+
+def _held_by_team(s: Db) -> dict[tuple[int, str], float]:
+    q = (
+        select(Job.team_id, Allocation.flavor, func.sum(Allocation.milli))
+        .join(Job, Job.id == Allocation.job_id)
+        .where(Allocation.released_s.is_(None))
+        .group_by(Job.team_id, Allocation.flavor)
+    )
+    return {(t, f): (m or 0) / 1000 for t, f, m in s.execute(q).tuples()}
+
+
+def _counts(s: Db) -> dict[tuple[int, str], int]:
+    q = select(Job.team_id, Job.state, func.count()).group_by(Job.team_id, Job.state)
+    return {(t, st): n for t, st, n in s.execute(q).tuples()}
+
+
+@router.get("/teams", response_model=list[TeamOut])
+def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
+    """Quota per flavor with what is used, borrowed beyond the guarantee and lent out."""
+    held = _held_by_team(s)
+    counts = _counts(s)
+    capacity = ctx.cluster.gpus_by_accelerator
+    now = ctx.clock()
+    rows = s.scalars(select(Team).order_by(Team.name)).all()
+    out = []
+    for t in rows:
+        if not who.sees_team(t.id):
+            continue
+        quotas = []
+        for q in t.quotas:
+            used = held.get((t.id, q.flavor), 0.0)
+            quotas.append(
+                QuotaOut(
+                    flavor=q.flavor,
+                    guaranteed_gpus=q.guaranteed_gpus,
+                    limit_gpus=q.limit_gpus,
+                    borrowing_limit_gpus=q.borrowing_limit_gpus,
+                    lending_limit_gpus=q.lending_limit_gpus,
+                    used_gpus=used,
+                    borrowed_gpus=max(0.0, used - q.guaranteed_gpus),
+                    lent_gpus=_lent(
+                        s,
+                        flavor=q.flavor,
+                        guaranteed=q.guaranteed_gpus,
+                        used=used,
+                        held=held,
+                        teams=rows,
+                        team_id=t.id,
+                    )
+                    if q.lending
+                    else 0.0,
+                )
+            )
+        share = max(
+            (held.get((t.id, acc), 0.0) / cap for acc, cap in capacity.items() if cap),
+            default=0.0,
+        )
+        out.append(
+            TeamOut(
+                name=t.name,
+                cohort=t.cohort,
+                weight=t.weight,
+                default_priority=t.default_priority,
+                projects=[p.name for p in t.projects],
+                quotas=quotas,
+                pending_jobs=counts.get((t.id, "pending"), 0),
+                running_jobs=sum(counts.get((t.id, st), 0) for st in ("starting", "running")),
+                fair_share=share / t.weight,
+                monthly_budget_gpu_h=t.monthly_budget_gpu_h,
+                month_gpu_h=month_gpu_hours(s, t.name, now),
+            )
+        )
+    return out
+
+
+def _lent(
+    s: Db,
+    *,
+    flavor: str,
+    guaranteed: int,
+    used: float,
+    held: dict[tuple[int, str], float],
+    teams: object,
+    team_id: int,
+) -> float:
+    """Idle guaranteed GPUs of this team that others hold beyond their own guarantees."""
+    idle = max(0.0, guaranteed - used)
+    borrowed = 0.0
+    for t in s.scalars(select(Team)):
+        if t.id == team_id:
+            continue
+        g = next((q.guaranteed_gpus for q in t.quotas if q.flavor == flavor), 0)
+        borrowed += max(0.0, held.get((t.id, flavor), 0.0) - g)
+    return min(idle, borrowed)
+
+
+@router.get("/queues", response_model=list[QueueOut])
+def queues(who: Caller, s: Db) -> list[QueueOut]:
+    """Per team: pending and running jobs, and the first pending ones in queue order."""
+    counts = _counts(s)
+    index = queue_index(s)
+    order = index.order if index else ()
+    team_of = dict(s.execute(select(Job.id, Job.team_id).where(Job.state == "pending")).tuples())
+    out = []
+    for t in s.scalars(select(Team).order_by(Team.name)):
+        if not who.sees_team(t.id):
+            continue
+        first = [j for j in order if team_of.get(j) == t.id][:10]
+        out.append(
+            QueueOut(
+                team=t.name,
+                pending=counts.get((t.id, "pending"), 0),
+                running=sum(counts.get((t.id, st), 0) for st in ("starting", "running")),
+                first=first,
+            )
+        )
+    return out
+
+
+@router.get("/cluster", response_model=ClusterOut)
+def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
+    """Nodes, their devices and MIG layout, what is allocated, and the allocation ratio."""
+    by_node: dict[str, int] = defaultdict(int)
+    for node, milli in s.execute(
+        select(Allocation.node, func.sum(Allocation.milli))
+        .where(Allocation.released_s.is_(None))
+        .group_by(Allocation.node)
+    ).tuples():
+        by_node[node] = int(milli or 0)
+    states = {n.name: n.state for n in s.scalars(select(NodeRecord))}
+    allocated: dict[str, float] = defaultdict(float)
+    nodes = []
+    for n in ctx.cluster.nodes:
+        allocated[n.accelerator] += by_node[n.name] / 1000
+        nodes.append(
+            NodeOut(
+                name=n.name,
+                accelerator=n.accelerator,
+                gpus=n.gpus,
+                state=cast(NodeState, states.get(n.name, "up")),
+                allocated_milli=by_node[n.name],
+                mig=[list(map(list, layout)) for layout in n.mig],
+            )
+        )
+    gpus = dict(ctx.cluster.gpus_by_accelerator)
+    total = sum(gpus.values())
+    return ClusterOut(
+        name=ctx.cluster.name or "cluster",
+        gpus=gpus,
+        allocated_gpus={k: allocated.get(k, 0.0) for k in gpus},
+        allocation_ratio=sum(allocated.values()) / total if total else 0.0,
+        nodes=nodes,
+    )
+
+
+def _time(value: str | None, default: float, what: str) -> float:
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise UserError(f"{what}: use Unix seconds or an ISO 8601 date, got {value!r}") from None
+    if parsed.tzinfo is None:
+        from datetime import UTC
+
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+@router.get("/reports/chargeback", response_model=None)
+def chargeback(
+    *,
+    who: Caller,
+    ctx: Ctx,
+    s: Db,
+    from_: Annotated[str | None, Query(alias="from")] = None,
+    to: str | None = None,
+    group_by: str = "team",
+    format: Literal["json", "csv", "focus"] = "json",
+    basis: Literal["allocation", "usage"] = "allocation",
+    idle: Literal["none", "uniform", "proportional"] = "none",
+) -> Response | dict[str, object]:
+    """GPU-hours and cost by team/project/user/accelerator/priority over a period.
+
+    Default period: this calendar month (UTC) to now. Members and leads see their
+    team only; idle cost is distributed only in admins' reports."""
+    now = ctx.clock()
+    start = _time(from_, month_start_s(now), "from")
+    end = _time(to, now, "to")
+    if end <= start:
+        raise UserError("`to` must be after `from`")
+    team = None if who.is_admin else who.team
+    records = usage_records(s, start, end, min(now, end), team)
+    rates = {r.flavor: r.usd_micro_per_gpu_h for r in s.scalars(select(FlavorRate))}
+    report = cb.chargeback(
+        records,
+        period_start_s=start,
+        period_end_s=end,
+        group_by=tuple(g.strip() for g in group_by.split(",") if g.strip()),
+        rates_usd_micro_per_gpu_h=rates,
+        capacity_gpus=dict(ctx.cluster.gpus_by_accelerator),
+        basis=basis,
+        idle_method=idle if who.is_admin else "none",
+    )
+    if format == "csv":
+        return PlainTextResponse(cb.to_csv(report), media_type="text/csv")
+    if format == "focus":
+        return PlainTextResponse(cb.to_focus_csv(report), media_type="text/csv")
+    return _report_json(report)
+
+
+def _row_json(row: cb.ChargebackRow) -> dict[str, object]:
+    return {
+        **dict(row.group),
+        "flavors": list(row.flavors),
+        "gpu_hours_allocated": row.gpu_hours_allocated,
+        "gpu_hours_used": row.gpu_hours_used,
+        "gpu_efficiency": row.gpu_efficiency,
+        "rate_usd_per_gpu_h": None
+        if row.rate_usd_per_gpu_h is None
+        else str(row.rate_usd_per_gpu_h),
+        "cost_usd": str(row.cost_usd),
+        "idle_cost_usd": str(row.idle_cost_usd),
+        "total_cost_usd": str(row.total_cost_usd),
+    }
+
+
+def _report_json(report: cb.ChargebackReport) -> dict[str, object]:
+    """The report as JSON: money as decimal strings (exact), hours as numbers."""
+    return {
+        "period_start_s": report.period_start_s,
+        "period_end_s": report.period_end_s,
+        "basis": report.basis,
+        "basis_note": "GPU-hours allocated = GPUs held x hours held, clipped to the period"
+        if report.basis == "allocation"
+        else "cost on GPU-hours used where utilisation is reported, else allocated",
+        "group_by": list(report.group_by),
+        "idle_method": report.idle_method,
+        "rows": [_row_json(r) for r in report.rows],
+        "totals": _row_json(report.totals),
+        "idle": _row_json(report.idle) if report.idle else None,
+        "idle_gpu_hours": report.idle_gpu_hours,
+        "capacity_gpu_hours": report.capacity_gpu_hours,
+        "unpriced_flavors": list(report.unpriced_flavors),
+    }

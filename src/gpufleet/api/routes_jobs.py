@@ -1,0 +1,114 @@
+"""/api/v1/jobs: submit, list, read, cancel, reprioritise, logs, checkpoints."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpufleet.api.deps import Caller, Ctx, Db
+from gpufleet.api.schemas import JobList, JobOut
+from gpufleet.api.views import job_out, queue_index
+from gpufleet.control import jobs, lifecycle
+from gpufleet.control.executors.base import RunKey
+from gpufleet.errors import UserError
+
+router = APIRouter(prefix="/api/v1", tags=["jobs"])
+
+
+class JobPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    priority_class: str = Field(min_length=1, max_length=63)
+
+
+class CheckpointIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    at_s: float | None = Field(default=None, description="Default: now.")
+
+
+@router.post("/jobs", status_code=201, response_model=JobOut)
+def submit_job(req: jobs.JobRequest, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+    """Queue a job for the caller's team (or `team`, which admins may name freely)."""
+    now = ctx.clock()
+    job = jobs.submit(s, who, req, ctx.cluster, now)
+    s.commit()
+    return job_out(s, job, now)
+
+
+@router.get("/jobs", response_model=JobList)
+def list_jobs(
+    *,
+    who: Caller,
+    ctx: Ctx,
+    s: Db,
+    team: str | None = None,
+    project: str | None = None,
+    state: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after_id: Annotated[int | None, Query(ge=1)] = None,
+) -> JobList:
+    """Newest first, within what the caller may see."""
+    rows = jobs.list_jobs(
+        s, who, team=team, project=project, state=state, limit=limit, after_id=after_id
+    )
+    now = ctx.clock()
+    index = queue_index(s)
+    out = [job_out(s, j, now, index=index) for j in rows]
+    return JobList(jobs=out, next_after_id=rows[-1].id if len(rows) == limit else None)
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut)
+def get_job(job_id: int, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+    """State, queue position, ETA (an estimate), reason, placement and the event history."""
+    return job_out(s, jobs.visible_job(s, who, job_id), ctx.clock(), events=True)
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+def cancel_job(job_id: int, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+    now = ctx.clock()
+    job = jobs.cancel(s, who, job_id, now)
+    s.commit()
+    return job_out(s, job, now)
+
+
+@router.patch("/jobs/{job_id}", response_model=JobOut)
+def patch_job(job_id: int, patch: JobPatch, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+    """Change the priority class (team leads within their team, admins anywhere)."""
+    now = ctx.clock()
+    job = jobs.set_priority(s, who, job_id, patch.priority_class, now)
+    s.commit()
+    return job_out(s, job, now)
+
+
+@router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
+def job_logs(
+    job_id: int,
+    *,
+    who: Caller,
+    ctx: Ctx,
+    s: Db,
+    tail_bytes: Annotated[int, Query(ge=1, le=4 * 1024 * 1024)] = 65536,
+) -> str:
+    job = jobs.visible_job(s, who, job_id)
+    if ctx.executor is None or job.attempt == 0:
+        return ""
+    return ctx.executor.logs(RunKey(job.id, job.attempt), tail_bytes)
+
+
+@router.post("/jobs/{job_id}/checkpoints", response_model=JobOut)
+def checkpoint(job_id: int, body: CheckpointIn, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+    """A job (with its team's token) acknowledges a checkpoint it has written."""
+    job = jobs.visible_job(s, who, job_id)
+    who.require_team_write(job.team_id)
+    if job.state not in ("starting", "running", "stopping"):
+        raise UserError(f"job {job_id} is {job.state}: only a running job checkpoints")
+    now = ctx.clock()
+    at = now if body.at_s is None else min(body.at_s, now)
+    job.last_checkpoint_s = at
+    lifecycle.record(s, job, "checkpointed", at, f"acknowledged by {who.user}")
+    s.commit()
+    return job_out(s, job, now)

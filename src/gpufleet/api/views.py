@@ -1,0 +1,134 @@
+"""Store rows -> API bodies, including queue positions read from the last cycle's snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from threading import Lock
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpufleet.api.schemas import EventOut, JobOut, QueuePosition
+from gpufleet.control.models import Allocation, Job, JobEvent, QueueSnapshot, Team
+
+
+@dataclass(frozen=True)
+class QueueIndex:
+    """Positions by job id, computed once per reconciler cycle (not per request)."""
+
+    cycle: int
+    at_s: float
+    cluster_pos: dict[int, int]
+    team_pos: dict[int, int]
+    reasons: dict[str, str]
+    etas: dict[str, float | None]
+    order: tuple[int, ...]
+
+
+_cache: dict[str, QueueIndex] = {}
+_lock = Lock()
+
+
+def queue_index(s: Session) -> QueueIndex | None:
+    head = s.execute(
+        select(QueueSnapshot.cycle, QueueSnapshot.at_s, QueueSnapshot.eta_at_s).where(
+            QueueSnapshot.name == "main"
+        )
+    ).first()
+    if head is None:
+        return None
+    key = str(id(s.get_bind()))
+    cached = _cache.get(key)
+    if cached is not None and (cached.cycle, cached.at_s) == (head[0], head[1]):
+        return cached
+    row = s.get(QueueSnapshot, "main")
+    assert row is not None
+    order = [int(i) for i in row.order]
+    teams = (
+        dict(s.execute(select(Job.id, Job.team_id).where(Job.id.in_(order))).tuples().all())
+        if len(order) <= 30_000
+        else _teams_of(s)
+    )
+    per_team: dict[int, int] = {}
+    team_pos: dict[int, int] = {}
+    for job_id in order:
+        t = teams.get(job_id, -1)
+        per_team[t] = per_team.get(t, 0) + 1
+        team_pos[job_id] = per_team[t]
+    index = QueueIndex(
+        row.cycle,
+        row.at_s,
+        {job_id: i + 1 for i, job_id in enumerate(order)},
+        team_pos,
+        dict(row.reasons),
+        dict(row.etas),
+        tuple(order),
+    )
+    with _lock:
+        _cache[key] = index
+    return index
+
+
+def _teams_of(s: Session) -> dict[int, int]:
+    return dict(s.execute(select(Job.id, Job.team_id).where(Job.state == "pending")).tuples().all())
+
+
+def job_out(
+    s: Session, job: Job, now_s: float, *, events: bool = False, index: QueueIndex | None = None
+) -> JobOut:
+    team = s.get(Team, job.team_id)
+    assert team is not None
+    position = None
+    reason = job.reason
+    eta = None
+    if job.state == "pending":
+        index = index or queue_index(s)
+        if index is not None and job.id in index.cluster_pos:
+            position = QueuePosition(team=index.team_pos[job.id], cluster=index.cluster_pos[job.id])
+            reason = index.reasons.get(str(job.id), reason)
+            eta = index.etas.get(str(job.id))
+        if job.not_before_s is not None and job.not_before_s > now_s:
+            reason = f"restart backoff: eligible in {job.not_before_s - now_s:.0f} s"
+    elif job.state in ("admitted", "starting") and job.started_s is None:
+        eta = now_s
+    gpu_s = job.attained_gpu_s
+    if job.state in ("starting", "running", "stopping"):
+        rows = s.scalars(
+            select(Allocation).where(Allocation.job_id == job.id, Allocation.released_s.is_(None))
+        ).all()
+        gpu_s += sum(r.milli / 1000 * max(0.0, now_s - r.allocated_s) for r in rows)
+    out = JobOut(
+        id=job.id,
+        name=job.name,
+        team=team.name,
+        project=job.project,
+        user=job.user_name,
+        kind=job.kind,
+        state=job.state,
+        priority_class=job.priority_class,
+        preemptible=job.preemptible,
+        request=job.request,
+        command=[str(c) for c in job.command],
+        attempt=job.attempt,
+        submitted_s=job.submitted_s,
+        queued_s=job.queued_s,
+        started_s=job.started_s,
+        finished_s=job.finished_s,
+        exit_code=job.exit_code,
+        flavor=job.flavor,
+        placement=job.placement,
+        reason=reason,
+        queue_position=position,
+        eta_s=eta,
+        gpu_hours=gpu_s / 3600,
+        last_checkpoint_s=job.last_checkpoint_s,
+        checkpoint_interval_s=job.checkpoint_interval_s,
+        runtime_estimate_s=job.runtime_estimate_s,
+    )
+    if events:
+        history = s.scalars(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id))
+        out.events = [
+            EventOut(at_s=e.at_s, kind=e.kind, attempt=e.attempt, message=e.message)
+            for e in history
+        ]
+    return out

@@ -1,0 +1,1 @@
+"""The live control plane: store, reconciler, executors, auth and accounting (design 0010)."""

@@ -1,0 +1,403 @@
+"""Administration: the first admin, teams, quotas, priority classes, tokens — each audited.
+
+One implementation serves the `gpufleet admin` commands and the admin API, so
+both validate and audit alike. Every function takes the acting `Principal`;
+the CLI acts as a local admin (`cli_principal`), since whoever can run it on the
+server can read the database anyway.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpufleet.control.auth import ROLES, NotFoundError, Principal, Role, new_token
+from gpufleet.control.models import (
+    AuditEntry,
+    FlavorRate,
+    PriorityClass,
+    Project,
+    Quota,
+    Team,
+    Token,
+    User,
+)
+from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, TeamsSpec
+
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class AdminError(UserError):
+    """An admin request that cannot be done as asked (the message says what to change)."""
+
+
+def check_name(kind: str, name: str) -> str:
+    if not NAME_RE.match(name):
+        raise AdminError(
+            f"{kind} name {name!r}: use 1-63 lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit (a Kubernetes DNS label)"
+        )
+    return name
+
+
+def cli_principal() -> Principal:
+    """The local operator running `gpufleet admin ...` on the server."""
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        who = "operator"
+    return Principal(user=f"cli:{who}"[:63], role="admin", team_id=None, team=None, token_id=0)
+
+
+def audit(
+    session: Session, actor: Principal, action: str, target: str, now_s: float, **detail: Any
+) -> None:
+    """Append one audit record (tokens themselves are never in `detail`)."""
+    session.add(
+        AuditEntry(
+            at_s=now_s,
+            actor=actor.user,
+            role=actor.role,
+            action=action,
+            target=target,
+            detail=detail,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: str  # shown once
+    token_id: int
+    user: str
+    role: Role
+    team: str | None
+    expires_s: float | None
+
+
+def init(session: Session, now_s: float, user: str = "admin") -> IssuedToken:
+    """Create the default priority classes and the first admin; refuse if an admin exists."""
+    check_name("user", user)
+    exists = session.scalar(select(func.count()).select_from(Token).where(Token.role == "admin"))
+    if exists:
+        raise AdminError(
+            "the store already has an admin; create more tokens with "
+            "`gpufleet admin token create --role admin`"
+        )
+    if not session.scalar(select(func.count()).select_from(PriorityClass)):
+        for pc in DEFAULT_PRIORITY_CLASSES:
+            session.add(PriorityClass(name=pc.name, value=pc.value, preemptible=pc.preemptible))
+    actor = cli_principal()
+    issued = _issue(session, actor, user=user, role="admin", team=None, expires_s=None, now_s=now_s)
+    audit(session, actor, "admin.init", f"user/{user}", now_s)
+    return issued
+
+
+def team_by_name(session: Session, name: str) -> Team:
+    team = session.scalar(select(Team).where(Team.name == name))
+    if team is None:
+        known = session.scalars(select(Team.name)).all()
+        raise UnknownNameError("team", name, known)
+    return team
+
+
+def create_team(
+    session: Session,
+    actor: Principal,
+    name: str,
+    now_s: float,
+    *,
+    cohort: str | None = None,
+    weight: float = 1.0,
+    default_priority: str = "standard",
+    projects: Sequence[str] = (),
+    monthly_budget_gpu_h: float | None = None,
+    budget_gate: bool = False,
+) -> Team:
+    actor.require("admin")
+    check_name("team", name)
+    if cohort is not None:
+        check_name("cohort", cohort)
+    if not weight > 0:
+        raise AdminError(f"fair-share weight must be > 0, got {weight}")
+    if monthly_budget_gpu_h is not None and monthly_budget_gpu_h < 0:
+        raise AdminError("a monthly budget cannot be negative")
+    if session.scalar(select(Team).where(Team.name == name)) is not None:
+        raise AdminError(f"team {name!r} exists already")
+    priority_class(session, default_priority)
+    team = Team(
+        name=name,
+        cohort=cohort,
+        weight=weight,
+        default_priority=default_priority,
+        monthly_budget_gpu_h=monthly_budget_gpu_h,
+        budget_gate=budget_gate,
+        created_s=now_s,
+    )
+    team.projects = [Project(name=check_name("project", p)) for p in dict.fromkeys(projects)]
+    session.add(team)
+    audit(session, actor, "team.create", f"team/{name}", now_s, cohort=cohort, weight=weight)
+    return team
+
+
+def add_project(session: Session, actor: Principal, team: str, project: str, now_s: float) -> None:
+    row = team_by_name(session, team)
+    if not (actor.is_admin or (actor.role == "lead" and actor.team_id == row.id)):
+        actor.require("admin")
+    check_name("project", project)
+    if any(p.name == project for p in row.projects):
+        raise AdminError(f"team {team!r} already has project {project!r}")
+    row.projects.append(Project(name=project))
+    audit(session, actor, "project.create", f"team/{team}/project/{project}", now_s)
+
+
+def set_quota(
+    session: Session,
+    actor: Principal,
+    team: str,
+    flavor: str,
+    now_s: float,
+    *,
+    guaranteed_gpus: int,
+    limit_gpus: int | None = None,
+    borrowing_limit_gpus: int | None = None,
+    lending_limit_gpus: int | None = None,
+    borrowing: bool = True,
+    lending: bool = True,
+) -> Quota:
+    """Create or replace one team's quota for one flavor (validated as the teams file is)."""
+    actor.require("admin")
+    row = team_by_name(session, team)
+    from gpufleet.specs.load import validate
+    from gpufleet.specs.teams import Quota as QuotaSpec
+
+    spec = validate(
+        QuotaSpec,
+        {
+            "flavor": flavor,
+            "guaranteed_gpus": guaranteed_gpus,
+            "limit_gpus": limit_gpus,
+            "borrowing_limit_gpus": borrowing_limit_gpus,
+            "lending_limit_gpus": lending_limit_gpus,
+            "borrowing": borrowing,
+            "lending": lending,
+        },
+        "quota",
+    )
+    quota = next((q for q in row.quotas if q.flavor == spec.flavor), None)
+    if quota is None:
+        quota = Quota(flavor=spec.flavor)
+        row.quotas.append(quota)
+    quota.guaranteed_gpus = spec.guaranteed_gpus
+    quota.limit_gpus = spec.limit_gpus
+    quota.borrowing_limit_gpus = spec.borrowing_limit_gpus
+    quota.lending_limit_gpus = spec.lending_limit_gpus
+    quota.borrowing = spec.borrowing
+    quota.lending = spec.lending
+    audit(
+        session,
+        actor,
+        "quota.set",
+        f"team/{team}/quota/{spec.flavor}",
+        now_s,
+        guaranteed_gpus=spec.guaranteed_gpus,
+        limit_gpus=spec.limit_gpus,
+        borrowing_limit_gpus=spec.borrowing_limit_gpus,
+        lending_limit_gpus=spec.lending_limit_gpus,
+    )
+    return quota
+
+
+def priority_class(session: Session, name: str) -> PriorityClass:
+    row = session.get(PriorityClass, name)
+    if row is None:
+        known = session.scalars(select(PriorityClass.name)).all()
+        raise UnknownNameError("priority class", name, known)
+    return row
+
+
+def set_rate(
+    session: Session, actor: Principal, flavor: str, usd_per_gpu_h: float, now_s: float
+) -> None:
+    actor.require("admin")
+    if usd_per_gpu_h < 0:
+        raise AdminError("a rate cannot be negative")
+    micro = round(usd_per_gpu_h * 1_000_000)
+    row = session.get(FlavorRate, flavor)
+    if row is None:
+        session.add(FlavorRate(flavor=flavor, usd_micro_per_gpu_h=micro))
+    else:
+        row.usd_micro_per_gpu_h = micro
+    audit(session, actor, "rate.set", f"flavor/{flavor}", now_s, usd_per_gpu_h=usd_per_gpu_h)
+
+
+def create_token(
+    session: Session,
+    actor: Principal,
+    now_s: float,
+    *,
+    role: str,
+    team: str | None,
+    user: str,
+    expires_s: float | None,
+) -> IssuedToken:
+    actor.require("admin")
+    if role not in ROLES:
+        raise AdminError(f"role {role!r}: use one of {', '.join(ROLES)}")
+    if role != "admin" and team is None:
+        raise AdminError(f"a {role} token belongs to a team: add --team")
+    if expires_s is not None and expires_s <= now_s:
+        raise AdminError("the expiry must be in the future")
+    issued = _issue(
+        session,
+        actor,
+        user=user,
+        role=role,
+        team=team,
+        expires_s=expires_s,
+        now_s=now_s,
+    )
+    audit(
+        session,
+        actor,
+        "token.create",
+        f"token/{issued.token_id}",
+        now_s,
+        user=user,
+        role=role,
+        team=team,
+        expires_s=expires_s,
+    )
+    return issued
+
+
+def _issue(
+    session: Session,
+    actor: Principal,
+    *,
+    user: str,
+    role: Role,
+    team: str | None,
+    expires_s: float | None,
+    now_s: float,
+) -> IssuedToken:
+    check_name("user", user)
+    team_row = team_by_name(session, team) if team is not None else None
+    person = session.scalar(select(User).where(User.name == user))
+    if person is None:
+        person = User(name=user, team_id=team_row.id if team_row else None, created_s=now_s)
+        session.add(person)
+        session.flush()
+    elif team_row is not None and person.team_id not in (None, team_row.id):
+        raise AdminError(f"user {user!r} belongs to another team")
+    token, dig = new_token()
+    row = Token(
+        digest=dig,
+        prefix=token[:12],
+        user_id=person.id,
+        team_id=team_row.id if team_row else None,
+        role=role,
+        created_s=now_s,
+        expires_s=expires_s,
+    )
+    session.add(row)
+    session.flush()
+    return IssuedToken(token, row.id, user, role, team, expires_s)
+
+
+def revoke_token(session: Session, actor: Principal, token_id: int, now_s: float) -> None:
+    actor.require("admin")
+    row = session.get(Token, token_id)
+    if row is None:
+        raise NotFoundError(f"no token with id {token_id} (see `gpufleet admin token list`)")
+    if row.revoked_s is None:
+        row.revoked_s = now_s
+    audit(session, actor, "token.revoke", f"token/{token_id}", now_s)
+
+
+def teams_spec(session: Session) -> TeamsSpec | None:
+    """The store's teams, quotas and priority classes as the scheduler's `TeamsSpec`
+    (None while there are no teams: then no job can have been submitted)."""
+    teams = session.scalars(select(Team).order_by(Team.name)).all()
+    classes = session.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
+    if not teams:
+        return None
+    data: dict[str, Any] = {
+        "kind": "teams",
+        "teams": [
+            {
+                "name": t.name,
+                "cohort": t.cohort,
+                "weight": t.weight,
+                "default_priority": t.default_priority,
+                "projects": [p.name for p in t.projects],
+                "quotas": [
+                    {
+                        "flavor": q.flavor,
+                        "guaranteed_gpus": q.guaranteed_gpus,
+                        "limit_gpus": q.limit_gpus,
+                        "borrowing": q.borrowing,
+                        "lending": q.lending,
+                        "borrowing_limit_gpus": q.borrowing_limit_gpus,
+                        "lending_limit_gpus": q.lending_limit_gpus,
+                    }
+                    for q in t.quotas
+                ],
+            }
+            for t in teams
+        ],
+    }
+    if classes:
+        data["priority_classes"] = [
+            {"name": c.name, "value": c.value, "preemptible": c.preemptible} for c in classes
+        ]
+    return TeamsSpec.model_validate(data)
+
+
+def import_teams(session: Session, actor: Principal, spec: TeamsSpec, now_s: float) -> list[str]:
+    """Create the teams, quotas and priority classes of a teams file that are not in the store
+    yet (existing teams are left alone); returns the names created."""
+    actor.require("admin")
+    for pc in spec.priority_classes:
+        if session.get(PriorityClass, pc.name) is None:
+            session.add(PriorityClass(name=pc.name, value=pc.value, preemptible=pc.preemptible))
+            audit(session, actor, "priority_class.create", f"priority_class/{pc.name}", now_s)
+    session.flush()
+    created = []
+    for t in spec.teams:
+        if session.scalar(select(Team).where(Team.name == t.name)) is not None:
+            continue
+        create_team(
+            session,
+            actor,
+            t.name,
+            now_s,
+            cohort=t.cohort,
+            weight=t.weight,
+            default_priority=t.default_priority,
+            projects=t.projects,
+        )
+        session.flush()
+        for q in t.quotas:
+            set_quota(
+                session,
+                actor,
+                t.name,
+                q.flavor,
+                now_s,
+                guaranteed_gpus=q.guaranteed_gpus,
+                limit_gpus=q.limit_gpus,
+                borrowing_limit_gpus=q.borrowing_limit_gpus,
+                lending_limit_gpus=q.lending_limit_gpus,
+                borrowing=q.borrowing,
+                lending=q.lending,
+            )
+        created.append(t.name)
+    return created

@@ -1,0 +1,105 @@
+"""API tokens and who may do what.
+
+A token is 256 random bits shown once; the store keeps only its SHA-256, so a
+leaked database does not leak tokens (a slow hash buys nothing for random
+secrets of this size). Roles, strongest first: `admin` (everything, every team),
+`lead` (a team's jobs, including reprioritising them), `member` (submit, read and
+cancel within the team), `viewer` (read within the team).
+
+Team isolation answers "not found" rather than "forbidden" for another team's
+objects, so the existence of a job does not leak across teams.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpufleet.control.models import Token
+from gpufleet.errors import UserError
+
+Role = Literal["admin", "lead", "member", "viewer"]
+ROLES: tuple[Role, ...] = get_args(Role)
+TOKEN_PREFIX = "gpf_"
+
+
+class AuthError(UserError):
+    """No valid token: missing, unknown, expired or revoked (HTTP 401)."""
+
+
+class ForbiddenError(UserError):
+    """A valid token whose role may not do this (HTTP 403)."""
+
+
+class NotFoundError(UserError):
+    """No such object, or one the caller may not see (HTTP 404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: resolved once per request from the token."""
+
+    user: str
+    role: Role
+    team_id: int | None  # None only for admins
+    team: str | None
+    token_id: int
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    def sees_team(self, team_id: int) -> bool:
+        return self.is_admin or self.team_id == team_id
+
+    def require(self, *roles: Role) -> None:
+        if self.role not in roles:
+            raise ForbiddenError(
+                f"this needs the role {' or '.join(roles)}; your token is {self.role}"
+            )
+
+    def require_team_write(self, team_id: int) -> None:
+        """Submit or cancel within one team: admins anywhere, leads and members in theirs."""
+        if not self.sees_team(team_id):
+            raise NotFoundError("no such team")
+        if self.role == "viewer":
+            raise ForbiddenError("a viewer token can only read")
+
+
+def new_token() -> tuple[str, str]:
+    """(token, digest): the token for the user, the digest for the store."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return token, digest(token)
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def authenticate(session: Session, token: str | None, now_s: float) -> Principal:
+    """The principal of a bearer token; records its last use. Raises AuthError."""
+    if not token:
+        raise AuthError("missing token: send 'Authorization: Bearer <token>'")
+    row = session.scalar(select(Token).where(Token.digest == digest(token)))
+    if row is None:
+        raise AuthError("unknown token")
+    if row.revoked_s is not None:
+        raise AuthError("this token was revoked")
+    if row.expires_s is not None and row.expires_s <= now_s:
+        raise AuthError("this token has expired; ask an admin for a new one")
+    if row.last_used_s is None or now_s - row.last_used_s >= 60:  # at most one write a minute
+        row.last_used_s = now_s
+    if row.role not in ROLES:  # pragma: no cover - the store only holds valid roles
+        raise AuthError("token has an unknown role")
+    return Principal(
+        user=row.user.name,
+        role=row.role,
+        team_id=row.team_id,
+        team=row.team.name if row.team else None,
+        token_id=row.id,
+    )

@@ -1,0 +1,117 @@
+"""Opening the store: SQLite (WAL) by default, PostgreSQL in production; Alembic migrations.
+
+The URL comes from `--db`, else `GPUFLEET_DB`, else a SQLite file in the working
+directory, so a newcomer installs nothing. SQLite gets WAL (readers never block
+the reconciler's writer), a busy timeout (a second process waits instead of
+failing) and foreign keys on.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpufleet.errors import UserError
+
+DEFAULT_SQLITE = "gpufleet.db"
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class StoreError(UserError):
+    """The store cannot be opened or is not at the schema this version needs."""
+
+
+def database_url(url: str | None = None) -> str:
+    """`url`, else `$GPUFLEET_DB`, else a SQLite file in the working directory."""
+    chosen = url or os.environ.get("GPUFLEET_DB") or f"sqlite:///{DEFAULT_SQLITE}"
+    try:
+        parsed = make_url(chosen)
+    except ArgumentError:
+        raise StoreError(
+            f"not a database URL: {chosen!r} (use sqlite:///gpufleet.db or "
+            "postgresql+psycopg://user@host/db)"
+        ) from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(
+            f"unsupported database {parsed.get_backend_name()!r}: use SQLite or PostgreSQL"
+        )
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        chosen = str(parsed.set(drivername="postgresql+psycopg").render_as_string(False))
+    return chosen
+
+
+def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
+    resolved = database_url(url)
+    if resolved.startswith("sqlite"):
+        engine = create_engine(
+            resolved, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(resolved, pool_pre_ping=True, **kwargs)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def sessions(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def _alembic_config(engine: Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["engine"] = engine
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` (idempotent: nothing happens when it is current)."""
+    try:
+        command.upgrade(_alembic_config(engine), revision)
+    except OperationalError as exc:
+        raise StoreError(f"cannot migrate {_safe(engine)}: {exc.orig}") from None
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+def require_current(engine: Engine) -> None:
+    """Refuse to serve a store whose schema is behind (or ahead of) this version."""
+    try:
+        current = current_revision(engine)
+    except OperationalError as exc:
+        raise StoreError(f"cannot open {_safe(engine)}: {exc.orig}") from None
+    head = head_revision()
+    if current != head:
+        raise StoreError(
+            f"{_safe(engine)} is at schema {current or 'none'}, this gpufleet needs {head}: "
+            "run `gpufleet db upgrade`"
+        )
+
+
+def _safe(engine: Engine) -> str:
+    """The engine's URL without its password, for messages."""
+    return engine.url.render_as_string(hide_password=True)

@@ -1,0 +1,158 @@
+"""The usage ledger: closing allocations into append-only GPU-time records, and reading them.
+
+An allocation interval becomes a ledger row in the same transaction that
+releases it, so the ledger and the allocations can never disagree; intervals
+still open are read from the allocations themselves (clipped to now), which is
+how a chargeback report covers running jobs without writing anything.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from gpufleet.control.chargeback import UsageRecord
+from gpufleet.control.models import Allocation, Job, Team, UsageEntry
+
+
+def close_allocations(session: Session, job: Job, team: str, now_s: float) -> float:
+    """Release the job's live allocations and append their ledger rows; GPU-seconds closed."""
+    rows = session.scalars(
+        select(Allocation).where(Allocation.job_id == job.id, Allocation.released_s.is_(None))
+    ).all()
+    groups: dict[tuple[int, str, float], int] = defaultdict(int)
+    for row in rows:
+        row.released_s = now_s
+        groups[(row.attempt, row.flavor, row.allocated_s)] += row.milli
+    total = 0.0
+    for (attempt, flavor, start_s), milli in sorted(groups.items()):
+        session.add(
+            UsageEntry(
+                job_id=job.id,
+                attempt=attempt,
+                team=team,
+                project=job.project,
+                user_name=job.user_name,
+                flavor=flavor,
+                priority_class=job.priority_class,
+                start_s=start_s,
+                end_s=max(start_s, now_s),
+                gpu_milli=milli,
+            )
+        )
+        total += milli / 1000 * max(0.0, now_s - start_s)
+    session.flush()
+    return total
+
+
+def usage_records(
+    session: Session, start_s: float, end_s: float, now_s: float, team: str | None = None
+) -> list[UsageRecord]:
+    """Ledger rows overlapping [start_s, end_s) plus open allocations (clipped to now)."""
+    q = select(UsageEntry).where(UsageEntry.end_s > start_s, UsageEntry.start_s < end_s)
+    if team is not None:
+        q = q.where(UsageEntry.team == team)
+    out = [
+        UsageRecord(
+            job_id=r.job_id,
+            attempt=r.attempt,
+            team=r.team,
+            project=r.project,
+            user=r.user_name,
+            flavor=r.flavor,
+            priority_class=r.priority_class,
+            start_s=r.start_s,
+            end_s=r.end_s,
+            gpu_milli=r.gpu_milli,
+            used_gpu_s=r.used_gpu_s,
+        )
+        for r in session.scalars(q)
+    ]
+    out.extend(_open(session, start_s, end_s, now_s, team))
+    return out
+
+
+def _open(
+    session: Session, start_s: float, end_s: float, now_s: float, team: str | None
+) -> list[UsageRecord]:
+    q = (
+        select(Allocation, Job, Team.name)
+        .join(Job, Job.id == Allocation.job_id)
+        .join(Team, Team.id == Job.team_id)
+        .where(Allocation.released_s.is_(None), Allocation.allocated_s < end_s)
+    )
+    if team is not None:
+        q = q.where(Team.name == team)
+    groups: dict[tuple[int, int, str, float], tuple[Job, str, int]] = {}
+    for alloc, job, team_name in session.execute(q).tuples():
+        key = (job.id, alloc.attempt, alloc.flavor, alloc.allocated_s)
+        _, _, milli = groups.get(key, (job, team_name, 0))
+        groups[key] = (job, team_name, milli + alloc.milli)
+    return [
+        UsageRecord(
+            job_id=job_id,
+            attempt=attempt,
+            team=team_name,
+            project=job.project,
+            user=job.user_name,
+            flavor=flavor,
+            priority_class=job.priority_class,
+            start_s=alloc_s,
+            end_s=max(alloc_s, now_s),
+            gpu_milli=milli,
+        )
+        for (job_id, attempt, flavor, alloc_s), (job, team_name, milli) in sorted(
+            groups.items(), key=lambda kv: kv[0]
+        )
+        if now_s > start_s
+    ]
+
+
+def month_start_s(now_s: float) -> float:
+    now = datetime.fromtimestamp(now_s, UTC)
+    return datetime(now.year, now.month, 1, tzinfo=UTC).timestamp()
+
+
+def month_gpu_hours(session: Session, team: str, now_s: float) -> float:
+    """GPU-hours a team has held this calendar month (UTC), running jobs included."""
+    start = month_start_s(now_s)
+    hours = 0.0
+    for r in usage_records(session, start, now_s, now_s, team):
+        overlap = min(r.end_s, now_s) - max(r.start_s, start)
+        hours += r.gpu_milli / 1000 * max(0.0, overlap) / 3600
+    return hours
+
+
+def balance_problems(session: Session) -> list[str]:
+    """Invariant check (tests, `gpufleet db check`): every released allocation is in the
+    ledger with the same GPU-seconds, and no ledger row lacks its allocations."""
+    released: dict[tuple[int, int], float] = defaultdict(float)
+    for a in session.scalars(select(Allocation).where(Allocation.released_s.is_not(None))):
+        assert a.released_s is not None
+        released[(a.job_id, a.attempt)] += a.milli / 1000 * (a.released_s - a.allocated_s)
+    ledger: dict[tuple[int, int], float] = defaultdict(float)
+    for u in session.scalars(select(UsageEntry)):
+        ledger[(u.job_id, u.attempt)] += u.gpu_milli / 1000 * (u.end_s - u.start_s)
+    problems = []
+    for key in sorted(set(released) | set(ledger)):
+        if abs(released.get(key, 0.0) - ledger.get(key, 0.0)) > 1e-6:
+            problems.append(
+                f"job {key[0]} attempt {key[1]}: allocations {released.get(key, 0.0):.3f} "
+                f"GPU-s, ledger {ledger.get(key, 0.0):.3f} GPU-s"
+            )
+    return problems
+
+
+def double_allocations(session: Session) -> Sequence[str]:
+    """Devices held by more than one live allocation (the unique index should make it empty)."""
+    q = (
+        select(Allocation.device)
+        .where(Allocation.released_s.is_(None), or_(Allocation.kind != "share"))
+        .group_by(Allocation.device)
+        .having(func.count() > 1)
+    )
+    return session.scalars(q).all()

@@ -1,0 +1,81 @@
+"""Job lifecycle: the states, the legal moves between them (one comment per edge), and events.
+
+Every move goes through `move()`, which refuses an illegal one and appends a
+`JobEvent`, so a job's history is complete by construction.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy.orm import Session
+
+from gpufleet.control.models import Job, JobEvent
+
+JobState = Literal[
+    "pending", "admitted", "starting", "running", "stopping", "succeeded", "failed", "cancelled"
+]
+ACTIVE: frozenset[str] = frozenset({"admitted", "starting", "running", "stopping"})
+HOLDING: frozenset[str] = frozenset({"starting", "running", "stopping"})  # allocation rows live
+FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+
+TRANSITIONS: dict[str, dict[str, str]] = {
+    "pending": {
+        "admitted": "placed on GPUs that preempted jobs still hold; starts when they stop",
+        "starting": "placed on free GPUs: allocation written, executor asked to start",
+        "cancelled": "cancelled while queued",
+    },
+    "admitted": {
+        "starting": "the victims stopped: the planned placement is allocated",
+        "pending": "the planned placement lapsed (a victim did not stop, a node went down)",
+        "cancelled": "cancelled before it started",
+    },
+    "starting": {
+        "running": "the executor reports the processes started",
+        "stopping": "preempted, cancelled or its node failed before it was seen running",
+        "succeeded": "finished before the start was even observed (a very short job)",
+        "failed": "could not be started (command not found, staging failed)",
+        "pending": "the executor lost it before it ran: requeued",
+    },
+    "running": {
+        "stopping": "preemption, cancel or node failure: the checkpoint grace period runs",
+        "succeeded": "exited 0",
+        "failed": "exited non-zero with no restarts left",
+        "pending": "crashed or lost (node down): requeued from its last checkpoint",
+    },
+    "stopping": {
+        "pending": "stopped after preemption or failure: requeued from its last checkpoint",
+        "cancelled": "stopped after a cancel",
+        "succeeded": "finished on its own during the grace period",
+        "failed": "exited non-zero during the grace period of a cancel",
+    },
+    "succeeded": {},
+    "failed": {},
+    "cancelled": {},
+}
+
+
+class IllegalTransitionError(RuntimeError):
+    """A bug: code tried a move the table does not allow."""
+
+
+def move(session: Session, job: Job, to: JobState, at_s: float, message: str = "") -> JobEvent:
+    """Move `job` to `to` and record the event in `session`."""
+    allowed = TRANSITIONS[job.state]
+    if to not in allowed:
+        raise IllegalTransitionError(f"job {job.id}: {job.state} -> {to} is not a legal move")
+    job.state = to
+    job.version += 1
+    return record(session, job, to, at_s, message or allowed[to])
+
+
+def record(session: Session, job: Job, kind: str, at_s: float, message: str = "") -> JobEvent:
+    """An event that is not a state change (submitted, checkpointed, staged, signalled).
+
+    Added to the session directly rather than through `job.events`, which would load the
+    job's whole history to append one row."""
+    if job.id is None:
+        session.flush()
+    event = JobEvent(job_id=job.id, at_s=at_s, kind=kind, attempt=job.attempt, message=message)
+    session.add(event)
+    return event

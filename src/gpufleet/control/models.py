@@ -1,0 +1,307 @@
+"""The control plane's tables (SQLAlchemy 2, typed): one schema for SQLite and PostgreSQL.
+
+Times are float seconds since the Unix epoch (`*_s`), read from an injected clock, so
+the reconciler hands `decide()` the same kind of clock the simulator does. GPU amounts
+are exact integers: whole GPUs, or thousandths of a GPU (`*_milli`, 1000 = one GPU).
+
+Two guarantees live in the schema itself, not only in code, so that no crash, race or
+second server can break them:
+- an active allocation row per physical device (a whole GPU or a MIG slice) is unique
+  (partial unique index on `allocations.device` where `released_s IS NULL`): a GPU can
+  never be handed to two jobs;
+- the usage ledger is insert-only (the store never updates or deletes its rows).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAME = 63  # names follow Kubernetes DNS labels: at most 63 characters
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Team(Base):
+    __tablename__ = "teams"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    cohort: Mapped[str | None] = mapped_column(String(NAME))
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    default_priority: Mapped[str] = mapped_column(String(NAME), default="standard")
+    monthly_budget_gpu_h: Mapped[float | None] = mapped_column(Float)
+    budget_gate: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_s: Mapped[float] = mapped_column(Float)
+
+    quotas: Mapped[list[Quota]] = relationship(
+        back_populates="team", cascade="all, delete-orphan", order_by="Quota.flavor"
+    )
+    projects: Mapped[list[Project]] = relationship(
+        back_populates="team", cascade="all, delete-orphan", order_by="Project.name"
+    )
+
+
+class Project(Base):
+    __tablename__ = "projects"
+    __table_args__ = (UniqueConstraint("team_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(NAME))
+
+    team: Mapped[Team] = relationship(back_populates="projects")
+
+
+class Quota(Base):
+    """A team's quota for one flavor (accelerator), as in `specs.teams.Quota`."""
+
+    __tablename__ = "quotas"
+    __table_args__ = (UniqueConstraint("team_id", "flavor"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    flavor: Mapped[str] = mapped_column(String(NAME))
+    guaranteed_gpus: Mapped[int] = mapped_column(Integer, default=0)
+    limit_gpus: Mapped[int | None] = mapped_column(Integer)
+    borrowing: Mapped[bool] = mapped_column(Boolean, default=True)
+    lending: Mapped[bool] = mapped_column(Boolean, default=True)
+    borrowing_limit_gpus: Mapped[int | None] = mapped_column(Integer)
+    lending_limit_gpus: Mapped[int | None] = mapped_column(Integer)
+
+    team: Mapped[Team] = relationship(back_populates="quotas")
+
+
+class PriorityClass(Base):
+    __tablename__ = "priority_classes"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer)
+    preemptible: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id", ondelete="SET NULL"))
+    created_s: Mapped[float] = mapped_column(Float)
+
+
+class Token(Base):
+    """An API token: only its SHA-256 is stored; the token itself is shown once."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))  # shown in listings to tell tokens apart
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16))
+    created_s: Mapped[float] = mapped_column(Float)
+    expires_s: Mapped[float | None] = mapped_column(Float)
+    last_used_s: Mapped[float | None] = mapped_column(Float)
+    revoked_s: Mapped[float | None] = mapped_column(Float)
+
+    user: Mapped[User] = relationship()
+    team: Mapped[Team | None] = relationship()
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_state", "state"),
+        Index("ix_jobs_team_state", "team_id", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME))
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    project: Mapped[str | None] = mapped_column(String(NAME))
+    user_name: Mapped[str] = mapped_column(String(NAME))
+    kind: Mapped[str] = mapped_column(String(16), default="batch")
+    priority_class: Mapped[str] = mapped_column(String(NAME))
+    # the resource request, in `JobSpec` field names (gpus | mig_profile | gpu_fraction,
+    # workers, accelerators, topology, ...): what the scheduler reads
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    command: Mapped[list[Any]] = mapped_column(JSON)
+    env: Mapped[dict[str, Any]] = mapped_column(JSON)
+    data: Mapped[list[Any]] = mapped_column(JSON)
+    preemptible: Mapped[bool] = mapped_column(Boolean, default=True)
+    checkpoint_interval_s: Mapped[float | None] = mapped_column(Float)
+    runtime_estimate_s: Mapped[float | None] = mapped_column(Float)
+
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    attempt: Mapped[int] = mapped_column(Integer, default=0)  # grows at every (re)start
+    submitted_s: Mapped[float] = mapped_column(Float)
+    queued_s: Mapped[float] = mapped_column(Float)  # joined the queue (again, if requeued)
+    started_s: Mapped[float | None] = mapped_column(Float)
+    finished_s: Mapped[float | None] = mapped_column(Float)
+    attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    last_checkpoint_s: Mapped[float | None] = mapped_column(Float)
+    flavor: Mapped[str | None] = mapped_column(String(NAME))
+    placement: Mapped[list[Any]] = mapped_column(JSON, default=list)  # planned or held
+    reason: Mapped[str] = mapped_column(Text, default="")
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    crashes: Mapped[int] = mapped_column(Integer, default=0)  # crash restarts so far
+    not_before_s: Mapped[float | None] = mapped_column(Float)  # restart backoff
+    stop_deadline_s: Mapped[float | None] = mapped_column(Float)  # preemption grace ends
+    stop_for: Mapped[str | None] = mapped_column(String(16))  # preempt | cancel | requeue
+    version: Mapped[int] = mapped_column(Integer, default=0)
+
+    team: Mapped[Team] = relationship()
+    events: Mapped[list[JobEvent]] = relationship(
+        back_populates="job", cascade="all, delete-orphan", order_by="JobEvent.id", viewonly=True
+    )
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+    __table_args__ = (Index("ix_job_events_job", "job_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    at_s: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(24))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    message: Mapped[str] = mapped_column(Text, default="")
+
+    job: Mapped[Job] = relationship(back_populates="events", viewonly=True)
+
+
+class Allocation(Base):
+    """One device (whole GPU, MIG slice) or GPU share held by one attempt of one job."""
+
+    __tablename__ = "allocations"
+    __table_args__ = (
+        Index(
+            "ux_allocations_active_device",
+            "device",
+            unique=True,
+            sqlite_where=text("released_s IS NULL AND kind != 'share'"),
+            postgresql_where=text("released_s IS NULL AND kind != 'share'"),
+        ),
+        Index("ix_allocations_job", "job_id", "attempt"),
+        Index("ix_allocations_active", "released_s"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    worker: Mapped[int] = mapped_column(Integer, default=0)
+    kind: Mapped[str] = mapped_column(String(8))  # whole | slice | share
+    node: Mapped[str] = mapped_column(String(NAME))
+    gpu: Mapped[int | None] = mapped_column(Integer)  # GPU index on the node
+    slice_id: Mapped[str | None] = mapped_column(String(255))
+    device: Mapped[str] = mapped_column(String(255))  # "node/gpuN" or the slice id
+    milli: Mapped[int] = mapped_column(Integer)  # thousandths of a GPU (1000: whole)
+    flavor: Mapped[str] = mapped_column(String(NAME))
+    allocated_s: Mapped[float] = mapped_column(Float)
+    released_s: Mapped[float | None] = mapped_column(Float)
+
+
+class UsageEntry(Base):
+    """Append-only usage ledger: one row per closed allocation interval of one job attempt."""
+
+    __tablename__ = "usage_ledger"
+    __table_args__ = (Index("ix_usage_period", "end_s"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+    team: Mapped[str] = mapped_column(String(NAME))
+    project: Mapped[str | None] = mapped_column(String(NAME))
+    user_name: Mapped[str] = mapped_column(String(NAME))
+    flavor: Mapped[str] = mapped_column(String(NAME))
+    priority_class: Mapped[str] = mapped_column(String(NAME))
+    start_s: Mapped[float] = mapped_column(Float)
+    end_s: Mapped[float] = mapped_column(Float)
+    gpu_milli: Mapped[int] = mapped_column(Integer)  # held throughout the interval
+    used_gpu_s: Mapped[float | None] = mapped_column(Float)  # where utilisation is reported
+
+
+class FlavorRate(Base):
+    """Chargeback price of one GPU-hour of a flavor, in integer micro-dollars."""
+
+    __tablename__ = "flavor_rates"
+
+    flavor: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    usd_micro_per_gpu_h: Mapped[int] = mapped_column(Integer)
+
+
+class NodeRecord(Base):
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    accelerator: Mapped[str] = mapped_column(String(NAME))
+    gpus: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(8), default="up")  # up | down | drain
+    reason: Mapped[str] = mapped_column(Text, default="")
+    updated_s: Mapped[float] = mapped_column(Float)
+
+
+class Device(Base):
+    __tablename__ = "devices"
+    __table_args__ = (UniqueConstraint("node", "index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(ForeignKey("nodes.name", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    uuid: Mapped[str] = mapped_column(String(96))
+    mig: Mapped[list[Any]] = mapped_column(JSON, default=list)  # slice ids and their UUIDs
+
+
+class AuditEntry(Base):
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at_s: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(NAME))
+    role: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(48))
+    target: Mapped[str] = mapped_column(String(255))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class QueueSnapshot(Base):
+    """The last cycle's view of the queue, one row, written by the reconciler in the cycle's
+    transaction: pending job ids in the order the scheduler considered them, each one's
+    reason, and the latest ETAs. The API reads positions from it instead of re-running the
+    queue order per request, and every server (leader or not) sees the same answer."""
+
+    __tablename__ = "queue_snapshot"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    cycle: Mapped[int] = mapped_column(Integer)
+    at_s: Mapped[float] = mapped_column(Float)
+    order: Mapped[list[Any]] = mapped_column(JSON)  # job ids, first considered first
+    reasons: Mapped[dict[str, Any]] = mapped_column(JSON)  # job id (text) -> reason
+    etas: Mapped[dict[str, Any]] = mapped_column(JSON)  # job id (text) -> start_s or None
+    eta_at_s: Mapped[float | None] = mapped_column(Float)
+
+
+class Lease(Base):
+    """Leader lease: the server whose lease is current runs the reconciler."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    expires_s: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,518 @@
+"""The reconciler: store -> `decide()` -> store -> executor, one numbered cycle at a time.
+
+Each cycle:
+1. **observe** — the executor's events (started, checkpointed, exited, lost) are written
+   to the store: finished jobs release their GPUs into the ledger; crashed ones are
+   requeued with backoff (or fail after `max_restarts`); stopped victims are requeued
+   from their last checkpoint; cancelled ones end.
+2. **stop** — victims whose checkpoint grace has run out are killed.
+3. **start waiting** — jobs admitted onto a victim's GPUs get them once the victim is gone.
+4. **decide** — the same `decide()` the simulator calls, on a `State` rebuilt from the
+   live allocation rows (the store is the truth; nothing is cached between cycles).
+5. **commit** — decisions in one transaction, together with the lease check: victims move
+   to `stopping`, admitted jobs get allocation rows (the unique index refuses a GPU
+   already held) and move to `starting` with a new attempt number, the queue snapshot
+   (order, reasons) is replaced.
+6. **drive** — only after the commit: start every `starting` attempt (idempotent per
+   attempt, so a crash between commit and start just repeats the start), signal victims.
+
+Because the store is written before the executor is told anything, a crash at any
+point leaves either an order not yet given (given at the next cycle) or one given
+twice (ignored by the executor): never a job started twice or a GPU held twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
+from gpufleet.control import lifecycle
+from gpufleet.control.admin import teams_spec
+from gpufleet.control.executors.base import (
+    STOP_SIGNAL,
+    DataInput,
+    ExecEvent,
+    Executor,
+    Inventory,
+    Launch,
+    RunKey,
+    Worker,
+)
+from gpufleet.control.jobs import job_spec
+from gpufleet.control.leader import LeaseLost, renew
+from gpufleet.control.ledger import close_allocations
+from gpufleet.control.models import Allocation, Job, NodeRecord, QueueSnapshot, Team
+from gpufleet.sched.apply import placement_spec
+from gpufleet.sched.decide import decide
+from gpufleet.sched.framework import Decisions
+from gpufleet.sched.framework import Placement as Placed
+from gpufleet.sched.quota import slice_milli
+from gpufleet.specs.jobs import JobSpec
+
+log = logging.getLogger(__name__)
+DOWN = "node-down:"
+WAITING = "admitted:"  # placeholder holding an admitted job's free planned GPUs
+BACKOFF_S = (10.0, 30.0, 90.0, 270.0, 600.0)
+
+
+@dataclass(frozen=True)
+class ReconcilerConfig:
+    profile: str = "default"
+    grace_s: float = 30.0  # checkpoint grace between the stop signal and the kill
+    max_restarts: int = 3  # crash restarts before a job fails
+    stop_signal: str = STOP_SIGNAL
+    lease_s: float = 6.0
+    holder: str = "local"
+
+
+@dataclass
+class CycleReport:
+    cycle: int
+    at_s: float
+    admitted: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    pending: int = 0
+    running: int = 0
+    decide_s: float = 0.0
+    wall_s: float = 0.0
+    leader: bool = True
+
+
+class Reconciler:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        cluster: Cluster,
+        executor: Executor,
+        config: ReconcilerConfig = ReconcilerConfig(),
+        *,
+        clock: Callable[[], float] = time.time,
+        inventory: Inventory | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.cluster = cluster
+        self.executor = executor
+        self.config = config
+        self.clock = clock
+        self.inventory = inventory or Inventory()
+        self.cycles = 0
+        self.leading = False
+
+    # -- the cycle ------------------------------------------------------------------------
+
+    def cycle(self) -> CycleReport:
+        started = time.perf_counter()
+        now = self.clock()
+        self.cycles += 1
+        report = CycleReport(self.cycles, now)
+        with self.sessions.begin() as s:
+            self.leading = renew(s, "reconciler", self.config.holder, now, self.config.lease_s)
+        report.leader = self.leading
+        if not self.leading:
+            return report
+        events = self.executor.poll(now)
+        with self.sessions.begin() as s:
+            self._observe(s, events, now, report)
+            asked, kills = self._stops(s, now)
+        for key in asked:
+            self.executor.signal(key, self.config.stop_signal)
+        for key in kills:
+            self.executor.stop(key)
+        with self.sessions.begin() as s:
+            self._start_waiting(s, now)
+        signals: list[RunKey] = []
+        try:
+            with self.sessions.begin() as s:
+                d = self._decide(s, now, report)
+                if d is not None:
+                    signals = self._commit(s, d, now, report)
+                if not renew(s, "reconciler", self.config.holder, now, self.config.lease_s):
+                    raise LeaseLost("lease lost during the cycle")
+        except LeaseLost:
+            self.leading = False
+            report.leader = False
+            return report
+        for key in signals:
+            self.executor.signal(key, self.config.stop_signal)
+        with self.sessions() as s:
+            launches = self._launches(s)
+        for launch in launches:
+            self.executor.start(launch)
+        report.wall_s = time.perf_counter() - started
+        return report
+
+    # -- 1. observe -----------------------------------------------------------------------
+
+    def _observe(
+        self, s: Session, events: Sequence[ExecEvent], now: float, report: CycleReport
+    ) -> None:
+        for ev in events:
+            job = s.get(Job, ev.key.job_id)
+            if job is None or job.attempt != ev.key.attempt or job.state in lifecycle.FINAL:
+                continue  # stale: an earlier attempt, or already settled
+            if ev.kind == "started":
+                if job.state == "starting":
+                    job.started_s = ev.at_s
+                    lifecycle.move(s, job, "running", ev.at_s)
+            elif ev.kind == "staged":
+                lifecycle.record(
+                    s, job, "staged", ev.at_s, f"data staged in {ev.seconds or 0:.1f} s"
+                )
+            elif ev.kind == "checkpointed":
+                job.last_checkpoint_s = ev.at_s
+                lifecycle.record(s, job, "checkpointed", ev.at_s)
+            elif ev.kind in ("exited", "lost"):
+                self._ended(s, job, ev, now)
+                report.finished.append(job.id)
+
+    def _ended(self, s: Session, job: Job, ev: ExecEvent, observed: float) -> None:
+        """The attempt is over: its GPUs were free from when it ended, not from when we
+        noticed, so the ledger bills exactly the time held."""
+        now = min(observed, ev.at_s) if ev.at_s > 0 else observed
+        team = self._team_name(s, job.team_id)
+        held_gpu_s = close_allocations(s, job, team, now)
+        job.attained_gpu_s += held_gpu_s
+        job.placement = []
+        job.stop_deadline_s = None
+        code = ev.exit_code
+        what = (
+            f"exit code {code}"
+            if ev.kind == "exited"
+            else f"lost ({ev.detail or 'no exit record'})"
+        )
+        if job.state == "stopping":
+            reason, job.stop_for = job.stop_for, None
+            if reason == "cancel":
+                job.finished_s = now
+                job.exit_code = code
+                lifecycle.move(s, job, "cancelled", now, f"stopped after a cancel ({what})")
+            else:
+                self._requeue(s, job, now, f"stopped after {reason or 'preemption'} ({what})")
+            return
+        if ev.kind == "exited" and code == 0:
+            job.finished_s = now
+            job.exit_code = 0
+            lifecycle.move(s, job, "succeeded", now)
+            return
+        job.crashes += 1
+        if job.crashes > self.config.max_restarts:
+            job.finished_s = now
+            job.exit_code = code
+            lifecycle.move(s, job, "failed", now, f"{what}; {job.crashes - 1} restarts used")
+            return
+        wait = BACKOFF_S[min(job.crashes - 1, len(BACKOFF_S) - 1)]
+        job.not_before_s = now + wait
+        self._requeue(
+            s,
+            job,
+            now,
+            f"{what}; restart {job.crashes} of {self.config.max_restarts} in {wait:.0f} s",
+        )
+
+    def _requeue(self, s: Session, job: Job, now: float, message: str) -> None:
+        job.queued_s = now
+        job.started_s = None
+        lifecycle.move(s, job, "pending", now, message)
+
+    def _team_name(self, s: Session, team_id: int) -> str:
+        team = s.get(Team, team_id)
+        assert team is not None
+        return team.name
+
+    # -- 2. stop --------------------------------------------------------------------------
+
+    def _stops(self, s: Session, now: float) -> tuple[list[RunKey], list[RunKey]]:
+        """Stopping jobs: those new to it (a cancel through the API) get the stop signal and
+        their grace period; those past it are killed (their exit is observed next cycle)."""
+        asked: list[RunKey] = []
+        kills: list[RunKey] = []
+        for j in s.scalars(select(Job).where(Job.state == "stopping")):
+            key = RunKey(j.id, j.attempt)
+            if j.stop_deadline_s is None:
+                j.stop_deadline_s = now + self.config.grace_s
+                asked.append(key)
+            elif j.stop_deadline_s <= now:
+                kills.append(key)
+        return asked, kills
+
+    # -- 3. admitted jobs waiting for their victims ---------------------------------------
+
+    def _start_waiting(self, s: Session, now: float) -> None:
+        waiting = s.scalars(select(Job).where(Job.state == "admitted").order_by(Job.id)).all()
+        if not waiting:
+            return
+        held = self._held_devices(s)
+        for job in waiting:
+            devices = {d for _, d, _ in _rows(self.cluster, job.placement)}
+            if devices & held:
+                continue  # a victim still holds some of them
+            self._allocate(s, job, job.placement, job.flavor or "", now)
+            lifecycle.move(s, job, "starting", now)
+
+    def _held_devices(self, s: Session) -> set[str]:
+        return set(
+            s.scalars(
+                select(Allocation.device).where(
+                    Allocation.released_s.is_(None), Allocation.kind != "share"
+                )
+            )
+        )
+
+    # -- 4. decide ------------------------------------------------------------------------
+
+    def _decide(self, s: Session, now: float, report: CycleReport) -> Decisions | None:
+        teams = teams_spec(s)
+        if teams is None:
+            return None
+        names = {t.id: t.name for t in s.scalars(select(Team))}
+        state = State(self.cluster)
+        by_job: dict[int, list[Claim]] = defaultdict(list)
+        for a in s.scalars(select(Allocation).where(Allocation.released_s.is_(None))):
+            by_job[a.job_id].append(_claim(a))
+        for job_id, claims in by_job.items():
+            state.allocate(str(job_id), *claims)  # raises if the store double-books
+        for node in s.scalars(select(NodeRecord).where(NodeRecord.state != "up")):
+            if node.name in self._node_names():
+                free = state.free_gpu_ids(node.name)
+                if free:
+                    state.allocate(DOWN + node.name, Whole(node.name, free))
+        active = s.scalars(
+            select(Job).where(Job.state.in_(("admitted", "starting", "running", "stopping")))
+        ).all()
+        running: list[JobSpec] = []
+        for job in active:
+            if job.state == "admitted":
+                planned = [c for c in _claims(self.cluster, job.placement) if _free(state, c)]
+                if planned:
+                    state.allocate(WAITING + str(job.id), *planned)
+                continue
+            spec = job_spec(job, names[job.team_id])
+            if job.state == "stopping":
+                spec = spec.model_copy(update={"preemptible": False})  # already going
+            running.append(spec)
+        pending_rows = s.scalars(
+            select(Job).where(Job.state == "pending").order_by(Job.queued_s, Job.id)
+        ).all()
+        pending = [
+            job_spec(j, names[j.team_id])
+            for j in pending_rows
+            if j.not_before_s is None or j.not_before_s <= now
+        ]
+        report.pending, report.running = len(pending), len(running)
+        if not pending:
+            self._snapshot(s, now, [], {})
+            return None
+        t0 = time.perf_counter()
+        d = decide(
+            self.cluster,
+            state,
+            running,
+            pending,
+            teams,
+            profile=self.config.profile,
+            now_s=now,
+            cycle=self.cycles,
+        )
+        report.decide_s = time.perf_counter() - t0
+        order = [int(j.name) for j in pending if j.name not in d.admitted]
+        self._snapshot(s, now, order, {int(k): v for k, v in d.pending_reasons.items()})
+        return d
+
+    def _node_names(self) -> set[str]:
+        return {n.name for n in self.cluster.nodes}
+
+    def _snapshot(self, s: Session, now: float, order: list[int], reasons: dict[int, str]) -> None:
+        row = s.get(QueueSnapshot, "main")
+        if row is None:
+            row = QueueSnapshot(name="main", etas={}, eta_at_s=None)
+            s.add(row)
+        row.cycle = self.cycles
+        row.at_s = now
+        row.order = order
+        row.reasons = {str(k): v for k, v in reasons.items()}
+
+    # -- 5. commit ------------------------------------------------------------------------
+
+    def _commit(self, s: Session, d: Decisions, now: float, report: CycleReport) -> list[RunKey]:
+        signals: list[RunKey] = []
+        for name, why in d.preempted.items():
+            victim = s.get(Job, int(name))
+            assert victim is not None
+            if victim.state not in ("starting", "running"):
+                continue
+            victim.stop_for = "preempt"
+            victim.stop_deadline_s = now + self.config.grace_s
+            lifecycle.move(s, victim, "stopping", now, why)
+            signals.append(RunKey(victim.id, victim.attempt))
+            report.preempted.append(victim.id)
+        held = self._held_devices(s)
+        for name, placed in d.admitted.items():
+            job = s.get(Job, int(name))
+            assert job is not None
+            placement = [placement_spec(p).model_dump(exclude_defaults=True) for p in placed]
+            flavor = d.flavors.get(name, "")
+            job.flavor = flavor
+            job.placement = placement
+            job.reason = ""
+            if {dev for _, dev, _ in _rows(self.cluster, placement)} & held:
+                lifecycle.move(
+                    s, job, "admitted", now, "placed; waiting for preempted jobs to stop"
+                )
+            else:
+                self._allocate(s, job, placement, flavor, now)
+                lifecycle.move(s, job, "starting", now, f"placed on {_where(placed)}")
+            report.admitted.append(job.id)
+        return signals
+
+    def _allocate(
+        self, s: Session, job: Job, placement: list[Any], flavor: str, now: float
+    ) -> None:
+        job.attempt += 1
+        job.not_before_s = None
+        for kind, device, row in _rows(self.cluster, placement):
+            s.add(
+                Allocation(
+                    job_id=job.id,
+                    attempt=job.attempt,
+                    worker=row["worker"],
+                    kind=kind,
+                    node=row["node"],
+                    gpu=row.get("gpu"),
+                    slice_id=row.get("slice_id"),
+                    device=device,
+                    milli=row["milli"],
+                    flavor=flavor or self.cluster.node(row["node"]).accelerator,
+                    allocated_s=now,
+                )
+            )
+        s.flush()  # the unique index refuses a device already held, inside this transaction
+
+    # -- 6. drive -------------------------------------------------------------------------
+
+    def _launches(self, s: Session) -> list[Launch]:
+        jobs = s.scalars(select(Job).where(Job.state == "starting").order_by(Job.id)).all()
+        names = {t.id: t.name for t in s.scalars(select(Team))}
+        return [self.launch(j, names[j.team_id]) for j in jobs]
+
+    def launch(self, job: Job, team: str) -> Launch:
+        workers = []
+        per_node: dict[str, int] = defaultdict(int)
+        for rank, p in enumerate(job.placement):
+            node = p["node"]
+            gpus = tuple(p.get("gpus", ()))
+            slices = tuple(p.get("mig_slices", ()))
+            uuids = self.inventory.gpu_uuids.get(node, ())
+            if slices:
+                devices = tuple(self.inventory.mig_uuids.get(sid, sid) for sid in slices)
+            else:
+                devices = tuple(uuids[g] if g < len(uuids) else str(g) for g in gpus)
+            workers.append(
+                Worker(
+                    rank=rank,
+                    node=node,
+                    local_rank=per_node[node],
+                    gpus=gpus,
+                    devices=devices,
+                    gpu_fraction=p.get("fraction"),
+                )
+            )
+            per_node[node] += 1
+        duration = job.runtime_estimate_s
+        return Launch(
+            key=RunKey(job.id, job.attempt),
+            job_name=job.name,
+            team=team,
+            command=tuple(job.command),
+            env={str(k): str(v) for k, v in job.env.items()},
+            workers=tuple(workers),
+            duration_s=duration,
+            checkpoint_interval_s=job.checkpoint_interval_s,
+            data=tuple(DataInput(d["source"], d["target"]) for d in job.data),
+            master_port=29500 + job.id % 1000,
+        )
+
+
+# -- placements <-> allocation rows ---------------------------------------------------------
+
+
+def _rows(cluster: Cluster, placement: list[Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, device key, row fields) for every GPU, slice or share of a stored placement."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for worker, p in enumerate(placement):
+        node = p["node"]
+        fraction = p.get("fraction")
+        if fraction:
+            gpu = p["gpus"][0]
+            milli = round(fraction * 1000)
+            out.append(
+                (
+                    "share",
+                    f"{node}/gpu{gpu}",
+                    {"worker": worker, "node": node, "gpu": gpu, "milli": milli},
+                )
+            )
+            continue
+        for gpu in p.get("gpus", ()):
+            out.append(
+                (
+                    "whole",
+                    f"{node}/gpu{gpu}",
+                    {"worker": worker, "node": node, "gpu": gpu, "milli": 1000},
+                )
+            )
+        for sid in p.get("mig_slices", ()):
+            info = cluster.slice_info(sid)
+            milli = slice_milli(info.accelerator, info.profile)
+            out.append(
+                ("slice", sid, {"worker": worker, "node": node, "slice_id": sid, "milli": milli})
+            )
+    return out
+
+
+def _claims(cluster: Cluster, placement: list[Any]) -> list[Claim]:
+    claims: list[Claim] = []
+    for kind, device, row in _rows(cluster, placement):
+        if kind == "whole":
+            claims.append(Whole(row["node"], (row["gpu"],)))
+        elif kind == "slice":
+            claims.append(MigSlice(device))
+        else:
+            claims.append(Share(row["node"], row["gpu"], row["milli"]))
+    return claims
+
+
+def _claim(a: Allocation) -> Claim:
+    if a.kind == "whole":
+        assert a.gpu is not None
+        return Whole(a.node, (a.gpu,))
+    if a.kind == "slice":
+        assert a.slice_id is not None
+        return MigSlice(a.slice_id)
+    assert a.gpu is not None
+    return Share(a.node, a.gpu, a.milli)
+
+
+def _free(state: State, claim: Claim) -> bool:
+    if isinstance(claim, Whole):
+        return all(g in state.free_gpu_ids(claim.node) for g in claim.gpus)
+    if isinstance(claim, MigSlice):
+        node = claim.id.split("/", 1)[0]
+        return claim.id in state.free_slices_on(node)
+    return state.free_milli(claim.node, claim.gpu) >= claim.milli
+
+
+def _where(placed: tuple[Placed, ...]) -> str:
+    parts = []
+    for p in placed:
+        what = ",".join(map(str, p.gpus)) or ",".join(s.rsplit("/", 1)[-1] for s in p.mig_slices)
+        parts.append(f"{p.node}:{what}" if what else p.node)
+    return "; ".join(parts)

@@ -1,0 +1,164 @@
+"""`gpufleet serve`: the API and, on the leader, the reconciler loop, in one process.
+
+Several servers may share one PostgreSQL store: each serves the API; the one
+holding the lease (`control.leader`) runs the reconciler, and a standby takes
+over when the lease lapses. On SIGTERM/SIGINT the loop stops after its cycle
+and the lease is released, so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpufleet.cluster import Cluster
+from gpufleet.control.executors.base import Executor, Inventory
+from gpufleet.control.leader import release
+from gpufleet.control.models import Device, Job, NodeRecord
+from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
+from gpufleet.errors import UserError
+
+log = logging.getLogger("gpufleet.server")
+EXECUTORS = ("local", "emulated", "slurm")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    executor: str = "emulated"
+    profile: str = "default"
+    cycle_interval_s: float = 2.0
+    grace_s: float = 30.0
+    speed: float = 1.0  # emulated executor: emulated seconds per real second
+    run_root: Path = Path("gpufleet-runs")
+    holder: str = ""
+
+
+def make_executor(
+    options: ServeOptions, clock: Callable[[], float]
+) -> tuple[Executor, Inventory | None]:
+    if options.executor == "emulated":
+        from gpufleet.control.executors.emulated import EmulatedExecutor
+
+        return EmulatedExecutor(speed=options.speed, clock=clock), None
+    if options.executor == "local":
+        from gpufleet.control.executors.inventory import inventory_from_nvidia_smi
+        from gpufleet.control.executors.local import LocalExecutor
+
+        return LocalExecutor(options.run_root, clock=clock), inventory_from_nvidia_smi()
+    if options.executor == "slurm":
+        raise UserError("the slurm executor is not available yet (engine adapters, issue 10)")
+    raise UserError(f"executor {options.executor!r}: use one of {', '.join(EXECUTORS)}")
+
+
+def sync_nodes(
+    sessions: sessionmaker[Session], cluster: Cluster, now_s: float, inventory: Inventory | None
+) -> None:
+    """Record the cluster's nodes and devices (new ones up; states of known ones kept)."""
+    with sessions.begin() as s:
+        known = {n.name: n for n in s.scalars(select(NodeRecord))}
+        devices = {(d.node, d.index) for d in s.scalars(select(Device))}
+        for node in cluster.nodes:
+            if node.name not in known:
+                s.add(
+                    NodeRecord(
+                        name=node.name,
+                        accelerator=node.accelerator,
+                        gpus=node.gpus,
+                        state="up",
+                        reason="",
+                        updated_s=now_s,
+                    )
+                )
+        s.flush()
+        for node in cluster.nodes:
+            uuids = inventory.gpu_uuids.get(node.name, ()) if inventory else ()
+            for g in range(node.gpus):
+                if (node.name, g) not in devices:
+                    uuid_ = uuids[g] if g < len(uuids) else f"{node.name}/gpu{g}"
+                    s.add(Device(node=node.name, index=g, uuid=uuid_, mig=[]))
+
+
+def adopt_running(reconciler: Reconciler, sessions: sessionmaker[Session]) -> int:
+    """After a restart, hand attempts the store says are live to an executor that keeps no
+    files (the emulated one); the local executor finds its own from its run directories."""
+    adopt = getattr(reconciler.executor, "adopt", None)
+    if adopt is None:
+        return 0
+    from gpufleet.control.models import Team
+
+    with sessions() as s:
+        names = {t.id: t.name for t in s.scalars(select(Team))}
+        jobs = s.scalars(
+            select(Job).where(Job.state.in_(("running", "stopping", "starting")))
+        ).all()
+        n = 0
+        for job in jobs:
+            if job.state == "starting" and job.started_s is None:
+                continue  # never started: the reconciler starts it (idempotently)
+            adopt(reconciler.launch(job, names[job.team_id]), job.started_s or time.time())
+            n += 1
+    return n
+
+
+class ReconcileLoop:
+    """The reconciler on a background thread, one cycle every `interval_s`."""
+
+    def __init__(self, reconciler: Reconciler, interval_s: float) -> None:
+        self.reconciler = reconciler
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
+        self.errors = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                report = self.reconciler.cycle()
+                if report.admitted or report.preempted or report.finished:
+                    log.info(
+                        "cycle %d: %d admitted, %d preempted, %d finished, %d pending (%.3f s)",
+                        report.cycle,
+                        len(report.admitted),
+                        len(report.preempted),
+                        len(report.finished),
+                        report.pending,
+                        report.wall_s,
+                    )
+            except Exception:  # keep serving; the next cycle retries from the store
+                self.errors += 1
+                log.exception("reconciler cycle failed")
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        with self.reconciler.sessions.begin() as s:
+            release(s, "reconciler", self.reconciler.config.holder)
+
+
+def default_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def reconciler_config(options: ServeOptions) -> ReconcilerConfig:
+    return ReconcilerConfig(
+        profile=options.profile,
+        grace_s=options.grace_s,
+        lease_s=max(3.0, 1.5 * options.cycle_interval_s),
+        holder=options.holder or default_holder(),
+    )
