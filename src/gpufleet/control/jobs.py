@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.cluster import Cluster
 from gpufleet.control import lifecycle
-from gpufleet.control.admin import AdminError, audit, priority_class, team_by_name
+from gpufleet.control.admin import audit, priority_class, team_by_name
 from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
 from gpufleet.control.models import Job, Team
 from gpufleet.errors import UnknownNameError, UserError
@@ -314,30 +314,49 @@ def count_jobs(session: Session) -> int:
     return session.scalar(select(func.count()).select_from(Job)) or 0
 
 
-def job_spec(job: Job, team: str) -> JobSpec:
-    """The job as the scheduler sees it (running jobs with their placement)."""
-    running = job.state in ("starting", "running", "stopping")
+SPEC_COLUMNS = (
+    Job.id,
+    Job.version,
+    Job.team_id,
+    Job.project,
+    Job.user_name,
+    Job.kind,
+    Job.priority_class,
+    Job.preemptible,
+    Job.checkpoint_interval_s,
+    Job.runtime_estimate_s,
+    Job.queued_s,
+    Job.attained_gpu_s,
+    Job.last_checkpoint_s,
+    Job.request,
+    Job.state,
+    Job.started_s,
+    Job.placement,
+    Job.not_before_s,
+)
+
+
+def spec_of(row: Any, team: str) -> JobSpec:
+    """The job as the scheduler sees it (running jobs with their placement); `row` has
+    the `SPEC_COLUMNS` (an ORM `Job` has them too). Its name is the job id."""
+    running = row.state in ("starting", "running", "stopping")
     data: dict[str, Any] = {
-        "name": str(job.id),
+        "name": str(row.id),
         "team": team,
-        "project": job.project,
-        "user": job.user_name,
-        "kind": job.kind,
-        "priority_class": job.priority_class,
-        "preemptible": job.preemptible,
-        "checkpoint_interval_s": job.checkpoint_interval_s,
-        "runtime_estimate_s": job.runtime_estimate_s,
-        "submitted_s": job.queued_s,
-        "attained_gpu_s": job.attained_gpu_s,
-        "last_checkpoint_s": job.last_checkpoint_s,
-        **job.request,
+        "project": row.project,
+        "user": row.user_name,
+        "kind": row.kind,
+        "priority_class": row.priority_class,
+        "preemptible": row.preemptible,
+        "checkpoint_interval_s": row.checkpoint_interval_s,
+        "runtime_estimate_s": row.runtime_estimate_s,
+        "submitted_s": row.queued_s,
+        "attained_gpu_s": row.attained_gpu_s,
+        "last_checkpoint_s": row.last_checkpoint_s,
+        **row.request,
     }
     if running:
         data["state"] = "running"
-        data["started_s"] = job.started_s
-        data["placement"] = [Placement.model_validate(p) for p in job.placement]
+        data["started_s"] = row.started_s
+        data["placement"] = [Placement.model_validate(p) for p in row.placement]
     return JobSpec.model_validate(data)
-
-
-def check_admin_error(exc: Exception) -> bool:  # pragma: no cover - helper for API mapping
-    return isinstance(exc, AdminError)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
@@ -46,7 +46,7 @@ from gpufleet.control.executors.base import (
     RunKey,
     Worker,
 )
-from gpufleet.control.jobs import job_spec
+from gpufleet.control.jobs import SPEC_COLUMNS, spec_of
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import close_allocations
 from gpufleet.control.models import Allocation, Job, NodeRecord, QueueSnapshot, Team
@@ -106,6 +106,8 @@ class Reconciler:
         self.inventory = inventory or Inventory()
         self.cycles = 0
         self.leading = False
+        # scheduler views of jobs by (id, version): every change to a job bumps its version
+        self._specs: dict[tuple[int, int], JobSpec] = {}
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -119,8 +121,10 @@ class Reconciler:
         report.leader = self.leading
         if not self.leading:
             return report
-        events = self.executor.poll(now)
+        known = self.executor.active()  # before the poll: what ends during it is in its events
+        events = list(self.executor.poll(now))
         with self.sessions.begin() as s:
+            events += self._missing(s, known, events, now)
             self._observe(s, events, now, report)
             asked, kills = self._stops(s, now)
         for key in asked:
@@ -173,6 +177,30 @@ class Reconciler:
             elif ev.kind in ("exited", "lost"):
                 self._ended(s, job, ev, now)
                 report.finished.append(job.id)
+
+    def _missing(
+        self, s: Session, known: set[RunKey], events: Sequence[ExecEvent], now: float
+    ) -> list[ExecEvent]:
+        """Ends the executor reported to a server that died before recording them.
+
+        A live attempt (by the store) that the executor neither runs nor reported ending in
+        this poll ended unrecorded: its saved final event is replayed where the executor
+        keeps one (`final_event`), else a started attempt counts as lost. A `starting`
+        attempt with no record is left alone: the drive step (re)starts it idempotently."""
+        ended = {e.key for e in events if e.kind in ("exited", "lost")}
+        final = getattr(self.executor, "final_event", None)
+        out: list[ExecEvent] = []
+        live = select(Job.id, Job.attempt, Job.state).where(Job.state.in_(lifecycle.HOLDING))
+        for job_id, attempt, state in s.execute(live).tuples():
+            key = RunKey(job_id, attempt)
+            if key in known or key in ended:
+                continue
+            event = final(key) if final is not None else None
+            if event is not None:
+                out.append(event)
+            elif state in ("running", "stopping"):
+                out.append(ExecEvent(key, "lost", now, detail="the executor no longer runs it"))
+        return out
 
     def _ended(self, s: Session, job: Job, ev: ExecEvent, observed: float) -> None:
         """The attempt is over: its GPUs were free from when it ended, not from when we
@@ -256,6 +284,7 @@ class Reconciler:
             if devices & held:
                 continue  # a victim still holds some of them
             self._allocate(s, job, job.placement, job.flavor or "", now)
+            s.flush()  # the unique index refuses a device already held
             lifecycle.move(s, job, "starting", now)
 
     def _held_devices(self, s: Session) -> set[str]:
@@ -274,39 +303,52 @@ class Reconciler:
         if teams is None:
             return None
         names = {t.id: t.name for t in s.scalars(select(Team))}
-        state = State(self.cluster)
-        by_job: dict[int, list[Claim]] = defaultdict(list)
-        for a in s.scalars(select(Allocation).where(Allocation.released_s.is_(None))):
-            by_job[a.job_id].append(_claim(a))
-        for job_id, claims in by_job.items():
-            state.allocate(str(job_id), *claims)  # raises if the store double-books
-        for node in s.scalars(select(NodeRecord).where(NodeRecord.state != "up")):
-            if node.name in self._node_names():
-                free = state.free_gpu_ids(node.name)
-                if free:
-                    state.allocate(DOWN + node.name, Whole(node.name, free))
-        active = s.scalars(
-            select(Job).where(Job.state.in_(("admitted", "starting", "running", "stopping")))
+        state = self._state(s)
+        live = ("pending", *lifecycle.ACTIVE)
+        heads = s.execute(
+            select(Job.id, Job.version, Job.state, Job.queued_s, Job.not_before_s).where(
+                Job.state.in_(live)
+            )
         ).all()
+        # full rows (JSON decoded, validated) only for jobs new or changed since last cycle
+        missing = [h.id for h in heads if (h.id, h.version) not in self._specs]
+        fresh: dict[tuple[int, int], Any] = {}
+        for chunk in range(0, len(missing), 5000):
+            ids = missing[chunk : chunk + 5000]
+            for row in s.execute(select(*SPEC_COLUMNS).where(Job.id.in_(ids))):
+                fresh[(row.id, row.version)] = row
         running: list[JobSpec] = []
-        for job in active:
-            if job.state == "admitted":
-                planned = [c for c in _claims(self.cluster, job.placement) if _free(state, c)]
+        pending: list[JobSpec] = []
+        specs: dict[tuple[int, int], JobSpec] = {}
+        for head in sorted(heads, key=lambda r: (r.queued_s, r.id)):
+            key = (head.id, head.version)
+            if head.state == "admitted":  # never cached, so always freshly read
+                full = fresh.get(key)
+                placement = full.placement if full is not None else []
+                planned = [c for c in _claims(self.cluster, placement) if _free(state, c)]
                 if planned:
-                    state.allocate(WAITING + str(job.id), *planned)
+                    state.allocate(WAITING + str(head.id), *planned)
                 continue
-            spec = job_spec(job, names[job.team_id])
-            if job.state == "stopping":
-                spec = spec.model_copy(update={"preemptible": False})  # already going
-            running.append(spec)
-        pending_rows = s.scalars(
-            select(Job).where(Job.state == "pending").order_by(Job.queued_s, Job.id)
-        ).all()
-        pending = [
-            job_spec(j, names[j.team_id])
-            for j in pending_rows
-            if j.not_before_s is None or j.not_before_s <= now
-        ]
+            if (
+                head.state == "pending"
+                and head.not_before_s is not None
+                and head.not_before_s > now
+            ):
+                continue  # restart backoff
+            spec = self._specs.get(key)
+            if spec is None:
+                full = fresh.get(key)
+                if full is None:  # changed between the two reads: next cycle has it
+                    continue
+                spec = spec_of(full, names[full.team_id])
+            specs[key] = spec
+            if head.state == "pending":
+                pending.append(spec)
+            elif head.state == "stopping":
+                running.append(spec.model_copy(update={"preemptible": False}))  # going anyway
+            else:
+                running.append(spec)
+        self._specs = specs  # jobs that left the queue drop out of the cache
         report.pending, report.running = len(pending), len(running)
         if not pending:
             self._snapshot(s, now, [], {})
@@ -327,6 +369,41 @@ class Reconciler:
         self._snapshot(s, now, order, {int(k): v for k, v in d.pending_reasons.items()})
         return d
 
+    def _state(self, s: Session) -> State:
+        """The allocation state rebuilt from the live allocation rows (and down nodes)."""
+        state = State(self.cluster)
+        whole: dict[tuple[int, str], list[int]] = defaultdict(list)
+        other: dict[int, list[Claim]] = defaultdict(list)
+        live = select(
+            Allocation.job_id,
+            Allocation.kind,
+            Allocation.node,
+            Allocation.gpu,
+            Allocation.slice_id,
+            Allocation.milli,
+        ).where(Allocation.released_s.is_(None))
+        for job_id, kind, node, gpu, slice_id, milli in s.execute(live).tuples():
+            if kind == "whole" and gpu is not None:
+                whole[(job_id, node)].append(gpu)
+            elif kind == "slice" and slice_id is not None:
+                other[job_id].append(MigSlice(slice_id))
+            elif gpu is not None:
+                other[job_id].append(Share(node, gpu, milli))
+        claims: dict[int, list[Claim]] = defaultdict(list)
+        for (job_id, node), gpus in whole.items():
+            claims[job_id].append(Whole(node, tuple(sorted(gpus))))
+        for job_id, extra in other.items():
+            claims[job_id].extend(extra)
+        for job_id, held in sorted(claims.items()):
+            state.allocate(str(job_id), *held)  # raises if the store double-books
+        nodes = self._node_names()
+        for node in s.scalars(select(NodeRecord.name).where(NodeRecord.state != "up")):
+            if node in nodes:
+                free = state.free_gpu_ids(node)
+                if free:
+                    state.allocate(DOWN + node, Whole(node, free))
+        return state
+
     def _node_names(self) -> set[str]:
         return {n.name for n in self.cluster.nodes}
 
@@ -343,10 +420,21 @@ class Reconciler:
     # -- 5. commit ------------------------------------------------------------------------
 
     def _commit(self, s: Session, d: Decisions, now: float, report: CycleReport) -> list[RunKey]:
+        """Write the decisions: one query loads the jobs, one flush writes everything (the
+        unique index on live devices checks every new allocation at that flush)."""
+        ids = [int(n) for n in (*d.preempted, *d.admitted)]
+        jobs = {j.id: j for j in s.scalars(select(Job).where(Job.id.in_(ids)))} if ids else {}
+        with s.no_autoflush:
+            signals = self._write(s, d, jobs, now, report)
+        s.flush()
+        return signals
+
+    def _write(
+        self, s: Session, d: Decisions, jobs: dict[int, Job], now: float, report: CycleReport
+    ) -> list[RunKey]:
         signals: list[RunKey] = []
         for name, why in d.preempted.items():
-            victim = s.get(Job, int(name))
-            assert victim is not None
+            victim = jobs[int(name)]
             if victim.state not in ("starting", "running"):
                 continue
             victim.stop_for = "preempt"
@@ -356,8 +444,7 @@ class Reconciler:
             report.preempted.append(victim.id)
         held = self._held_devices(s)
         for name, placed in d.admitted.items():
-            job = s.get(Job, int(name))
-            assert job is not None
+            job = jobs[int(name)]
             placement = [placement_spec(p).model_dump(exclude_defaults=True) for p in placed]
             flavor = d.flavors.get(name, "")
             job.flavor = flavor
@@ -376,25 +463,27 @@ class Reconciler:
     def _allocate(
         self, s: Session, job: Job, placement: list[Any], flavor: str, now: float
     ) -> None:
+        """A new attempt and its allocation rows (one bulk insert, not one object per GPU)."""
         job.attempt += 1
         job.not_before_s = None
-        for kind, device, row in _rows(self.cluster, placement):
-            s.add(
-                Allocation(
-                    job_id=job.id,
-                    attempt=job.attempt,
-                    worker=row["worker"],
-                    kind=kind,
-                    node=row["node"],
-                    gpu=row.get("gpu"),
-                    slice_id=row.get("slice_id"),
-                    device=device,
-                    milli=row["milli"],
-                    flavor=flavor or self.cluster.node(row["node"]).accelerator,
-                    allocated_s=now,
-                )
-            )
-        s.flush()  # the unique index refuses a device already held, inside this transaction
+        rows = [
+            {
+                "job_id": job.id,
+                "attempt": job.attempt,
+                "worker": row["worker"],
+                "kind": kind,
+                "node": row["node"],
+                "gpu": row.get("gpu"),
+                "slice_id": row.get("slice_id"),
+                "device": device,
+                "milli": row["milli"],
+                "flavor": flavor or self.cluster.node(row["node"]).accelerator,
+                "allocated_s": now,
+                "released_s": None,
+            }
+            for kind, device, row in _rows(self.cluster, placement)
+        ]
+        s.execute(insert(Allocation), rows)
 
     # -- 6. drive -------------------------------------------------------------------------
 
