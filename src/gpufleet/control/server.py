@@ -141,7 +141,10 @@ class ReconcileLoop:
             except Exception:  # keep serving; the next cycle retries from the store
                 self.errors += 1
                 log.exception("reconciler cycle failed")
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
+            # a standby checks the lease twice a cycle, so it takes over within two cycles
+            # of the leader's death (the lease lasts 1.5 cycles)
+            every = self.interval_s if self.reconciler.leading else self.interval_s / 2
+            self._stop.wait(max(0.0, every - (time.monotonic() - began)))
 
     def stop(self) -> None:
         self._stop.set()
@@ -159,6 +162,6 @@ def reconciler_config(options: ServeOptions) -> ReconcilerConfig:
     return ReconcilerConfig(
         profile=options.profile,
         grace_s=options.grace_s,
-        lease_s=max(3.0, 1.5 * options.cycle_interval_s),
+        lease_s=1.5 * options.cycle_interval_s,
         holder=options.holder or default_holder(),
     )

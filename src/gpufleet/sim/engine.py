@@ -35,6 +35,13 @@ re-cut after `relayout_s`, and the cluster is rebuilt with the new layout.
 
 Simplifications, on purpose: the preemption grace period is not simulated (GPUs
 change hands at once); checkpoint writes cost no time.
+
+Starting from a live cluster (the control plane's queue ETAs, `control.eta`): the
+clock may begin at `start_s` (epoch seconds, say) rather than 0, with `initial` jobs
+already running there on known placements for a known remaining time, and `specs`
+may hand the scheduler each job's own `JobSpec` instead of `TraceJob.to_job_spec()`
+(a live job carries what a trace cannot: topology constraints, spot preference, a
+maximum runtime, an inference load). Without them a run is exactly as before.
 """
 
 from __future__ import annotations
@@ -42,15 +49,17 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import numpy as np
 
-from gpufleet.cluster import MILLI, Cluster, MigSlice, State, Whole
+from gpufleet.cluster import MILLI, AllocationError, Cluster, MigSlice, State, Whole
+from gpufleet.errors import UnknownNameError
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
-from gpufleet.sched.framework import Decisions, Placement
+from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim.metrics import MetricsRecorder, SimMetrics
@@ -93,6 +102,28 @@ class SimConfig:
     relayout_s: float | None = 120.0
 
 
+@dataclass(frozen=True)
+class InitialRun:
+    """A job already running when the simulation starts (a live cluster's state).
+
+    It holds `placements` (charged to its team's quota under `flavor`) from the clock's
+    start, and its scheduler view says it started at `started_s` (which may be earlier:
+    the minimum runtime before priority preemption and backfill's expected ends read it).
+    Training, batch and interactive jobs end after `remaining_s` more seconds unless
+    interrupted; an inference replica ends at its window's end
+    (`trace.submit_s + trace.duration_s`), as every replica does. When interrupted, the
+    work it lost is counted from the clock's start, not from `started_s`, and with a
+    profile that binds pods one by one (`gang` false) it still holds and requeues as
+    one unit.
+    """
+
+    trace: TraceJob
+    placements: tuple[Placement, ...]
+    flavor: str
+    started_s: float
+    remaining_s: float
+
+
 @dataclass
 class _Run:
     """One job's life in the simulation (mutable, private to the engine)."""
@@ -120,26 +151,45 @@ class SimResult:
     cycles: int
     events: int
     decide_s: float  # wall time inside decide(), for the benchmark
+    # job -> when it first held all its GPUs (queue ETAs read it); jobs never started absent
+    first_start_s: Mapping[str, float] = field(default_factory=dict)
 
 
 class Simulation:
     """One run: build with a cluster, teams, workload and config; `run()` once."""
 
     def __init__(
-        self, cluster: Cluster, teams: TeamsSpec, workload: Workload, config: SimConfig
+        self,
+        cluster: Cluster,
+        teams: TeamsSpec,
+        workload: Workload,
+        config: SimConfig,
+        *,
+        initial: Sequence[InitialRun] = (),
+        start_s: float = 0.0,
+        specs: Mapping[str, JobSpec] | None = None,
+        history: DecayedUsage | None = None,
     ) -> None:
+        """`initial`, `start_s`, `specs` and `history` start the run from a live cluster
+        (see the module docstring): jobs running at `start_s`, the clock's start, every
+        arrival at or after it; the scheduler's view of some jobs; the teams' decayed past
+        use as of `history.at_s` <= `start_s`. Invalid placements raise
+        `InvalidPlacementError`, inconsistent inputs `ValueError`."""
         self.cluster, self.teams, self.workload, self.config = cluster, teams, workload, config
         self.rng = np.random.default_rng(config.seed)
         self.state = State(cluster)
-        self.now_s = 0.0
+        self.start_s = start_s
+        self.now_s = start_s
         self._heap: list[tuple[float, int, int, str]] = []
         self._seq = 0
         self.runs = {j.name: _Run(j, j.duration_s) for j in workload.jobs}
         self.pending: dict[str, JobSpec] = {}
         self.running: dict[str, JobSpec] = {}
         self.usage: dict[tuple[str, str], int] = {}
-        self.history = DecayedUsage(half_life_s=config.fair_share_half_life_s)
-        self._history_at = 0.0
+        if history is None:
+            history = DecayedUsage(half_life_s=config.fair_share_half_life_s, at_s=start_s)
+        self.history = history
+        self._history_at = history.at_s
         self._cycle_due: float | None = None
         self._last_cycle_s = -math.inf
         self.cycles = self.events = 0
@@ -154,7 +204,58 @@ class Simulation:
         plugins = resolve(config.profile)
         self.gang = plugins.profile.gang
         self._keeps_history = plugins.queue_order.uses_share
+        self.specs: Mapping[str, JobSpec] = specs or {}
+        if initial or start_s or specs or history.at_s:
+            self._check_live_inputs(initial)
+        self.runs.update({r.trace.name: _Run(r.trace, r.remaining_s) for r in initial})
+        if initial:
+            # the recorder's span and entitled teams include the running jobs, from the start
+            started = tuple(replace(r.trace, submit_s=start_s) for r in initial)
+            workload = Workload((*workload.jobs, *started), workload.report, workload.nodes)
         self.metrics = MetricsRecorder(cluster, teams, workload)
+        for r in initial:
+            self._place_initial(r)
+
+    def _check_live_inputs(self, initial: Sequence[InitialRun]) -> None:
+        """Refuse inputs that would run the clock backwards or disagree with each other."""
+        if self._history_at > self.start_s:
+            raise ValueError(f"history is as of {self._history_at}, after the start {self.start_s}")
+        early = [j.name for j in self.workload.jobs if j.submit_s < self.start_s]
+        if early:
+            raise ValueError(f"jobs arrive before the start {self.start_s}: {', '.join(early[:5])}")
+        traces = {j.name: j for j in self.workload.jobs}
+        for r in initial:
+            if r.trace.name in traces:
+                raise ValueError(f"initial run {r.trace.name} repeats a job name")
+            if r.remaining_s < 0:
+                raise ValueError(f"initial run {r.trace.name}: remaining_s {r.remaining_s} < 0")
+            traces[r.trace.name] = r.trace
+        for name, spec in self.specs.items():
+            t = traces.get(name)
+            if t is None:
+                raise ValueError(f"a spec is given for {name}, which is no job of the run")
+            if (spec.name, spec.team, spec.workers, spec.kind) != (name, t.team, t.workers, t.kind):
+                raise ValueError(
+                    f"the spec of {name} disagrees with its trace job (name, team, workers, kind)"
+                )
+            if spec.state != "pending" or spec.placement:
+                raise ValueError(f"the spec of {name} must be in its pending form (no placement)")
+
+    def _place_initial(self, r: InitialRun) -> None:
+        """Allocate a running job at the clock's start and start it as an admitted one, so
+        quota usage, metrics and its finish event are kept exactly as for any job."""
+        name = r.trace.name
+        run = self.runs[name]
+        spec = self.specs[name] if name in self.specs else r.trace.to_job_spec()
+        run.units = {name: spec}
+        self.owner[name] = name
+        self.pending[name] = spec
+        self.metrics.arrived(r.trace)
+        try:
+            self.state.allocate(name, *[c for p in r.placements for c in p.claims()])
+        except (AllocationError, UnknownNameError, ValueError) as e:
+            raise InvalidPlacementError(f"initial run {name}: {e}") from e
+        self._start(name, r.placements, r.flavor, started_s=r.started_s)
 
     # -- the event queue ---------------------------------------------------------------
 
@@ -172,7 +273,7 @@ class Simulation:
         for job in self.workload.jobs:
             self._push(job.submit_s, ARRIVAL, job.name)
         self._schedule_failures()
-        self._push(0.0, SAMPLE, "")
+        self._push(self.start_s, SAMPLE, "")
         handlers: dict[int, Callable[[str], None]] = {
             FINISH: self._finish,
             FAILURE: self._failure,
@@ -195,7 +296,14 @@ class Simulation:
             handlers[kind](payload)
         end = self.now_s if horizon is None else horizon
         self.metrics.close(end, self.runs)
-        return SimResult(self.metrics.result(), self.cycles, self.events, self.decide_s)
+        first = {n: r.first_start_s for n, r in self.runs.items() if r.first_start_s is not None}
+        return SimResult(
+            self.metrics.result(),
+            self.cycles,
+            self.events,
+            self.decide_s,
+            first_start_s=MappingProxyType(first),
+        )
 
     def _has_work(self) -> bool:
         """Whether anything can still happen: arrivals to come, jobs running, nodes to return.
@@ -208,7 +316,7 @@ class Simulation:
     def _arrive(self, name: str) -> None:
         self._arrivals_left -= 1
         run = self.runs[name]
-        spec = run.trace.to_job_spec()
+        spec = self.specs[name] if name in self.specs else run.trace.to_job_spec()
         if self.gang or run.trace.workers == 1:
             run.units = {name: spec}
         else:  # kube-scheduler without a gang plugin: each worker is a pod of its own
@@ -373,9 +481,17 @@ class Simulation:
         self.metrics.relayouts_applied += 1
         self._want_cycle()
 
-    def _start(self, unit: str, placements: tuple[Placement, ...], flavor: str) -> None:
+    def _start(
+        self,
+        unit: str,
+        placements: tuple[Placement, ...],
+        flavor: str,
+        *,
+        started_s: float | None = None,
+    ) -> None:
         """A unit was admitted (decide(keep=True) allocated it); the job starts once all
-        its units hold their GPUs — at once for a gang, pod by pod otherwise."""
+        its units hold their GPUs — at once for a gang, pod by pod otherwise. `started_s`:
+        when an initial run really started (before the clock's start); default now."""
         name = self.owner[unit]
         run = self.runs[name]
         spec = self.pending.pop(unit)
@@ -386,8 +502,9 @@ class Simulation:
         run.held.add(unit)
         # decide(usage=...) never reads a running job's placement (the state holds it), so
         # the running view skips building one; it is internal and never validated again
+        began_s = self.now_s if started_s is None else started_s
         self.running[unit] = spec.model_copy(
-            update={"state": "running", "started_s": self.now_s, "attained_gpu_s": 0.0}
+            update={"state": "running", "started_s": began_s, "attained_gpu_s": 0.0}
         )
         if len(run.held) < len(run.units):
             return  # a partial gang holds GPUs and waits for the rest of its pods
@@ -397,7 +514,7 @@ class Simulation:
         run.start_s = self.now_s
         run.overhead_s = self.config.restart_overhead_s if run.attempt > 0 else 0.0
         if run.first_start_s is None:
-            run.first_start_s = self.now_s
+            run.first_start_s = began_s
         if run.trace.kind == "inference":
             end = max(self.now_s, run.trace.submit_s + run.trace.duration_s)
         else:
@@ -505,7 +622,25 @@ def _on_gpu(slice_id: str, key: str) -> bool:
 
 
 def simulate(
-    cluster: Cluster, teams: TeamsSpec, workload: Workload, config: SimConfig
+    cluster: Cluster,
+    teams: TeamsSpec,
+    workload: Workload,
+    config: SimConfig,
+    *,
+    initial: Sequence[InitialRun] = (),
+    start_s: float = 0.0,
+    specs: Mapping[str, JobSpec] | None = None,
+    history: DecayedUsage | None = None,
 ) -> SimResult:
-    """Run one simulation (see the module docstring)."""
-    return Simulation(cluster, teams, workload, config).run()
+    """Run one simulation (see the module docstring; `Simulation` for the live-start options)."""
+    sim = Simulation(
+        cluster,
+        teams,
+        workload,
+        config,
+        initial=initial,
+        start_s=start_s,
+        specs=specs,
+        history=history,
+    )
+    return sim.run()
