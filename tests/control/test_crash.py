@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.control import admin
 from gpufleet.control.db import make_engine, sessions, upgrade
@@ -119,6 +120,12 @@ def test_kill_9_twenty_times_loses_nothing(tmp_path: Path) -> None:
             time.sleep(0.5)
     finally:
         server.terminate()
+    check_invariants(maker, tmp_path, load)
+
+
+def check_invariants(maker: sessionmaker[Session], tmp_path: Path, load: Load) -> None:
+    """No accepted job lost or left open, no device held twice, the ledger balanced, and
+    no attempt run twice (from the run directories: what really ran)."""
     with maker() as s:
         jobs = {j.id: j for j in s.scalars(select(Job))}
         assert set(load.accepted) <= set(jobs), "an accepted job was lost"

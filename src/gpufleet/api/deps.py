@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Request
 from sqlalchemy.orm import Session
 
 from gpufleet.api.context import AppContext
@@ -51,3 +51,7 @@ def principal(
 Ctx = Annotated[AppContext, Depends(context)]
 Db = Annotated[Session, Depends(session)]
 Caller = Annotated[Principal, Depends(principal)]
+
+MAX_ID = 2**63 - 1  # ids are 64-bit integers in both stores
+JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="The job's id.")]
+TokenId = Annotated[int, Path(ge=1, le=MAX_ID, description="The token's id.")]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
-from gpufleet.api.deps import Caller, Ctx, Db
+from gpufleet.api.deps import Caller, Ctx, Db, TokenId
 from gpufleet.control import admin
 from gpufleet.control.models import AuditEntry, Token
 
@@ -154,7 +154,7 @@ def list_tokens(who: Caller, s: Db) -> list[TokenInfo]:
 
 
 @router.delete("/tokens/{token_id}", status_code=204)
-def revoke_token(token_id: int, who: Caller, ctx: Ctx, s: Db) -> None:
+def revoke_token(token_id: TokenId, who: Caller, ctx: Ctx, s: Db) -> None:
     who.require("admin")
     admin.revoke_token(s, who, token_id, ctx.clock())
     s.commit()

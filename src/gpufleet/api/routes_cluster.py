@@ -122,7 +122,9 @@ def queues(who: Caller, s: Db) -> list[QueueOut]:
     counts = _counts(s)
     index = queue_index(s)
     order = index.order if index else ()
-    team_of = dict(s.execute(select(Job.id, Job.team_id).where(Job.state == "pending")).tuples())
+    team_of = dict(
+        s.execute(select(Job.id, Job.team_id).where(Job.state == "pending")).tuples().all()
+    )
     out = []
     for t in s.scalars(select(Team).order_by(Team.name)):
         if not who.sees_team(t.id):

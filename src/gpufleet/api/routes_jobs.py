@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpufleet.api.deps import Caller, Ctx, Db
+from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId
 from gpufleet.api.schemas import JobList, JobOut
 from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs, lifecycle
@@ -49,7 +49,7 @@ def list_jobs(
     project: str | None = None,
     state: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    after_id: Annotated[int | None, Query(ge=1)] = None,
+    after_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> JobList:
     """Newest first, within what the caller may see."""
     rows = jobs.list_jobs(
@@ -62,13 +62,13 @@ def list_jobs(
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-def get_job(job_id: int, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+def get_job(job_id: JobId, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """State, queue position, ETA (an estimate), reason, placement and the event history."""
     return job_out(s, jobs.visible_job(s, who, job_id), ctx.clock(), events=True)
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobOut)
-def cancel_job(job_id: int, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+def cancel_job(job_id: JobId, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     now = ctx.clock()
     job = jobs.cancel(s, who, job_id, now)
     s.commit()
@@ -76,7 +76,7 @@ def cancel_job(job_id: int, who: Caller, ctx: Ctx, s: Db) -> JobOut:
 
 
 @router.patch("/jobs/{job_id}", response_model=JobOut)
-def patch_job(job_id: int, patch: JobPatch, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+def patch_job(job_id: JobId, patch: JobPatch, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """Change the priority class (team leads within their team, admins anywhere)."""
     now = ctx.clock()
     job = jobs.set_priority(s, who, job_id, patch.priority_class, now)
@@ -86,7 +86,7 @@ def patch_job(job_id: int, patch: JobPatch, who: Caller, ctx: Ctx, s: Db) -> Job
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
 def job_logs(
-    job_id: int,
+    job_id: JobId,
     *,
     who: Caller,
     ctx: Ctx,
@@ -100,7 +100,7 @@ def job_logs(
 
 
 @router.post("/jobs/{job_id}/checkpoints", response_model=JobOut)
-def checkpoint(job_id: int, body: CheckpointIn, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+def checkpoint(job_id: JobId, body: CheckpointIn, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """A job (with its team's token) acknowledges a checkpoint it has written."""
     job = jobs.visible_job(s, who, job_id)
     who.require_team_write(job.team_id)
