@@ -224,3 +224,112 @@ def test_metrics_and_readiness(plane: Plane) -> None:
     r = plane.client.get("/readyz")
     assert r.status_code == 200
     assert r.json()["leader"] is True
+
+
+def test_node_down_requeues_its_jobs_elsewhere(plane: Plane) -> None:
+    j = submit(plane, "vision-member", name="n", gpus=8, runtime_estimate_s=7200)["id"]
+    plane.cycle()
+    plane.cycle(1)
+    first = job(plane, "vision-member", j)["placement"][0]["node"]
+    r = plane.client.put(
+        f"/api/v1/admin/nodes/{first}",
+        json={"state": "down", "reason": "XID 79"},
+        headers=plane.auth("admin"),
+    )
+    assert r.status_code == 200
+    plane.cycle(1)  # stopped at once (no grace: the node is gone)
+    plane.cycle(1)  # the kill is observed: requeued and placed on the other node
+    got = job(plane, "vision-member", j)
+    assert got["state"] in ("starting", "running")
+    assert got["attempt"] == 2
+    assert got["placement"][0]["node"] != first
+    cluster = plane.client.get("/api/v1/cluster", headers=plane.auth("vision-member")).json()
+    assert next(n for n in cluster["nodes"] if n["name"] == first)["state"] == "down"
+
+
+def test_teams_queues_and_cluster_views(plane: Plane) -> None:
+    for i in range(3):
+        submit(plane, "vision-member", name=f"q{i}", gpus=8, workers=2, runtime_estimate_s=600)
+    plane.cycle()
+    submit(plane, "nlp-member", name="small", gpus=4, runtime_estimate_s=600)
+    plane.cycle()
+    teams = plane.client.get("/api/v1/teams", headers=plane.auth("admin")).json()
+    vision = next(t for t in teams if t["name"] == "vision")
+    h100 = next(q for q in vision["quotas"] if q["flavor"] == "h100-sxm5-80gb")
+    assert h100["used_gpus"] == 16
+    assert h100["borrowed_gpus"] == 8
+    nlp_h100 = next(
+        q
+        for t in teams
+        if t["name"] == "nlp"
+        for q in t["quotas"]
+        if q["flavor"] == "h100-sxm5-80gb"
+    )
+    assert nlp_h100["used_gpus"] == 0  # the cluster is full: its job waits
+    assert nlp_h100["lent_gpus"] == 8  # its idle guarantee is what vision borrows
+    mine = plane.client.get("/api/v1/teams", headers=plane.auth("nlp-member")).json()
+    assert [t["name"] for t in mine] == ["nlp"]
+    queues = plane.client.get("/api/v1/queues", headers=plane.auth("vision-member")).json()
+    assert queues[0]["team"] == "vision"
+    assert queues[0]["pending"] == 2
+    assert len(queues[0]["first"]) == 2
+    cluster = plane.client.get("/api/v1/cluster", headers=plane.auth("admin")).json()
+    assert cluster["gpus"]["h100-sxm5-80gb"] == 16
+    assert 0 < cluster["allocation_ratio"] <= 1
+
+
+def test_rate_limit_and_input_limits(lite: Plane) -> None:
+    from gpufleet.api.context import RateLimiter
+
+    lite.client.app.state.ctx.limiter = RateLimiter(rate_per_s=0.001, burst=3)
+    h = lite.auth("vision-member")
+    codes = [lite.client.get("/api/v1/jobs", headers=h).status_code for _ in range(5)]
+    assert codes[:3] == [200, 200, 200]
+    assert codes[3:] == [429, 429]
+    lite.client.app.state.ctx.limiter = RateLimiter(rate_per_s=1e6, burst=1e6)
+    huge = {"name": "h", "gpus": 1, "command": ["x" * 70_000]}
+    assert lite.client.post("/api/v1/jobs", json=huge, headers=h).status_code == 422
+    many = {"name": "h", "gpus": 1, "env": {f"V{i}": "1" for i in range(300)}}
+    assert lite.client.post("/api/v1/jobs", json=many, headers=h).status_code == 422
+
+
+def test_eta_is_an_estimate_from_a_forward_simulation(plane: Plane) -> None:
+    ids = [
+        submit(plane, "vision-member", name=f"e{i}", gpus=8, workers=2, runtime_estimate_s=3600)[
+            "id"
+        ]
+        for i in range(3)
+    ]
+    plane.cycle()
+    now = plane.clock()
+    second = job(plane, "vision-member", ids[1])
+    third = job(plane, "vision-member", ids[2])
+    assert second["eta_is_estimate"] is True
+    # the first runs an hour on all 16 H100s: the second starts then, the third an hour later
+    assert abs(second["eta_s"] - (now + 3600)) <= 60
+    assert abs(third["eta_s"] - (now + 7200)) <= 120
+
+
+def test_budget_alerts_and_admission_gate(lite: Plane) -> None:
+    h = lite.auth("admin")
+    r = lite.client.post(
+        "/api/v1/admin/teams",
+        json={"name": "ops", "monthly_budget_gpu_h": 1.0, "budget_gate": True},
+        headers=h,
+    )
+    assert r.status_code == 201
+    lite.client.put(
+        "/api/v1/admin/teams/ops/quotas/h100-sxm5-80gb", json={"guaranteed_gpus": 8}, headers=h
+    )
+    body = {"name": "b", "team": "ops", "gpus": 1, "runtime_estimate_s": 3 * 3600}
+    assert lite.client.post("/api/v1/jobs", json=body, headers=h).status_code == 201
+    lite.cycle()
+    lite.cycle(1)
+    lite.cycle(3000)  # 0.83 GPU-hours held: past 80%
+    ops = next(t for t in lite.client.get("/api/v1/teams", headers=h).json() if t["name"] == "ops")
+    assert len(ops["budget_alerts"]) == 1
+    assert "80%" in ops["budget_alerts"][0]
+    lite.cycle(1000)  # past 100%: the gate refuses new jobs
+    r = lite.client.post("/api/v1/jobs", json={**body, "name": "c"}, headers=h)
+    assert r.status_code == 403
+    assert "budget" in r.json()["detail"]

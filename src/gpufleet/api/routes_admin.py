@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,6 +36,13 @@ class QuotaIn(BaseModel):
     lending_limit_gpus: int | None = Field(default=None, ge=0, le=10_000_000)
     borrowing: bool = True
     lending: bool = True
+
+
+class NodeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    state: Literal["up", "down", "drain"]
+    reason: str = Field(default="", max_length=1000)
 
 
 class TokenIn(BaseModel):
@@ -109,6 +116,16 @@ def set_rate(
     admin.set_rate(s, who, flavor, usd_per_gpu_h, ctx.clock())
     s.commit()
     return {"flavor": flavor, "usd_per_gpu_h": usd_per_gpu_h}
+
+
+@router.put("/nodes/{node}")
+def set_node(node: str, body: NodeIn, *, who: Caller, ctx: Ctx, s: Db) -> dict[str, str]:
+    """Mark a node down (its jobs are stopped and requeued elsewhere), drained (running jobs
+    finish, nothing new lands) or up again."""
+    who.require("admin")
+    admin.set_node_state(s, who, node, body.state, reason=body.reason, now_s=ctx.clock())
+    s.commit()
+    return {"node": node, "state": body.state}
 
 
 @router.post("/tokens", status_code=201, response_model=TokenOut)

@@ -77,6 +77,8 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
             (held.get((t.id, acc), 0.0) / cap for acc, cap in capacity.items() if cap),
             default=0.0,
         )
+        month_h = month_gpu_hours(s, t.name, now)
+        budget = cb.budget_status(month_h, t.monthly_budget_gpu_h, team=t.name)
         out.append(
             TeamOut(
                 name=t.name,
@@ -89,7 +91,8 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
                 running_jobs=sum(counts.get((t.id, st), 0) for st in ("starting", "running")),
                 fair_share=share / t.weight,
                 monthly_budget_gpu_h=t.monthly_budget_gpu_h,
-                month_gpu_h=month_gpu_hours(s, t.name, now),
+                month_gpu_h=month_h,
+                budget_alerts=list(budget.alerts),
             )
         )
     return out

@@ -80,6 +80,9 @@ class TeamOut(BaseModel):
     fair_share: float = Field(description="Weighted dominant share of the cluster held now.")
     monthly_budget_gpu_h: float | None
     month_gpu_h: float
+    budget_alerts: list[str] = Field(
+        default_factory=list, description="Alerts at 80% and 100% of the monthly budget."
+    )
 
 
 class QueueOut(BaseModel):

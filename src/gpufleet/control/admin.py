@@ -21,6 +21,7 @@ from gpufleet.control.auth import ROLES, NotFoundError, Principal, Role, new_tok
 from gpufleet.control.models import (
     AuditEntry,
     FlavorRate,
+    NodeRecord,
     PriorityClass,
     Project,
     Quota,
@@ -236,6 +237,22 @@ def set_rate(
     else:
         row.usd_micro_per_gpu_h = micro
     audit(session, actor, "rate.set", f"flavor/{flavor}", now_s, usd_per_gpu_h=usd_per_gpu_h)
+
+
+def set_node_state(
+    session: Session, actor: Principal, node: str, state: str, *, reason: str, now_s: float
+) -> None:
+    """Mark a node up, down or drained (the reconciler acts on it at its next cycle)."""
+    actor.require("admin")
+    if state not in ("up", "down", "drain"):
+        raise AdminError(f"node state {state!r}: use up, down or drain")
+    row = session.get(NodeRecord, node)
+    if row is None:
+        known = session.scalars(select(NodeRecord.name)).all()
+        raise UnknownNameError("node", node, known)
+    old = row.state
+    row.state, row.reason, row.updated_s = state, reason, now_s
+    audit(session, actor, "node.state", f"node/{node}", now_s, old=old, new=state, reason=reason)
 
 
 def create_token(

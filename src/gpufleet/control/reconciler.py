@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import teams_spec
+from gpufleet.control.eta import RunningJob, estimate_starts
 from gpufleet.control.executors.base import (
     STOP_SIGNAL,
     DataInput,
@@ -56,6 +57,7 @@ from gpufleet.sched.framework import Decisions
 from gpufleet.sched.framework import Placement as Placed
 from gpufleet.sched.quota import slice_milli
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.teams import TeamsSpec
 
 log = logging.getLogger(__name__)
 DOWN = "node-down:"
@@ -71,6 +73,7 @@ class ReconcilerConfig:
     stop_signal: str = STOP_SIGNAL
     lease_s: float = 6.0
     holder: str = "local"
+    eta_interval_s: float = 30.0  # how often queue ETAs are re-simulated (0: every cycle)
 
 
 @dataclass
@@ -108,6 +111,7 @@ class Reconciler:
         self.leading = False
         # scheduler views of jobs by (id, version): every change to a job bumps its version
         self._specs: dict[tuple[int, int], JobSpec] = {}
+        self._eta_at_s: float | None = None
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -126,6 +130,7 @@ class Reconciler:
         with self.sessions.begin() as s:
             events += self._missing(s, known, events, now)
             self._observe(s, events, now, report)
+            self._node_failures(s, now)
             asked, kills = self._stops(s, now)
         for key in asked:
             self.executor.signal(key, self.config.stop_signal)
@@ -258,6 +263,23 @@ class Reconciler:
 
     # -- 2. stop --------------------------------------------------------------------------
 
+    def _node_failures(self, s: Session, now: float) -> None:
+        """Jobs on a node marked down are stopped at once (no grace: the node is gone) and
+        requeued when their end is observed; a drained node keeps its jobs running."""
+        down = select(NodeRecord.name).where(NodeRecord.state == "down")
+        hit = (
+            select(Allocation.job_id)
+            .where(Allocation.released_s.is_(None), Allocation.node.in_(down))
+            .distinct()
+        )
+        jobs = s.scalars(
+            select(Job).where(Job.id.in_(hit), Job.state.in_(("starting", "running")))
+        ).all()
+        for job in jobs:
+            job.stop_for = "node failure"
+            job.stop_deadline_s = now
+            lifecycle.move(s, job, "stopping", now, "its node is down: requeued elsewhere")
+
     def _stops(self, s: Session, now: float) -> tuple[list[RunKey], list[RunKey]]:
         """Stopping jobs: those new to it (a cancel through the API) get the stop signal and
         their grace period; those past it are killed (their exit is observed next cycle)."""
@@ -367,7 +389,67 @@ class Reconciler:
         report.decide_s = time.perf_counter() - t0
         order = [int(j.name) for j in pending if j.name not in d.admitted]
         self._snapshot(s, now, order, {int(k): v for k, v in d.pending_reasons.items()})
+        if self._eta_at_s is None or now - self._eta_at_s >= self.config.eta_interval_s:
+            admitted = [
+                j.model_copy(
+                    update={
+                        "state": "running",
+                        "started_s": now,
+                        "placement": [placement_spec(p) for p in d.admitted[j.name]],
+                    }
+                )
+                for j in pending
+                if j.name in d.admitted
+            ]
+            victims = set(d.preempted)
+            self._etas(
+                s,
+                teams,
+                [j for j in running if j.name not in victims] + admitted,
+                [j for j in pending if j.name not in d.admitted],
+                now,
+            )
         return d
+
+    def _etas(
+        self,
+        s: Session,
+        teams: TeamsSpec,
+        running: list[JobSpec],
+        pending: list[JobSpec],
+        now: float,
+    ) -> None:
+        """Queue ETAs by a forward simulation of this queue on the simulator engine (the
+        same `decide`), with runtime estimates; coarser simulated cycles for long queues
+        keep it cheap, at the price of ETAs accurate to about one such cycle."""
+        self._eta_at_s = now
+        row = s.get(QueueSnapshot, "main")
+        if row is None:
+            return
+        if not pending:
+            row.etas, row.eta_at_s = {}, now
+            return
+        live = [
+            RunningJob(
+                spec=spec,
+                flavor=self.cluster.node(spec.placement[0].node).accelerator,
+                started_s=spec.started_s if spec.started_s is not None else now,
+            )
+            for spec in running
+            if spec.placement
+        ]
+        step_s = 10.0 if len(pending) <= 500 else 60.0 if len(pending) <= 5000 else 300.0
+        result = estimate_starts(
+            self.cluster,
+            teams,
+            live,
+            pending,
+            now_s=now,
+            profile=self.config.profile,
+            cycle_interval_s=step_s,
+        )
+        row.etas = dict(result.start_s)
+        row.eta_at_s = now
 
     def _state(self, s: Session) -> State:
         """The allocation state rebuilt from the live allocation rows (and down nodes)."""
