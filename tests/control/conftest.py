@@ -22,6 +22,7 @@ from gpufleet.api.context import AppContext, RateLimiter
 from gpufleet.cluster import Cluster
 from gpufleet.control import admin
 from gpufleet.control.db import make_engine, sessions, upgrade
+from gpufleet.control.executors.base import Executor
 from gpufleet.control.executors.emulated import EmulatedExecutor
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.control.server import sync_nodes
@@ -123,7 +124,7 @@ class Plane:
     sessions: sessionmaker[Session]
     client: TestClient
     reconciler: Reconciler
-    executor: EmulatedExecutor
+    executor: Executor
     clock: Clock
     tokens: dict[str, str]
 
@@ -136,7 +137,12 @@ class Plane:
 
 
 def build_plane(
-    engine: Engine, cluster: Cluster, *, grace_s: float = 30.0, profile: str = "default"
+    engine: Engine,
+    cluster: Cluster,
+    *,
+    grace_s: float = 30.0,
+    profile: str = "default",
+    executor: Executor | None = None,
 ) -> Plane:
     clock = Clock()
     maker = sessions(engine)
@@ -155,7 +161,7 @@ def build_plane(
                     s, actor, clock(), role=role, team=team, user=f"{team}-{role}", expires_s=None
                 )
                 tokens[f"{team}-{role}"] = issued.token
-    executor = EmulatedExecutor(speed=1.0, clock=clock)
+    executor = executor or EmulatedExecutor(speed=1.0, clock=clock)
     sync_nodes(maker, cluster, clock(), None)
     reconciler = Reconciler(
         maker,

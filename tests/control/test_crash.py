@@ -121,6 +121,8 @@ def test_kill_9_twenty_times_loses_nothing(tmp_path: Path) -> None:
     finally:
         server.terminate()
     check_invariants(maker, tmp_path, load)
+    for log in tmp_path.glob("server-*.log"):
+        assert "gpf_" not in log.read_text(), f"a token was logged in {log.name}"
 
 
 def check_invariants(maker: sessionmaker[Session], tmp_path: Path, load: Load) -> None:

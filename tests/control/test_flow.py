@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
-from .conftest import Plane
+from sqlalchemy import Engine
+
+from gpufleet.cluster import Cluster
+
+from .conftest import Plane, build_plane
 
 
 def submit(plane: Plane, who: str, **body: Any) -> dict[str, Any]:
@@ -333,3 +339,62 @@ def test_budget_alerts_and_admission_gate(lite: Plane) -> None:
     r = lite.client.post("/api/v1/jobs", json={**body, "name": "c"}, headers=h)
     assert r.status_code == 403
     assert "budget" in r.json()["detail"]
+
+
+def test_crashed_job_restarts_with_backoff_then_fails(lite: Plane) -> None:
+    body = {
+        "name": "flaky",
+        "gpus": 1,
+        "runtime_estimate_s": 100,
+        "env": {"GPUFLEET_EMULATE_EXIT_CODE": "3"},
+    }
+    j = submit(lite, "vision-member", **body)["id"]
+    waits = []
+    for _ in range(4):
+        lite.cycle(1)  # placed
+        lite.cycle(1)  # running
+        lite.cycle(100)  # exits 3
+        got = job(lite, "vision-member", j)
+        if got["state"] == "failed":
+            break
+        assert got["state"] == "pending"
+        assert "restart backoff" in got["reason"]
+        waits.append(got["reason"])
+        lite.cycle(600)  # the backoff passes
+    got = job(lite, "vision-member", j)
+    assert got["state"] == "failed"
+    assert got["exit_code"] == 3
+    assert len(waits) == 3  # three restarts, then it fails
+    assert got["lost_gpu_hours"] > 0  # never checkpointed: every attempt was lost work
+
+
+def test_local_executor_runs_the_command_on_its_gpus(
+    sqlite_engine: Engine, cluster: Cluster, tmp_path: Path
+) -> None:
+    from gpufleet.control.executors.local import LocalExecutor
+
+    plane = build_plane(sqlite_engine, cluster, executor=LocalExecutor(tmp_path / "runs"))
+    code = (
+        "import os, pathlib; d = pathlib.Path(os.environ['GPUFLEET_RUN_DIR']); "
+        "(d / ('env-' + os.environ['RANK'])).write_text(os.environ['CUDA_VISIBLE_DEVICES'] "
+        "+ ' ' + os.environ['WORLD_SIZE'] + ' ' + os.environ['GPUFLEET_CHECKPOINT_DIR'])"
+    )
+    j = submit(
+        plane, "vision-member", name="real", gpus=2, workers=2, command=["python3", "-c", code]
+    )
+    plane.cycle()
+    deadline = time.monotonic() + 20
+    while job(plane, "vision-member", j["id"])["state"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+        plane.cycle(0.1)
+    got = job(plane, "vision-member", j["id"])
+    assert got["state"] == "succeeded", got
+    run = tmp_path / "runs" / f"job-{j['id']}" / "attempt-1"
+    for rank, p in enumerate(got["placement"]):
+        devices, world, ckpt = (run / f"env-{rank}").read_text().split()
+        assert devices == ",".join(map(str, p["gpus"]))
+        assert world == "2"
+        assert ckpt.endswith(f"job-{j['id']}/checkpoints")
+    logs = plane.client.get(f"/api/v1/jobs/{j['id']}/logs", headers=plane.auth("vision-member"))
+    assert logs.status_code == 200

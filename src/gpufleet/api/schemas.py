@@ -46,6 +46,9 @@ class JobOut(BaseModel):
     )
     eta_is_estimate: bool = True
     gpu_hours: float = 0.0
+    lost_gpu_hours: float = Field(
+        default=0.0, description="GPU-hours redone after preemptions and crashes (no checkpoint)."
+    )
     last_checkpoint_s: float | None
     checkpoint_interval_s: float | None
     runtime_estimate_s: float | None

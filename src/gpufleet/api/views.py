@@ -121,6 +121,7 @@ def job_out(
         queue_position=position,
         eta_s=eta,
         gpu_hours=gpu_s / 3600,
+        lost_gpu_hours=job.lost_gpu_s / 3600,
         last_checkpoint_s=job.last_checkpoint_s,
         checkpoint_interval_s=job.checkpoint_interval_s,
         runtime_estimate_s=job.runtime_estimate_s,

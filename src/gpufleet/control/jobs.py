@@ -32,6 +32,7 @@ MAX_ENV_VARS = 256
 MAX_DATA = 64
 MAX_WORKERS = 4096
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPUFLEET_")
+EMULATION_ENV = "GPUFLEET_EMULATE_"  # the emulated executor's failure knobs (demos, tests)
 
 
 class DataSpec(BaseModel):
@@ -92,7 +93,7 @@ class JobRequest(BaseModel):
         for key, v in value.items():
             if not ENV_KEY_RE.match(key):
                 raise ValueError(f"environment variable name {key!r} is not valid")
-            if key.startswith(RESERVED_ENV):
+            if key.startswith(RESERVED_ENV) and not key.startswith(EMULATION_ENV):
                 raise ValueError(f"{key} is set by gpufleet; remove it")
             if "\x00" in v:
                 raise ValueError(f"{key} contains a NUL byte")

@@ -155,6 +155,7 @@ class Job(Base):
     started_s: Mapped[float | None] = mapped_column(Float)
     finished_s: Mapped[float | None] = mapped_column(Float)
     attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    lost_gpu_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     last_checkpoint_s: Mapped[float | None] = mapped_column(Float)
     flavor: Mapped[str | None] = mapped_column(String(NAME))
     placement: Mapped[list[Any]] = mapped_column(JSON, default=list)  # planned or held

@@ -214,6 +214,7 @@ class Reconciler:
         team = self._team_name(s, job.team_id)
         held_gpu_s = close_allocations(s, job, team, now)
         job.attained_gpu_s += held_gpu_s
+        lost = _lost_gpu_s(job, held_gpu_s, now)
         job.placement = []
         job.stop_deadline_s = None
         code = ev.exit_code
@@ -229,7 +230,14 @@ class Reconciler:
                 job.exit_code = code
                 lifecycle.move(s, job, "cancelled", now, f"stopped after a cancel ({what})")
             else:
-                self._requeue(s, job, now, f"stopped after {reason or 'preemption'} ({what})")
+                job.lost_gpu_s += lost
+                self._requeue(
+                    s,
+                    job,
+                    now,
+                    f"stopped after {reason or 'preemption'} ({what}); "
+                    f"{lost / 3600:.2f} GPU-hours since its last checkpoint lost",
+                )
             return
         if ev.kind == "exited" and code == 0:
             job.finished_s = now
@@ -237,6 +245,7 @@ class Reconciler:
             lifecycle.move(s, job, "succeeded", now)
             return
         job.crashes += 1
+        job.lost_gpu_s += lost
         if job.crashes > self.config.max_restarts:
             job.finished_s = now
             job.exit_code = code
@@ -610,6 +619,17 @@ class Reconciler:
             data=tuple(DataInput(d["source"], d["target"]) for d in job.data),
             master_port=29500 + job.id % 1000,
         )
+
+
+def _lost_gpu_s(job: Job, held_gpu_s: float, end_s: float) -> float:
+    """GPU-seconds of this attempt after its last acknowledged checkpoint: the work a restart
+    repeats (all of the attempt when it never checkpointed)."""
+    if job.started_s is None or end_s <= job.started_s:
+        return 0.0
+    ran_s = end_s - job.started_s
+    since = job.last_checkpoint_s
+    unsaved_s = ran_s if since is None or since < job.started_s else max(0.0, end_s - since)
+    return held_gpu_s * min(1.0, unsaved_s / ran_s)
 
 
 # -- placements <-> allocation rows ---------------------------------------------------------
