@@ -307,6 +307,7 @@ def test_eta_is_an_estimate_from_a_forward_simulation(plane: Plane) -> None:
         for i in range(3)
     ]
     plane.cycle()
+    assert plane.reconciler.estimate_etas() == 2
     now = plane.clock()
     second = job(plane, "vision-member", ids[1])
     third = job(plane, "vision-member", ids[2])

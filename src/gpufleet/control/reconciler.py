@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
@@ -57,7 +57,6 @@ from gpufleet.sched.framework import Decisions
 from gpufleet.sched.framework import Placement as Placed
 from gpufleet.sched.quota import slice_milli
 from gpufleet.specs.jobs import JobSpec
-from gpufleet.specs.teams import TeamsSpec
 
 log = logging.getLogger(__name__)
 DOWN = "node-down:"
@@ -73,7 +72,7 @@ class ReconcilerConfig:
     stop_signal: str = STOP_SIGNAL
     lease_s: float = 6.0
     holder: str = "local"
-    eta_interval_s: float = 30.0  # how often queue ETAs are re-simulated (0: every cycle)
+    eta_interval_s: float = 30.0  # how often the server re-simulates queue ETAs
 
 
 @dataclass
@@ -111,7 +110,6 @@ class Reconciler:
         self.leading = False
         # scheduler views of jobs by (id, version): every change to a job bumps its version
         self._specs: dict[tuple[int, int], JobSpec] = {}
-        self._eta_at_s: float | None = None
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -398,67 +396,56 @@ class Reconciler:
         report.decide_s = time.perf_counter() - t0
         order = [int(j.name) for j in pending if j.name not in d.admitted]
         self._snapshot(s, now, order, {int(k): v for k, v in d.pending_reasons.items()})
-        if self._eta_at_s is None or now - self._eta_at_s >= self.config.eta_interval_s:
-            admitted = [
-                j.model_copy(
-                    update={
-                        "state": "running",
-                        "started_s": now,
-                        "placement": [placement_spec(p) for p in d.admitted[j.name]],
-                    }
-                )
-                for j in pending
-                if j.name in d.admitted
-            ]
-            victims = set(d.preempted)
-            self._etas(
-                s,
-                teams,
-                [j for j in running if j.name not in victims] + admitted,
-                [j for j in pending if j.name not in d.admitted],
-                now,
-            )
         return d
 
-    def _etas(
-        self,
-        s: Session,
-        teams: TeamsSpec,
-        running: list[JobSpec],
-        pending: list[JobSpec],
-        now: float,
-    ) -> None:
-        """Queue ETAs by a forward simulation of this queue on the simulator engine (the
-        same `decide`), with runtime estimates; coarser simulated cycles for long queues
-        keep it cheap, at the price of ETAs accurate to about one such cycle."""
-        self._eta_at_s = now
-        row = s.get(QueueSnapshot, "main")
-        if row is None:
-            return
-        if not pending:
-            row.etas, row.eta_at_s = {}, now
-            return
-        live = [
-            RunningJob(
-                spec=spec,
-                flavor=self.cluster.node(spec.placement[0].node).accelerator,
-                started_s=spec.started_s if spec.started_s is not None else now,
+    # -- queue ETAs (off the cycle: the server runs them on their own thread) --------------
+
+    def estimate_etas(self) -> int:
+        """Re-simulate the queue forward and store every pending job's estimated start.
+
+        Reads the store in its own session (not the cycle's caches, so it may run on
+        another thread), runs the simulator engine with the same `decide` and the jobs'
+        runtime estimates, and writes only the snapshot's ETA columns. Coarser simulated
+        cycles for long queues keep it cheap, at the price of ETAs accurate to about one
+        such cycle. Returns how many pending jobs got an ETA."""
+        now = self.clock()
+        with self.sessions() as s:
+            teams = teams_spec(s)
+            names = {t.id: t.name for t in s.scalars(select(Team))}
+            live = ("pending", "starting", "running", "stopping")
+            rows = s.execute(select(*SPEC_COLUMNS).where(Job.state.in_(live))).all()
+        if teams is None:
+            return 0
+        running: list[RunningJob] = []
+        pending: list[JobSpec] = []
+        for row in sorted(rows, key=lambda r: (r.queued_s, r.id)):
+            spec = spec_of(row, names[row.team_id])
+            if row.state == "pending":
+                pending.append(spec)
+            elif spec.placement:
+                node = self.cluster.node(spec.placement[0].node)
+                started = spec.started_s if spec.started_s is not None else now
+                running.append(RunningJob(spec=spec, flavor=node.accelerator, started_s=started))
+        etas: dict[str, float | None] = {}
+        if pending:
+            step_s = 10.0 if len(pending) <= 500 else 60.0 if len(pending) <= 5000 else 300.0
+            result = estimate_starts(
+                self.cluster,
+                teams,
+                running,
+                pending,
+                now_s=now,
+                profile=self.config.profile,
+                cycle_interval_s=step_s,
             )
-            for spec in running
-            if spec.placement
-        ]
-        step_s = 10.0 if len(pending) <= 500 else 60.0 if len(pending) <= 5000 else 300.0
-        result = estimate_starts(
-            self.cluster,
-            teams,
-            live,
-            pending,
-            now_s=now,
-            profile=self.config.profile,
-            cycle_interval_s=step_s,
-        )
-        row.etas = dict(result.start_s)
-        row.eta_at_s = now
+            etas = dict(result.start_s)
+        with self.sessions.begin() as s:
+            s.execute(
+                update(QueueSnapshot)
+                .where(QueueSnapshot.name == "main")
+                .values(etas=etas, eta_at_s=now)
+            )
+        return len(etas)
 
     def _state(self, s: Session) -> State:
         """The allocation state rebuilt from the live allocation rows (and down nodes)."""

@@ -111,17 +111,30 @@ def adopt_running(reconciler: Reconciler, sessions: sessionmaker[Session]) -> in
 
 
 class ReconcileLoop:
-    """The reconciler on a background thread, one cycle every `interval_s`."""
+    """The reconciler on a background thread, one cycle every `interval_s`; on the leader, a
+    second thread re-simulates queue ETAs every `eta_interval_s` without delaying cycles."""
 
     def __init__(self, reconciler: Reconciler, interval_s: float) -> None:
         self.reconciler = reconciler
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
+        self._eta_thread = threading.Thread(target=self._etas, name="eta", daemon=True)
         self.errors = 0
 
     def start(self) -> None:
         self._thread.start()
+        self._eta_thread.start()
+
+    def _etas(self) -> None:
+        every = self.reconciler.config.eta_interval_s
+        while not self._stop.wait(min(every, 1.0) if not self.reconciler.leading else every):
+            if not self.reconciler.leading:
+                continue
+            try:
+                self.reconciler.estimate_etas()
+            except Exception:  # an ETA is a nicety: keep scheduling, retry next time
+                log.exception("queue ETA simulation failed")
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -148,8 +161,9 @@ class ReconcileLoop:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
+        for thread in (self._thread, self._eta_thread):
+            if thread.is_alive():
+                thread.join(timeout=30)
         with self.reconciler.sessions.begin() as s:
             release(s, "reconciler", self.reconciler.config.holder)
 
