@@ -34,6 +34,8 @@ class CheckpointIn(BaseModel):
 def submit_job(req: jobs.JobRequest, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """Queue a job for the caller's team (or `team`, which admins may name freely)."""
     now = ctx.clock()
+    if not req.command and ctx.executor is not None and ctx.executor.name != "emulated":
+        raise UserError(f"command: the {ctx.executor.name} executor needs a command to run")
     job = jobs.submit(s, who, req, ctx.cluster, now)
     s.commit()
     return job_out(s, job, now)
