@@ -399,3 +399,33 @@ def test_local_executor_runs_the_command_on_its_gpus(
         assert ckpt.endswith(f"job-{j['id']}/checkpoints")
     logs = plane.client.get(f"/api/v1/jobs/{j['id']}/logs", headers=plane.auth("vision-member"))
     assert logs.status_code == 200
+
+
+def test_local_executor_stages_data_before_start(
+    sqlite_engine: Engine, cluster: Cluster, tmp_path: Path
+) -> None:
+    from gpufleet.control.executors.local import LocalExecutor
+
+    source = tmp_path / "dataset.txt"
+    source.write_text("tokens")
+    plane = build_plane(sqlite_engine, cluster, executor=LocalExecutor(tmp_path / "runs"))
+    code = "import pathlib; assert pathlib.Path('in/data.txt').read_text() == 'tokens'"
+    j = submit(
+        plane,
+        "vision-member",
+        name="staged",
+        gpus=1,
+        command=["python3", "-c", f"import os; os.chdir(os.environ['GPUFLEET_RUN_DIR']); {code}"],
+        data=[{"source": str(source), "target": "in/data.txt"}],
+    )
+    plane.cycle()
+    deadline = time.monotonic() + 20
+    while job(plane, "vision-member", j["id"])["state"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+        plane.cycle(0.1)
+    got = job(plane, "vision-member", j["id"])
+    assert got["state"] == "succeeded", got
+    staged = [e for e in got["events"] if e["kind"] == "staged"]
+    assert len(staged) == 1
+    assert "data staged in" in staged[0]["message"]
