@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal, cast
 
@@ -61,7 +62,6 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
                     used_gpus=used,
                     borrowed_gpus=max(0.0, used - q.guaranteed_gpus),
                     lent_gpus=_lent(
-                        s,
                         flavor=q.flavor,
                         guaranteed=q.guaranteed_gpus,
                         used=used,
@@ -99,19 +99,18 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
 
 
 def _lent(
-    s: Db,
     *,
     flavor: str,
     guaranteed: int,
     used: float,
     held: dict[tuple[int, str], float],
-    teams: object,
+    teams: Sequence[Team],
     team_id: int,
 ) -> float:
     """Idle guaranteed GPUs of this team that others hold beyond their own guarantees."""
     idle = max(0.0, guaranteed - used)
     borrowed = 0.0
-    for t in s.scalars(select(Team)):
+    for t in teams:
         if t.id == team_id:
             continue
         g = next((q.guaranteed_gpus for q in t.quotas if q.flavor == flavor), 0)
@@ -124,15 +123,11 @@ def queues(who: Caller, s: Db) -> list[QueueOut]:
     """Per team: pending and running jobs, and the first pending ones in queue order."""
     counts = _counts(s)
     index = queue_index(s)
-    order = index.order if index else ()
-    team_of = dict(
-        s.execute(select(Job.id, Job.team_id).where(Job.state == "pending")).tuples().all()
-    )
     out = []
     for t in s.scalars(select(Team).order_by(Team.name)):
         if not who.sees_team(t.id):
             continue
-        first = [j for j in order if team_of.get(j) == t.id][:10]
+        first = list(index.first_of_team(t.name, 10)) if index else []
         out.append(
             QueueOut(
                 team=t.name,

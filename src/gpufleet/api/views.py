@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from threading import Lock
 
@@ -18,18 +20,23 @@ class QueueIndex:
 
     cycle: int
     at_s: float
+    eta_at_s: float | None
     cluster_pos: dict[int, int]
     team_pos: dict[int, int]
     reasons: dict[str, str]
     etas: dict[str, float | None]
-    order: tuple[int, ...]
+    order: tuple[tuple[int, str], ...]  # (job id, team), first considered first
+
+    def first_of_team(self, team: str, n: int) -> Iterator[int]:
+        return itertools.islice((j for j, t in self.order if t == team), n)
 
 
-_cache: dict[str, QueueIndex] = {}
+_cache: dict[int, QueueIndex] = {}
 _lock = Lock()
 
 
 def queue_index(s: Session) -> QueueIndex | None:
+    """The last cycle's queue, indexed; rebuilt only when a cycle (or the ETA thread) wrote."""
     head = s.execute(
         select(QueueSnapshot.cycle, QueueSnapshot.at_s, QueueSnapshot.eta_at_s).where(
             QueueSnapshot.name == "main"
@@ -37,40 +44,31 @@ def queue_index(s: Session) -> QueueIndex | None:
     ).first()
     if head is None:
         return None
-    key = str(id(s.get_bind()))
+    key = id(s.get_bind())
     cached = _cache.get(key)
-    if cached is not None and (cached.cycle, cached.at_s) == (head[0], head[1]):
+    if cached is not None and (cached.cycle, cached.at_s, cached.eta_at_s) == tuple(head):
         return cached
     row = s.get(QueueSnapshot, "main")
     assert row is not None
-    order = [int(i) for i in row.order]
-    teams = (
-        dict(s.execute(select(Job.id, Job.team_id).where(Job.id.in_(order))).tuples().all())
-        if len(order) <= 30_000
-        else _teams_of(s)
-    )
-    per_team: dict[int, int] = {}
+    order = tuple((int(job_id), str(team)) for job_id, team in row.order)
+    per_team: dict[str, int] = {}
     team_pos: dict[int, int] = {}
-    for job_id in order:
-        t = teams.get(job_id, -1)
-        per_team[t] = per_team.get(t, 0) + 1
-        team_pos[job_id] = per_team[t]
+    for job_id, team in order:
+        per_team[team] = per_team.get(team, 0) + 1
+        team_pos[job_id] = per_team[team]
     index = QueueIndex(
         row.cycle,
         row.at_s,
-        {job_id: i + 1 for i, job_id in enumerate(order)},
+        row.eta_at_s,
+        {job_id: i + 1 for i, (job_id, _) in enumerate(order)},
         team_pos,
         dict(row.reasons),
         dict(row.etas),
-        tuple(order),
+        order,
     )
     with _lock:
         _cache[key] = index
     return index
-
-
-def _teams_of(s: Session) -> dict[int, int]:
-    return dict(s.execute(select(Job.id, Job.team_id).where(Job.state == "pending")).tuples().all())
 
 
 def job_out(

@@ -394,7 +394,7 @@ class Reconciler:
             cycle=self.cycles,
         )
         report.decide_s = time.perf_counter() - t0
-        order = [int(j.name) for j in pending if j.name not in d.admitted]
+        order = [(int(j.name), j.team) for j in pending if j.name not in d.admitted]
         self._snapshot(s, now, order, {int(k): v for k, v in d.pending_reasons.items()})
         return d
 
@@ -485,14 +485,16 @@ class Reconciler:
     def _node_names(self) -> set[str]:
         return {n.name for n in self.cluster.nodes}
 
-    def _snapshot(self, s: Session, now: float, order: list[int], reasons: dict[int, str]) -> None:
+    def _snapshot(
+        self, s: Session, now: float, order: list[tuple[int, str]], reasons: dict[int, str]
+    ) -> None:
         row = s.get(QueueSnapshot, "main")
         if row is None:
             row = QueueSnapshot(name="main", etas={}, eta_at_s=None)
             s.add(row)
         row.cycle = self.cycles
         row.at_s = now
-        row.order = order
+        row.order = [list(entry) for entry in order]  # (job id, team), in queue order
         row.reasons = {str(k): v for k, v in reasons.items()}
 
     # -- 5. commit ------------------------------------------------------------------------
