@@ -155,8 +155,11 @@ def test_preemption_signals_waits_grace_and_requeues(plane: Plane) -> None:
     assert v["attempt"] == 1 or v["state"] == "starting"
     assert job(plane, "vision-member", high)["state"] in ("starting", "running")
     kinds = [e["kind"] for e in v["events"]]
-    assert "stopping" in kinds
-    assert "pending" in kinds
+    stop = kinds.index("stopping")
+    assert "checkpointed" in kinds[stop:]  # the checkpoint signal came before the stop
+    assert "pending" in kinds[stop:]
+    requeued = next(e for e in v["events"] if e["kind"] == "pending")
+    assert "since its last checkpoint lost" in requeued["message"]
 
 
 def test_cancel_running_job(plane: Plane) -> None:

@@ -38,6 +38,7 @@ from gpufleet.control import lifecycle
 from gpufleet.control.admin import teams_spec
 from gpufleet.control.eta import RunningJob, estimate_starts
 from gpufleet.control.executors.base import (
+    CHECKPOINT_SIGNAL,
     STOP_SIGNAL,
     DataInput,
     ExecEvent,
@@ -70,6 +71,7 @@ class ReconcilerConfig:
     grace_s: float = 30.0  # checkpoint grace between the stop signal and the kill
     max_restarts: int = 3  # crash restarts before a job fails
     stop_signal: str = STOP_SIGNAL
+    checkpoint_signal: str = CHECKPOINT_SIGNAL
     lease_s: float = 6.0
     holder: str = "local"
     eta_interval_s: float = 30.0  # how often the server re-simulates queue ETAs
@@ -130,13 +132,13 @@ class Reconciler:
             self._observe(s, events, now, report)
             self._node_failures(s, now)
             asked, kills = self._stops(s, now)
-        for key in asked:
-            self.executor.signal(key, self.config.stop_signal)
+        for key, checkpoints in asked:
+            self._ask_to_stop(key, checkpoints)
         for key in kills:
             self.executor.stop(key)
         with self.sessions.begin() as s:
             self._start_waiting(s, now)
-        signals: list[RunKey] = []
+        signals: list[tuple[RunKey, bool]] = []
         try:
             with self.sessions.begin() as s:
                 d = self._decide(s, now, report)
@@ -148,14 +150,21 @@ class Reconciler:
             self.leading = False
             report.leader = False
             return report
-        for key in signals:
-            self.executor.signal(key, self.config.stop_signal)
+        for key, checkpoints in signals:
+            self._ask_to_stop(key, checkpoints)
         with self.sessions() as s:
             launches = self._launches(s)
         for launch in launches:
             self.executor.start(launch)
         report.wall_s = time.perf_counter() - started
         return report
+
+    def _ask_to_stop(self, key: RunKey, checkpoints: bool) -> None:
+        """A job that checkpoints gets the checkpoint signal first (save now), then the stop
+        signal; the kill follows when the grace period is over."""
+        if checkpoints:
+            self.executor.signal(key, self.config.checkpoint_signal)
+        self.executor.signal(key, self.config.stop_signal)
 
     # -- 1. observe -----------------------------------------------------------------------
 
@@ -287,16 +296,16 @@ class Reconciler:
             job.stop_deadline_s = now
             lifecycle.move(s, job, "stopping", now, "its node is down: requeued elsewhere")
 
-    def _stops(self, s: Session, now: float) -> tuple[list[RunKey], list[RunKey]]:
+    def _stops(self, s: Session, now: float) -> tuple[list[tuple[RunKey, bool]], list[RunKey]]:
         """Stopping jobs: those new to it (a cancel through the API) get the stop signal and
         their grace period; those past it are killed (their exit is observed next cycle)."""
-        asked: list[RunKey] = []
+        asked: list[tuple[RunKey, bool]] = []
         kills: list[RunKey] = []
         for j in s.scalars(select(Job).where(Job.state == "stopping")):
             key = RunKey(j.id, j.attempt)
             if j.stop_deadline_s is None:
                 j.stop_deadline_s = now + self.config.grace_s
-                asked.append(key)
+                asked.append((key, j.checkpoint_interval_s is not None))
             elif j.stop_deadline_s <= now:
                 kills.append(key)
         return asked, kills
@@ -499,7 +508,9 @@ class Reconciler:
 
     # -- 5. commit ------------------------------------------------------------------------
 
-    def _commit(self, s: Session, d: Decisions, now: float, report: CycleReport) -> list[RunKey]:
+    def _commit(
+        self, s: Session, d: Decisions, now: float, report: CycleReport
+    ) -> list[tuple[RunKey, bool]]:
         """Write the decisions: one query loads the jobs, one flush writes everything (the
         unique index on live devices checks every new allocation at that flush)."""
         ids = [int(n) for n in (*d.preempted, *d.admitted)]
@@ -511,8 +522,8 @@ class Reconciler:
 
     def _write(
         self, s: Session, d: Decisions, jobs: dict[int, Job], now: float, report: CycleReport
-    ) -> list[RunKey]:
-        signals: list[RunKey] = []
+    ) -> list[tuple[RunKey, bool]]:
+        signals: list[tuple[RunKey, bool]] = []
         for name, why in d.preempted.items():
             victim = jobs[int(name)]
             if victim.state not in ("starting", "running"):
@@ -520,7 +531,9 @@ class Reconciler:
             victim.stop_for = "preempt"
             victim.stop_deadline_s = now + self.config.grace_s
             lifecycle.move(s, victim, "stopping", now, why)
-            signals.append(RunKey(victim.id, victim.attempt))
+            signals.append(
+                (RunKey(victim.id, victim.attempt), victim.checkpoint_interval_s is not None)
+            )
             report.preempted.append(victim.id)
         held = self._held_devices(s)
         for name, placed in d.admitted.items():
