@@ -432,3 +432,98 @@ def test_local_executor_stages_data_before_start(
     staged = [e for e in got["events"] if e["kind"] == "staged"]
     assert len(staged) == 1
     assert "data staged in" in staged[0]["message"]
+
+
+def test_an_acknowledged_checkpoint_steers_victim_choice(plane: Plane) -> None:
+    a, b = (
+        submit(
+            plane,
+            "nlp-member",
+            name=n,
+            gpus=8,
+            priority_class="opportunistic",
+            runtime_estimate_s=7 * 3600,
+        )["id"]
+        for n in ("a", "b")
+    )
+    plane.cycle()
+    plane.cycle(1)
+    plane.clock.advance(2 * 3600)
+    r = plane.client.post(
+        f"/api/v1/jobs/{b}/checkpoints", json={}, headers=plane.auth("nlp-member")
+    )
+    assert r.status_code == 200
+    submit(plane, "vision-member", name="urgent", gpus=8, priority_class="production")
+    plane.cycle(10)
+    states = {i: job(plane, "nlp-member", i)["state"] for i in (a, b)}
+    assert states == {a: "running", b: "stopping"}  # b loses 10 s of work, a two hours
+    reason = next(e for e in job(plane, "nlp-member", b)["events"] if e["kind"] == "stopping")
+    assert "grace period 30 s" in reason["message"]  # the service's grace, not the core's
+
+
+def test_a_new_leader_adopts_emulated_jobs(plane: Plane) -> None:
+    from gpufleet.control.executors.emulated import EmulatedExecutor
+    from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
+
+    j = submit(plane, "vision-member", name="long", gpus=8, runtime_estimate_s=600)["id"]
+    plane.cycle()
+    plane.cycle(1)
+    assert job(plane, "vision-member", j)["state"] == "running"
+    # the leader dies; a fresh server (fresh executor, no memory) takes over after its lease
+    plane.executor = EmulatedExecutor(clock=plane.clock)
+    plane.reconciler = Reconciler(
+        plane.sessions,
+        plane.reconciler.cluster,
+        plane.executor,
+        ReconcilerConfig(holder="other", grace_s=30),
+        clock=plane.clock,
+    )
+    plane.cycle(10)
+    got = job(plane, "vision-member", j)
+    assert got["state"] == "running"
+    assert got["attempt"] == 1  # adopted, not restarted
+    plane.cycle(600)
+    assert job(plane, "vision-member", j)["state"] == "succeeded"
+
+
+def test_team_update_raises_a_budget(lite: Plane) -> None:
+    h = lite.auth("admin")
+    r = lite.client.patch(
+        "/api/v1/admin/teams/vision",
+        json={"monthly_budget_gpu_h": 0, "budget_gate": True},
+        headers=h,
+    )
+    assert r.status_code == 200
+    body = {"name": "x", "gpus": 1}
+    assert (
+        lite.client.post("/api/v1/jobs", json=body, headers=lite.auth("vision-member")).status_code
+        == 403
+    )
+    r = lite.client.patch("/api/v1/admin/teams/vision", json={"clear_budget": True}, headers=h)
+    assert r.json()["monthly_budget_gpu_h"] is None
+    assert (
+        lite.client.post("/api/v1/jobs", json=body, headers=lite.auth("vision-member")).status_code
+        == 201
+    )
+    r = lite.client.put("/api/v1/admin/rates/H100", params={"usd_per_gpu_h": 2.5}, headers=h)
+    assert r.status_code == 200
+    assert lite.client.get("/api/v1/admin/rates", headers=h).json() == {"h100-sxm5-80gb": 2.5}
+    audit = {a["action"] for a in lite.client.get("/api/v1/admin/audit", headers=h).json()}
+    assert {"team.update", "rate.set"} <= audit
+
+
+def test_members_reports_carry_no_cluster_idle(lite: Plane) -> None:
+    submit(lite, "vision-member", name="a", gpus=1, runtime_estimate_s=3600)
+    lite.cycle()
+    lite.cycle(1)
+    lite.cycle(3600)
+    lite.client.put(
+        "/api/v1/admin/rates/h100-sxm5-80gb",
+        params={"usd_per_gpu_h": 2.0},
+        headers=lite.auth("admin"),
+    )
+    mine = lite.client.get(
+        "/api/v1/reports/chargeback", params={"idle": "uniform"}, headers=lite.auth("vision-member")
+    ).json()
+    assert mine["idle"] is None
+    assert float(mine["totals"]["total_cost_usd"]) == 2.0

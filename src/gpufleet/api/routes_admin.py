@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from gpufleet.api.deps import Caller, Ctx, Db, TokenId
 from gpufleet.control import admin
-from gpufleet.control.models import AuditEntry, Token
+from gpufleet.control.models import AuditEntry, FlavorRate, Token
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 
@@ -25,6 +25,17 @@ class TeamIn(BaseModel):
     projects: list[str] = Field(default_factory=list, max_length=1000)
     monthly_budget_gpu_h: float | None = Field(default=None, ge=0)
     budget_gate: bool = False
+
+
+class TeamPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cohort: str | None = Field(default=None, max_length=63, description="'' leaves the cohort.")
+    weight: float | None = Field(default=None, gt=0, le=1e6)
+    default_priority: str | None = Field(default=None, max_length=63)
+    monthly_budget_gpu_h: float | None = Field(default=None, ge=0)
+    budget_gate: bool | None = None
+    clear_budget: bool = False
 
 
 class QuotaIn(BaseModel):
@@ -91,6 +102,32 @@ def create_team(body: TeamIn, who: Caller, ctx: Ctx, s: Db) -> dict[str, str]:
     admin.create_team(s, who, body.name, ctx.clock(), **body.model_dump(exclude={"name"}))
     s.commit()
     return {"name": body.name}
+
+
+@router.patch("/teams/{team}")
+def update_team(team: str, body: TeamPatch, *, who: Caller, ctx: Ctx, s: Db) -> dict[str, Any]:
+    """Change a team's cohort, weight, default priority, budget or budget gate."""
+    who.require("admin")
+    row = admin.update_team(s, who, team, ctx.clock(), **body.model_dump())
+    s.commit()
+    return {
+        "name": row.name,
+        "cohort": row.cohort,
+        "weight": row.weight,
+        "default_priority": row.default_priority,
+        "monthly_budget_gpu_h": row.monthly_budget_gpu_h,
+        "budget_gate": row.budget_gate,
+    }
+
+
+@router.get("/rates")
+def rates(who: Caller, s: Db) -> dict[str, float]:
+    """Chargeback rates: USD per GPU-hour by flavor."""
+    who.require("admin")
+    return {
+        r.flavor: r.usd_micro_per_gpu_h / 1_000_000
+        for r in s.scalars(select(FlavorRate).order_by(FlavorRate.flavor))
+    }
 
 
 @router.put("/teams/{team}/quotas/{flavor}")

@@ -224,7 +224,8 @@ def chargeback(
         period_end_s=end,
         group_by=tuple(g.strip() for g in group_by.split(",") if g.strip()),
         rates_usd_micro_per_gpu_h=rates,
-        capacity_gpus=dict(ctx.cluster.gpus_by_accelerator),
+        # idle capacity is the cluster's, not a team's: only admins' reports carry it
+        capacity_gpus=dict(ctx.cluster.gpus_by_accelerator) if who.is_admin else {},
         basis=basis,
         idle_method=idle if who.is_admin else "none",
     )

@@ -111,6 +111,7 @@ def checkpoint(job_id: JobId, body: CheckpointIn, who: Caller, ctx: Ctx, s: Db) 
     now = ctx.clock()
     at = now if body.at_s is None else min(body.at_s, now)
     job.last_checkpoint_s = at
+    job.version += 1  # the scheduler's view (victim choice) reads it
     lifecycle.record(s, job, "checkpointed", at, f"acknowledged by {who.user}")
     s.commit()
     return job_out(s, job, now)

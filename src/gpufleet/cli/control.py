@@ -114,6 +114,39 @@ def team_create(
     typer.echo(f"team {name} created")
 
 
+@team_app.command("update")
+def team_update(
+    name: Annotated[str, typer.Argument(help="Team name.")],
+    *,
+    db: DbOpt = None,
+    cohort: Annotated[str | None, typer.Option(help="Cohort ('' to leave it).")] = None,
+    weight: Annotated[float | None, typer.Option(help="Fair-share weight.")] = None,
+    default_priority: Annotated[str | None, typer.Option(help="Default priority class.")] = None,
+    budget_gpu_h: Annotated[float | None, typer.Option(help="Monthly GPU-hour budget.")] = None,
+    no_budget: Annotated[bool, typer.Option("--no-budget", help="Remove the budget.")] = False,
+    budget_gate: Annotated[
+        bool | None, typer.Option("--budget-gate/--no-budget-gate", help="Refuse over budget.")
+    ] = None,
+) -> None:
+    """Change a team's settings (only the options given)."""
+    from gpufleet.control import admin
+
+    with _sessions(db).begin() as s:
+        admin.update_team(
+            s,
+            admin.cli_principal(),
+            name,
+            time.time(),
+            cohort=cohort,
+            weight=weight,
+            default_priority=default_priority,
+            monthly_budget_gpu_h=budget_gpu_h,
+            budget_gate=budget_gate,
+            clear_budget=no_budget,
+        )
+    typer.echo(f"team {name} updated")
+
+
 @team_app.command("import")
 def team_import(
     teams_path: Annotated[Path, typer.Argument(help="Teams file (kind: teams).")],
@@ -287,7 +320,9 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     profile: Annotated[str, typer.Option(help="Scheduling profile.")] = "default",
     cycle: Annotated[float, typer.Option(help="Seconds between reconciler cycles.")] = 2.0,
-    grace: Annotated[float, typer.Option(help="Checkpoint grace before a kill, s.")] = 30.0,
+    grace: Annotated[
+        float, typer.Option(help="Seconds a preempted or cancelled job gets before the kill.")
+    ] = 120.0,
     speed: Annotated[float, typer.Option(help="Emulated executor: time acceleration.")] = 1.0,
     runs: Annotated[Path, typer.Option(help="Local executor: run directories.")] = Path(
         "gpufleet-runs"
@@ -308,7 +343,6 @@ def serve(
     from gpufleet.control.server import (
         ReconcileLoop,
         ServeOptions,
-        adopt_running,
         make_executor,
         reconciler_config,
         sync_nodes,
@@ -340,7 +374,6 @@ def serve(
     ex, inventory = make_executor(options, time.time)
     sync_nodes(maker, cluster, time.time(), inventory)
     reconciler = Reconciler(maker, cluster, ex, reconciler_config(options), inventory=inventory)
-    adopt_running(reconciler, maker)
     loop = ReconcileLoop(reconciler, cycle)
     ctx = AppContext(
         maker, cluster, executor=ex, profile=profile, leader=lambda: reconciler.leading

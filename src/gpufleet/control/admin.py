@@ -148,6 +148,46 @@ def create_team(
     return team
 
 
+def update_team(
+    session: Session,
+    actor: Principal,
+    name: str,
+    now_s: float,
+    *,
+    cohort: str | None = None,
+    weight: float | None = None,
+    default_priority: str | None = None,
+    monthly_budget_gpu_h: float | None = None,
+    budget_gate: bool | None = None,
+    clear_budget: bool = False,
+) -> Team:
+    """Change a team's settings; fields left None stay as they are."""
+    actor.require("admin")
+    team = team_by_name(session, name)
+    changes: dict[str, Any] = {}
+    if cohort is not None:
+        team.cohort = check_name("cohort", cohort) if cohort else None
+        changes["cohort"] = team.cohort
+    if weight is not None:
+        if not weight > 0:
+            raise AdminError(f"fair-share weight must be > 0, got {weight}")
+        team.weight = changes["weight"] = weight
+    if default_priority is not None:
+        team.default_priority = changes["default_priority"] = priority_class(
+            session, default_priority
+        ).name
+    if clear_budget:
+        team.monthly_budget_gpu_h = changes["monthly_budget_gpu_h"] = None
+    elif monthly_budget_gpu_h is not None:
+        if monthly_budget_gpu_h < 0:
+            raise AdminError("a monthly budget cannot be negative")
+        team.monthly_budget_gpu_h = changes["monthly_budget_gpu_h"] = monthly_budget_gpu_h
+    if budget_gate is not None:
+        team.budget_gate = changes["budget_gate"] = budget_gate
+    audit(session, actor, "team.update", f"team/{name}", now_s, **changes)
+    return team
+
+
 def add_project(session: Session, actor: Principal, team: str, project: str, now_s: float) -> None:
     row = team_by_name(session, team)
     if not (actor.is_admin or (actor.role == "lead" and actor.team_id == row.id)):
@@ -230,6 +270,9 @@ def set_rate(
     actor.require("admin")
     if usd_per_gpu_h < 0:
         raise AdminError("a rate cannot be negative")
+    from gpufleet.catalog.accelerators import get_accelerator
+
+    flavor = get_accelerator(flavor).name  # an alias ("H100") is stored by its catalog name
     micro = round(usd_per_gpu_h * 1_000_000)
     row = session.get(FlavorRate, flavor)
     if row is None:

@@ -27,7 +27,7 @@ TRANSITIONS: dict[str, dict[str, str]] = {
     },
     "admitted": {
         "starting": "the victims stopped: the planned placement is allocated",
-        "pending": "the planned placement lapsed (a victim did not stop, a node went down)",
+        "pending": "the planned placement lapsed: a node of it went down or was drained",
         "cancelled": "cancelled before it started",
     },
     "starting": {
@@ -44,10 +44,9 @@ TRANSITIONS: dict[str, dict[str, str]] = {
         "pending": "crashed or lost (node down): requeued from its last checkpoint",
     },
     "stopping": {
+        # whatever the exit code: a job told to stop cannot be told from one that finished
         "pending": "stopped after preemption or failure: requeued from its last checkpoint",
         "cancelled": "stopped after a cancel",
-        "succeeded": "finished on its own during the grace period",
-        "failed": "exited non-zero during the grace period of a cancel",
     },
     "succeeded": {},
     "failed": {},

@@ -56,6 +56,7 @@ from gpufleet.sched.apply import placement_spec
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Decisions
 from gpufleet.sched.framework import Placement as Placed
+from gpufleet.sched.preempt import GRACE_PERIOD_S
 from gpufleet.sched.quota import slice_milli
 from gpufleet.specs.jobs import JobSpec
 
@@ -68,7 +69,7 @@ BACKOFF_S = (10.0, 30.0, 90.0, 270.0, 600.0)
 @dataclass(frozen=True)
 class ReconcilerConfig:
     profile: str = "default"
-    grace_s: float = 30.0  # checkpoint grace between the stop signal and the kill
+    grace_s: float = GRACE_PERIOD_S  # checkpoint grace between the stop signal and the kill
     max_restarts: int = 3  # crash restarts before a job fails
     stop_signal: str = STOP_SIGNAL
     checkpoint_signal: str = CHECKPOINT_SIGNAL
@@ -120,11 +121,14 @@ class Reconciler:
         now = self.clock()
         self.cycles += 1
         report = CycleReport(self.cycles, now)
+        was_leading = self.leading
         with self.sessions.begin() as s:
             self.leading = renew(s, "reconciler", self.config.holder, now, self.config.lease_s)
         report.leader = self.leading
         if not self.leading:
             return report
+        if not was_leading:
+            self.adopt()
         known = self.executor.active()  # before the poll: what ends during it is in its events
         events = list(self.executor.poll(now))
         with self.sessions.begin() as s:
@@ -159,6 +163,25 @@ class Reconciler:
         report.wall_s = time.perf_counter() - started
         return report
 
+    def adopt(self) -> int:
+        """On becoming leader (at start, or taking over from a dead server): hand the attempts
+        the store says are live to an executor that keeps no files of its own (the emulated
+        one, via `adopt`); the local executor finds its own in its run directories."""
+        adopt = getattr(self.executor, "adopt", None)
+        if adopt is None:
+            return 0
+        with self.sessions() as s:
+            names = {t.id: t.name for t in s.scalars(select(Team))}
+            live = ("running", "stopping", "starting")
+            jobs = s.scalars(select(Job).where(Job.state.in_(live))).all()
+            n = 0
+            for job in jobs:
+                if job.started_s is None:
+                    continue  # never seen running: the drive step starts it (idempotently)
+                adopt(self.launch(job, names[job.team_id]), job.started_s, job.last_checkpoint_s)
+                n += 1
+        return n
+
     def _ask_to_stop(self, key: RunKey, checkpoints: bool) -> None:
         """A job that checkpoints gets the checkpoint signal first (save now), then the stop
         signal; the kill follows when the grace period is over."""
@@ -185,6 +208,7 @@ class Reconciler:
                 )
             elif ev.kind == "checkpointed":
                 job.last_checkpoint_s = ev.at_s
+                job.version += 1  # the scheduler's view (victim choice) reads it
                 lifecycle.record(s, job, "checkpointed", ev.at_s)
             elif ev.kind in ("exited", "lost"):
                 self._ended(s, job, ev, now)
@@ -317,7 +341,12 @@ class Reconciler:
         if not waiting:
             return
         held = self._held_devices(s)
+        down = set(s.scalars(select(NodeRecord.name).where(NodeRecord.state != "up")))
         for job in waiting:
+            if {p["node"] for p in job.placement} & down:
+                job.placement = []
+                lifecycle.move(s, job, "pending", now, "a node of its placement went down")
+                continue
             devices = {d for _, d, _ in _rows(self.cluster, job.placement)}
             if devices & held:
                 continue  # a victim still holds some of them
@@ -530,7 +559,10 @@ class Reconciler:
                 continue
             victim.stop_for = "preempt"
             victim.stop_deadline_s = now + self.config.grace_s
-            lifecycle.move(s, victim, "stopping", now, why)
+            # the core states its default grace; this service's is its own setting
+            reason = why.split("; grace period", 1)[0]
+            reason += f"; grace period {self.config.grace_s:g} s"
+            lifecycle.move(s, victim, "stopping", now, reason)
             signals.append(
                 (RunKey(victim.id, victim.attempt), victim.checkpoint_interval_s is not None)
             )
@@ -619,7 +651,7 @@ class Reconciler:
             duration_s=duration,
             checkpoint_interval_s=job.checkpoint_interval_s,
             data=tuple(DataInput(d["source"], d["target"]) for d in job.data),
-            master_port=29500 + job.id % 1000,
+            master_port=0,  # the executor picks a port free where rank 0 runs
         )
 
 

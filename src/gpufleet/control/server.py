@@ -24,9 +24,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpufleet.cluster import Cluster
 from gpufleet.control.executors.base import Executor, Inventory
 from gpufleet.control.leader import release
-from gpufleet.control.models import Device, Job, NodeRecord
+from gpufleet.control.models import Device, NodeRecord
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.errors import UserError
+from gpufleet.sched.preempt import GRACE_PERIOD_S
 
 log = logging.getLogger("gpufleet.server")
 EXECUTORS = ("local", "emulated", "slurm")
@@ -37,7 +38,7 @@ class ServeOptions:
     executor: str = "emulated"
     profile: str = "default"
     cycle_interval_s: float = 2.0
-    grace_s: float = 30.0
+    grace_s: float = GRACE_PERIOD_S
     speed: float = 1.0  # emulated executor: emulated seconds per real second
     run_root: Path = Path("gpufleet-runs")
     holder: str = ""
@@ -86,28 +87,6 @@ def sync_nodes(
                 if (node.name, g) not in devices:
                     uuid_ = uuids[g] if g < len(uuids) else f"{node.name}/gpu{g}"
                     s.add(Device(node=node.name, index=g, uuid=uuid_, mig=[]))
-
-
-def adopt_running(reconciler: Reconciler, sessions: sessionmaker[Session]) -> int:
-    """After a restart, hand attempts the store says are live to an executor that keeps no
-    files (the emulated one); the local executor finds its own from its run directories."""
-    adopt = getattr(reconciler.executor, "adopt", None)
-    if adopt is None:
-        return 0
-    from gpufleet.control.models import Team
-
-    with sessions() as s:
-        names = {t.id: t.name for t in s.scalars(select(Team))}
-        jobs = s.scalars(
-            select(Job).where(Job.state.in_(("running", "stopping", "starting")))
-        ).all()
-        n = 0
-        for job in jobs:
-            if job.state == "starting" and job.started_s is None:
-                continue  # never started: the reconciler starts it (idempotently)
-            adopt(reconciler.launch(job, names[job.team_id]), job.started_s or time.time())
-            n += 1
-    return n
 
 
 class ReconcileLoop:

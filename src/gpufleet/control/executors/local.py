@@ -38,13 +38,14 @@ import json
 import os
 import shutil
 import signal as _signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,43 @@ def signal_number(name: str) -> int:
         raise ValueError(f"unknown signal {name!r}") from None
 
 
+# what a job inherits from the server's environment: the basics a program needs and the
+# GPU stack's settings, never the server's own configuration (GPUFLEET_DB may hold a
+# password) or credentials it happens to have
+INHERITED = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "TZ",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "HF_HOME",
+        "TRANSFORMERS_CACHE",
+        "TORCH_HOME",
+    }
+)
+INHERITED_PREFIXES = ("LC_", "NCCL_", "CUDA_MODULE_", "OMP_", "UCX_", "FI_")
+
+
+def inherited_env() -> dict[str, str]:
+    return {
+        k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)
+    }
+
+
+def _free_port(host: str) -> int:
+    """A TCP port free on `host` now, for a job's torch.distributed rendezvous."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
 def worker_env(
     launch: Launch,
     worker: Worker,
@@ -110,7 +148,8 @@ def worker_env(
     rundir: Path,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment of one worker: `base` (default: ours), the launch's, then ours on top.
+    """The environment of one worker: `base` (default: a few of the server's variables, see
+    `INHERITED`), the launch's, then ours on top.
 
     The executor's variables win over the launch's because they encode the
     placement: a job must not be able to name GPUs it was not given.
@@ -118,7 +157,7 @@ def worker_env(
     nodes = list(dict.fromkeys(w.node for w in launch.workers))  # order of first appearance
     per_node = Counter(w.node for w in launch.workers)
     visible = ",".join(worker.devices) if worker.devices else ",".join(map(str, worker.gpus))
-    env = dict(os.environ if base is None else base)
+    env = inherited_env() if base is None else dict(base)
     env.update(launch.env)
     env.update(
         {
@@ -238,6 +277,8 @@ class LocalExecutor:
             write_atomic(rd / _LAUNCHED, f"{started_s}\n")
             if staging_error is not None:
                 return
+            if launch.master_port == 0:  # pick a port free on this host now
+                launch = replace(launch, master_port=_free_port(self.host))
             for worker in launch.workers:
                 self._spawn(launch, worker, rd, checkpoints)
 
