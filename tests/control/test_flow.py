@@ -285,6 +285,9 @@ def test_teams_queues_and_cluster_views(plane: Plane) -> None:
     cluster = plane.client.get("/api/v1/cluster", headers=plane.auth("admin")).json()
     assert cluster["gpus"]["h100-sxm5-80gb"] == 16
     assert 0 < cluster["allocation_ratio"] <= 1
+    h100 = [n for n in cluster["nodes"] if n["accelerator"] == "h100-sxm5-80gb"]
+    assert all(d["allocated_milli"] == 1000 for n in h100 for d in n["devices"])
+    assert h100[0]["devices"][0]["uuid"] == f"{h100[0]['name']}/gpu0"
 
 
 def test_rate_limit_and_input_limits(lite: Plane) -> None:

@@ -12,11 +12,19 @@ from fastapi.responses import PlainTextResponse, Response
 from sqlalchemy import func, select
 
 from gpufleet.api.deps import Caller, Ctx, Db
-from gpufleet.api.schemas import ClusterOut, NodeOut, NodeState, QueueOut, QuotaOut, TeamOut
+from gpufleet.api.schemas import (
+    ClusterOut,
+    DeviceOut,
+    NodeOut,
+    NodeState,
+    QueueOut,
+    QuotaOut,
+    TeamOut,
+)
 from gpufleet.api.views import queue_index
 from gpufleet.control import chargeback as cb
 from gpufleet.control.ledger import month_gpu_hours, month_start_s, usage_records
-from gpufleet.control.models import Allocation, FlavorRate, Job, NodeRecord, Team
+from gpufleet.control.models import Allocation, Device, FlavorRate, Job, NodeRecord, Team
 from gpufleet.errors import UserError
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
@@ -150,6 +158,18 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
     ).tuples():
         by_node[node] = int(milli or 0)
     states = {n.name: n.state for n in s.scalars(select(NodeRecord))}
+    per_gpu: dict[tuple[str, int], int] = defaultdict(int)
+    for node, gpu, slice_id, milli in s.execute(
+        select(Allocation.node, Allocation.gpu, Allocation.slice_id, Allocation.milli).where(
+            Allocation.released_s.is_(None)
+        )
+    ).tuples():
+        on = gpu
+        if on is None and slice_id is not None:  # a MIG slice: "<node>/gpu<g>/mig:..."
+            on = int(slice_id.split("/gpu", 1)[1].split("/", 1)[0])
+        if on is not None:
+            per_gpu[(node, on)] += milli
+    uuids = {(d.node, d.index): d.uuid for d in s.scalars(select(Device))}
     allocated: dict[str, float] = defaultdict(float)
     nodes = []
     for n in ctx.cluster.nodes:
@@ -162,6 +182,14 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
                 state=cast(NodeState, states.get(n.name, "up")),
                 allocated_milli=by_node[n.name],
                 mig=[list(map(list, layout)) for layout in n.mig],
+                devices=[
+                    DeviceOut(
+                        index=g,
+                        uuid=uuids.get((n.name, g), f"{n.name}/gpu{g}"),
+                        allocated_milli=per_gpu[(n.name, g)],
+                    )
+                    for g in range(n.gpus)
+                ],
             )
         )
     gpus = dict(ctx.cluster.gpus_by_accelerator)

@@ -98,6 +98,12 @@ class QueueOut(BaseModel):
 NodeState = Literal["up", "down", "drain"]
 
 
+class DeviceOut(BaseModel):
+    index: int
+    uuid: str = Field(description="From nvidia-smi where the executor found it, else node/gpuN.")
+    allocated_milli: int = Field(description="Thousandths of this GPU held (1000: whole).")
+
+
 class NodeOut(BaseModel):
     name: str
     accelerator: str
@@ -105,6 +111,7 @@ class NodeOut(BaseModel):
     state: NodeState
     allocated_milli: int
     mig: list[list[Any]]
+    devices: list[DeviceOut] = Field(default_factory=list)
 
 
 class ClusterOut(BaseModel):
@@ -112,4 +119,7 @@ class ClusterOut(BaseModel):
     gpus: dict[str, int]
     allocated_gpus: dict[str, float]
     allocation_ratio: float
+    utilization: float | None = Field(
+        default=None, description="Busy share of the GPUs; None until utilisation is collected."
+    )
     nodes: list[NodeOut]
