@@ -17,6 +17,7 @@ from gpufleet.control.admin import AdminError
 from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
 from gpufleet.control.db import StoreError, require_current
 from gpufleet.errors import SpecError, UnknownNameError, UserError
+from gpufleet.portal.app import install_portal
 
 STATUS: tuple[tuple[type[Exception], int], ...] = (
     (AuthError, 401),
@@ -43,6 +44,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(routes_jobs.router)
     app.include_router(routes_cluster.router)
     app.include_router(routes_admin.router)
+    install_portal(app, ctx)  # the browser portal at /portal (issue 9)
 
     @app.exception_handler(UserError)
     async def user_error(_: Request, exc: UserError) -> JSONResponse:

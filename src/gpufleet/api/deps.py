@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from gpufleet.api.context import AppContext
 from gpufleet.control.auth import AuthError, Principal, authenticate
 from gpufleet.errors import UserError
+from gpufleet.portal.sessions import CSRF_HEADER, SESSION_COOKIE, cookie_principal
 
 
 class RateLimitedError(UserError):
@@ -32,16 +33,24 @@ def principal(
     s: Annotated[Session, Depends(session)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
-    token = None
-    if authorization:
-        scheme, _, value = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not value:
-            raise AuthError("use 'Authorization: Bearer <token>'")
-        token = value.strip()
-    else:
-        token = request.cookies.get("gpufleet_session")  # the portal's cookie (issue 9)
     ctx = context(request)
-    who = authenticate(s, token, ctx.clock())
+    cookie = request.cookies.get(SESSION_COOKIE)  # the portal's session (issue 9)
+    if cookie and not authorization:
+        who = cookie_principal(
+            s,
+            cookie,
+            ctx.clock(),
+            method=request.method,
+            csrf_header=request.headers.get(CSRF_HEADER),
+        )
+    else:
+        token = None
+        if authorization:
+            scheme, _, value = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not value:
+                raise AuthError("use 'Authorization: Bearer <token>'")
+            token = value.strip()
+        who = authenticate(s, token, ctx.clock())
     s.commit()  # last-used time
     if not ctx.limiter.allow(who.token_id):
         raise RateLimitedError("too many requests for this token; slow down")

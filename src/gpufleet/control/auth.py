@@ -88,6 +88,13 @@ def authenticate(session: Session, token: str | None, now_s: float) -> Principal
     row = session.scalar(select(Token).where(Token.digest == digest(token)))
     if row is None:
         raise AuthError("unknown token")
+    return principal_of(row, now_s)
+
+
+def principal_of(row: Token, now_s: float) -> Principal:
+    """The principal of a stored token, checked as at every use (revoked, expired); records
+    its last use. Shared by bearer tokens and the portal's sessions, which act with the
+    rights of the token that opened them. Raises AuthError."""
     if row.revoked_s is not None:
         raise AuthError("this token was revoked")
     if row.expires_s is not None and row.expires_s <= now_s:

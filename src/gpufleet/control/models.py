@@ -306,3 +306,25 @@ class Lease(Base):
     name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     holder: Mapped[str] = mapped_column(String(128))
     expires_s: Mapped[float] = mapped_column(Float)
+
+
+class PortalSession(Base):
+    """A browser session of the portal (issue 9), opened by pasting an API token.
+
+    The cookie holds a random 256-bit id; the store keeps only its SHA-256 (`digest`), so a
+    leaked database opens no sessions, as for tokens. The session acts with its token's
+    rights, checked at every request (a revoked or expired token ends its sessions), and
+    lapses `expires_s` after login however active it is. `csrf` is a random value sent back
+    with every form and htmx request of the session (a per-session CSRF token)."""
+
+    __tablename__ = "portal_sessions"
+    __table_args__ = (Index("ix_portal_sessions_expires", "expires_s"),)
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("tokens.id", ondelete="CASCADE"))
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_s: Mapped[float] = mapped_column(Float)
+    expires_s: Mapped[float] = mapped_column(Float)
+    last_seen_s: Mapped[float] = mapped_column(Float)
+
+    token: Mapped[Token] = relationship()

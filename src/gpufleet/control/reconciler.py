@@ -432,7 +432,12 @@ class Reconciler:
             cycle=self.cycles,
         )
         report.decide_s = time.perf_counter() - t0
-        order = [(int(j.name), j.team) for j in pending if j.name not in d.admitted]
+        # the order the cycle looked at them (priority within a team, fair share across
+        # teams, ...), not submission order: a lead raising a job moves it up
+        team_of = {j.name: j.team for j in pending}
+        looked = set(d.considered)
+        ranked = [*d.considered, *(n for n in team_of if n not in looked)]
+        order = [(int(n), team_of[n]) for n in ranked if n not in d.admitted]
         self._snapshot(s, now, order, {int(k): v for k, v in d.pending_reasons.items()})
         return d
 

@@ -169,6 +169,7 @@ class _Cycle:
         self.preempted: dict[str, str] = {}
         self.flavors: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
+        self.considered: list[str] = []  # pending jobs in the order they were looked at
         self.waiting = 0
         # backfill: the reservation, and the expected ends of jobs admitted in this cycle
         # (those of running jobs are read only when a reservation is sought)
@@ -229,6 +230,7 @@ class _Cycle:
         )
 
     def run(self, job: JobSpec) -> None:
+        self.considered.append(job.name)
         if self._strictly_blocked(job):
             return
         key = self._memo_key(job)
@@ -544,6 +546,7 @@ def decide(
         relayouts=relayouts,
         cycle=cycle,
         timings_s=timings,
+        considered=tuple(cyc.considered),
     )
     timings["commit"] = clock() - t3
     return decisions

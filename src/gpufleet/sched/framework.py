@@ -117,6 +117,9 @@ class Decisions:
     relayouts: tuple[Relayout, ...] = ()
     cycle: int = 0
     timings_s: Mapping[str, float] = field(default_factory=dict)
+    # pending jobs in the order the cycle looked at them (the profile's queue order, jobs
+    # that would borrow after those within their guarantee): queue positions follow it
+    considered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,159 @@
+"""Template filters: times, durations, GPU amounts and job requests as people read them.
+
+Pages show times in UTC with the zone written out (the server's clock, not the browser's)
+and durations in the two largest units, so "waiting 2 h 10 min" reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+
+def when(t_s: float | None) -> str:
+    """A Unix time as 'YYYY-MM-DD HH:MM UTC' ('—' for none)."""
+    if t_s is None:
+        return "—"
+    return datetime.fromtimestamp(t_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def iso(t_s: float | None) -> str:
+    """A Unix time as ISO 8601 (for `<time datetime=...>`)."""
+    if t_s is None:
+        return ""
+    return datetime.fromtimestamp(t_s, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def duration(seconds: float | None) -> str:
+    """'45 s', '12 min', '2 h 10 min', '3 d 4 h' ('—' for none)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    minutes, _ = divmod(s, 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def gpus(value: float | None) -> str:
+    """A GPU amount: whole numbers without decimals, shares with up to three."""
+    if value is None:
+        return "—"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.3f}".rstrip("0").rstrip(".")
+
+
+def hours(value: float | None) -> str:
+    """GPU-hours to two decimals, thousands separated."""
+    if value is None:
+        return "—"
+    return f"{value:,.2f}"
+
+
+def usd(value: object) -> str:
+    """A dollar amount from a report (a decimal string): at least two decimals, no more
+    than the amount has ("2.500000" -> "2.50", "0.123400" -> "0.1234")."""
+    if value in (None, ""):
+        return "—"
+    text = str(value)
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0")
+    return f"{whole}.{frac.ljust(2, '0')}"
+
+
+def pct(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 100:.0f}%"
+
+
+def request_text(request: Mapping[str, Any]) -> str:
+    """A job's resource request: '2 workers × 8 GPUs', 'MIG 3g.40gb', '0.5 of a GPU'."""
+    workers = int(request.get("workers", 1))
+    if request.get("gpus"):
+        n = int(request["gpus"])
+        one = f"{n} GPU{'s' if n != 1 else ''}"
+        what = f"{workers} workers × {one}" if workers > 1 else one
+    elif request.get("mig_profile"):
+        what = f"MIG {request['mig_profile']}"
+    elif request.get("gpu_fraction"):
+        what = f"{gpus(float(request['gpu_fraction']))} of a GPU"
+    else:
+        what = "?"
+    accs = request.get("accelerators") or []
+    return f"{what} on {' or '.join(accs)}" if accs else what
+
+
+def total_gpus(request: Mapping[str, Any]) -> float:
+    """GPUs a request holds in all (a MIG slice counts as a share, reported as 'slice')."""
+    workers = int(request.get("workers", 1))
+    if request.get("gpus"):
+        return float(int(request["gpus"]) * workers)
+    if request.get("gpu_fraction"):
+        return float(request["gpu_fraction"])
+    return 0.0
+
+
+def placement_text(placement: Sequence[Mapping[str, Any]]) -> str:
+    """'h100-0: GPUs 0,1,2,3; h100-1: GPUs 0,1' or the slices, or the share."""
+    parts = []
+    for p in placement:
+        node = p.get("node", "?")
+        if p.get("mig_slices"):
+            slices = ", ".join(
+                str(s).rsplit("/", 2)[-2] + "/" + str(s).rsplit("/", 1)[-1] for s in p["mig_slices"]
+            )
+            parts.append(f"{node}: {slices}")
+        elif p.get("fraction"):
+            parts.append(f"{node}: {gpus(float(p['fraction']))} of GPU {p['gpus'][0]}")
+        else:
+            parts.append(
+                f"{node}: GPU{'s' if len(p.get('gpus', ())) != 1 else ''} "
+                + ",".join(str(g) for g in p.get("gpus", ()))
+            )
+    return "; ".join(parts) if parts else "—"
+
+
+EVENT_LABELS = {
+    "submitted": "queued",
+    "admitted": "admitted (waiting for preempted jobs to stop)",
+    "starting": "admitted, starting",
+    "running": "started",
+    "checkpointed": "checkpointed",
+    "stopping": "stopping",
+    "pending": "requeued (will restart)",
+    "priority": "priority changed",
+    "staged": "data staged",
+    "cancel": "cancel requested",
+    "succeeded": "finished: succeeded",
+    "failed": "finished: failed",
+    "cancelled": "finished: cancelled",
+}
+
+
+def event_label(kind: str) -> str:
+    """An event kind in the words of the job's timeline ("pending" again is a requeue)."""
+    return EVENT_LABELS.get(kind, kind)
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
+    "event_label": event_label,
+    "when": when,
+    "iso": iso,
+    "duration": duration,
+    "gpus": gpus,
+    "hours": hours,
+    "pct": pct,
+    "usd": usd,
+    "request_text": request_text,
+    "placement_text": placement_text,
+}

@@ -1,0 +1,158 @@
+"""The planner form -> a plan spec (`kind: plan`), the same input `gpufleet plan` reads.
+
+The form covers one training or one inference workload; anything more (several
+workloads, teams, on-prem prices) goes in the spec box as YAML, which then replaces the
+form. Validation is the spec's own (`specs.load.validate`); its problems, one line per
+field path, are put next to the form field they name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+import yaml
+
+from gpufleet.catalog.models import load_model_presets
+from gpufleet.errors import SpecError
+from gpufleet.plan.planner import DEFAULT_ACCELERATORS
+from gpufleet.specs.inference import Engine, ServingPrecision
+from gpufleet.specs.load import validate
+from gpufleet.specs.plan import Deployment, PlanSpec
+from gpufleet.specs.training import Framework, TrainingPrecision
+
+FORM = "_form"
+MAX_YAML_BYTES = 64 * 1024
+DEFAULTS: dict[str, str] = {
+    "name": "my-plan",
+    "workload_kind": "training",
+    "model": "llama-3-8b",
+    "deployment": "cloud",
+    "seq_len": "4096",
+    "global_batch": "256",
+    "tokens": "50B",
+    "training_precision": "bf16",
+    "framework": "fsdp",
+    "deadline": "14d",
+    "max_gpus": "256",
+    "serving_precision": "fp8",
+    "engine": "vllm",
+    "input_tokens": "1024",
+    "output_tokens": "256",
+    "request_rate": "10",
+    "ttft_p99_ms": "1000",
+    "tpot_p99_ms": "100",
+}
+FIELDS = (*DEFAULTS, "spec_yaml")
+# the last segment of a spec problem's path -> the form field that sets it
+_FIELD_OF_PATH = {
+    "name": "name",
+    "model": "model",
+    "deployment": "deployment",
+    "accelerators": "accelerators",
+    "seq_len": "seq_len",
+    "global_batch": "global_batch",
+    "tokens": "tokens",
+    "framework": "framework",
+    "deadline": "deadline",
+    "max_gpus": "max_gpus",
+    "engine": "engine",
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "request_rate": "request_rate",
+    "ttft_p99_ms": "ttft_p99_ms",
+    "tpot_p99_ms": "tpot_p99_ms",
+}
+
+
+@dataclass
+class PlanForm:
+    """A validated spec, or the problems by form field."""
+
+    spec: PlanSpec | None = None
+    errors: dict[str, list[str]] = field(default_factory=dict)
+
+
+def options() -> dict[str, Any]:
+    """What the planner form's selects offer."""
+    return {
+        "models": [p.name for p in load_model_presets()],
+        "deployments": get_args(Deployment),
+        "training_precisions": get_args(TrainingPrecision),
+        "frameworks": get_args(Framework),
+        "serving_precisions": get_args(ServingPrecision),
+        "engines": get_args(Engine),
+        "candidate_accelerators": DEFAULT_ACCELERATORS,
+    }
+
+
+def spec_data(values: Mapping[str, str], accelerators: list[str]) -> dict[str, Any]:
+    """The plan spec the form stands for (strings are left for the spec to parse, so
+    "50B" tokens and "14d" deadlines read as they do in a YAML file)."""
+    kind = values.get("workload_kind", "training")
+    workload: dict[str, Any] = {"name": values.get("name") or "workload", "kind": kind}
+    workload["model"] = {"preset": values.get("model", "")}
+    constraints: dict[str, Any] = {}
+    if values.get("max_gpus"):
+        constraints["max_gpus"] = values["max_gpus"]
+    if kind == "inference":
+        workload["serving"] = {
+            "precision": values.get("serving_precision"),
+            "engine": values.get("engine"),
+            "input_tokens": values.get("input_tokens"),
+            "output_tokens": values.get("output_tokens"),
+            "request_rate": values.get("request_rate"),
+            "slo": {k: values[k] for k in ("ttft_p99_ms", "tpot_p99_ms") if values.get(k)},
+        }
+    else:
+        workload["training"] = {
+            "seq_len": values.get("seq_len"),
+            "global_batch": values.get("global_batch"),
+            "tokens": values.get("tokens") or None,
+            "precision": values.get("training_precision"),
+            "framework": values.get("framework"),
+        }
+        if values.get("deadline"):
+            constraints["deadline"] = values["deadline"]
+    if constraints:
+        workload["constraints"] = constraints
+    data: dict[str, Any] = {
+        "kind": "plan",
+        "name": values.get("name") or "plan",
+        "deployment": values.get("deployment") or "both",
+        "workloads": [workload],
+    }
+    if accelerators:
+        data["accelerators"] = accelerators
+    return data
+
+
+def read_form(values: Mapping[str, str], accelerators: list[str]) -> PlanForm:
+    """Validate the spec box's YAML when given, else the form's fields."""
+    out = PlanForm()
+    raw = values.get("spec_yaml", "")
+    if raw.strip():
+        if len(raw.encode()) > MAX_YAML_BYTES:
+            out.errors["spec_yaml"] = [f"at most {MAX_YAML_BYTES // 1024} KiB"]
+            return out
+        try:
+            data = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            out.errors["spec_yaml"] = [f"not valid YAML: {exc}"]
+            return out
+        target = "spec_yaml"
+    else:
+        data = spec_data(values, accelerators)
+        target = ""
+    try:
+        out.spec = validate(PlanSpec, data, "the plan spec")
+    except SpecError as exc:
+        for problem in exc.problems:
+            path = problem.split(":", 1)[0]
+            last = path.rsplit(".", 1)[-1].split("[", 1)[0]
+            name = target or _FIELD_OF_PATH.get(last, FORM)
+            out.errors.setdefault(name, []).append(
+                problem if name in (FORM, "spec_yaml") else problem.split(":", 1)[-1].strip()
+            )
+    return out

@@ -1,0 +1,152 @@
+"""My jobs / queue, a job's page, and the actions on a job (cancel, change priority).
+
+Jobs are read and changed through `control.jobs` and presented by `api.views.job_out`,
+exactly as the API does: another team's job is "not found" here too, positions and
+reasons come from the scheduler's last cycle, and ETAs are the forward simulation's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpufleet.api.deps import JobId
+from gpufleet.api.schemas import JobOut
+from gpufleet.api.views import job_out, queue_index
+from gpufleet.control import jobs, lifecycle
+from gpufleet.control.executors.base import RunKey
+from gpufleet.control.models import Allocation, PriorityClass
+from gpufleet.portal.queue import ahead_of
+from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
+
+router = APIRouter()
+LOG_TAIL_BYTES = 16 * 1024
+ACTIVE_STATES = ("admitted", "starting", "running", "stopping")
+
+
+@router.get("/jobs", name="my_jobs", response_class=HTMLResponse)
+def my_jobs(request: Request, me: Caller, ctx: Ctx, s: Db, mine: bool = False) -> HTMLResponse:
+    """Pending jobs in queue order with position, wait, ETA, reason and who is ahead; then
+    running and recently finished jobs."""
+    who = me.who
+    now = ctx.clock()
+    index = queue_index(s)
+
+    def keep(rows: list[JobOut]) -> list[JobOut]:
+        return [j for j in rows if j.user == who.user] if mine else rows
+
+    pending = keep(
+        [
+            job_out(s, j, now, index=index)
+            for j in jobs.list_jobs(s, who, state="pending", limit=1000)
+        ]
+    )
+    pending.sort(key=lambda j: (j.queue_position.cluster if j.queue_position else 10**9, j.id))
+    active = keep(
+        [
+            job_out(s, j, now, index=index)
+            for state in ACTIVE_STATES
+            for j in jobs.list_jobs(s, who, state=state, limit=500)
+        ]
+    )
+    recent = keep(
+        [
+            job_out(s, j, now, index=index)
+            for j in jobs.list_jobs(s, who, limit=200)
+            if j.state in lifecycle.FINAL
+        ]
+    )[:30]
+    return render(
+        request,
+        "my_jobs.html.j2",
+        me,
+        nav="my_jobs",
+        pending=pending,
+        active=active,
+        recent=recent,
+        ahead=ahead_of(s, index, who, [j.id for j in pending]),
+        mine=mine,
+        eta_at_s=index.eta_at_s if index else None,
+    )
+
+
+@dataclass
+class Held:
+    """One attempt's devices, node by node, and when it held them."""
+
+    attempt: int
+    nodes: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    since_s: float = 0.0
+    until_s: float | None = None
+
+
+def _placements(s: Session, job_id: int) -> list[Held]:
+    """Every attempt's placement, from the allocation rows (node -> GPUs or MIG slices)."""
+    rows = s.scalars(
+        select(Allocation)
+        .where(Allocation.job_id == job_id)
+        .order_by(Allocation.attempt, Allocation.node, Allocation.gpu, Allocation.slice_id)
+    ).all()
+    out: dict[int, Held] = {}
+    for a in rows:
+        held = out.setdefault(a.attempt, Held(a.attempt, since_s=a.allocated_s))
+        if a.kind == "slice" and a.slice_id:
+            what = a.slice_id.split("/", 1)[-1]  # gpuN/mig:profile#k
+        elif a.kind == "share":
+            what = f"GPU {a.gpu} ({a.milli / 1000:g} share)"
+        else:
+            what = f"GPU {a.gpu}"
+        held.nodes[a.node].append(what)
+        held.until_s = a.released_s
+    return [out[k] for k in sorted(out, reverse=True)]
+
+
+@router.get("/jobs/{job_id}", name="job_detail", response_class=HTMLResponse)
+def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> HTMLResponse:
+    """Timeline, placement per attempt, GPU-hours, logs tail, and the actions allowed."""
+    who = me.who
+    now = ctx.clock()
+    job = jobs.visible_job(s, who, job_id)  # another team's job: NotFoundError, a 404
+    index = queue_index(s)
+    out = job_out(s, job, now, events=True, index=index)
+    logs = ""
+    if ctx.executor is not None and job.attempt > 0:
+        logs = ctx.executor.logs(RunKey(job.id, job.attempt), LOG_TAIL_BYTES)
+    ahead = ahead_of(s, index, who, [job.id]).get(job.id) if job.state == "pending" else None
+    classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
+    return render(
+        request,
+        "job_detail.html.j2",
+        me,
+        nav="my_jobs",
+        job=out,
+        held=_placements(s, job.id),
+        logs=logs,
+        ahead=ahead,
+        classes=classes,
+        final=job.state in lifecycle.FINAL,
+        can_cancel=me.can_write and job.state not in lifecycle.FINAL,
+    )
+
+
+@router.post("/jobs/{job_id}/cancel", name="job_cancel")
+def cancel(job_id: JobId, me: Caller, form: Form, ctx: Ctx, s: Db) -> Response:
+    jobs.cancel(s, me.who, job_id, ctx.clock())
+    s.commit()
+    default = f"{PREFIX}/jobs/{job_id}"
+    return RedirectResponse(local_next(text(form, "next"), default), status_code=303)
+
+
+@router.post("/jobs/{job_id}/priority", name="job_priority")
+def set_priority(job_id: JobId, me: Caller, form: Form, ctx: Ctx, s: Db) -> Response:
+    """Change the priority class (leads in their team, admins anywhere): within a team the
+    queue is ordered by priority, then submission, so this is also how a lead reorders."""
+    jobs.set_priority(s, me.who, job_id, text(form, "priority_class"), ctx.clock())
+    s.commit()
+    default = f"{PREFIX}/jobs/{job_id}"
+    return RedirectResponse(local_next(text(form, "next"), default), status_code=303)

@@ -1,0 +1,86 @@
+"""Overview: GPUs allocated against the cluster, queues, quotas in use, allocation over time.
+
+The numbers are the API's own (`/cluster`, `/teams`, `/queues` are called as functions), so
+the page and a script reading the API always agree; members see their own team's rows, as
+in the API, and cluster-wide totals, which the API shows everyone too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from gpufleet.api import routes_cluster
+from gpufleet.api.views import queue_index
+from gpufleet.control.ledger import usage_records
+from gpufleet.portal import fmt
+from gpufleet.portal.usage import WINDOWS, allocation_series, use_summary
+from gpufleet.portal.web import Caller, Ctx, Db, render
+
+router = APIRouter()
+
+
+@router.get("/", name="overview", response_class=HTMLResponse)
+def overview(request: Request, me: Caller, ctx: Ctx, s: Db, window: str = "24h") -> HTMLResponse:
+    who = me.who
+    if window not in WINDOWS:
+        window = "24h"
+    span_s, buckets = WINDOWS[window]
+    now = ctx.clock()
+    cluster = routes_cluster.cluster(who, ctx, s)
+    teams = routes_cluster.teams(who, ctx, s)
+    queues = routes_cluster.queues(who, s)
+    index = queue_index(s)
+    start = now - span_s
+    records = usage_records(s, start, now, now)
+    by_flavor = allocation_series(records, start_s=start, end_s=now, buckets=buckets)
+    mine = [r for r in records if r.team == who.team] if who.team else []
+    by_team = allocation_series(mine, start_s=start, end_s=now, buckets=buckets, label="team")
+    chart = _chart(by_flavor.starts_s, {**by_flavor.values, **by_team.values}, cluster.gpus)
+    return render(
+        request,
+        "overview.html.j2",
+        me,
+        nav="overview",
+        cluster=cluster,
+        teams=teams,
+        queues=queues,
+        pending_total=len(index.order) if index else 0,
+        queue_at_s=index.at_s if index else None,
+        window=window,
+        windows=list(WINDOWS),
+        chart_json=json.dumps(chart).replace("<", "\\u003c"),  # safe inside <script>
+        chart_columns=[d["label"] for d in chart["datasets"]],
+        chart_rows=_rows(chart),
+        use=use_summary(records, start_s=start, end_s=now),
+    )
+
+
+def _chart(
+    starts_s: tuple[float, ...], series: dict[str, tuple[float, ...]], capacity: dict[str, int]
+) -> dict[str, Any]:
+    """What `static/portal.js` hands to Chart.js: one line per flavor (and the caller's
+    team), plus each flavor's capacity as a dashed line."""
+    return {
+        "labels": [fmt.when(t).removesuffix(" UTC")[5:] for t in starts_s],  # MM-DD HH:MM
+        "datasets": [
+            {"key": name, "label": f"{name} allocated", "data": [round(v, 3) for v in values]}
+            for name, values in series.items()
+        ],
+        "capacity": [
+            {"key": name, "label": f"{name} capacity", "value": n} for name, n in capacity.items()
+        ],
+        "y_label": "GPUs (average over each interval)",
+    }
+
+
+def _rows(chart: dict[str, Any]) -> list[list[str]]:
+    """The chart as table rows (time, then one column per dataset): the page's no-JS and
+    screen-reader view of the same data."""
+    columns = [d["data"] for d in chart["datasets"]]
+    return [
+        [label, *(fmt.gpus(col[i]) for col in columns)] for i, label in enumerate(chart["labels"])
+    ]

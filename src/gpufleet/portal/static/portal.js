@@ -1,0 +1,61 @@
+// gpufleet portal: draws the charts whose data the page carries as JSON. No build step;
+// the page works without this file (each chart has its data as a table next to it).
+(function () {
+  "use strict";
+  var palette = ["#1f4e99", "#b35900", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#5d4037"];
+
+  function draw(canvas) {
+    if (canvas.dataset.drawn || typeof window.Chart === "undefined") {
+      return;
+    }
+    var source = document.getElementById(canvas.dataset.chart);
+    if (!source) {
+      return;
+    }
+    var spec = JSON.parse(source.textContent);
+    var colours = {};
+    var datasets = spec.datasets.map(function (d, i) {
+      colours[d.key] = palette[i % palette.length];
+      return {
+        label: d.label,
+        data: d.data,
+        borderColor: palette[i % palette.length],
+        backgroundColor: palette[i % palette.length],
+        borderWidth: 2,
+        pointRadius: 0,
+        stepped: true
+      };
+    });
+    spec.capacity.forEach(function (c, i) {
+      datasets.push({
+        label: c.label,
+        data: spec.labels.map(function () { return c.value; }),
+        borderColor: colours[c.key] || palette[(spec.datasets.length + i) % palette.length],
+        borderDash: [6, 4],
+        borderWidth: 1,
+        pointRadius: 0
+      });
+    });
+    new window.Chart(canvas, {
+      type: "line",
+      data: { labels: spec.labels, datasets: datasets },
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        interaction: { mode: "index", intersect: false },
+        scales: {
+          y: { beginAtZero: true, title: { display: true, text: spec.y_label } },
+          x: { ticks: { maxTicksLimit: 8 } }
+        }
+      }
+    });
+    canvas.dataset.drawn = "1";
+  }
+
+  function drawAll() {
+    document.querySelectorAll("canvas[data-chart]").forEach(draw);
+  }
+
+  document.addEventListener("DOMContentLoaded", drawAll);
+  document.addEventListener("htmx:afterSettle", drawAll);
+})();

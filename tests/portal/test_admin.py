@@ -1,0 +1,115 @@
+"""Admin pages: teams, quotas, rates, nodes, tokens (shown once) and the audit log, through
+the admin API's own handlers."""
+
+from __future__ import annotations
+
+import re
+
+from .conftest import Portal, login
+
+
+def test_an_admin_creates_a_team_sets_a_quota_and_issues_a_token(portal: Portal) -> None:
+    admin = portal.as_("admin")
+    r = admin.post(
+        "/portal/admin/teams",
+        {
+            "name": "speech",
+            "cohort": "ml",
+            "weight": "2",
+            "default_priority": "standard",
+            "projects": "asr, tts",
+            "monthly_budget_gpu_h": "100",
+        },
+    )
+    assert r.status_code == 200
+    assert "Team speech created." in r.text
+    r = admin.post(
+        "/portal/admin/quotas",
+        {
+            "team": "speech",
+            "flavor": "h100-sxm5-80gb",
+            "guaranteed_gpus": "4",
+            "limit_gpus": "8",
+            "borrowing": "on",
+            "lending": "on",
+        },
+    )
+    assert r.status_code == 200
+    assert "4 guaranteed GPUs" in r.text
+    r = admin.post(
+        "/portal/admin/tokens",
+        {"user": "sam", "role": "lead", "team": "speech", "expires_in": "90d"},
+    )
+    assert r.status_code == 200
+    token = re.search(r'id="new-token" readonly value="(gpf_[^"]+)"', r.text).group(1)  # type: ignore[union-attr]
+    assert token not in admin.get("/portal/admin").text  # shown once
+    sam = portal.browser()
+    assert login(sam.client, token).status_code == 303
+    page = sam.get("/portal/team").text
+    assert "Team speech" in page
+    assert "asr, tts" in page
+    audit = admin.get("/portal/admin").text
+    log = re.search(r'id="admin-audit">(.*?)</table>', audit, re.S).group(1)  # type: ignore[union-attr]
+    for action in ("team.create", "quota.set", "token.create"):
+        assert action in log
+    assert token not in log
+
+
+def test_revoking_a_token_from_the_page_ends_its_sessions(portal: Portal) -> None:
+    member = portal.as_("nlp-member")
+    admin = portal.as_("admin")
+    page = admin.get("/portal/admin").text
+    token_id = re.search(
+        r'<tr id="token-(\d+)"><th scope="row">\d+</th><td><code>[^<]*</code>'
+        r"</td><td>nlp-member</td>",
+        page,
+    ).group(1)  # type: ignore[union-attr]
+    r = admin.post(f"/portal/admin/tokens/{token_id}/revoke")
+    assert r.status_code == 200
+    assert "revoked" in r.text
+    assert member.get("/portal/jobs", follow_redirects=False).status_code == 303
+
+
+def test_bad_admin_input_is_explained_and_changes_nothing(portal: Portal) -> None:
+    admin = portal.as_("admin")
+    r = admin.post("/portal/admin/teams", {"name": "Bad Name"})
+    assert r.status_code == 409
+    assert 'id="admin-error"' in r.text
+    assert "DNS label" in r.text
+    r = admin.post("/portal/admin/teams", {"name": "ok", "weight": "-1"})
+    assert r.status_code == 422
+    assert "weight" in r.text
+    r = admin.post(
+        "/portal/admin/quotas", {"team": "nope", "flavor": "h100-sxm5-80gb", "guaranteed_gpus": "1"}
+    )
+    assert r.status_code == 422
+    assert "unknown team" in r.text
+    r = admin.post("/portal/admin/rates", {"flavor": "h100-sxm5-80gb", "usd_per_gpu_h": "x"})
+    assert r.status_code == 422
+    r = admin.post("/portal/admin/tokens", {"user": "x", "role": "member", "expires_in": "soon"})
+    assert r.status_code == 422
+    assert "expires in" in r.text
+    page = admin.get("/portal/admin").text
+    assert ">ok<" not in page
+    assert "Bad Name" not in page
+
+
+def test_rates_nodes_and_team_changes(portal: Portal) -> None:
+    admin = portal.as_("admin")
+    r = admin.post("/portal/admin/rates", {"flavor": "h100-sxm5-80gb", "usd_per_gpu_h": "3.1"})
+    assert r.status_code == 200
+    assert re.search(r"h100-sxm5-80gb</th><td class=\"num\">3.1<", r.text)
+    r = admin.post("/portal/admin/nodes", {"node": "h100-1", "state": "drain", "reason": "fan"})
+    assert r.status_code == 200
+    assert "Node h100-1 is now drain." in r.text
+    r = admin.post("/portal/admin/teams/update", {"team": "nlp", "weight": "3"})
+    assert r.status_code == 200
+    assert re.search(r">nlp</a></th><td>ml</td><td class=\"num\">3.0<", r.text)
+
+
+def test_only_admins_administer(portal: Portal) -> None:
+    lead = portal.as_("vision-lead")
+    assert lead.get("/portal/admin").status_code == 403
+    r = lead.post("/portal/admin/teams", {"name": "sneaky"})
+    assert r.status_code == 403
+    assert "sneaky" not in portal.as_("admin").get("/portal/admin").text

@@ -1,0 +1,108 @@
+"""Chargeback in the portal: the API's report (to the cent), a period picker, CSV and PDF."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from decimal import Decimal
+
+import pytest
+
+from gpufleet.report.render import pdf_available
+
+from .conftest import Portal
+
+
+@pytest.fixture
+def billed(portal: Portal) -> Portal:
+    """Two teams' jobs ran for an hour; H100 hours cost 2.50 USD, A100 hours 1.25 USD."""
+    plane = portal.plane
+    for flavor, usd in (("h100-sxm5-80gb", 2.5), ("a100-sxm4-80gb", 1.25)):
+        r = plane.client.put(
+            f"/api/v1/admin/rates/{flavor}",
+            params={"usd_per_gpu_h": usd},
+            headers=plane.auth("admin"),
+        )
+        assert r.status_code == 200
+    portal.submit_api("vision-member", name="a", gpus=4, runtime_estimate_s=3600, project="p1")
+    portal.submit_api("vision-lead", name="b", gpus=1, runtime_estimate_s=3600, project="p2")
+    portal.submit_api("nlp-member", name="c", gpus=2, runtime_estimate_s=1800, project="p2")
+    portal.submit_api("nlp-member", name="d", mig_profile="3g.40gb", runtime_estimate_s=3600)
+    plane.cycle()
+    plane.cycle(1)
+    plane.cycle(3600)
+    plane.cycle(1)
+    return portal
+
+
+def _rows(text: str) -> list[dict[str, str]]:
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    return list(csv.DictReader(io.StringIO("\n".join(lines))))
+
+
+def test_the_csv_download_adds_up_and_is_the_apis(billed: Portal) -> None:
+    admin = billed.as_("admin")
+    query = "?period=this-month&group_by=team&group_by=accelerator"
+    r = admin.get("/portal/chargeback.csv" + query)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/csv")
+    assert r.headers["content-disposition"].startswith('attachment; filename="chargeback-')
+    rows = _rows(r.text)
+    total = rows[-1]
+    assert total["team"] == "TOTAL"
+    body = [row for row in rows[:-1] if row["team"] != "__idle__"]
+    assert {(row["team"], row["accelerator"]) for row in body} == {
+        ("nlp", "a100-sxm4-80gb"),
+        ("nlp", "h100-sxm5-80gb"),
+        ("vision", "h100-sxm5-80gb"),
+    }
+    hours = sum(Decimal(row["gpu_hours_allocated"]) for row in body)
+    assert abs(hours - Decimal(total["gpu_hours_allocated"])) < Decimal("0.000002")
+    assert sum(Decimal(row["cost_usd"]) for row in body) == Decimal(total["cost_usd"])
+    vision = next(row for row in body if row["team"] == "vision")
+    assert abs(float(vision["gpu_hours_allocated"]) - 5.0) < 0.01  # 4 + 1 GPUs for an hour
+    assert abs(Decimal(vision["cost_usd"]) - Decimal("12.50")) <= Decimal("0.02")  # at 2.50
+    now = billed.plane.clock()
+    api = billed.plane.client.get(  # the same report through the API, to the cent
+        "/api/v1/reports/chargeback",
+        params={"group_by": "team,accelerator", "format": "csv", "to": repr(now)},
+        headers=billed.plane.auth("admin"),
+    )
+    assert _rows(api.text)[-1]["total_cost_usd"] == total["total_cost_usd"]
+    page = admin.get("/portal/chargeback" + query).text
+    shown = re.search(r'id="total-cost">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+    assert shown == total["total_cost_usd"]
+
+
+def test_members_see_their_team_only_and_no_idle(billed: Portal) -> None:
+    member = billed.as_("nlp-member")
+    rows = _rows(member.get("/portal/chargeback.csv?group_by=team&group_by=project").text)
+    assert {row["team"] for row in rows[:-1]} == {"nlp"}
+    page = member.get("/portal/chargeback").text
+    assert 'id="idle"' not in page
+    assert "Idle capacity" not in page
+
+
+def test_the_period_picker(billed: Portal) -> None:
+    admin = billed.as_("admin")
+    r = admin.get("/portal/chargeback?period=last-month")
+    assert r.status_code == 200
+    assert "No GPU time in this period." in r.text
+    r = admin.get("/portal/chargeback?period=custom&from=2026-05-30&to=2026-05-01")
+    assert r.status_code == 422
+    assert "before the" in r.text
+    r = admin.get("/portal/chargeback?period=custom&from=yesterday&to=2026-05-01")
+    assert r.status_code == 422
+    assert "use a date such as" in r.text
+    r = admin.get("/portal/chargeback?period=custom&from=2026-05-01&to=2026-05-31")
+    assert r.status_code == 200
+    assert "incomplete" in r.text
+
+
+@pytest.mark.skipif(pdf_available() is not None, reason=str(pdf_available()))
+def test_the_pdf_download(billed: Portal) -> None:
+    r = billed.as_("vision-lead").get("/portal/chargeback.pdf?group_by=user")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/pdf"
+    assert r.content.startswith(b"%PDF")
