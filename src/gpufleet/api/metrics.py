@@ -41,7 +41,7 @@ class StoreCollector(Collector):
             )
             for team_id, state, n in s.execute(
                 select(Job.team_id, Job.state, func.count()).group_by(Job.team_id, Job.state)
-            ).tuples():
+            ):
                 jobs.add_metric([teams.get(team_id, "?"), state], n)
             yield jobs
             capacity = GaugeMetricFamily(
@@ -60,7 +60,7 @@ class StoreCollector(Collector):
                 .join(Job, Job.id == Allocation.job_id)
                 .where(Allocation.released_s.is_(None))
                 .group_by(Job.team_id, Allocation.flavor)
-            ).tuples():
+            ):
                 held.add_metric([teams.get(team_id, "?"), flavor], (milli or 0) / 1000)
             yield held
             quota = GaugeMetricFamily(
@@ -82,7 +82,7 @@ class StoreCollector(Collector):
                     UsageEntry.flavor,
                     func.sum(UsageEntry.gpu_milli * (UsageEntry.end_s - UsageEntry.start_s)),
                 ).group_by(UsageEntry.team, UsageEntry.flavor)
-            ).tuples():
+            ):
                 hours.add_metric([team, flavor], float(gpu_s or 0) / 1000)
             yield hours
             oldest = GaugeMetricFamily(

@@ -37,12 +37,12 @@ def _held_by_team(s: Db) -> dict[tuple[int, str], float]:
         .where(Allocation.released_s.is_(None))
         .group_by(Job.team_id, Allocation.flavor)
     )
-    return {(t, f): (m or 0) / 1000 for t, f, m in s.execute(q).tuples()}
+    return {(t, f): (m or 0) / 1000 for t, f, m in s.execute(q)}
 
 
 def _counts(s: Db) -> dict[tuple[int, str], int]:
     q = select(Job.team_id, Job.state, func.count()).group_by(Job.team_id, Job.state)
-    return {(t, st): n for t, st, n in s.execute(q).tuples()}
+    return {(t, st): n for t, st, n in s.execute(q)}
 
 
 @router.get("/teams", response_model=list[TeamOut])
@@ -155,7 +155,7 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
         select(Allocation.node, func.sum(Allocation.milli))
         .where(Allocation.released_s.is_(None))
         .group_by(Allocation.node)
-    ).tuples():
+    ):
         by_node[node] = int(milli or 0)
     states = {n.name: n.state for n in s.scalars(select(NodeRecord))}
     per_gpu: dict[tuple[str, int], int] = defaultdict(int)
@@ -163,7 +163,7 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
         select(Allocation.node, Allocation.gpu, Allocation.slice_id, Allocation.milli).where(
             Allocation.released_s.is_(None)
         )
-    ).tuples():
+    ):
         on = gpu
         if on is None and slice_id is not None:  # a MIG slice: "<node>/gpu<g>/mig:..."
             on = int(slice_id.split("/gpu", 1)[1].split("/", 1)[0])

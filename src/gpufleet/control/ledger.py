@@ -88,7 +88,7 @@ def _open(
     if team is not None:
         q = q.where(Team.name == team)
     groups: dict[tuple[int, int, str, float], tuple[Job, str, int]] = {}
-    for alloc, job, team_name in session.execute(q).tuples():
+    for alloc, job, team_name in session.execute(q):
         key = (job.id, alloc.attempt, alloc.flavor, alloc.allocated_s)
         _, _, milli = groups.get(key, (job, team_name, 0))
         groups[key] = (job, team_name, milli + alloc.milli)

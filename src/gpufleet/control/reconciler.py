@@ -227,7 +227,7 @@ class Reconciler:
         final = getattr(self.executor, "final_event", None)
         out: list[ExecEvent] = []
         live = select(Job.id, Job.attempt, Job.state).where(Job.state.in_(lifecycle.HOLDING))
-        for job_id, attempt, state in s.execute(live).tuples():
+        for job_id, attempt, state in s.execute(live):
             key = RunKey(job_id, attempt)
             if key in known or key in ended:
                 continue
@@ -503,7 +503,7 @@ class Reconciler:
             Allocation.slice_id,
             Allocation.milli,
         ).where(Allocation.released_s.is_(None))
-        for job_id, kind, node, gpu, slice_id, milli in s.execute(live).tuples():
+        for job_id, kind, node, gpu, slice_id, milli in s.execute(live):
             if kind == "whole" and gpu is not None:
                 whole[(job_id, node)].append(gpu)
             elif kind == "slice" and slice_id is not None:

@@ -92,7 +92,10 @@ def _path_for(jinja_ctx: Mapping[str, Any], name: str, /, **params: Any) -> str:
     """A portal URL path (no scheme or host), with `query` as its query string."""
     request: Request = jinja_ctx["request"]
     query = params.pop("query", None)
-    path = str(request.url_for(name, **{k: str(v) for k, v in params.items()}).path)
+    # the portal's own routes under its mount point: `request.url_for` searches the whole
+    # site, where an API route of the same name (the API's `chargeback`) would shadow it
+    own = request.app.url_path_for(name, **{k: str(v) for k, v in params.items()})
+    path = request.scope.get("root_path", "") + str(own)
     clean = {k: v for k, v in (query or {}).items() if v not in (None, "")}
     return f"{path}?{urlencode(clean, doseq=True)}" if clean else path
 

@@ -1,0 +1,141 @@
+"""The queue in a real browser: a member submits through the form and sees where the job
+waits and why; a lead raises it and it moves up; another team cannot see it at all."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from .conftest import Live, Shots, log_in
+
+H100 = "h100-sxm5-80gb"
+
+
+@pytest.fixture
+def queued(live: Live) -> list[int]:
+    """vision holds all 16 H100s with a job that may not be preempted, and two 8-GPU jobs
+    of vision wait behind it (positions 1 and 2 in the team and the cluster)."""
+    live.submit(
+        "vision-member",
+        name="hog",
+        gpus=8,
+        workers=2,
+        accelerator=H100,
+        preemptible=False,
+        runtime_estimate_s=36_000,
+    )
+    live.cycle()
+    live.cycle(1)
+    ids = [
+        live.submit("vision-member", name=n, gpus=8, accelerator=H100, runtime_estimate_s=3600)
+        for n in ("a", "b")
+    ]
+    live.cycle(60)
+    return ids
+
+
+def test_a_member_submits_a_job_through_the_form_and_sees_its_place_and_why_it_waits(
+    page: Page, live: Live, shot: Shots, queued: list[int]
+) -> None:
+    log_in(page, live, "vision-member")
+    page.get_by_role("link", name="Submit", exact=True).click()
+    expect(page.get_by_role("heading", name="Submit a job")).to_be_visible()
+
+    page.get_by_label("Name", exact=True).fill("c")
+    page.get_by_label("Accelerator").select_option(H100)
+    page.get_by_label("GPUs per worker").fill("0")
+    page.get_by_label("Runtime estimate").fill("a while")
+    page.get_by_role("button", name="Submit job").click()
+    expect(page.locator("#form-error")).to_contain_text("Some fields need attention")
+    expect(page.locator("#gpus-error")).to_be_visible()
+    expect(page.locator("#runtime-estimate-error")).to_be_visible()
+    expect(page.get_by_label("GPUs per worker")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("Name", exact=True)).to_have_value("c")  # kept, not retyped
+    shot("submit-validation-error")
+
+    page.get_by_label("GPUs per worker").fill("8")
+    page.get_by_label("Runtime estimate").fill("1h")
+    page.get_by_label("Command").fill("python train.py --epochs 3")
+    page.clock.run_for(1_000)  # past the preview's 400 ms debounce
+    preview = page.locator("#spec-preview")  # htmx previews the request as it is typed
+    expect(preview).to_contain_text('"runtime_estimate_s": 3600')
+    expect(preview).to_contain_text('"gpus": 8')
+    expect(page.locator("#gpus-error")).to_be_visible()  # the preview leaves the form alone
+    page.get_by_role("button", name="Submit job").click()
+
+    expect(page).to_have_url(re.compile(r"/portal/jobs/\d+$"))
+    job_id = int(page.url.rsplit("/", 1)[1])
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Job #{job_id} c pending")
+    expect(page.locator("#job-position")).to_have_text("not considered yet (next cycle)")
+
+    live.cycle(60)  # the scheduler's next cycle places it in the queue
+    live.plane.reconciler.estimate_etas()
+    page.get_by_role("link", name="My jobs").click()
+    row = page.locator(f"#job-{job_id}")
+    expect(row.locator(".pos-team")).to_have_text("3")
+    expect(row.locator(".pos-cluster")).to_have_text("3")
+    expect(row.locator(".reason")).to_contain_text("quota")
+    expect(row).to_contain_text("estimate")
+    expect(row.get_by_text("2 jobs ahead")).to_be_visible()
+    row.get_by_text("2 jobs ahead").click()  # the jobs ahead, named within the team
+    expect(row.get_by_role("link", name=f"#{queued[0]} a")).to_be_visible()
+    shot("my-jobs")
+
+    row.get_by_role("link", name=f"#{job_id} c").click()
+    expect(page.locator("#job-position")).to_have_text("3 in team, 3 in cluster")
+    expect(page.locator("#job-reason")).to_contain_text("quota")
+    expect(page.locator("#ahead-list li")).to_have_count(2)
+    shot("job-detail-pending")
+
+
+def test_a_lead_raises_a_waiting_job_and_it_moves_to_the_front_of_the_queue(
+    page: Page, live: Live, shot: Shots, queued: list[int]
+) -> None:
+    a, b = queued
+    c = live.submit("vision-member", name="c", gpus=8, accelerator=H100, runtime_estimate_s=3600)
+    live.cycle(10)
+    log_in(page, live, "vision-lead")
+    page.get_by_role("link", name="Team").click()
+    expect(page.get_by_role("heading", name="Team vision")).to_be_visible()
+    expect(page.locator(f"#team-job-{c} .pos-team")).to_have_text("3")
+
+    page.get_by_role("button", name=f"Raise job {c} to production").click()
+    expect(page).to_have_url(f"{live.url}/portal/team?team=vision")
+    expect(page.locator(f"#team-job-{c}")).to_contain_text("production")
+    expect(page.locator(f"#team-job-{c} .pos-team")).to_have_text("3")  # until the next cycle
+
+    live.cycle(10)
+    page.reload()
+    for job, position in ((c, "1"), (a, "2"), (b, "3")):
+        expect(page.locator(f"#team-job-{job} .pos-team")).to_have_text(position)
+        expect(page.locator(f"#team-job-{job} .pos-cluster")).to_have_text(position)
+    first = page.locator("#team-queue-table tbody tr").first
+    expect(first).to_have_id(f"team-job-{c}")  # the table is in the new order too
+    shot("team")
+
+    page.get_by_role("link", name=f"#{c} c").click()
+    expect(page.locator("#job-position")).to_have_text("1 in team, 1 in cluster")
+    expect(page.locator("#job-priority")).to_contain_text("production")
+    expect(page.locator("#timeline")).to_contain_text("standard -> production by vision-lead")
+
+
+def test_a_member_of_another_team_gets_a_404_for_the_job(
+    page: Page, live: Live, shot: Shots, queued: list[int]
+) -> None:
+    a, _ = queued
+    log_in(page, live, "nlp-member")
+    response = page.goto(f"/portal/jobs/{a}")
+    assert response is not None
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+    expect(page.locator("#error-message")).not_to_contain_text("vision")
+    expect(page.locator("#error-message")).to_have_text(f"no job {a}")  # as for no such job
+    shot("not-found")
+
+    page.get_by_role("link", name="Back to the overview").click()
+    page.get_by_role("link", name="My jobs").click()
+    expect(page.get_by_role("heading", name="Jobs of nlp")).to_be_visible()
+    expect(page.locator(f"#job-{a}")).to_have_count(0)
+    expect(page.locator("#h-pending")).to_have_text("Waiting (0)")
