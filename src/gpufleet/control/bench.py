@@ -563,11 +563,17 @@ class LoadResult:
 
     @property
     def ok(self) -> bool:
+        """p99 under the target at the asked rate, every request answered."""
         return (
             not self.errors
             and self.pct(99) < API_P99_TARGET_S
             and self.achieved_per_s >= 0.97 * self.rate_per_s
         )
+
+    @property
+    def target_met(self) -> bool:
+        """Issue 8's target: `ok` at 200 requests/s or more."""
+        return self.ok and self.rate_per_s >= API_RATE_TARGET
 
 
 @dataclass
@@ -682,14 +688,69 @@ def drive(
     )
 
 
+class _Http:
+    """A minimal HTTP/1.1 keep-alive client for GETs to one server.
+
+    The generator's own cost per request has to stay far below the server's: httpx's async
+    client costs about a millisecond of CPU a request here and more as connections pile up,
+    which made the generator, not the server, the bottleneck above ~120 requests/s. This
+    reads a status line, headers and a Content-Length body (what uvicorn sends)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def get(self, path: str, headers: str) -> tuple[int, bytes]:
+        if self.idle:  # a kept-alive connection the server may have closed meanwhile
+            try:
+                return await self._get(self.idle.pop(), path, headers)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+        conn = await asyncio.open_connection(self.host, self.port)
+        return await self._get(conn, path, headers)
+
+    async def _get(
+        self,
+        conn: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        path: str,
+        headers: str,
+    ) -> tuple[int, bytes]:
+        reader, writer = conn
+        try:
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n{headers}\r\n".encode())
+            head = await reader.readuntil(b"\r\n\r\n")
+            status, length, keep = int(head[9:12]), 0, True
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                key = name.strip().lower()
+                if key == b"content-length":
+                    length = int(value)
+                elif key == b"connection" and value.strip().lower() == b"close":
+                    keep = False
+                elif key == b"transfer-encoding":
+                    raise ConnectionError("chunked responses are not supported")
+            body = await reader.readexactly(length)
+        except BaseException:
+            writer.close()
+            raise
+        if keep:
+            self.idle.append(conn)
+        else:
+            writer.close()
+        return status, body
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+        self.idle.clear()
+
+
 class _OpenLoop:
     """The load generator's state: request i is due at `start + i / rate`; what it measures
     is counted only after the warm-up's requests."""
 
-    def __init__(
-        self, client: httpx.AsyncClient, rate: float, warm: int, timeout_s: float, limit: int
-    ) -> None:
-        self.client, self.rate, self.warm = client, rate, warm
+    def __init__(self, http: _Http, rate: float, warm: int, timeout_s: float, limit: int) -> None:
+        self.http, self.rate, self.warm = http, rate, warm
         self.timeout_s, self.limit = timeout_s, limit
         self.loop = asyncio.get_running_loop()
         self.start = self.loop.time() + 0.05
@@ -713,19 +774,21 @@ class _OpenLoop:
 
     async def one(self, i: int, job_id: int, token: str) -> None:
         self.in_flight += 1
+        error: str | None = None
         try:
-            r = await self.client.get(
-                f"/api/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"}
+            status, body = await asyncio.wait_for(
+                self.http.get(f"/api/v1/jobs/{job_id}", f"Authorization: Bearer {token}\r\n"),
+                self.timeout_s,
             )
-            end = self.loop.time()
-            error = None if r.status_code == 200 else f"HTTP {r.status_code}"
-            if error is None and i >= self.warm and r.json().get("queue_position") is not None:
+            if status != 200:
+                error = f"HTTP {status}"
+            elif i >= self.warm and b'"queue_position":{' in body:
                 self.positions += 1
-        except httpx.HTTPError as exc:
-            end, error = self.loop.time(), type(exc).__name__
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+            error = type(exc).__name__
         finally:
             self.in_flight -= 1
-        self.record(i, end, error)
+        self.record(i, self.loop.time(), error)
 
     async def run(self, targets: Sequence[tuple[int, str]], n: int, rng: random.Random) -> None:
         for i in range(self.warm + n):
@@ -739,13 +802,8 @@ class _OpenLoop:
                 self.record(i, self.due(i) + self.timeout_s, "not sent (in-flight limit)")
                 continue
             self.tasks[asyncio.create_task(self.one(i, job_id, token))] = i
-        if not self.tasks:
-            return
-        _, unfinished = await asyncio.wait(self.tasks, timeout=self.timeout_s)
-        cutoff = self.loop.time()
-        for task in unfinished:  # charge what never came back the wait so far, as errors
-            task.cancel()
-            self.record(self.tasks[task], cutoff, "unfinished")
+        if self.tasks:
+            await asyncio.wait(self.tasks)  # each request times out on its own
 
 
 async def _drive(
@@ -760,10 +818,13 @@ async def _drive(
     max_in_flight: int,
 ) -> LoadResult:
     n = max(1, int(duration_s * rate))
-    limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout_s) as client:
-        gen = _OpenLoop(client, rate, int(warmup_s * rate), timeout_s, max_in_flight)
+    url = httpx.URL(base_url)
+    http = _Http(url.host, url.port or 80)
+    try:
+        gen = _OpenLoop(http, rate, int(warmup_s * rate), timeout_s, max_in_flight)
         await gen.run(targets, n, random.Random(seed))
+    finally:
+        http.close()
     span = max(gen.done_at - gen.measured_from, 1e-9)
     answered = len(gen.samples) - sum(gen.errors.values())
     return LoadResult(rate, n, answered / span, gen.samples, gen.errors, gen.positions, gen.late)
@@ -938,7 +999,7 @@ def _print_api(result: ApiResult) -> None:
     from rich.table import Table
 
     load = result.load
-    verdict = "met" if load.ok else "NOT met"
+    verdict = "met" if load.target_met else "NOT met"
     table = Table(title=f"GET /api/v1/jobs/{{id}} on {result.db}, {result.jobs:,} jobs stored")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -950,7 +1011,7 @@ def _print_api(result: ApiResult) -> None:
         ("max ms", f"{max(load.latencies_s, default=math.nan) * 1000:.1f}"),
         ("errors", ", ".join(f"{k}: {v}" for k, v in load.errors.items()) or "0"),
         ("server log: pool timeouts", str(result.pool_timeouts)),
-        ("target: p99 < 50 ms at 200/s, no errors", verdict),
+        ("target: p99 < 50 ms at >= 200/s, no errors", verdict),
     ]
     for label, value in rows:
         table.add_row(label, value)
@@ -1042,7 +1103,7 @@ def main(argv: list[str] | None = None) -> int:
             pending=args.pending,
         )
         _print_api(api)
-        return 0 if api.load.ok else 1
+        return 0 if api.load.target_met else 1
 
 
 if __name__ == "__main__":
