@@ -48,6 +48,16 @@ def queue_index(s: Session) -> QueueIndex | None:
     cached = _cache.get(key)
     if cached is not None and (cached.cycle, cached.at_s, cached.eta_at_s) == tuple(head):
         return cached
+    with _lock:  # one request rebuilds after a cycle; the others wait for it, not redo it
+        cached = _cache.get(key)
+        if cached is not None and (cached.cycle, cached.at_s, cached.eta_at_s) == tuple(head):
+            return cached
+        index = _build(s)
+        _cache[key] = index
+        return index
+
+
+def _build(s: Session) -> QueueIndex:
     row = s.get(QueueSnapshot, "main")
     assert row is not None
     order = tuple((int(job_id), str(team)) for job_id, team in row.order)
@@ -56,7 +66,7 @@ def queue_index(s: Session) -> QueueIndex | None:
     for job_id, team in order:
         per_team[team] = per_team.get(team, 0) + 1
         team_pos[job_id] = per_team[team]
-    index = QueueIndex(
+    return QueueIndex(
         row.cycle,
         row.at_s,
         row.eta_at_s,
@@ -66,9 +76,6 @@ def queue_index(s: Session) -> QueueIndex | None:
         dict(row.etas),
         order,
     )
-    with _lock:
-        _cache[key] = index
-    return index
 
 
 def job_out(
