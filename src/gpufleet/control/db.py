@@ -50,8 +50,19 @@ def database_url(url: str | None = None) -> str:
     return chosen
 
 
+# More pooled connections than the API's worker threads (anyio's default: 40). With fewer,
+# every worker can end up waiting for a connection while the requests holding the
+# connections wait for a worker to finish their response: a deadlock under load, found by
+# the API benchmark (docs/benchmarks.md).
+POOL_SIZE = 20
+POOL_OVERFLOW = 30
+
+
 def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     resolved = database_url(url)
+    if make_url(resolved).database not in (None, "", ":memory:"):  # a pooled store
+        kwargs.setdefault("pool_size", POOL_SIZE)
+        kwargs.setdefault("max_overflow", POOL_OVERFLOW)
     if resolved.startswith("sqlite"):
         engine = create_engine(
             resolved, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
