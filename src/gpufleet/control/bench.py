@@ -6,7 +6,7 @@ Targets (issue 8):
 - (b) one reconciler cycle < 1 s with 10,000 pending jobs on 1,000 nodes.
 
 `seed_store` fills a fresh store the way a busy installation looks: mostly finished
-history, ~10,000 pending jobs, running jobs holding ~90 % of a 1,000 x 8 H100 cluster
+history, ~10,000 pending jobs, running jobs holding ~94 % of a 1,000 x 8 H100 cluster
 (allocation rows consistent with it), four teams with quotas, member tokens, events.
 `settle` then runs real reconciler cycles until nothing moves, so the queue snapshot
 (positions, reasons, ETAs) exists as it would on a live server.
@@ -131,7 +131,7 @@ class SeedConfig:
     nodes: int = 1000
     teams: int = 4
     tokens_per_team: int = 4
-    fill: float = 0.9  # share of the cluster's GPUs held by running jobs
+    fill: float = 0.9  # share of the nodes running jobs fill (the others are partly used)
     seed: int = 0
 
 
@@ -272,9 +272,9 @@ def _running_jobs(
     rng: np.random.Generator,
     now: float,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Running jobs packed onto the nodes (about `config.fill` of the GPUs) and their
-    allocation rows; 2-node gangs on some consecutive full nodes. Each allocation row
-    carries `row`: the index of its job among all rows (history jobs come first)."""
+    """Running jobs packed onto the nodes (`config.fill` of them full, the others partly
+    used) and their allocation rows; 2-node gangs on some consecutive full nodes. Each
+    allocation row carries `row`: the index of its job among the running jobs."""
     rows: list[dict[str, Any]] = []
     allocs: list[dict[str, Any]] = []
     names = [n.name for n in cluster.nodes]
@@ -318,7 +318,8 @@ def _running_jobs(
     i = 0
     while i < len(names):
         if i + 1 < len(names) and used[i] == used[i + 1] == GPUS_PER_NODE and rng.uniform() < 0.1:
-            add(GPUS_PER_NODE, [(names[i], list(range(8))), (names[i + 1], list(range(8)))])
+            whole = list(range(GPUS_PER_NODE))
+            add(GPUS_PER_NODE, [(names[i], whole), (names[i + 1], whole)])
             i += 2
             continue
         gpu = 0
