@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import math
@@ -675,18 +676,20 @@ def drive(
 ) -> LoadResult:
     """Open-loop GETs of /api/v1/jobs/{id}: request i is sent at start + i / rate (the
     warm-up's requests first, not counted) and timed from that scheduled instant."""
-    return asyncio.run(
-        _drive(
-            base_url,
-            targets,
-            rate=rate_per_s,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            timeout_s=timeout_s,
-            seed=seed,
-            max_in_flight=max_in_flight,
-        )
+    coro = _drive(
+        base_url,
+        targets,
+        rate=rate_per_s,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        timeout_s=timeout_s,
+        seed=seed,
+        max_in_flight=max_in_flight,
     )
+    # a caller with an event loop already running in this thread (Playwright's sync API in
+    # the same test process) cannot asyncio.run here: drive the load from a fresh thread
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 class _Http:
