@@ -262,3 +262,29 @@ def log_in(page: Page, live: Live, who: str, next_path: str = "/portal/") -> Non
     page.get_by_label("API token").fill(live.token(who))
     page.get_by_role("button", name="Log in").click()
     expect(page.locator("#whoami")).to_be_visible()
+
+
+H100 = "h100-sxm5-80gb"
+
+
+@pytest.fixture
+def queued(live: Live) -> list[int]:
+    """vision holds all 16 H100s with a job that may not be preempted, and two 8-GPU jobs
+    of vision wait behind it (positions 1 and 2 in the team and the cluster)."""
+    live.submit(
+        "vision-member",
+        name="hog",
+        gpus=8,
+        workers=2,
+        accelerator=H100,
+        preemptible=False,
+        runtime_estimate_s=36_000,
+    )
+    live.cycle()
+    live.cycle(1)
+    ids = [
+        live.submit("vision-member", name=n, gpus=8, accelerator=H100, runtime_estimate_s=3600)
+        for n in ("a", "b")
+    ]
+    live.cycle(60)
+    return ids

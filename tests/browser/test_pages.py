@@ -6,9 +6,8 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from .conftest import Live, Shots, log_in
+from .conftest import H100, Live, Shots, log_in
 
-H100 = "h100-sxm5-80gb"
 NAV = ("Overview", "My jobs", "Submit", "Team", "Chargeback", "Planner", "What-if", "Admin")
 
 

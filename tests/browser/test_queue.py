@@ -5,35 +5,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import Live, Shots, log_in
-
-H100 = "h100-sxm5-80gb"
-
-
-@pytest.fixture
-def queued(live: Live) -> list[int]:
-    """vision holds all 16 H100s with a job that may not be preempted, and two 8-GPU jobs
-    of vision wait behind it (positions 1 and 2 in the team and the cluster)."""
-    live.submit(
-        "vision-member",
-        name="hog",
-        gpus=8,
-        workers=2,
-        accelerator=H100,
-        preemptible=False,
-        runtime_estimate_s=36_000,
-    )
-    live.cycle()
-    live.cycle(1)
-    ids = [
-        live.submit("vision-member", name=n, gpus=8, accelerator=H100, runtime_estimate_s=3600)
-        for n in ("a", "b")
-    ]
-    live.cycle(60)
-    return ids
+from .conftest import H100, Live, Shots, log_in
 
 
 def test_a_member_submits_a_job_through_the_form_and_sees_its_place_and_why_it_waits(

@@ -9,9 +9,7 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import Live, Shots, log_in
-
-H100 = "h100-sxm5-80gb"
+from .conftest import H100, Live, Shots, log_in
 
 
 def _csv_rows(text: str) -> list[dict[str, str]]:
@@ -86,24 +84,9 @@ def test_the_planner_form_renders_a_plan_with_its_recommendation(
     shot("planner-result")
 
 
-def test_what_if_with_more_gpus_predicts_shorter_waits(page: Page, live: Live, shot: Shots) -> None:
-    live.submit(
-        "vision-member",
-        name="hog",
-        gpus=8,
-        workers=2,
-        accelerator=H100,
-        preemptible=False,
-        runtime_estimate_s=36_000,
-    )
-    live.cycle()
-    live.cycle(1)
-    waiting = [
-        live.submit("vision-member", name=n, gpus=8, accelerator=H100, runtime_estimate_s=3600)
-        for n in ("a", "b")
-    ]
-    live.cycle(60)
-
+def test_what_if_with_more_gpus_predicts_shorter_waits(
+    page: Page, live: Live, shot: Shots, queued: list[int]
+) -> None:
     log_in(page, live, "vision-lead")
     page.get_by_role("link", name="What-if").click()
     page.get_by_label("GPUs to add").fill("16")
@@ -114,7 +97,7 @@ def test_what_if_with_more_gpus_predicts_shorter_waits(page: Page, live: Live, s
     expect(page.get_by_role("heading", name="Predicted waits of your team's jobs")).to_be_visible()
     jobs = page.locator("#whatif-jobs tbody tr")
     expect(jobs).to_have_count(2)
-    for job_id, row in zip(waiting, jobs.all(), strict=True):
+    for job_id, row in zip(queued, jobs.all(), strict=True):
         expect(row.get_by_role("rowheader")).to_have_text(f"#{job_id}")
         so_far, today, scenario = (row.locator("td").nth(i) for i in (1, 2, 3))
         expect(so_far).to_have_text("1 min")

@@ -188,17 +188,6 @@ def update_team(
     return team
 
 
-def add_project(session: Session, actor: Principal, team: str, project: str, now_s: float) -> None:
-    row = team_by_name(session, team)
-    if not (actor.is_admin or (actor.role == "lead" and actor.team_id == row.id)):
-        actor.require("admin")
-    check_name("project", project)
-    if any(p.name == project for p in row.projects):
-        raise AdminError(f"team {team!r} already has project {project!r}")
-    row.projects.append(Project(name=project))
-    audit(session, actor, "project.create", f"team/{team}/project/{project}", now_s)
-
-
 def set_quota(
     session: Session,
     actor: Principal,

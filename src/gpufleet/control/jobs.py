@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpufleet.cluster import Cluster
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import audit, priority_class, team_by_name
 from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
+from gpufleet.control.eta import RunningJob
 from gpufleet.control.models import Job, Team
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.specs.jobs import JobSpec, Placement
+from gpufleet.specs.teams import TeamsSpec
 
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -311,10 +314,6 @@ def set_priority(session: Session, who: Principal, job_id: int, priority: str, n
     return job
 
 
-def count_jobs(session: Session) -> int:
-    return session.scalar(select(func.count()).select_from(Job)) or 0
-
-
 SPEC_COLUMNS = (
     Job.id,
     Job.version,
@@ -361,3 +360,37 @@ def spec_of(row: Any, team: str) -> JobSpec:
         data["started_s"] = row.started_s
         data["placement"] = [Placement.model_validate(p) for p in row.placement]
     return JobSpec.model_validate(data)
+
+
+LIVE_STATES = ("pending", "starting", "running", "stopping")
+
+
+@dataclass(frozen=True, slots=True)
+class LiveQueue:
+    """The queue as the store has it now, in the forms the ETA engine takes (control/eta.py):
+    running jobs with their placements, pending ones in queue order."""
+
+    teams: TeamsSpec | None
+    running: tuple[RunningJob, ...]
+    pending: tuple[JobSpec, ...]
+
+
+def live_queue(session: Session, cluster: Cluster, now_s: float) -> LiveQueue:
+    """Read the running and pending jobs once, for a forward simulation of the queue (the
+    leader's ETAs and the portal's what-if read it alike)."""
+    from gpufleet.control.admin import teams_spec
+
+    teams = teams_spec(session)
+    names = {t.id: t.name for t in session.scalars(select(Team))}
+    rows = session.execute(select(*SPEC_COLUMNS).where(Job.state.in_(LIVE_STATES))).all()
+    running: list[RunningJob] = []
+    pending: list[JobSpec] = []
+    for row in sorted(rows, key=lambda r: (r.queued_s, r.id)):
+        spec = spec_of(row, names[row.team_id])
+        if row.state == "pending":
+            pending.append(spec)
+        elif spec.placement:
+            node = cluster.node(spec.placement[0].node)
+            started = spec.started_s if spec.started_s is not None else now_s
+            running.append(RunningJob(spec=spec, flavor=node.accelerator, started_s=started))
+    return LiveQueue(teams, tuple(running), tuple(pending))

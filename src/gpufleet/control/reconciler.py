@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import teams_spec
-from gpufleet.control.eta import RunningJob, estimate_starts
+from gpufleet.control.eta import estimate_starts, queue_cycle_s
 from gpufleet.control.executors.base import (
     CHECKPOINT_SIGNAL,
     STOP_SIGNAL,
@@ -48,7 +48,7 @@ from gpufleet.control.executors.base import (
     RunKey,
     Worker,
 )
-from gpufleet.control.jobs import SPEC_COLUMNS, spec_of
+from gpufleet.control.jobs import SPEC_COLUMNS, live_queue, spec_of
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import close_allocations
 from gpufleet.control.models import Allocation, Job, NodeRecord, QueueSnapshot, Team
@@ -453,33 +453,19 @@ class Reconciler:
         such cycle. Returns how many pending jobs got an ETA."""
         now = self.clock()
         with self.sessions() as s:
-            teams = teams_spec(s)
-            names = {t.id: t.name for t in s.scalars(select(Team))}
-            live = ("pending", "starting", "running", "stopping")
-            rows = s.execute(select(*SPEC_COLUMNS).where(Job.state.in_(live))).all()
-        if teams is None:
+            queue = live_queue(s, self.cluster, now)
+        if queue.teams is None:
             return 0
-        running: list[RunningJob] = []
-        pending: list[JobSpec] = []
-        for row in sorted(rows, key=lambda r: (r.queued_s, r.id)):
-            spec = spec_of(row, names[row.team_id])
-            if row.state == "pending":
-                pending.append(spec)
-            elif spec.placement:
-                node = self.cluster.node(spec.placement[0].node)
-                started = spec.started_s if spec.started_s is not None else now
-                running.append(RunningJob(spec=spec, flavor=node.accelerator, started_s=started))
         etas: dict[str, float | None] = {}
-        if pending:
-            step_s = 10.0 if len(pending) <= 500 else 60.0 if len(pending) <= 5000 else 300.0
+        if queue.pending:
             result = estimate_starts(
                 self.cluster,
-                teams,
-                running,
-                pending,
+                queue.teams,
+                queue.running,
+                queue.pending,
                 now_s=now,
                 profile=self.config.profile,
-                cycle_interval_s=step_s,
+                cycle_interval_s=queue_cycle_s(len(queue.pending)),
             )
             etas = dict(result.start_s)
         with self.sessions.begin() as s:

@@ -12,10 +12,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
+from gpufleet.control.jobs import live_queue
 from gpufleet.control.models import Team
 from gpufleet.errors import UserError
 from gpufleet.portal.web import Caller, Ctx, Db, render
-from gpufleet.portal.whatif import MAX_ADDED_GPUS, Scenario, run, snapshot
+from gpufleet.portal.whatif import MAX_ADDED_GPUS, Scenario, run
 from gpufleet.sched.registry import PROFILES
 
 router = APIRouter()
@@ -56,7 +57,7 @@ def whatif(
         try:
             now = ctx.clock()
             result = run(
-                snapshot(s, ctx.cluster, now),
+                live_queue(s, ctx.cluster, now),
                 ctx.cluster,
                 chosen,
                 now_s=now,

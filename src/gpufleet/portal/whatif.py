@@ -15,21 +15,15 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from gpufleet.cluster import Cluster, Node
-from gpufleet.control.admin import teams_spec
-from gpufleet.control.eta import EtaResult, RunningJob, estimate_starts
-from gpufleet.control.jobs import SPEC_COLUMNS, spec_of
-from gpufleet.control.models import Job, Team
+from gpufleet.control.eta import EtaResult, estimate_starts, queue_cycle_s
+from gpufleet.control.jobs import LiveQueue
 from gpufleet.errors import UserError
 from gpufleet.sched.registry import PROFILES
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import Quota, TeamsSpec
 
 MAX_ADDED_GPUS = 4096
-LIVE = ("pending", "starting", "running", "stopping")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +35,6 @@ class Scenario:
     add_gpus: int = 0
     accelerator: str | None = None
     to_team: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """The queue as the store has it now, in the forms the ETA engine takes."""
-
-    teams: TeamsSpec | None
-    running: tuple[RunningJob, ...]
-    pending: tuple[JobSpec, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,24 +67,6 @@ class WhatIf:
     gpus_after: dict[str, int]
     assumed_runtime: int  # jobs whose runtime was assumed (they declare none)
     wall_s: float
-
-
-def snapshot(s: Session, cluster: Cluster, now_s: float) -> Snapshot:
-    """Running and pending jobs as `Reconciler.estimate_etas` reads them."""
-    teams = teams_spec(s)
-    names = {t.id: t.name for t in s.scalars(select(Team))}
-    rows = s.execute(select(*SPEC_COLUMNS).where(Job.state.in_(LIVE))).all()
-    running: list[RunningJob] = []
-    pending: list[JobSpec] = []
-    for row in sorted(rows, key=lambda r: (r.queued_s, r.id)):
-        spec = spec_of(row, names[row.team_id])
-        if row.state == "pending":
-            pending.append(spec)
-        elif spec.placement:
-            node = cluster.node(spec.placement[0].node)
-            started = spec.started_s if spec.started_s is not None else now_s
-            running.append(RunningJob(spec=spec, flavor=node.accelerator, started_s=started))
-    return Snapshot(teams, tuple(running), tuple(pending))
 
 
 def grow(cluster: Cluster, accelerator: str, add_gpus: int) -> Cluster:
@@ -156,7 +123,7 @@ def with_guarantee(teams: TeamsSpec, team: str, flavor: str, add_gpus: int) -> T
 
 
 def run(
-    snap: Snapshot,
+    snap: LiveQueue,
     cluster: Cluster,
     scenario: Scenario,
     *,
@@ -197,10 +164,9 @@ def run(
     )
 
 
-def _estimate(snap: Snapshot, cluster: Cluster, profile: str, now_s: float) -> EtaResult | None:
+def _estimate(snap: LiveQueue, cluster: Cluster, profile: str, now_s: float) -> EtaResult | None:
     if snap.teams is None or not snap.pending:
         return None
-    step_s = 10.0 if len(snap.pending) <= 500 else 60.0 if len(snap.pending) <= 5000 else 300.0
     return estimate_starts(
         cluster,
         snap.teams,
@@ -208,7 +174,7 @@ def _estimate(snap: Snapshot, cluster: Cluster, profile: str, now_s: float) -> E
         snap.pending,
         now_s=now_s,
         profile=profile,
-        cycle_interval_s=step_s,
+        cycle_interval_s=queue_cycle_s(len(snap.pending)),
     )
 
 
