@@ -113,3 +113,27 @@ def test_a_member_of_another_team_gets_a_404_for_the_job(
     expect(page.get_by_role("heading", name="Jobs of nlp")).to_be_visible()
     expect(page.locator(f"#job-{a}")).to_have_count(0)
     expect(page.locator("#h-pending")).to_have_text("Waiting (0)")
+
+
+def test_the_queue_does_not_refresh_under_a_reader_and_does_once_they_leave(
+    page: Page, live: Live, queued: list[int]
+) -> None:
+    """The page refreshes its queue every 10 s, but not while focus is in it or a
+    "jobs ahead" list is open: that would close the list and lose the keyboard focus."""
+    _, b = queued
+    log_in(page, live, "vision-member", "/portal/jobs")
+    row = page.locator(f"#job-{b}")
+    row.get_by_text("1 job ahead").click()  # opens the details (and focuses its summary)
+    late = live.submit("vision-member", name="late", gpus=8, accelerator=H100)
+    live.cycle(10)
+
+    page.clock.run_for(25_000)  # two refreshes due
+    page.wait_for_timeout(1_500)  # real time, for a refresh that was not held back to land
+    expect(row.locator("details")).to_have_attribute("open", "")
+    expect(page.locator(f"#job-{late}")).to_have_count(0)  # not refreshed
+
+    row.get_by_text("1 job ahead").click()  # closed again
+    page.locator("#h-pending").click()  # focus leaves the table (a heading is not focusable)
+    page.evaluate("() => document.activeElement.blur()")
+    page.clock.run_for(11_000)
+    expect(page.locator(f"#job-{late}")).to_be_visible()  # the next refresh came

@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 
 from gpufleet.control.models import Job
@@ -154,3 +155,103 @@ def test_an_admin_names_the_team(portal: Portal) -> None:
     assert "which team" in _error(r.text, "team")
     r = b.post("/portal/submit", {**GOOD, "team": "nlp"})
     assert r.status_code == 303
+
+
+def test_data_staging_rows_become_the_requests_data_and_skip_empty_rows(portal: Portal) -> None:
+    b = portal.as_("vision-member")
+    rows = {
+        "data_source_0": "/datasets/imagenet/val",
+        "data_target_0": "data/val",
+        "data_source_1": "",
+        "data_target_1": "",
+        "data_source_2": "/datasets/labels.csv",
+        "data_target_2": "/scratch/labels.csv",
+    }
+    r = b.post("/portal/submit", {**GOOD, **rows})
+    assert r.status_code == 303, r.text[:500]
+    job_id = int(r.headers["location"].rsplit("/", 1)[1])
+    with portal.plane.sessions() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        assert job.data == [
+            {"source": "/datasets/imagenet/val", "target": "data/val"},
+            {"source": "/datasets/labels.csv", "target": "/scratch/labels.csv"},
+        ]
+
+
+@pytest.mark.parametrize(
+    ("rows", "field", "message"),
+    [
+        pytest.param(
+            {"data_source_0": "/d/a", "data_target_0": ""},
+            "data-target-0",
+            "where to put it",
+            id="source-without-target",
+        ),
+        pytest.param(
+            {"data_source_0": "", "data_target_0": "data/a"},
+            "data-source-0",
+            "path to copy from",
+            id="target-without-source",
+        ),
+        pytest.param(  # row 0 empty: the request's data[0] is form row 1
+            {
+                "data_source_0": "",
+                "data_target_0": "",
+                "data_source_1": "/d/" + "x" * 5000,
+                "data_target_1": "t",
+            },
+            "data-source-1",
+            "at most 4096 characters",
+            id="too-long-lands-on-its-own-row",
+        ),
+    ],
+)
+def test_data_staging_errors_are_next_to_their_row(
+    portal: Portal, rows: dict[str, str], field: str, message: str
+) -> None:
+    r = portal.as_("vision-member").post("/portal/submit", {**GOOD, **rows})
+    assert r.status_code == 422
+    assert message in _error(r.text, field)
+    assert f'aria-describedby="{field}-error"' in r.text
+    assert _jobs(portal) == 0
+
+
+def test_add_another_input_keeps_the_form_and_adds_an_empty_row(portal: Portal) -> None:
+    b = portal.as_("vision-member")
+    page = b.get("/portal/submit").text
+    assert 'id="data-source-0"' in page
+    assert 'id="data-source-1"' not in page
+    rows = {"data_source_0": "/d/a", "data_target_0": "a"}
+    r = b.post("/portal/submit", {**GOOD, **rows, "action": "add_data"})
+    assert r.status_code == 200
+    assert 'id="data-source-0" name="data_source_0" value="/d/a"' in r.text
+    assert 'id="data-source-1" name="data_source_1" value=""' in r.text
+    assert 'id="name" name="name" value="resnet-50"' in r.text
+    assert _jobs(portal) == 0
+
+
+def test_pressing_enter_previews_rather_than_adding_a_row(portal: Portal) -> None:
+    """Implicit submission uses the form's first submit button: it must be Preview."""
+    page = portal.as_("vision-member").get("/portal/submit").text
+    form = page[page.index('id="submit-form"') :]
+    first = re.search(r"<button[^>]*>", form)
+    assert first
+    assert 'value="preview"' in first.group(0)
+
+
+def test_the_error_summary_links_to_each_field_with_a_problem(portal: Portal) -> None:
+    r = portal.as_("vision-member").post(
+        "/portal/submit", {**GOOD, "gpus": "0", "data_source_1": "/d/a", "data_target_1": ""}
+    )
+    assert r.status_code == 422
+    summary = re.search(r'<ul id="error-summary">(.*?)</ul>', r.text, re.S)
+    assert summary
+    links = dict(re.findall(r'<a href="#([^"]+)">([^<]+)</a>', summary.group(1)))
+    assert list(links.items()) == [  # in the order of the form
+        ("gpus", "GPUs per worker"),
+        ("data-target-1", "Input 2: to"),
+    ]
+    for anchor in links:
+        assert f'id="{anchor}"' in r.text  # each link has its field on the page
+    assert "at least 1" in _error(r.text, "gpus")

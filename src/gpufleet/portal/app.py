@@ -16,12 +16,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException
 
 from gpufleet.api.context import AppContext
-from gpufleet.api.deps import RateLimitedError
-from gpufleet.control.auth import ForbiddenError, NotFoundError
+from gpufleet.api.deps import RateLimitedError, context
+from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
 from gpufleet.errors import UserError
 from gpufleet.portal import (
     routes_admin,
@@ -34,7 +34,8 @@ from gpufleet.portal import (
     routes_team,
     routes_whatif,
 )
-from gpufleet.portal.web import PREFIX, LoginRequiredError, render
+from gpufleet.portal.sessions import SESSION_COOKIE, resolve
+from gpufleet.portal.web import PREFIX, LoginRequiredError, Me, render
 
 # Scripts only from this origin (htmx and Chart.js are vendored; no inline script runs);
 # inline styles are allowed for the plan report, which carries its own stylesheet. Framing
@@ -97,8 +98,13 @@ def _errors(portal: FastAPI) -> None:
             return Response(status_code=204, headers={"HX-Redirect": url})
         return RedirectResponse(url, status_code=303)
 
-    def page(request: Request, status: int, title: str, message: str) -> Response:
-        return render(request, "error.html.j2", None, status, title=title, message=message)
+    def page(
+        request: Request, status: int, title: str, message: str, *, lookup: bool = True
+    ) -> Response:
+        caller = _caller(request, lookup=lookup)
+        return render(
+            request, "error.html.j2", caller, status, title=title, message=message, status=status
+        )
 
     @portal.exception_handler(UserError)
     async def user_error(request: Request, exc: UserError) -> Response:
@@ -126,7 +132,39 @@ def _errors(portal: FastAPI) -> None:
 
     @portal.exception_handler(OperationalError)
     async def busy(request: Request, exc: OperationalError) -> Response:
-        return page(request, 503, "Busy", "The store is busy or unavailable; retry.")
+        return page(request, 503, "Busy", "The store is busy or unavailable; retry.", lookup=False)
+
+    @portal.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> Response:
+        # Starlette logs the exception and re-raises it after this page is sent; the page
+        # says nothing of it (a traceback may hold another team's data).
+        return page(
+            request,
+            500,
+            "Something went wrong",
+            "The portal could not show this page. The error is in the server's log; "
+            "try again, or tell your admin if it keeps happening.",
+            lookup=False,
+        )
+
+
+def _caller(request: Request, *, lookup: bool) -> Me | None:
+    """Who an error page is for, so it keeps the nav bar: the caller the page's dependency
+    already resolved, else (an unknown path or a malformed id never reaches it) the
+    session behind the cookie, looked up once more when `lookup` allows it."""
+    known = getattr(request.state, "portal_me", None)
+    if isinstance(known, Me):
+        return known
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if not lookup or not cookie:
+        return None
+    ctx = context(request)
+    try:
+        with ctx.sessions() as s:
+            user = resolve(s, cookie, ctx.clock())
+    except (AuthError, SQLAlchemyError):
+        return None
+    return Me(user.who, user.csrf)
 
 
 def install_portal(app: FastAPI, ctx: AppContext) -> None:

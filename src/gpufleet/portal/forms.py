@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,12 +30,25 @@ DURATIONS = {
 _TEXT_FIELDS = ("name", "team", "project", "kind", "accelerator", "priority_class")
 
 
+DATA_ROW = re.compile(r"^data_(source|target)_(\d{1,2})$")
+
+
 @dataclass
 class Parsed:
-    """The request body the form stands for, and the fields that could not even be read."""
+    """The request body the form stands for, and the fields that could not even be read.
+
+    `data_rows[i]` is the form row of the request's `data[i]` (empty rows are skipped), so
+    an error about `data[i]` goes next to the row it came from."""
 
     data: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    data_rows: list[int] = field(default_factory=list)
+
+
+def data_row_count(values: Mapping[str, str]) -> int:
+    """How many data-staging rows the form sent (the highest row number + 1)."""
+    rows = [int(m.group(2)) for k in values if (m := DATA_ROW.match(k))]
+    return max(rows) + 1 if rows else 0
 
 
 def parse_submit(values: Mapping[str, str]) -> Parsed:
@@ -71,7 +84,27 @@ def parse_submit(values: Mapping[str, str]) -> Parsed:
     env = _env(values.get("env", ""), out)
     if env:
         out.data["env"] = env
+    _data(values, out)
     return out
+
+
+def _data(values: Mapping[str, str], out: Parsed) -> None:
+    """Rows of (source, target) -> `data`; a row with only one of them is an error there."""
+    staged = []
+    for row in range(data_row_count(values)):
+        source = values.get(f"data_source_{row}", "").strip()
+        target = values.get(f"data_target_{row}", "").strip()
+        if not source and not target:
+            continue
+        if not source:
+            out.errors[f"data_source_{row}"] = "give the path to copy from (or clear the row)"
+        elif not target:
+            out.errors[f"data_target_{row}"] = "give where to put it (or clear the row)"
+        else:
+            staged.append({"source": source, "target": target})
+            out.data_rows.append(row)
+    if staged:
+        out.data["data"] = staged
 
 
 def _number(out: Parsed, values: Mapping[str, str], name: str, kind: type[int | float]) -> None:
@@ -97,18 +130,22 @@ def _env(text: str, out: Parsed) -> dict[str, str]:
     return env
 
 
-def validation_errors(exc: ValidationError) -> dict[str, str]:
-    """`JobRequest`'s validation errors by form field."""
+def validation_errors(exc: ValidationError, data_rows: Sequence[int] = ()) -> dict[str, str]:
+    """`JobRequest`'s validation errors by form field (`data_rows` as in `Parsed`)."""
     errors: dict[str, str] = {}
     for err in exc.errors():
-        name, message = _field_message(err)
+        name, message = _field_message(err, data_rows)
         errors.setdefault(name, message)
     return errors
 
 
-def _field_message(err: ErrorDetails) -> tuple[str, str]:
+def _field_message(err: ErrorDetails, data_rows: Sequence[int]) -> tuple[str, str]:
     loc = [str(p) for p in err["loc"]]
-    message = str(err["msg"]).removeprefix("Value error, ")
+    message = _plain(err)
+    if loc and loc[0] == "data":
+        if len(loc) >= 3 and loc[1].isdigit() and int(loc[1]) < len(data_rows):
+            return f"data_{loc[2]}_{data_rows[int(loc[1])]}", message
+        return "data", message  # e.g. too many inputs
     if not loc:  # a model-level rule
         if "workers" in message:
             return "workers", message
@@ -122,6 +159,24 @@ def _field_message(err: ErrorDetails) -> tuple[str, str]:
             message = "must be longer than 0 s"
         return DURATIONS[name], message
     return name, message
+
+
+def _plain(err: ErrorDetails) -> str:
+    """Pydantic's message in the form's words where it has a stock one ("Field required",
+    "Input should be greater than or equal to 1")."""
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    if kind == "missing":
+        return "required"
+    if kind == "greater_than_equal":
+        return f"at least {ctx['ge']}"
+    if kind == "less_than_equal":
+        return f"at most {ctx['le']}"
+    if kind == "greater_than":
+        return f"more than {ctx['gt']}"
+    if kind == "less_than":
+        return f"less than {ctx['lt']}"
+    return str(err["msg"]).removeprefix("Value error, ")
 
 
 _PREFIXED = re.compile(r"^(gpus|gpu_fraction|command|workers|mig_profile|accelerator): ")

@@ -201,6 +201,10 @@ def create_token(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> H
                 expires_s = ctx.clock() + parse_duration(expires)
             except ValueError as exc:
                 raise UserError(f"expires in: {exc}") from None
+        if text(form, "role") != "admin" and not text(form, "team"):
+            raise UserError(
+                f"a {text(form, 'role') or 'member'} token belongs to a team: choose one"
+            )
         body = api_admin.TokenIn.model_validate(
             {
                 "user": text(form, "user"),

@@ -129,6 +129,8 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
         logs=logs,
         ahead=ahead,
         classes=classes,
+        staged=[(str(d.get("source", "")), str(d.get("target", ""))) for d in job.data or []],
+        env_names=sorted(job.env or {}),  # names only: values may be credentials
         final=job.state in lifecycle.FINAL,
         can_cancel=me.can_write and job.state not in lifecycle.FINAL,
     )

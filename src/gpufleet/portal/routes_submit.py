@@ -17,10 +17,17 @@ from sqlalchemy.orm import Session
 
 from gpufleet.api import routes_jobs as api_jobs
 from gpufleet.api.context import AppContext
-from gpufleet.control.jobs import JobRequest
+from gpufleet.control.jobs import MAX_DATA, JobRequest
 from gpufleet.control.models import PriorityClass, Team
 from gpufleet.errors import UserError
-from gpufleet.portal.forms import FORM, parse_submit, submit_errors, validation_errors
+from gpufleet.portal.forms import (
+    DATA_ROW,
+    FORM,
+    data_row_count,
+    parse_submit,
+    submit_errors,
+    validation_errors,
+)
 from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, Me, render, text
 
 router = APIRouter()
@@ -82,6 +89,7 @@ def _page(
     preview: dict[str, Any] | None = None,
     valid: bool = False,
     status_code: int = 200,
+    data_rows: int = 1,
 ) -> HTMLResponse:
     options = _options(s, ctx, me)
     return render(
@@ -94,8 +102,47 @@ def _page(
         errors=_placed(errors or {}, options, me),
         preview=json.dumps(preview or {}, indent=2),
         valid=valid,
+        data_rows=max(1, data_rows),
+        field_label=field_label,
+        field_anchor=field_anchor,
+        max_data=MAX_DATA,
         **options,
     )
+
+
+LABELS = {
+    "name": "Name",
+    "team": "Team",
+    "project": "Project",
+    "kind": "Kind",
+    "request_type": "GPUs",
+    "gpus": "GPUs per worker",
+    "mig_profile": "MIG profile",
+    "gpu_fraction": "Fraction of a GPU",
+    "accelerator": "Accelerator",
+    "workers": "Workers",
+    "priority_class": "Priority class",
+    "checkpoint_interval": "Checkpoint interval",
+    "runtime_estimate": "Runtime estimate",
+    "command": "Command",
+    "env": "Environment",
+    "data": "Data to stage",
+}
+
+
+def field_label(name: str) -> str:
+    """A field's label in the error summary (data rows: "Input 2: to")."""
+    found = DATA_ROW.match(name)
+    if found:
+        part = "copy from" if found.group(1) == "source" else "to"
+        return f"Input {int(found.group(2)) + 1}: {part}"
+    return LABELS.get(name, name)
+
+
+def field_anchor(name: str) -> str:
+    """The id of the control an error is about (the summary links to it)."""
+    special = {"data": "data-fieldset", "request_type": "request-type-gpus"}
+    return special.get(name, name.replace("_", "-"))
 
 
 def _placed(errors: dict[str, str], options: dict[str, Any], me: Me) -> dict[str, str]:
@@ -112,7 +159,16 @@ def _placed(errors: dict[str, str], options: dict[str, Any], me: Me) -> dict[str
     moved = [v for k, v in errors.items() if k in hidden]
     if moved:
         out[FORM] = "; ".join([*([out[FORM]] if FORM in out else []), *moved])
-    return out
+    return dict(sorted(out.items(), key=lambda item: _form_order(item[0])))
+
+
+def _form_order(name: str) -> tuple[int, int]:
+    """Where a field is on the form, so the error summary reads top to bottom."""
+    found = DATA_ROW.match(name)
+    if found:
+        return len(FIELDS) + 1, 2 * int(found.group(2)) + (found.group(1) == "target")
+    order = [FORM, *FIELDS, "data"]
+    return (order.index(name) if name in order else len(order)), 0
 
 
 @router.get("/submit", name="submit", response_class=HTMLResponse)
@@ -125,17 +181,24 @@ def submit(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> Respons
     """`action=preview` only checks and previews; otherwise the job is queued and the
     browser goes to its page."""
     values = {name: text(form, name) for name in FIELDS}
+    rows = min(MAX_DATA, data_row_count(dict.fromkeys(form, "")))
+    for row in range(rows):
+        for part in ("source", "target"):
+            values[f"data_{part}_{row}"] = text(form, f"data_{part}_{row}")
+    action = text(form, "action")
     parsed = parse_submit(values)
     errors = dict(parsed.errors)
     req: JobRequest | None = None
     try:
         req = JobRequest.model_validate(parsed.data)
     except ValidationError as exc:
-        for name, message in validation_errors(exc).items():
+        for name, message in validation_errors(exc, parsed.data_rows).items():
             errors.setdefault(name, message)
     preview = req.model_dump(mode="json", exclude_defaults=True) if req else parsed.data
-    if text(form, "action") == "preview" or errors or req is None:
-        status = 422 if errors and text(form, "action") != "preview" else 200
+    if action == "add_data":  # another empty row, without JavaScript
+        rows = min(MAX_DATA, rows + 1)
+    if action in ("preview", "add_data") or errors or req is None:
+        status = 422 if errors and action not in ("preview", "add_data") else 200
         return _page(
             request,
             me,
@@ -146,6 +209,7 @@ def submit(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> Respons
             preview=preview,
             valid=not errors,
             status_code=status,
+            data_rows=rows,
         )
     try:
         job = api_jobs.submit_job(req, me.who, ctx, s)
@@ -160,5 +224,6 @@ def submit(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> Respons
             errors=submit_errors(exc),
             preview=preview,
             status_code=422,
+            data_rows=rows,
         )
     return RedirectResponse(f"{PREFIX}/jobs/{job.id}", status_code=303)

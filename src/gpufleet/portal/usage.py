@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from gpufleet.control.chargeback import UsageRecord
 
 WINDOWS: Mapping[str, tuple[float, int]] = {  # name -> (seconds, buckets)
+    "1h": (3_600.0, 60),
     "24h": (86_400.0, 48),
     "7d": (7 * 86_400.0, 56),
     "30d": (30 * 86_400.0, 60),

@@ -60,9 +60,11 @@ def me(request: Request, s: Annotated[Session, Depends(session)]) -> Me:
     except AuthError as exc:
         raise LoginRequiredError(str(exc)) from None
     s.commit()
+    caller = Me(user.who, user.csrf)
+    request.state.portal_me = caller  # for an error page of this request (its nav bar)
     if not ctx.limiter.allow(user.who.token_id):
         raise RateLimitedError("too many requests for this token; slow down")
-    return Me(user.who, user.csrf)
+    return caller
 
 
 async def checked_form(request: Request, caller: Annotated[Me, Depends(me)]) -> FormData:

@@ -1,5 +1,6 @@
-// gpufleet portal: draws the charts whose data the page carries as JSON. No build step;
-// the page works without this file (each chart has its data as a table next to it).
+// gpufleet portal: draws the charts whose data the page carries as JSON, and keeps the
+// periodic refreshes out of the way of a reader. No build step; the pages work without
+// this file (each chart has its data as a table next to it).
 (function () {
   "use strict";
   var palette = ["#1f4e99", "#b35900", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#5d4037"];
@@ -58,4 +59,21 @@
 
   document.addEventListener("DOMContentLoaded", drawAll);
   document.addEventListener("htmx:afterSettle", drawAll);
+
+  // A periodic refresh replaces its whole region. Not while someone works in it: it
+  // would take away their keyboard focus and close the details they opened. The next
+  // refresh after they leave brings the region up to date.
+  function inUse(region) {
+    var active = document.activeElement;
+    var focused = active && active !== document.body && region.contains(active);
+    return focused || region.querySelector("details[open]") !== null;
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var region = evt.detail.elt;
+    var trigger = region && region.getAttribute("hx-trigger");
+    if (trigger && trigger.indexOf("every ") === 0 && inUse(region)) {
+      evt.preventDefault();
+    }
+  });
 })();
