@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 # Trust the machine's CA store, as pip and curl do (TLS-inspecting proxies, private mirrors).
 export UV_SYSTEM_CERTS ?= 1
 
-.PHONY: run test check lint typecheck format bench clean
+.PHONY: run demo test check lint typecheck format bench clean
 
 $(UV):
 	python3 scripts/bootstrap_uv.py $(dir $(UV))
@@ -26,6 +26,10 @@ PLAN_OUT ?= out/plan
 run: $(STAMP)
 	$(VENV)/bin/gpufleet plan $(PLAN_SPEC) --out $(PLAN_OUT)
 	@echo "open $(PLAN_OUT)/plan.html (or plan.pdf, plan.md, plan.json)"
+
+# The portal on an emulated cluster with jobs arriving; prints the URL and tokens; Ctrl-C stops.
+demo: $(STAMP)
+	$(VENV)/bin/gpufleet demo $(DEMO_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto
