@@ -13,6 +13,7 @@ from gpufleet import __version__
 from gpufleet.cli import (
     catalog,
     control,
+    demo,
     inference,
     plan,
     schedule,
@@ -56,6 +57,7 @@ app.add_typer(simulate.app, name="simulate")
 app.add_typer(control.db_app, name="db")
 app.add_typer(control.admin_app, name="admin")
 app.command("serve")(control.serve)
+app.command("demo")(demo.demo)
 _GROUPS = frozenset(
     {"catalog", "estimate", "search", "validate", "bench", "simulate", "db", "admin"}
 )
