@@ -132,7 +132,7 @@ def test_the_demo_starts_a_living_portal_and_stops_on_ctrl_c(tmp_path: Path, pre
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        lines = _read_until(proc, r"Ctrl-C stops the demo", 120)
+        lines = _read_until(proc, r"Ctrl-C stops the demo", 240)
         banner = "\n".join(lines)
         url = re.search(r"portal\s+(http://\S+)/portal/", banner)
         assert url, banner

@@ -43,7 +43,7 @@ DEFAULT_CLUSTER = Path("examples/sched-cluster.yaml")
 STORE_NAME = "gpufleet.db"
 LOG_NAME = "server.log"
 PENDING_CAP = 10  # per team: the stream pauses for a team with this many jobs waiting
-START_TIMEOUT_S = 90.0
+START_TIMEOUT_S = 180.0  # a loaded 2-core machine takes a while to import and migrate
 STOP_TIMEOUT_S = 30.0
 
 # The demo's teams: both in one cohort, so research borrows prod's idle H100s and prod's
