@@ -14,6 +14,7 @@ from gpufleet.cli import (
     catalog,
     control,
     demo,
+    export,
     inference,
     plan,
     schedule,
@@ -57,9 +58,12 @@ app.add_typer(simulate.app, name="simulate")
 app.add_typer(control.db_app, name="db")
 app.add_typer(control.admin_app, name="admin")
 app.command("serve")(control.serve)
+app.add_typer(export.export_app, name="export")
+app.add_typer(export.import_app, name="import")
 app.command("demo")(demo.demo)
 _GROUPS = frozenset(
     {"catalog", "estimate", "search", "validate", "bench", "simulate", "db", "admin"}
+    | {"export", "import"}
 )
 app.command("schema")(specs.schema)
 app.command("check")(specs.check)
