@@ -124,6 +124,19 @@ def test_node_is_one_scaleup_domain_by_default() -> None:
     assert len(c.domain_members("h100-2")) == 8
 
 
+def test_domains_that_are_nodes_are_answered_from_the_node_index() -> None:
+    # each H100 node is one NVLink domain: the state keeps no second copy of its counters
+    c = lab()
+    assert c.domains_are_nodes(H100)
+    s = State(c)
+    s.allocate("j", Whole("h100-1", (0, 1, 2)))
+    assert s.free_in_domain("h100-1") == s.free_gpus("h100-1") == 5
+    assert s.worker_room_in_domain("h100-1", 2) == 2
+    assert list(s.domains_with_free(H100, 6)) == list(s.nodes_with_free(H100, 6))
+    s.release_all("j")
+    assert s.free_in_domain("h100-1") == 8
+
+
 def test_nvl72_domain_spans_eighteen_four_gpu_nodes() -> None:
     nodes = expand_group("gb", "gb200", 4, [("r1",)] * 20, domain_gpus=72)
     c = Cluster(("rack", "node"), tuple(nodes))
@@ -156,6 +169,7 @@ def test_pcie_cards_form_nvlink_pairs_inside_a_node() -> None:
     s.allocate("j", Whole("p-0", (0, 2)))
     assert [s.free_in_domain(f"p-0/nvl{i}") for i in range(4)] == [1, 1, 2, 2]
     assert list(s.domains_with_free("h100-pcie-80gb", 2)) == ["p-0/nvl2", "p-0/nvl3"]
+    assert not c.domains_are_nodes("h100-pcie-80gb")  # pairs keep counters of their own
 
 
 def test_node_group_without_topology_sits_under_placeholder_groups() -> None:

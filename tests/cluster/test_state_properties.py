@@ -336,10 +336,15 @@ class ClusterStateMachine(RuleBasedStateMachine):
         claims = data.draw(st.lists(self.ctx.claims, min_size=1, max_size=3))
         self.attempt(job, claims, release=True)
 
-    @rule(job=JOBS)
-    def release_job(self, job: str) -> None:
-        released = self.writer.release_job(job)
-        for claim in released.claims():
+    @rule(job=JOBS, returning=st.booleans())
+    def release_job(self, job: str, returning: bool) -> None:
+        held = self.state.holdings(job)
+        if returning:
+            released = self.writer.release_job(job)
+            assert released == held
+        else:
+            self.writer.release_all(job)  # the same move, without the holdings
+        for claim in held.claims():
             assert self.model.apply(self.ctx, job, claim, release=True)
         assert self.state.holdings(job).empty
 

@@ -69,7 +69,8 @@ class Whole:
     gpus: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gpus", tuple(self.gpus))
+        if type(self.gpus) is not tuple:
+            object.__setattr__(self, "gpus", tuple(self.gpus))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,20 @@ def _room(hist: list[int], per: int) -> int:
     return sum(hist[v] * (v // per) for v in range(per, len(hist)))
 
 
+_MASK_IDS: dict[int, tuple[int, ...]] = {}  # bitmask -> its set bits: a memo of a pure function
+_MASK_MEMO_BELOW = 1 << 16  # nodes of up to 16 GPUs: at most 65,536 small tuples
+
+
+def _mask_ids(mask: int) -> tuple[int, ...]:
+    """The set bits of a free-GPU bitmask, ascending."""
+    ids = _MASK_IDS.get(mask)
+    if ids is None:
+        ids = tuple(g for g in range(mask.bit_length()) if mask >> g & 1)
+        if mask < _MASK_MEMO_BELOW:
+            _MASK_IDS[mask] = ids
+    return ids
+
+
 def _guarded(state: State, version: int, items: Iterator[T]) -> Iterator[T]:
     """Yield from a live index, but fail loudly if the state changes mid-iteration."""
     for item in items:
@@ -213,8 +228,7 @@ class StateView(ABC):
 
     def free_gpu_ids(self, node: str) -> tuple[int, ...]:
         s = self._core()
-        mask = s._node_mask[s._cluster.node_index(node)]
-        return tuple(g for g in range(mask.bit_length()) if mask >> g & 1)
+        return _mask_ids(s._node_mask[s._cluster.node_index(node)])
 
     def free_total(self, accelerator: str) -> int:
         """Free whole GPUs of one accelerator in the cluster: O(1)."""
@@ -296,6 +310,7 @@ class StateView(ABC):
         if i == len(cluster.levels) - 1:
             index = s._node_index.get(accelerator)
         else:
+            s._sync_groups()
             index = s._agg_index.get((i, accelerator))
         return 0 if index is None else index.max_value()
 
@@ -306,6 +321,7 @@ class StateView(ABC):
         i = cluster.level_index(level)
         if i == len(cluster.levels) - 1:
             return self.nodes_with_free(accelerator, at_least)
+        s._sync_groups()
         index = s._agg_index.get((i, accelerator))
         if index is None:
             return iter(())
@@ -319,7 +335,8 @@ class StateView(ABC):
         d = t.domain_by_name.get(domain)
         if d is None:
             raise UnknownNameError("scale-up domain", domain, t.domain_by_name)
-        return s._dom_free[d]
+        n = t.domain_alias[d]
+        return s._dom_free[d] if n < 0 else s._node_free[n]
 
     def worker_room_in_domain(self, domain: str, per: int) -> int:
         """Workers of `per` whole GPUs that fit on single nodes of one scale-up domain's nodes.
@@ -332,15 +349,25 @@ class StateView(ABC):
         d = t.domain_by_name.get(domain)
         if d is None:
             raise UnknownNameError("scale-up domain", domain, t.domain_by_name)
-        return _room(s._dom_hist[d], per)
+        n = t.domain_alias[d]
+        if n < 0:
+            return _room(s._dom_hist[d], per)
+        if per < 1:
+            raise ValueError(f"a worker needs at least one GPU, got {per}")
+        return s._node_free[n] // per
 
     def domains_with_free(self, accelerator: str, at_least: int = 1) -> Iterator[str]:
         """Scale-up domains with >= `at_least` free whole GPUs, tightest first."""
         s = self._core()
+        t = s._cluster.tables
+        names = t.domain_names
+        if accelerator in t.node_aligned:  # each domain is one node: read the node index
+            nodes = s._node_index[accelerator].at_least(at_least)
+            of = t.node_domain
+            return _guarded(s, s._version, (names[of[n]] for n in nodes))
         index = s._dom_index.get(accelerator)
         if index is None:
             return iter(())
-        names = s._cluster.tables.domain_names
         return _guarded(s, s._version, (names[d] for d in index.at_least(at_least)))
 
     # -- MIG slices ---------------------------------------------------------------------
@@ -490,6 +517,8 @@ class State(StateView):
     """
 
     __slots__ = (
+        "_agg_dirty",
+        "_agg_filed",
         "_agg_free",
         "_agg_hist",
         "_agg_idx_of",
@@ -505,8 +534,10 @@ class State(StateView):
         "_free_epoch",
         "_free_total",
         "_gpu_frac",
+        "_group_syncs",
         "_holder",
         "_jobs",
+        "_node_doms",
         "_node_free",
         "_node_idx_of",
         "_node_index",
@@ -564,20 +595,7 @@ class State(StateView):
         self._node_index = {acc: BucketIndex(items) for acc, items in by_acc.items()}
         self._node_idx_of = [self._node_index[node.accelerator] for node in nodes]
 
-        # group indexes hold group ids (not aggregate ids) so ties list groups in tree order
-        by_level: dict[tuple[int, str], list[tuple[int, int]]] = {}
-        for a, free in enumerate(self._agg_free):
-            by_level.setdefault((t.agg_level[a], t.agg_acc[a]), []).append((t.agg_group[a], free))
-        self._agg_index = {key: BucketIndex(items) for key, items in by_level.items()}
-        self._agg_idx_of = [
-            self._agg_index[(t.agg_level[a], t.agg_acc[a])] for a in range(len(t.agg_level))
-        ]
-
-        by_dom: dict[str, list[tuple[int, int]]] = {}
-        for d, free in enumerate(self._dom_free):
-            by_dom.setdefault(t.domain_acc[d], []).append((d, free))
-        self._dom_index = {acc: BucketIndex(items) for acc, items in by_dom.items()}
-        self._dom_idx_of = [self._dom_index[acc] for acc in t.domain_acc]
+        self._group_and_domain_indexes()
 
         by_frac: dict[str, list[tuple[int, int]]] = {}
         for g in range(n_gpus):
@@ -592,6 +610,40 @@ class State(StateView):
         self._slice_set_of = [
             self._slice_free[(t.node_acc[t.gpu_node[g]], t.slice_profile[i])]
             for i, g in enumerate(t.slice_gpu)
+        ]
+
+    def _group_and_domain_indexes(self) -> None:
+        """The indexes over topology groups and scale-up domains (part of `__init__`)."""
+        t = self._cluster.tables
+        # group indexes hold group ids (not aggregate ids) so ties list groups in tree order
+        by_level: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for a, free in enumerate(self._agg_free):
+            by_level.setdefault((t.agg_level[a], t.agg_acc[a]), []).append((t.agg_group[a], free))
+        self._agg_index = {key: BucketIndex(items) for key, items in by_level.items()}
+        self._agg_idx_of = [
+            self._agg_index[(t.agg_level[a], t.agg_acc[a])] for a in range(len(t.agg_level))
+        ]
+        # The group indexes are brought up to date when read, not at every move: a move
+        # only notes its aggregates as dirty, and `_sync_groups` re-files those whose
+        # count differs from the one filed (a move undone before the next read costs
+        # nothing). Counters and histograms stay exact at every move.
+        self._agg_filed: list[int] = list(self._agg_free)
+        self._agg_dirty: set[int] = set()
+        self._group_syncs = 0  # bumped by each sync that re-filed something (see rollback)
+
+        # Node-aligned domains (each one node's GPUs) are answered from the node counters;
+        # only the others keep counters and an index of their own.
+        by_dom: dict[str, list[tuple[int, int]]] = {}
+        for d, free in enumerate(self._dom_free):
+            if t.domain_alias[d] < 0:
+                by_dom.setdefault(t.domain_acc[d], []).append((d, free))
+        self._dom_index = {acc: BucketIndex(items) for acc, items in by_dom.items()}
+        self._dom_idx_of: list[BucketIndex | None] = [
+            self._dom_index[acc] if t.domain_alias[d] < 0 else None
+            for d, acc in enumerate(t.domain_acc)
+        ]
+        self._node_doms: list[tuple[int, ...]] = [
+            () if t.node_domain[n] >= 0 else t.node_domains[n] for n in range(len(t.node_acc))
         ]
 
     def _histograms(self) -> tuple[list[list[int]], list[list[int]]]:
@@ -614,6 +666,26 @@ class State(StateView):
     def _core(self) -> State:
         return self
 
+    def _sync_groups(self) -> None:
+        """File the dirty group aggregates under their current counts (see `__init__`)."""
+        dirty = self._agg_dirty
+        if not dirty:
+            return
+        filed = self._agg_filed
+        free = self._agg_free
+        index_of = self._agg_idx_of
+        group = self._cluster.tables.agg_group
+        moved = False
+        for a in dirty:
+            now = free[a]
+            if filed[a] != now:
+                index_of[a].move(group[a], filed[a], now)
+                filed[a] = now
+                moved = True
+        dirty.clear()
+        if moved:
+            self._group_syncs += 1
+
     # -- public mutation ----------------------------------------------------------------
 
     def allocate(self, job: str, *claims: Claim) -> None:
@@ -629,7 +701,15 @@ class State(StateView):
     def release_job(self, job: str) -> Holdings:
         """Take back everything `job` holds; returns what it held (for requeue or undo)."""
         self._writable(None)
-        return self._release_all(job)
+        holdings = self.holdings(job)
+        self._release_all(job)
+        return holdings
+
+    def release_all(self, job: str) -> None:
+        """`release_job` without building the `Holdings` it returns: the simulator's
+        commonest move (a job finishes) and what-ifs' (a victim is taken out)."""
+        self._writable(None)
+        self._release_all(job)
 
     def branch(self) -> Branch:
         """A what-if: `with state.branch() as b:` rolls back on exit unless `b.commit()`."""
@@ -660,13 +740,12 @@ class State(StateView):
         self._branches.append(branch)
         return branch
 
-    def _release_all(self, job: str) -> Holdings:
+    def _release_all(self, job: str) -> None:
         """Everything `job` holds, given back straight from its own sets: what it holds
         needs no validation, and a finishing job is the simulator's commonest move."""
         h = self._jobs.get(job)
         if h is None:
-            return Holdings(job)
-        holdings = self.holdings(job)
+            return
         gpu_node = self._cluster.tables.gpu_node
         by_node: dict[int, list[int]] = {}
         for g in sorted(h.gpus):
@@ -687,7 +766,6 @@ class State(StateView):
         if self._branches:
             self._branches[-1]._log.extend(log)
         self._version = next(self._clock)
-        return holdings
 
     def _apply(self, job: str, claims: Iterable[Claim], release: bool) -> None:
         if not isinstance(job, str) or not job:
@@ -730,13 +808,54 @@ class State(StateView):
             )
         return self._cluster.gpu_id(claim.node, claim.gpu)
 
+    def _whole_ids(self, claim: Whole, job: str | None) -> tuple[int, tuple[int, ...]] | None:
+        """(node, global GPU ids) of a legal whole-GPU move, or None to take the slow path.
+
+        `job` None: every GPU must be free (allocate); else held by `job` (release). One
+        pass with a bitmask instead of the separate checks; the slow path (`_gpus_of`
+        and the per-GPU checks) only runs to word the error when this says no.
+        """
+        t = self._cluster.tables
+        n = t.node_by_name.get(claim.node)
+        gpus = claim.gpus
+        if n is None or not gpus:
+            return None
+        base = t.gpu_base[n]
+        size = t.gpu_base[n + 1] - base
+        bits = 0
+        if job is None:
+            free = self._node_mask[n]
+            for g in gpus:
+                if type(g) is not int or not 0 <= g < size:
+                    return None
+                bit = 1 << g
+                if bits & bit or not free & bit:
+                    return None
+                bits |= bit
+        else:
+            holder = self._holder
+            for g in gpus:
+                if type(g) is not int or not 0 <= g < size or holder[base + g] != job:
+                    return None
+                bit = 1 << g
+                if bits & bit:
+                    return None
+                bits |= bit
+        return n, tuple([base + g for g in gpus])
+
     def _allocate_one(self, job: str, claim: Claim, log: list[_Record]) -> None:
         if isinstance(claim, Whole):
-            n, gids = self._gpus_of(claim)
-            for local, g in zip(claim.gpus, gids, strict=True):
-                problem = self._not_free_whole(g)
-                if problem:
-                    raise AllocationError(f"cannot give {job} {claim.node}/gpu{local}: {problem}")
+            found = self._whole_ids(claim, None)
+            if found is None:
+                n, gids = self._gpus_of(claim)
+                for local, g in zip(claim.gpus, gids, strict=True):
+                    problem = self._not_free_whole(g)
+                    if problem:
+                        raise AllocationError(
+                            f"cannot give {job} {claim.node}/gpu{local}: {problem}"
+                        )
+                raise AssertionError(f"whole-GPU check disagrees on {claim}")  # pragma: no cover
+            n, gids = found
             self._take_whole(job, n, gids)
             log.append((_TAKE_WHOLE, job, n, gids))
         elif isinstance(claim, MigSlice):
@@ -781,13 +900,17 @@ class State(StateView):
 
     def _release_one(self, job: str, claim: Claim, log: list[_Record]) -> None:
         if isinstance(claim, Whole):
-            n, gids = self._gpus_of(claim)
-            for local, g in zip(claim.gpus, gids, strict=True):
-                if self._holder[g] != job:
-                    by = self._holder[g] or "nobody"
-                    raise AllocationError(
-                        f"{job} does not hold {claim.node}/gpu{local} (held by {by})"
-                    )
+            found = self._whole_ids(claim, job)
+            if found is None:
+                n, gids = self._gpus_of(claim)
+                for local, g in zip(claim.gpus, gids, strict=True):
+                    if self._holder[g] != job:
+                        by = self._holder[g] or "nobody"
+                        raise AllocationError(
+                            f"{job} does not hold {claim.node}/gpu{local} (held by {by})"
+                        )
+                raise AssertionError(f"whole-GPU check disagrees on {claim}")  # pragma: no cover
+            n, gids = found
             self._give_whole(job, n, gids)
             log.append((_GIVE_WHOLE, job, n, gids))
         elif isinstance(claim, MigSlice):
@@ -852,36 +975,40 @@ class State(StateView):
         after = before + k
         self._node_free[n] = after
         self._node_idx_of[n].move(n, before, after)
-        agg_free = self._agg_free
-        agg_idx = self._agg_idx_of
-        agg_hist = self._agg_hist
-        agg_group = t.agg_group
-        for a in t.node_aggs[n]:
-            old = agg_free[a]
-            agg_free[a] = old + k
-            agg_idx[a].move(agg_group[a], old, old + k)
-            hist = agg_hist[a]
-            hist[before] -= 1
-            hist[after] += 1
-        dom_hist = self._dom_hist
-        for d in t.node_domains[n]:
-            hist = dom_hist[d]
-            hist[before] -= 1
-            hist[after] += 1
+        aggs = t.node_aggs[n]
+        if aggs:
+            agg_free = self._agg_free
+            agg_hist = self._agg_hist
+            for a in aggs:
+                agg_free[a] += k
+                hist = agg_hist[a]
+                hist[before] -= 1
+                hist[after] += 1
+            self._agg_dirty.update(aggs)
         base = t.gpu_base[n]
-        gpu_domain = t.gpu_domain
         bits = 0
-        per_domain: dict[int, int] = {}  # one index move per domain, not one per GPU
         for g in gids:
-            d = gpu_domain[g]
-            per_domain[d] = per_domain.get(d, 0) + delta
             bits |= 1 << (g - base)
-        dom_free = self._dom_free
-        dom_idx = self._dom_idx_of
-        for d, change in per_domain.items():
-            old = dom_free[d]
-            dom_free[d] = old + change
-            dom_idx[d].move(d, old, old + change)
+        doms = self._node_doms[n]
+        if doms:  # domains other than the node itself keep their own counters
+            dom_hist = self._dom_hist
+            for d in doms:
+                hist = dom_hist[d]
+                hist[before] -= 1
+                hist[after] += 1
+            gpu_domain = t.gpu_domain
+            per_domain: dict[int, int] = {}  # one index move per domain, not one per GPU
+            for g in gids:
+                d = gpu_domain[g]
+                per_domain[d] = per_domain.get(d, 0) + delta
+            dom_free = self._dom_free
+            dom_idx = self._dom_idx_of
+            for d, change in per_domain.items():
+                old = dom_free[d]
+                dom_free[d] = old + change
+                index = dom_idx[d]
+                assert index is not None
+                index.move(d, old, old + change)
         self._node_mask[n] = self._node_mask[n] | bits if delta > 0 else self._node_mask[n] & ~bits
         acc = t.node_acc[n]
         self._free_total[acc] += k
@@ -976,7 +1103,15 @@ class Branch(StateView):
     branch came from `Snapshot.what_if()`, whose top level can never commit.
     """
 
-    __slots__ = ("_closed", "_committable", "_log", "_parent", "_start_version", "_state")
+    __slots__ = (
+        "_closed",
+        "_committable",
+        "_log",
+        "_parent",
+        "_start_syncs",
+        "_start_version",
+        "_state",
+    )
 
     def __init__(self, state: State, parent: Branch | None, committable: bool) -> None:
         self._state = state
@@ -984,6 +1119,7 @@ class Branch(StateView):
         self._committable = committable
         self._log: list[_Record] = []
         self._start_version = state._version
+        self._start_syncs = state._group_syncs
         self._closed = False
 
     def _core(self) -> State:
@@ -1021,7 +1157,14 @@ class Branch(StateView):
     def release_job(self, job: str) -> Holdings:
         """Remove a job for the what-if (Kueue's SimulateWorkloadRemoval, minus the restore)."""
         self._state._writable(self)
-        return self._state._release_all(job)
+        holdings = self._state.holdings(job)
+        self._state._release_all(job)
+        return holdings
+
+    def release_all(self, job: str) -> None:
+        """`release_job` without building the `Holdings` it returns."""
+        self._state._writable(self)
+        self._state._release_all(job)
 
     def branch(self) -> Branch:
         """A nested what-if; its commit merges into this branch, which can still roll back."""
@@ -1044,6 +1187,11 @@ class Branch(StateView):
         state._undo(self._log)
         self._log = []
         state._version = self._start_version
+        if state._group_syncs != self._start_syncs:
+            # group indexes were re-filed inside the branch: file them back now, so an
+            # iterator opened before the branch reads the index as it was (as with
+            # indexes kept up to date at every move)
+            state._sync_groups()
         self._closed = True
         state._branches.pop()
 

@@ -167,6 +167,27 @@ class Tables:
             for n in range(len(nodes))
         ]
         self.max_node_gpus: int = max((node.gpus for node in nodes), default=0)
+        # A domain that is exactly one node's GPUs (NVLink inside the node, the common case)
+        # has that node's free count; where every domain of an accelerator is such a node,
+        # the state answers domain questions from its node counters instead of keeping a
+        # second copy of them (design 0008, "node-aligned domains").
+        self.domain_node: list[int] = [-1] * len(self.domain_names)
+        for n, doms in enumerate(self.node_domains):
+            if len(doms) == 1 and all(self.gpu_node[g] == n for g in self.domain_gpus[doms[0]]):
+                self.domain_node[doms[0]] = n
+        self.node_aligned: frozenset[str] = frozenset(self.accelerators) - {
+            self.domain_acc[d] for d, n in enumerate(self.domain_node) if n < 0
+        }
+        # domain -> the node whose counters stand for it (-1: it keeps its own), and
+        # node -> its one domain where that holds
+        self.domain_alias: list[int] = [
+            n if self.domain_acc[d] in self.node_aligned else -1
+            for d, n in enumerate(self.domain_node)
+        ]
+        self.node_domain: list[int] = [-1] * len(nodes)
+        for d, n in enumerate(self.domain_alias):
+            if n >= 0:
+                self.node_domain[n] = d
 
     def _add_groups(self, node: Node, depth: int) -> None:
         groups: list[int] = []
@@ -377,6 +398,13 @@ class Cluster:
     @property
     def domains(self) -> tuple[str, ...]:
         return tuple(self.tables.domain_names)
+
+    def domains_are_nodes(self, accelerator: str) -> bool:
+        """Whether every scale-up domain of `accelerator` is exactly one node's GPUs (NVLink
+        inside the node: the common case). A placement may then treat "one domain" and
+        "one node" as the same tier, and the state answers domain queries from its node
+        index (design 0008)."""
+        return accelerator in self.tables.node_aligned
 
     def domain_of(self, node: str, gpu: int) -> str:
         return self.tables.domain_names[self.tables.gpu_domain[self.gpu_id(node, gpu)]]
