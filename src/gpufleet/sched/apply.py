@@ -48,7 +48,7 @@ def apply(
     for name in decisions.preempted:
         job = run.pop(name)
         held_gpus = sum(usage_milli(state.usage(name)).values()) / MILLI
-        state.release_job(name)
+        state.release_all(name)
         ran_s = max(0.0, now_s - (job.started_s if job.started_s is not None else now_s))
         wait[name] = job.model_copy(
             update={

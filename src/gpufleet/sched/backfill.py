@@ -70,7 +70,7 @@ def _fits_after(
 ) -> tuple[Placement, ...] | None:
     with b.branch() as w:  # rolls back
         for name in released:
-            w.release_job(name)
+            w.release_all(name)
         placed = plugin.place(w, job, request)
         return placed.placements if placed.status.ok else None
 

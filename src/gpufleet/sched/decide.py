@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import overload
 
 from gpufleet.cluster import (
@@ -62,6 +61,7 @@ from gpufleet.sched.framework import (
     OrderContext,
     Placed,
     Placement,
+    Profile,
     Relayout,
 )
 from gpufleet.sched.quota import QuotaBook, request_milli, usage_milli
@@ -71,18 +71,13 @@ from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
 
-@contextmanager
-def _what_if(view: StateView) -> Iterator[Branch]:
-    if isinstance(view, State):
-        branch = view.branch()
-    elif isinstance(view, Snapshot):
-        branch = view.what_if()
-    elif isinstance(view, Branch):
-        branch = view.branch()
-    else:
-        raise TypeError(f"decide() needs a State, Snapshot or Branch, got {type(view).__name__}")
-    with branch:
-        yield branch
+def _what_if(view: StateView) -> Branch:
+    """The cycle's what-if on `view`; a `Branch` is its own context manager (rolls back)."""
+    if isinstance(view, State | Branch):
+        return view.branch()
+    if isinstance(view, Snapshot):
+        return view.what_if()
+    raise TypeError(f"decide() needs a State, Snapshot or Branch, got {type(view).__name__}")
 
 
 def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
@@ -123,7 +118,7 @@ def _priorities(jobs: list[JobSpec], teams: TeamsSpec) -> dict[str, int]:
 
 def _load(
     b: Branch,
-    running: list[JobSpec],
+    running: Collection[JobSpec],
     pending: list[JobSpec],
     teams: TeamsSpec,
     usage: Mapping[tuple[str, str], int] | None,
@@ -180,19 +175,18 @@ class _Cycle:
         self.blocker: str | None = None
         self.team_blocker: dict[str, str] = {}
         self.unplaced_slices: list[tuple[str, Request]] = []
-        self._requests: dict[str, list[Request]] = {}
+        self._requests: dict[str, Sequence[Request]] = {}
+        self._shapes = b.cluster.derived(_RequestShapes)
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
         self._why: list[str] = []
         self._reserved_now = False
 
-    def requests(self, job: JobSpec) -> list[Request]:
+    def requests(self, job: JobSpec) -> Sequence[Request]:
         found = self._requests.get(job.name)
         if found is None:
-            found = requests_for(job, self.accelerators)
-            if self.plugins.profile.whole_gpus_only:
-                found = whole_gpus(found)
+            found = self._shapes.requests(job, self.accelerators, self.plugins.profile)
             self._requests[job.name] = found
         return found
 
@@ -254,7 +248,9 @@ class _Cycle:
         clock = time.perf_counter
         # flavors within the team's guarantee first, then those that would borrow (Kueue's
         # flavor fungibility: never borrow one flavor while another is owed)
-        requests = sorted(self.requests(job), key=lambda r: self._borrows(job, r))
+        requests = self.requests(job)
+        if len(requests) > 1:
+            requests = sorted(requests, key=lambda r: self._borrows(job, r))
         why: list[str] = []
         if not requests:
             accepts = ", ".join(job.accelerators) or "any"
@@ -369,7 +365,7 @@ class _Cycle:
         if placed.status.ok or res is None or not backfill.ends_before(job, res, self.now_s):
             return placed
         with self.b.branch() as w:  # rolls back
-            w.release_job(backfill.HOLDER)
+            w.release_all(backfill.HOLDER)
             unmasked = self.placement.place(w, job, req)
         if unmasked.status.ok:
             backfill.unmask(self.b, unmasked.placements)
@@ -380,9 +376,7 @@ class _Cycle:
         self, job: JobSpec, req: Request, need: int, placements: tuple[Placement, ...]
     ) -> None:
         claims = [c for p in placements for c in p.claims()]
-        with self.b.branch() as gang:  # all workers or nothing
-            gang.allocate(job.name, *claims)
-            gang.commit()
+        self.b.allocate(job.name, *claims)  # all workers or nothing: allocate is atomic
         self.book.add(job.team, req.accelerator, need)
         self.admitted[job.name] = placements
         self.flavors[job.name] = req.accelerator
@@ -423,7 +417,7 @@ class _Cycle:
                 freed = {v.name: usage_milli(self.b.usage(v.name)) for v in chosen}
                 with self.b.branch() as w:  # evict, then place; kept only if the placement holds
                     for v in chosen:
-                        w.release_job(v.name)
+                        w.release_all(v.name)
                     placed = self.placement.place(w, job, req)
                     if not placed.status.ok:  # not expected: choose_victims checked it
                         continue
@@ -442,7 +436,7 @@ class _Cycle:
 def decide(
     cluster: Cluster,
     state: StateView,
-    running: list[JobSpec],
+    running: Collection[JobSpec],
     pending: list[JobSpec],
     teams: TeamsSpec,
     *,
@@ -456,10 +450,12 @@ def decide(
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
     `state` is a `State`, a `Snapshot` or an open `Branch`; the cycle runs on a
-    what-if of it that always rolls back. Running jobs the state does not yet
-    hold are allocated from their placement (an invalid one raises
-    `InvalidPlacementError`); jobs the state holds but `running` does not list
-    occupy GPUs but count against no team and are never expected to end.
+    what-if of it that always rolls back. `running` may be any collection (a caller
+    keeping its running jobs in a dict passes `values()`: it is only iterated, never
+    copied). Running jobs the state does not yet hold are allocated from their
+    placement (an invalid one raises `InvalidPlacementError`); jobs the state holds
+    but `running` does not list occupy GPUs but count against no team and are never
+    expected to end.
     `history` is the teams' decayed past use, for fair share; `cycle` is the
     caller's cycle number, echoed in the decisions.
 
@@ -533,7 +529,7 @@ def decide(
         reserved = cyc.reservation
         if keep:
             if b.holds(backfill.HOLDER):
-                b.release_job(backfill.HOLDER)
+                b.release_all(backfill.HOLDER)
             b.commit()
     # 5. commit: the what-if has rolled back (or been kept); decisions go out as data
     decisions = Decisions(
@@ -550,6 +546,38 @@ def decide(
     )
     timings["commit"] = clock() - t3
     return decisions
+
+
+class _RequestShapes:
+    """A cluster's requests per job shape: `requests_for` is a pure function of a job's
+    request fields and the cluster's accelerators, and a queue repeats a few shapes, so
+    each is built once per cluster (held by `Cluster.derived`). Jobs sized from an
+    inference workload are not keyed (their model and load are the shape)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._by_shape: dict[tuple[object, ...], tuple[Request, ...]] = {}
+
+    def requests(
+        self, job: JobSpec, accelerators: list[str], profile: Profile
+    ) -> tuple[Request, ...]:
+        whole = profile.whole_gpus_only
+        if job.workload is not None:
+            found = requests_for(job, accelerators)
+            return tuple(whole_gpus(found) if whole else found)
+        key = (
+            job.gpus,
+            job.workers,
+            tuple(job.accelerators),
+            job.mig_profile,
+            job.gpu_fraction,
+            tuple(accelerators),
+            whole,
+        )
+        shaped = self._by_shape.get(key)
+        if shaped is None:
+            found = requests_for(job, accelerators)
+            shaped = self._by_shape[key] = tuple(whole_gpus(found) if whole else found)
+        return shaped
 
 
 class _PendingRequests(Sequence[Request]):

@@ -31,7 +31,16 @@ _TierKey = tuple[_Tier, str, str, int, int, bool]
 class _ClusterInfo:
     """Per-cluster lookups, each built on first use: group and domain members, spot nodes."""
 
-    __slots__ = ("_domains", "_levels", "_members_of", "cluster", "spot", "spot_set", "tiers")
+    __slots__ = (
+        "_domains",
+        "_levels",
+        "_members_of",
+        "_tiers_of",
+        "cluster",
+        "spot",
+        "spot_set",
+        "tiers",
+    )
 
     def __init__(self, cluster: Cluster) -> None:
         spot: dict[str, list[str]] = {}
@@ -46,6 +55,19 @@ class _ClusterInfo:
         self._levels: dict[str, dict[str, tuple[str, ...]]] = {}
         self._domains: dict[str, tuple[str, ...]] = {}
         self._members_of: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        self._tiers_of: dict[str, tuple[tuple[_Tier, str], ...]] = {}
+
+    def tiers_for(self, acc: str) -> tuple[tuple[_Tier, str], ...]:
+        """`tiers` for one accelerator. Where each scale-up domain is one node, the node
+        tier is the domain tier again (the same nodes in the same order, tightest first),
+        so it is left out: it could only fail where the domain tier just failed."""
+        found = self._tiers_of.get(acc)
+        if found is None:
+            node = ("level", self.cluster.levels[-1])
+            aligned = self.cluster.domains_are_nodes(acc)
+            found = tuple(t for t in self.tiers if not (aligned and t == node))
+            self._tiers_of[acc] = found
+        return found
 
     def group_members(self, level: str, group: str) -> tuple[str, ...]:
         """Nodes of one group at a topology level, in cluster order; () for an unknown group."""
@@ -245,7 +267,13 @@ class TopologyBestFit:
             return None
         total = workers * per
         info = _info(view.cluster)
-        if kind == "domain":
+        if kind == "domain" and view.cluster.domains_are_nodes(acc):
+            # each domain is one node: the tightest allowed node with the whole gang's GPUs
+            # (free >= workers x per, so its workers fit), as the general branch finds it
+            for name in view.nodes_with_free(acc, total):
+                if name not in excluded:
+                    return self._take(view, (name,), workers, per)
+        elif kind == "domain":
             for domain in view.domains_with_free(acc, total):
                 if view.worker_room_in_domain(domain, per) >= workers:
                     members = info.domain_members(domain)
@@ -313,7 +341,7 @@ class TopologyBestFit:
                 )
             return self._wait(why + self._spot_note(view, job, acc))
         if room >= workers:
-            for tier in info.tiers:
+            for tier in info.tiers_for(acc):
                 fit = self._tier(view, tier, request, excluded)
                 if fit is not None:
                     return Placed(fit)

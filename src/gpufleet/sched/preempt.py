@@ -40,7 +40,7 @@ during which the victims checkpoint and exit.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -99,7 +99,7 @@ def lost_work_gpu_s(job: JobSpec, milli_held: int, now_s: float) -> float:
 class PreemptContext:
     """What a preemption plugin may look at: the cycle's running jobs, priorities and quota."""
 
-    running: Sequence[JobSpec]
+    running: Collection[JobSpec]  # iterated only
     priority: Mapping[str, int]  # pending job -> priority value
     teams: TeamsSpec
     held_milli: Callable[[str], Mapping[str, int]]  # running job -> flavor -> milli held now
@@ -255,7 +255,7 @@ def _try(
 ) -> Placed:
     with b.branch() as w:  # rolls back
         for v in victims:
-            w.release_job(v)
+            w.release_all(v)
         return plugin.place(w, job, request)
 
 
@@ -275,7 +275,7 @@ def choose_victims(
     chosen: list[Candidate] = []
     with b.branch() as w:  # rolls back
         for cand in cands:
-            w.release_job(cand.name)
+            w.release_all(cand.name)
             chosen.append(cand)
             if plugin.place(w, job, request).status.ok:
                 break
