@@ -102,6 +102,65 @@ class SimConfig:
     relayout_s: float | None = 120.0
 
 
+class _Specs:
+    """`TraceJob.to_job_spec()`, validated once per shape of job rather than once per job.
+
+    Jobs of one workload differ mostly in their name, arrival and runtime estimate;
+    everything else (team, request, kind, class, ...) repeats. The first job of a shape
+    is validated in full; later ones copy its spec with their own name, arrival and
+    estimate, after the same checks validation makes on those three (a plain name, a
+    finite float >= 0, a finite float > 0); anything else is validated in full. The copy
+    equals what validation would give, field by field and in `model_fields_set`.
+    """
+
+    __slots__ = ("_by_shape",)
+
+    def __init__(self) -> None:
+        self._by_shape: dict[tuple[object, ...], JobSpec] = {}
+
+    def __call__(self, t: TraceJob) -> JobSpec:
+        estimate = t.runtime_estimate_s
+        key = (
+            t.team,
+            t.kind,
+            t.workers,
+            type(t.workers),
+            t.preemptible,
+            t.gpus,
+            type(t.gpus),
+            t.gpu_fraction,
+            type(t.gpu_fraction),
+            t.mig_profile,
+            t.priority_class,
+            t.user,
+            t.project,
+            t.checkpoint_interval_s,
+            type(t.checkpoint_interval_s),
+            t.accelerators,
+            estimate is None,
+        )
+        template = self._by_shape.get(key)
+        name, submit = t.name, t.submit_s
+        if (
+            template is None
+            or type(name) is not str
+            or not name
+            or name != name.strip()
+            or type(submit) is not float
+            or not 0.0 <= submit < math.inf
+            or not (estimate is None or (type(estimate) is float and 0.0 < estimate < math.inf))
+        ):
+            spec = t.to_job_spec()
+            self._by_shape.setdefault(key, spec)
+            return spec
+        update: dict[str, object] = {"name": name, "submitted_s": submit}
+        if estimate is not None:
+            update["runtime_estimate_s"] = estimate
+        if t.accelerators:
+            update["accelerators"] = list(t.accelerators)
+        return template.model_copy(update=update)
+
+
 @dataclass(frozen=True)
 class InitialRun:
     """A job already running when the simulation starts (a live cluster's state).
@@ -205,6 +264,7 @@ class Simulation:
         self.gang = plugins.profile.gang
         self._keeps_history = plugins.queue_order.uses_share
         self.specs: Mapping[str, JobSpec] = specs or {}
+        self._spec_of = _Specs()
         if initial or start_s or specs or history.at_s:
             self._check_live_inputs(initial)
         self.runs.update({r.trace.name: _Run(r.trace, r.remaining_s) for r in initial})
@@ -246,7 +306,7 @@ class Simulation:
         quota usage, metrics and its finish event are kept exactly as for any job."""
         name = r.trace.name
         run = self.runs[name]
-        spec = self.specs[name] if name in self.specs else r.trace.to_job_spec()
+        spec = self.specs[name] if name in self.specs else self._spec_of(r.trace)
         run.units = {name: spec}
         self.owner[name] = name
         self.pending[name] = spec
@@ -316,7 +376,7 @@ class Simulation:
     def _arrive(self, name: str) -> None:
         self._arrivals_left -= 1
         run = self.runs[name]
-        spec = self.specs[name] if name in self.specs else run.trace.to_job_spec()
+        spec = self.specs[name] if name in self.specs else self._spec_of(run.trace)
         if self.gang or run.trace.workers == 1:
             run.units = {name: spec}
         else:  # kube-scheduler without a gang plugin: each worker is a pod of its own
@@ -348,7 +408,7 @@ class Simulation:
         for unit in sorted(run.held):
             del self.running[unit]
             if unit not in released:
-                self.state.release_job(unit)
+                self.state.release_all(unit)
         run.held.clear()
         if self._draining:
             self._check_drains()
@@ -390,7 +450,7 @@ class Simulation:
         d = decide(
             self.cluster,
             self.state,
-            list(self.running.values()),
+            self.running.values(),  # iterated only: no copy per cycle
             list(self.pending.values()),
             self.teams,
             profile=self.config.profile,
@@ -463,7 +523,7 @@ class Simulation:
         node_name, gpu_text = key.rsplit("|", 1)
         gpu = int(gpu_text)
         if self.state.holds(DRAIN + key):
-            self.state.release_job(DRAIN + key)
+            self.state.release_all(DRAIN + key)
         if self._gpu_users(key):
             return  # taken since it was proposed: the proposal lapses
         old = self.cluster
@@ -597,7 +657,7 @@ class Simulation:
     def _repair(self, node: str) -> None:
         if node not in self.down:
             return
-        self.state.release_job(DOWN + node)
+        self.state.release_all(DOWN + node)
         self.down.discard(node)
         self.metrics.node_up(self.now_s, self.cluster.node(node).gpus)
         f, s = self.config.failures, self.config.spot

@@ -204,7 +204,9 @@ class MetricsRecorder:
 
     def _move(self, t_s: float, run: _Run, gpus: float) -> None:
         self.alloc.move(t_s, gpus)
-        area = self.team_alloc.setdefault(run.trace.team, _Area(self.start_s))
+        area = self.team_alloc.get(run.trace.team)
+        if area is None:
+            area = self.team_alloc[run.trace.team] = _Area(self.start_s)
         area.move(t_s, gpus)
         busy = run.trace.busy_fraction
         if busy is not None:
