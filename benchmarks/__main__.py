@@ -116,6 +116,69 @@ def _sim_synthetic(profile: str) -> float:
     return synthetic(1250, 20_000, profile).wall_s
 
 
+# -- multi-team plan (issue 11) -------------------------------------------------------------
+
+FLEET_NODES = (14, 16, 18, 20, 22, 24, 26, 28)  # 112 to 224 H100s around the ~120-GPU load
+FLEET_SEEDS = 5
+
+
+def fleet_bench_spec() -> object:
+    """10 teams over two weeks: Poisson training/batch gangs of 1-32 GPUs (lognormal ~3 h
+    median), 10 a day each (~1,950 jobs a seed), every third team also serving llama-3-8b
+    with a daily curve; 4 h p95 wait targets; fair-share weights 1-3."""
+    from gpufleet.specs.fleet import FleetPlanSpec
+
+    teams = []
+    for i in range(10):
+        workloads: list[dict[str, object]] = [
+            {
+                "kind": "training",
+                "arrivals_per_day": 10,
+                "gpus": {"choices": [1, 2, 4, 8, 16, 32], "weights": [5, 4, 4, 4, 2, 1]},
+                "duration": {"lognormal_median": "3h", "sigma": 1.0, "max": "3d"},
+                "checkpoint_interval": "1h",
+            }
+        ]
+        if i % 3 == 0:
+            workloads.append(
+                {
+                    "kind": "inference",
+                    "name": "serve",
+                    "model": {"preset": "llama-3-8b"},
+                    "request_rate": 10 + 5 * i,
+                    "slo": {"ttft_p99_ms": 800},
+                    "diurnal": {"trough_ratio": 0.4},
+                }
+            )
+        teams.append(
+            {
+                "name": f"team-{i}",
+                "targets": {"wait_p95": "4h"},
+                "fair_share_weight": 1 + i % 3,
+                "workloads": workloads,
+            }
+        )
+    return FleetPlanSpec.model_validate(
+        {"kind": "plan", "accelerators": ["h100-sxm5-80gb"], "horizon": "14d", "teams": teams}
+    )
+
+
+def _fleet_whatif() -> float:
+    """Seconds for 8 cluster sizes × 5 seeds of the 10-team spec, 2 worker processes."""
+    from gpufleet.plan.fleet import sweep
+    from gpufleet.specs.fleet import FleetPlanSpec
+
+    spec = fleet_bench_spec()
+    assert isinstance(spec, FleetPlanSpec)
+    result = sweep(spec, ROOT, FLEET_NODES, seeds=FLEET_SEEDS, workers=min(2, os.cpu_count() or 1))
+    print(
+        f"  fleet what-if: {result.simulations} simulations of {result.jobs_per_seed:,.0f} jobs, "
+        f"{result.wall_s:.1f} s wall, {result.cpu_s:.1f} s CPU in the simulations",
+        flush=True,
+    )
+    return result.wall_s
+
+
 # -- control plane (issue 8) ----------------------------------------------------------------
 # These entries keep a seeded store between calls (seeding 100,000 jobs takes 10-20 s): the
 # runner's warm-up call seeds it, the timed calls measure. Stores are dropped at exit.
@@ -235,6 +298,15 @@ BENCHES = [
         budget_s=1.0,
         repeat=3,
         fn=lambda: _sim_synthetic("fifo"),
+        self_timed=True,
+    ),
+    Bench(
+        "plan-multi-team-whatif",
+        "10 teams, 14 days (~1,950 jobs a seed): 8 cluster sizes x 5 seeds, 2 worker "
+        "processes; issue 11: <= 60 s",
+        budget_s=60.0,
+        repeat=1,
+        fn=_fleet_whatif,
         self_timed=True,
     ),
     Bench(

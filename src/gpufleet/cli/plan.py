@@ -1,4 +1,8 @@
-"""`gpufleet plan SPEC.yaml --out DIR`: the capacity plan, as JSON, Markdown, HTML and PDF."""
+"""`gpufleet plan SPEC.yaml --out DIR`: the capacity plan, as JSON, Markdown, HTML and PDF.
+
+A spec with `workloads:` is sized by the estimators (`plan.planner`); one with `teams:` is a
+shared cluster sized by simulation (`plan.fleet`), with `--seeds` and `--workers`.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,30 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from gpufleet.cli.output import wide_console
-from gpufleet.specs.load import load
-from gpufleet.specs.plan import PlanSpec
+from gpufleet.errors import UserError
+from gpufleet.specs.fleet import FleetPlanSpec, load_plan
 
 EXIT_INFEASIBLE = 1
 
 
-def run_plan(spec_path: Path, out_dir: Path, console: Console | None = None) -> int:
+def run_plan(
+    spec_path: Path,
+    out_dir: Path,
+    console: Console | None = None,
+    *,
+    seeds: int | None = None,
+    workers: int | None = None,
+) -> int:
     """Plan `spec_path`, write the reports to `out_dir`, print a summary; return the exit code.
 
     Bad input raises UserError (exit 2 at the CLI); an infeasible plan prints what would
@@ -27,7 +45,16 @@ def run_plan(spec_path: Path, out_dir: Path, console: Console | None = None) -> 
     from gpufleet.report.render import pdf_available, write_reports
 
     out = console or wide_console()
-    spec = load(PlanSpec, spec_path)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir}: exists and is not a folder")
+    spec = load_plan(spec_path)
+    if isinstance(spec, FleetPlanSpec):
+        return run_fleet_plan(spec, spec_path, out_dir, out, seeds=seeds, workers=workers)
+    if seeds is not None or workers is not None:
+        raise UserError(
+            "--seeds and --workers are for multi-team plans (a spec with teams:); "
+            f"{spec_path} plans workloads with the estimators"
+        )
     steps = len(spec.workloads) * max(len(spec.accelerators), 5) + 3
     started = time.perf_counter()
     with Progress(
@@ -82,17 +109,131 @@ def run_plan(spec_path: Path, out_dir: Path, console: Console | None = None) -> 
     return 0
 
 
+def run_fleet_plan(
+    spec: FleetPlanSpec,
+    spec_path: Path,
+    out_dir: Path,
+    out: Console,
+    *,
+    seeds: int | None,
+    workers: int | None,
+) -> int:
+    """A multi-team plan: simulate, write the reports, print the answer; 1 when no candidate
+    meets every target (the reports say what was tried), 2 (a UserError) for bad input."""
+    import os
+
+    from gpufleet.plan.fleet import DEFAULT_SEEDS, InfeasibleFleetError, plan_fleet
+    from gpufleet.report.fleet import write_fleet_reports
+    from gpufleet.report.render import pdf_available
+
+    n_seeds = DEFAULT_SEEDS if seeds is None else seeds
+    if n_seeds < 1:
+        raise UserError(f"--seeds: must be at least 1, got {n_seeds}")
+    n_workers = min(2, os.cpu_count() or 1) if workers is None else workers
+    if n_workers < 1:
+        raise UserError(f"--workers: must be at least 1, got {n_workers}")
+    started, cpu0 = time.perf_counter(), time.process_time()
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+        auto_refresh=False,  # no refresh thread: worker processes are forked from this one
+    ) as bar:
+        task = bar.add_task("simulating", total=0)
+
+        def submitted(n: int) -> None:
+            total = bar.tasks[0].total or 0
+            bar.update(task, total=total + n)
+            bar.refresh()
+
+        def done(n: int) -> None:
+            bar.update(task, advance=n)
+            bar.refresh()
+
+        try:
+            result = plan_fleet(
+                spec,
+                spec_path.parent,
+                seeds=n_seeds,
+                workers=n_workers,
+                on_submit=submitted,
+                on_done=done,
+            )
+        except InfeasibleFleetError as exc:
+            bar.stop()
+            out.print("[bold red]no feasible plan[/bold red]")
+            for line in exc.advice:
+                out.print(f"  {line}", highlight=False)
+            return EXIT_INFEASIBLE
+        simulations = int(bar.tasks[0].completed)
+        bar.update(task, description="writing reports")
+        bar.refresh()
+        paths = write_fleet_reports(result, out_dir)
+    elapsed = time.perf_counter() - started
+    rec = result.recommendation
+    if rec is None:
+        out.print("[bold red]no candidate met every target within the search limit[/bold red]")
+    else:
+        cost = "" if rec.cost_usd is None else f", ${rec.cost_usd:,.0f} ({rec.deployment})"
+        out.print(
+            f"[bold]{spec.name}[/bold]: {rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes)"
+            f"{cost}: every team meets its targets under {rec.profile}",
+            highlight=False,
+        )
+    for sentence in result.sensitive_to:
+        out.print(f"  • {sentence}", highlight=False)
+    if result.quotas is not None:
+        quotas = ", ".join(
+            f"{q.team} {q.guaranteed_gpus}/{q.burst_limit_gpus}" for q in result.quotas.teams
+        )
+        out.print(f"  quotas (guaranteed/burst GPUs): {quotas}", highlight=False)
+    out.print(f"reports in {out_dir}/: " + ", ".join(p.name for p in paths.values()))
+    missing_pdf = pdf_available()
+    if missing_pdf is not None:
+        out.print(missing_pdf, style="yellow")
+    out.print(
+        f"{simulations:,} simulations ({n_seeds} seeds, {n_workers} worker"
+        f"{'s' * (n_workers != 1)}) in {elapsed:.1f} s; this process used "
+        f"{time.process_time() - cpu0:.1f} s of CPU",
+        style="dim",
+    )
+    return 0 if rec is not None else EXIT_INFEASIBLE
+
+
 def plan_command(
     spec_path: Annotated[Path, typer.Argument(help="A plan spec YAML file (kind: plan).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the reports.")] = Path(
         "gpufleet-plan"
     ),
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            "--seeds",
+            help="Multi-team plans: seeds 0..N-1 simulated at every cluster size (default 5).",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Multi-team plans: worker processes for the simulations (default: up to 2, "
+            "the CPUs there are). The result does not depend on it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Plan hardware, cluster and cost for one or more workloads; write plan.json/md/html/pdf.
+    """Plan hardware, cluster and cost; write plan.json/md/html/pdf.
 
-    Exit code 1 when no configuration meets the constraints (it says what would); 2 for
-    bad input.
+    A spec with `workloads:` sizes each workload with the estimators; one with `teams:`
+    sizes a shared cluster by simulation (smallest cluster where every team meets its
+    targets, quotas, policy comparison). Exit code 1 when nothing meets the constraints;
+    2 for bad input (nothing is written).
     """
-    code = run_plan(spec_path, out)
+    code = run_plan(spec_path, out, seeds=seeds, workers=workers)
     if code:
         raise typer.Exit(code)

@@ -33,7 +33,7 @@ from gpufleet.plan.model import (
     WorkloadChoice,
 )
 from gpufleet.plan.pricing import cheapest_gpu_hour
-from gpufleet.specs.inference import InferenceSpec
+from gpufleet.specs.inference import InferenceSpec, ServingParams
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
 from gpufleet.specs.training import TrainingSpec
 
@@ -249,25 +249,8 @@ def _size_inference(
 ) -> WorkloadChoice:
     from gpufleet.plan.inference_search import search_inference
 
-    engine = w.serving.engine
-    vendor = get_accelerator(accelerator).vendor
-    if engine == "tensorrt-llm" and vendor != "NVIDIA":
-        engine = "vllm"
-        log.add(f"engine[{w.name}@{accelerator}]", "vllm", "TensorRT-LLM runs on NVIDIA only")
-    precision = w.serving.precision
-    if precision == "fp8" and get_accelerator(accelerator).fp8_dense_tflops is None:
-        precision = "int8"
-        log.add(
-            f"precision[{w.name}@{accelerator}]",
-            "int8 weights, bf16 KV",
-            f"{accelerator} has no FP8 matrix units",
-        )
-    kv = w.serving.kv_precision
-    if kv == "fp8" and precision != "fp8":
-        kv = "bf16"
-    serving = w.serving.model_copy(
-        update={"engine": engine, "precision": precision, "kv_precision": kv}
-    )
+    serving = serving_on(w.serving, accelerator, w.name, log)
+    engine, precision = serving.engine, serving.precision
     inf = InferenceSpec.model_validate(
         {
             "kind": "inference",
@@ -320,6 +303,31 @@ def _size_inference(
         cost_usd=None if price is None else hours * price.usd_per_gpu_hour,
         meets_constraints=True,
     )
+
+
+def serving_on(
+    serving: ServingParams, accelerator: str, label: str, log: Assumptions
+) -> ServingParams:
+    """The serving parameters as they can run on `accelerator`: TensorRT-LLM falls back to
+    vLLM off NVIDIA, FP8 weights to INT8 (and an FP8 KV cache to BF16) without FP8 units;
+    each change is logged under `label`."""
+    engine = serving.engine
+    device = get_accelerator(accelerator)
+    if engine == "tensorrt-llm" and device.vendor != "NVIDIA":
+        engine = "vllm"
+        log.add(f"engine[{label}@{accelerator}]", "vllm", "TensorRT-LLM runs on NVIDIA only")
+    precision = serving.precision
+    if precision == "fp8" and device.fp8_dense_tflops is None:
+        precision = "int8"
+        log.add(
+            f"precision[{label}@{accelerator}]",
+            "int8 weights, bf16 KV",
+            f"{accelerator} has no FP8 matrix units",
+        )
+    kv = serving.kv_precision
+    if kv == "fp8" and precision != "fp8":
+        kv = "bf16"
+    return serving.model_copy(update={"engine": engine, "precision": precision, "kv_precision": kv})
 
 
 def _infeasible_advice(spec: PlanSpec, portfolios: Sequence[Portfolio]) -> list[str]:

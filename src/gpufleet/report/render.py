@@ -351,6 +351,13 @@ def write_reports(plan: Plan, out_dir: Path) -> dict[str, Path]:
     }
     if pdf_available() is None:
         contents["pdf"] = render_pdf(plan)
+    return write_files(contents, out_dir)
+
+
+def write_files(contents: Mapping[str, bytes], out_dir: Path) -> dict[str, Path]:
+    """Write rendered reports (by format: json, md, html, pdf) into `out_dir` (created),
+    each as `NAME.partial`, synced, then renamed over `NAME` once all are written; a
+    failure leaves no `.partial` behind. Returns the paths by format."""
     out_dir.mkdir(parents=True, exist_ok=True)
     partials: list[Path] = []
     try:

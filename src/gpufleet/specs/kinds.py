@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from gpufleet.errors import SpecError, suggest
 from gpufleet.specs.cluster import ClusterSpec
+from gpufleet.specs.fleet import FleetPlanSpec, PlanFile, plan_model_for
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.jobs import JobsSpec
 from gpufleet.specs.load import read_yaml, validate
@@ -27,8 +28,13 @@ SPEC_KINDS: dict[str, type[BaseModel]] = {
     "jobs": JobsSpec,
     "workload": WorkloadSpec,
 }
-# Schemas users may ask for: every kind plus the parts worth reading alone.
-SCHEMAS: dict[str, type[BaseModel]] = {**SPEC_KINDS, "model": ModelArch}
+# Schemas users may ask for: every kind, the multi-team plan, the parts worth reading alone.
+SCHEMAS: dict[str, type[BaseModel]] = {
+    **SPEC_KINDS,
+    "plan": PlanFile,
+    "plan-teams": FleetPlanSpec,
+    "model": ModelArch,
+}
 
 
 def kind_of(data: Any, source: str) -> type[BaseModel]:
@@ -47,6 +53,10 @@ def kind_of(data: Any, source: str) -> type[BaseModel]:
 
 
 def load_spec(path: Path) -> BaseModel:
-    """Load any spec file, choosing the model by its `kind:` field."""
+    """Load any spec file, choosing the model by its `kind:` field (and, for plans, by
+    `teams:`, which makes it a multi-team plan)."""
     data = read_yaml(path)
-    return validate(kind_of(data, str(path)), data, str(path))
+    model = kind_of(data, str(path))
+    if model is PlanSpec:
+        model = plan_model_for(data)
+    return validate(model, data, str(path))

@@ -1,0 +1,754 @@
+"""Multi-team capacity planning by simulation: the smallest cluster where every team gets its
+service level, its cost, quotas, and how much the scheduling policy changes the answer.
+
+Method (docs/design/0012-multi-tenant-plan.md):
+
+1. Each candidate accelerator gets its services sized by the inference estimator and its
+   MIG GPUs cut (`plan.fleet_setup`), then a bisection over whole nodes (`plan.
+   fleet_search`) with every size simulated on the same seeds 0 … n−1 (common random
+   numbers: the same workloads at every size and for every profile), judged by every
+   team's targets (`fleet_search.assess`).
+2. Each accelerator's smallest passing cluster is priced (on-prem TCO from the cluster
+   design, or renting it for the horizon with the cheapest purchase mix; `plan.cost`),
+   and the cheapest is recommended.
+3. On the recommended accelerator: the same search for each comparison profile
+   (`k8s-default` by default), and for training arrivals × (1 ± `arrival_sensitivity`);
+   quotas derived from each team's simulated use at the answer, then verified by running
+   the answer's size with exactly those quotas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gpufleet import __version__
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.plan.fleet_model import (
+    Capacity,
+    ClusterCost,
+    FleetPlan,
+    FleetRecommendation,
+    Interval,
+    PolicyComparison,
+    Quotas,
+    SearchResult,
+    Sensitivity,
+    Service,
+    SizePoint,
+    TeamInput,
+    TeamQuota,
+)
+from gpufleet.plan.fleet_search import Bisection, Evaluator, run_searches, runner
+from gpufleet.plan.fleet_setup import (
+    Candidate,
+    TraceInput,
+    Variant,
+    make_variant,
+    offered_load,
+    prepare_candidate,
+    read_team_trace,
+    service_label,
+)
+from gpufleet.plan.fleet_sim import SeedResult
+from gpufleet.plan.model import Assumption
+from gpufleet.sim.compare import CONFIDENCE
+from gpufleet.specs.fleet import FleetPlanSpec, PlanInferenceEntry, PlanTrainingEntry
+
+DEFAULT_SEEDS = 5
+# The first size tried: the offered load (mean GPUs the jobs ask for) at this utilisation.
+GUESS_UTILISATION = 0.8
+# Without max_gpus the search stops at this multiple of the offered load.
+MAX_LOAD_MULTIPLE = 8
+HOURS_PER_YEAR = 8_760.0
+QUOTA_METHOD = (
+    "Kueue-style: the guarantees partition the cluster and every team is in one cohort, "
+    "lending its idle guarantee and borrowing up to its burst limit. Guaranteed = the "
+    "team's services at their peak (MIG slices by compute share, rounded up) + its share of "
+    "the remaining GPUs in proportion to the mean GPUs its training and batch jobs held "
+    "over [warmup, horizon] at the recommended size (mean over seeds; whole GPUs by largest "
+    "remainder). Burst limit = the 99th percentile over time of all the GPUs it held (the "
+    "largest over seeds, rounded up), at least its guarantee, at most the cluster. Sizing "
+    "ran with open quotas (each team guaranteed the whole cluster, fair share by weight); "
+    "the recommended size is then simulated again with exactly these quotas."
+)
+
+Tick = Callable[[int], None]
+
+
+class InfeasibleFleetError(UserError):
+    """No candidate accelerator can run every team's jobs; says why per accelerator."""
+
+    def __init__(self, advice: list[str]) -> None:
+        self.advice = advice
+        super().__init__(
+            "no candidate accelerator can run every team's jobs:\n  " + "\n  ".join(advice)
+        )
+
+
+def plan_fleet(
+    spec: FleetPlanSpec,
+    base_dir: Path,
+    *,
+    seeds: int = DEFAULT_SEEDS,
+    workers: int = 1,
+    on_submit: Tick | None = None,
+    on_done: Tick | None = None,
+) -> FleetPlan:
+    """Size, price and check a shared cluster for `spec` (see the module docstring).
+
+    `base_dir` resolves trace paths; `on_submit(n)` / `on_done(n)` count simulations as
+    they are queued and finish (a progress bar). The result does not depend on `workers`.
+    """
+    if seeds < 1:
+        raise UserError(f"--seeds: must be at least 1, got {seeds}")
+    log = Assumptions()
+    traces = [read_team_trace(t, base_dir) for t in spec.teams if t.trace is not None]
+    candidates = [prepare_candidate(spec, acc, traces, log) for acc in spec.accelerators]
+    feasible = [c for c in candidates if c.feasible]
+    if not feasible:
+        raise InfeasibleFleetError([p for c in candidates for p in c.problems])
+    seed_list = list(range(seeds))
+    with runner(workers, on_done) as run:
+        ev = Evaluator(spec, run, seed_list, on_submit)
+        base = {
+            c.accelerator: make_variant(spec, c, traces, profile=spec.profile) for c in feasible
+        }
+        searches = {
+            acc: (v, _bisection(spec, _candidate(feasible, acc), v)) for acc, v in base.items()
+        }
+        run_searches(ev, searches)
+        results = [_search_result(spec, c, ev, searches[c.accelerator], log) for c in feasible]
+        results += [_infeasible(c) for c in candidates if not c.feasible]
+        met = [r for r in results if r.status == "met"]
+        if not met:
+            return _unmet_plan(spec, log, results, traces, ev)
+        rec = min(
+            met, key=lambda r: (_cost_key(r), r.gpus or 0, spec.accelerators.index(r.accelerator))
+        )
+        c = _candidate(feasible, rec.accelerator)
+        assert rec.nodes is not None
+        n = rec.nodes
+        v0 = base[rec.accelerator]
+        extra: dict[str, tuple[Variant, Bisection]] = {}
+        for profile in dict.fromkeys(p for p in spec.compare_profiles if p != spec.profile):
+            v = make_variant(spec, c, traces, profile=profile)
+            extra[f"profile:{profile}"] = (v, _bisection(spec, c, v, guess=n))
+        s = spec.arrival_sensitivity
+        if s > 0:
+            up = make_variant(spec, c, traces, profile=spec.profile, arrival_scale=1 + s)
+            b_up = _bisection(spec, c, up, guess=n)
+            below = ev.points.get((v0.key, n - 1))
+            if below is not None and not below.passed:
+                b_up.fail = n - 1  # fails at the base load, so at a higher one (monotone)
+            extra["up"] = (up, b_up)
+            down = make_variant(spec, c, traces, profile=spec.profile, arrival_scale=1 - s)
+            extra["down"] = (down, _bisection(spec, c, down, guess=n))
+        quotas = _quotas(spec, c, ev.results[(v0.key, n)], rec.gpus or 0)
+        qv = make_variant(
+            spec,
+            c,
+            traces,
+            profile=spec.profile,
+            quotas={q.team: (q.guaranteed_gpus, q.burst_limit_gpus) for q in quotas.teams},
+            tag="|quotas",
+        )
+        run_searches(ev, extra, also=[(qv, n)])
+        verified = ev.point(qv, n)
+        quotas = quotas.model_copy(
+            update={"verified": verified, "notes": _quota_notes(verified, quotas.notes)}
+        )
+        more = {key: _search_result(spec, c, ev, vb, log) for key, vb in extra.items()}
+        results += list(more.values())
+        policies = [
+            _policy(r, extra[key][1], rec) for key, r in more.items() if key.startswith("profile:")
+        ]
+        sens = [_sensitivity(more[k], extra[k][1]) for k in ("down", "up") if k in more]
+    point = ev.points[(v0.key, n)]
+    sentences = _sensitive_to(rec, point, ev.points.get((v0.key, n - 1)), policies, sens)
+    return FleetPlan(
+        name=spec.name,
+        generated_by=f"gpufleet {__version__}",
+        method=_method(spec, seed_list, base[feasible[0].accelerator]),
+        teams=_team_inputs(spec, traces, base[feasible[0].accelerator]),
+        candidates=results,
+        recommendation=FleetRecommendation(
+            accelerator=rec.accelerator,
+            profile=spec.profile,
+            nodes=n,
+            gpus=rec.gpus or 0,
+            deployment=rec.cost.deployment if rec.cost else spec.deployment,
+            cost_usd=rec.cost.total_usd if rec.cost else None,
+            why=_why(rec, met),
+        ),
+        capacity=_capacity(c, ev.results[(v0.key, n)], point),
+        quotas=quotas,
+        policies=policies,
+        sensitivity=sens,
+        sensitive_to=sentences,
+        assumptions=[Assumption(name=a.name, value=a.value, source=a.source) for a in log.frozen()],
+    )
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Fixed sizes of one accelerator, every seed each (a what-if; benchmarks time it)."""
+
+    accelerator: str
+    points: list[SizePoint]
+    simulations: int
+    jobs_per_seed: float
+    wall_s: float
+    cpu_s: float  # CPU seconds of the simulations themselves, summed over workers
+
+
+def sweep(
+    spec: FleetPlanSpec,
+    base_dir: Path,
+    nodes: Sequence[int],
+    *,
+    accelerator: str | None = None,
+    seeds: int = DEFAULT_SEEDS,
+    workers: int = 1,
+    on_done: Tick | None = None,
+) -> Sweep:
+    """Every size in `nodes` on seeds 0 … `seeds` − 1 under the spec's profile, no search."""
+    import time
+
+    t0 = time.perf_counter()
+    log = Assumptions()
+    traces = [read_team_trace(t, base_dir) for t in spec.teams if t.trace is not None]
+    c = prepare_candidate(spec, accelerator or spec.accelerators[0], traces, log)
+    if not c.feasible:
+        raise InfeasibleFleetError(list(c.problems))
+    v = make_variant(spec, c, traces, profile=spec.profile)
+    with runner(workers, on_done) as run:
+        ev = Evaluator(spec, run, list(range(seeds)))
+        ev.evaluate([(v, n) for n in nodes])
+        cpu = run.cpu_s
+        runs = run.runs
+    points = [ev.points[(v.key, n)] for n in nodes]
+    return Sweep(
+        accelerator=c.accelerator,
+        points=points,
+        simulations=runs,
+        jobs_per_seed=float(np.mean([p.jobs_per_seed for p in points])),
+        wall_s=time.perf_counter() - t0,
+        cpu_s=cpu,
+    )
+
+
+def _candidate(cands: Sequence[Candidate], accelerator: str) -> Candidate:
+    return next(c for c in cands if c.accelerator == accelerator)
+
+
+def _cost_key(r: SearchResult) -> float:
+    total = r.cost.total_usd if r.cost else None
+    return math.inf if total is None else total
+
+
+def _bisection(
+    spec: FleetPlanSpec, c: Candidate, v: Variant, guess: int | None = None
+) -> Bisection:
+    offered = offered_load(v).mean_gpus
+    start = math.ceil(offered / (GUESS_UTILISATION * c.gpus_per_node))
+    if spec.max_gpus is not None:
+        top = spec.max_gpus // c.gpus_per_node
+    else:
+        top = math.ceil(MAX_LOAD_MULTIPLE * max(offered, 1.0) / c.gpus_per_node)
+    top = max(top, c.min_nodes)
+    return Bisection(c.min_nodes, top, guess if guess is not None else max(start, c.min_nodes))
+
+
+def _search_result(
+    spec: FleetPlanSpec,
+    c: Candidate,
+    ev: Evaluator,
+    search: tuple[Variant, Bisection],
+    log: Assumptions,
+) -> SearchResult:
+    v, b = search
+    points = sorted((p for (k, _), p in ev.points.items() if k == v.key), key=lambda p: p.nodes)
+    n = b.answer
+    binding: list[str] = []
+    cost: ClusterCost | None = None
+    if n is not None:
+        below = ev.points.get((v.key, n - 1))
+        if below is not None:
+            binding = [t.team for t in below.teams if not t.passed]
+        point = ev.points[(v.key, n)]
+        cost = cluster_cost(spec, c.accelerator, n * c.gpus_per_node, point.allocation.mean, log)
+    status = "met" if n is not None else "not met"
+    problems = (
+        []
+        if n is not None
+        else [f"no size up to {b.max_nodes * c.gpus_per_node:,} GPUs met every target"]
+    )
+    return SearchResult(
+        accelerator=c.accelerator,
+        profile=v.profile,
+        arrival_scale=v.arrival_scale,
+        status=status,
+        nodes=n,
+        gpus=None if n is None else n * c.gpus_per_node,
+        gpus_per_node=c.gpus_per_node,
+        searched_nodes=list(b.order),
+        points=points,
+        binding=binding,
+        cost=cost,
+        problems=problems,
+        services=[_service(s) for s in c.services],
+        mig_gpus=c.mig_gpus,
+    )
+
+
+def _infeasible(c: Candidate) -> SearchResult:
+    return SearchResult(
+        accelerator=c.accelerator,
+        profile="",
+        arrival_scale=1.0,
+        status="infeasible",
+        nodes=None,
+        gpus=None,
+        gpus_per_node=c.gpus_per_node,
+        searched_nodes=[],
+        points=[],
+        binding=[],
+        cost=None,
+        problems=list(c.problems),
+        services=[_service(s) for s in c.services],
+        mig_gpus=c.mig_gpus,
+    )
+
+
+def _service(s: object) -> Service:
+    from gpufleet.plan.fleet_setup import ServiceSizing
+
+    assert isinstance(s, ServiceSizing)
+    return Service(
+        team=s.team,
+        service=s.service,
+        model=s.model,
+        accelerator=s.accelerator,
+        request_rate=s.request_rate,
+        replicas=s.replicas,
+        gpus_per_replica=s.tp if s.mig_profile is None else 0,
+        mig_profile=s.mig_profile,
+        gpu_equivalent=s.gpu_equivalent,
+        ttft_ms=s.ttft_ms,
+        tpot_ms=s.tpot_ms,
+        how=s.how,
+    )
+
+
+# -- cost --------------------------------------------------------------------------------
+
+
+def cluster_cost(
+    spec: FleetPlanSpec, accelerator: str, gpus: int, utilization: float | None, log: Assumptions
+) -> ClusterCost:
+    """What `gpus` GPUs of `accelerator` cost over `horizon_years`: owned (on-prem TCO of the
+    cluster design, per delivered GPU-hour at the simulated utilisation) and rented (the
+    cheapest purchase mix for that many GPUs held every hour), as the deployment allows."""
+    from gpufleet.plan.cost import Demand, NoOnPremPriceError, cost_breakdown, on_prem_tco
+    from gpufleet.plan.design import design_cluster
+
+    notes: list[str] = []
+    years = spec.horizon_years
+    use = min(1.0, max(0.01, utilization or 0.0))
+    tco_total: float | None = None
+    per_hour: float | None = None
+    system = nodes = racks = it_kw = None
+    if spec.deployment in ("on-prem", "both"):
+        try:
+            design = design_cluster(accelerator, gpus, spec.on_prem, None, log)
+            system, nodes, racks = design.system, design.nodes, design.racks
+            it_kw = design.power_kw["it"]
+            tco = on_prem_tco(
+                accelerator,
+                design.gpus,
+                design.nodes,
+                design.power_kw["it"],
+                design.power_kw["facility"],
+                spec.on_prem,
+                years,
+                use,
+                log,
+                system=design.system if design.system != "generic-8gpu" else None,
+            )
+            tco_total, per_hour = tco["total"], tco["per_gpu_hour"]
+        except (NoOnPremPriceError, UserError, ValueError) as exc:
+            notes.append(f"no on-prem TCO: {str(exc).splitlines()[0]}")
+    cloud_total: float | None = None
+    method: str | None = None
+    if spec.deployment in ("cloud", "both"):
+        demand = Demand(
+            accelerator=accelerator,
+            baseline_gpus=gpus,
+            burst_gpu_hours=0.0,
+            interruptible_fraction=0.0,
+            spot_overhead_fraction=0.0,
+            horizon_hours=years * HOURS_PER_YEAR,
+        )
+        try:
+            cost = cost_breakdown(
+                demand, log, providers=spec.providers, regions=spec.regions, deployment="cloud"
+            )
+        except (UserError, ValueError) as exc:
+            notes.append(f"no cloud price: {str(exc).splitlines()[0]}")
+        else:
+            if cost.mix.get("total_usd") is not None:
+                cloud_total = cost.mix["total_usd"]
+                method = (
+                    "cheapest purchase mix (reserved and on-demand) for the GPUs held every hour"
+                )
+            elif cost.on_demand is not None:
+                cloud_total, method = cost.on_demand, "on-demand list price, every hour"
+            else:
+                notes.append(f"no cloud price for {accelerator} in the catalog")
+    if spec.deployment == "on-prem":
+        deployment, total = "on-prem", tco_total
+    elif spec.deployment == "cloud":
+        deployment, total = "cloud", cloud_total
+    else:
+        options = [
+            (t, d) for t, d in ((tco_total, "on-prem"), (cloud_total, "cloud")) if t is not None
+        ]
+        total, deployment = min(options) if options else (None, "on-prem")
+    return ClusterCost(
+        deployment=deployment,
+        total_usd=total,
+        on_prem_tco_usd=tco_total,
+        cloud_usd=cloud_total,
+        cloud_method=method,
+        per_gpu_hour_usd=per_hour,
+        system=system,
+        nodes=nodes,
+        racks=racks,
+        it_power_kw=it_kw,
+        notes=notes,
+    )
+
+
+# -- phase 2 -----------------------------------------------------------------------------
+
+
+def _quotas(spec: FleetPlanSpec, c: Candidate, rows: Sequence[SeedResult], gpus: int) -> Quotas:
+    inference_peak: dict[str, float] = {}
+    for s in c.services:
+        inference_peak[s.team] = inference_peak.get(s.team, 0.0) + s.quota_gpus
+    stats: dict[str, tuple[float, float, float]] = {}
+    for team in spec.teams:
+        seeds = [r.teams[team.name] for r in rows]
+        held = float(np.mean([t.held_mean for t in seeds]))
+        inf_held = float(np.mean([t.inference_held_mean for t in seeds]))
+        p99 = max(t.held_p99 for t in seeds)
+        stats[team.name] = (held, max(0.0, held - inf_held), p99)
+    peak = {t.name: math.ceil(inference_peak.get(t.name, 0.0) - 1e-9) for t in spec.teams}
+    notes: list[str] = []
+    room = gpus - sum(peak.values())
+    if room < 0:
+        notes.append("the services' peaks alone exceed the cluster; guarantees cover them first")
+    training = split_whole(max(0, room), {n: s[1] for n, s in stats.items()})
+    guaranteed = {n: peak[n] + training[n] for n in stats}
+    teams = [
+        TeamQuota(
+            team=name,
+            guaranteed_gpus=guaranteed[name],
+            burst_limit_gpus=min(gpus, max(guaranteed[name], math.ceil(p99 - 1e-9))),
+            mean_gpus_held=held,
+            p99_gpus_held=p99,
+            inference_peak_gpus=inference_peak.get(name, 0.0),
+        )
+        for name, (held, _, p99) in stats.items()
+    ]
+    return Quotas(method=QUOTA_METHOD, teams=teams, verified=None, notes=notes)
+
+
+def split_whole(total: int, weights: dict[str, float]) -> dict[str, int]:
+    """`total` whole GPUs split in proportion to `weights` (largest remainders; ties by
+    name), summing to `total`; equal weights when all are zero."""
+    names = sorted(weights)
+    if not names:
+        return {}
+    w = {n: max(0.0, weights[n]) for n in names}
+    mass = math.fsum(w.values())
+    if mass <= 0:
+        w, mass = dict.fromkeys(names, 1.0), float(len(names))
+    exact = {n: total * w[n] / mass for n in names}
+    out = {n: math.floor(exact[n]) for n in names}
+    left = total - sum(out.values())
+    for n in sorted(names, key=lambda n: (-(exact[n] - out[n]), n))[:left]:
+        out[n] += 1
+    return out
+
+
+def _quota_notes(verified: SizePoint, notes: list[str]) -> list[str]:
+    if verified.passed:
+        return [*notes, "verified: with these quotas every team still meets its targets"]
+    failing = "; ".join(f"{t.team}: {', '.join(t.reasons)}" for t in verified.teams if not t.passed)
+    return [
+        *notes,
+        f"not verified: with these quotas some teams miss their targets ({failing}); raise "
+        "their burst limits (or leave them unlimited) and re-check",
+    ]
+
+
+def _status(r: SearchResult, b: Bisection) -> str:
+    return (
+        r.status if r.status == "met" else f"not met within {b.max_nodes * r.gpus_per_node:,} GPUs"
+    )
+
+
+def _policy(r: SearchResult, b: Bisection, rec: SearchResult) -> PolicyComparison:
+    cost = r.cost.total_usd if r.cost else None
+    base = rec.cost.total_usd if rec.cost else None
+    return PolicyComparison(
+        profile=r.profile,
+        status=_status(r, b),
+        nodes=r.nodes,
+        gpus=r.gpus,
+        cost_usd=cost,
+        extra_gpus=None if r.gpus is None or rec.gpus is None else r.gpus - rec.gpus,
+        extra_cost_usd=None if cost is None or base is None else cost - base,
+    )
+
+
+def _sensitivity(r: SearchResult, b: Bisection) -> Sensitivity:
+    return Sensitivity(
+        arrival_scale=r.arrival_scale,
+        status=_status(r, b),
+        nodes=r.nodes,
+        gpus=r.gpus,
+        cost_usd=r.cost.total_usd if r.cost else None,
+    )
+
+
+def _capacity(c: Candidate, rows: Sequence[SeedResult], point: SizePoint) -> Capacity:
+    whole_inference = sum(s.replicas * s.tp for s in c.services if s.mig_profile is None)
+    free = point.gpus - c.mig_gpus - whole_inference
+    fit: dict[str, int] = {}
+    for name in rows[0].teams:
+        sizes = [r.teams[name].median_job_gpus for r in rows]
+        known = [s for s in sizes if s is not None and s > 0]
+        if known:
+            fit[name] = int(max(0, free) // float(np.median(known)))
+    return Capacity(
+        running_jobs_mean=point.running_jobs_mean,
+        running_jobs_p95=point.running_jobs_p95,
+        running_jobs_max=point.running_jobs_max,
+        median_jobs_at_once=fit,
+    )
+
+
+# -- words -------------------------------------------------------------------------------
+
+
+def _why(rec: SearchResult, met: Sequence[SearchResult]) -> list[str]:
+    out = [
+        f"{rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes) is the smallest cluster found "
+        f"where every team meets its targets under the {rec.profile} profile"
+    ]
+    for other in met:
+        if other is rec or other.gpus is None:
+            continue
+        a, b = _cost_key(rec), _cost_key(other)
+        if math.isfinite(a) and math.isfinite(b):
+            out.append(
+                f"{other.accelerator} needs {other.gpus:,} GPUs and costs ${b:,.0f} vs "
+                f"${a:,.0f} ({(b - a) / a:+.0%})"
+            )
+        else:
+            out.append(f"{other.accelerator} needs {other.gpus:,} GPUs (no comparable price)")
+    return out
+
+
+def _upper_wait(i: Interval | None) -> float | None:
+    if i is None:
+        return None
+    return i.high if i.high is not None else i.mean
+
+
+def _hours(seconds: float | None) -> str:
+    from gpufleet.sim.report import fmt_duration
+
+    return fmt_duration(seconds)
+
+
+def _sensitive_to(
+    rec: SearchResult,
+    point: SizePoint,
+    below: SizePoint | None,
+    policies: Sequence[PolicyComparison],
+    sens: Sequence[Sensitivity],
+) -> list[str]:
+    out: list[str] = []
+    if below is None:
+        out.append(
+            f"no target binds: {rec.nodes} nodes is the smallest cluster that holds the largest "
+            "gang and the services, and it meets every target"
+        )
+    else:
+        for t in below.teams:
+            if not t.passed:
+                out.append(
+                    f"{t.team}'s target binds: one node fewer ({below.gpus:,} GPUs) it misses: "
+                    + "; ".join(t.reasons)
+                )
+    margins = []
+    for t in point.teams:
+        upper = _upper_wait(t.wait_p95_s)
+        if upper is not None and t.wait_target_s:
+            margins.append((upper / t.wait_target_s, upper, t))
+    for ratio, upper, t in sorted(margins, key=lambda m: -m[0])[:3]:
+        out.append(
+            f"at the answer {t.team}'s p95 wait is at most {_hours(upper)} ({ratio:.0%} of its "
+            f"{_hours(t.wait_target_s)} target, upper 95 % bound)"
+        )
+    for s in sens:
+        change = f"{s.arrival_scale - 1:+.0%} training arrivals"
+        if s.nodes is None:
+            out.append(f"{change}: {s.status}")
+        else:
+            delta = (s.gpus or 0) - (rec.gpus or 0)
+            out.append(f"{change}: {s.gpus:,} GPUs ({delta:+,} GPUs, {s.nodes} nodes)")
+    for p in policies:
+        if p.gpus is None:
+            out.append(
+                f"under {p.profile} no cluster up to the search limit meets every target "
+                f"({p.status})"
+            )
+        else:
+            money = "" if p.extra_cost_usd is None else f", {p.extra_cost_usd:+,.0f} USD"
+            out.append(
+                f"under {p.profile} it needs {p.gpus:,} GPUs ({p.extra_gpus:+,} GPUs{money})"
+            )
+    return out
+
+
+def _method(
+    spec: FleetPlanSpec, seeds: list[int], v: Variant
+) -> dict[str, str | float | int | list[int]]:
+    from gpufleet.sim.engine import SimConfig
+
+    cfg = SimConfig()
+    return {
+        "profile": spec.profile,
+        "seeds": seeds,
+        "confidence": CONFIDENCE,
+        "wait_statistic": (
+            "per team and seed, the 95th percentile of the queue wait (first start − "
+            "submission) of its training and batch jobs arriving in [warmup, horizon); a job "
+            "not started by the end counts with the wait it had by then; the target is met "
+            "when the upper end of the two-sided 95 % Student-t interval of the mean over "
+            "seeds is within it (one seed: the value itself)"
+        ),
+        "long_run_check": (
+            "each team's long runs (its jobs in the top decile of requested GPU-hours per "
+            "seed) must have a p95 wait, pooled over seeds, within long_run_wait_p95 "
+            "(default 2 × wait_p95): a cluster cannot meet the wait target by starving them"
+        ),
+        "slo_statistic": (
+            "services are sized by the inference estimator for the latency SLO at the peak "
+            "request rate; in the simulation they must hold their GPUs for at least "
+            "slo_attainment of the wanted time (lower end of the 95 % interval over seeds)"
+        ),
+        "search": (
+            "bisection over whole nodes: start at the offered load ÷ 0.8, step × 2/3 down "
+            "while sizes pass and × 1.5 up while they fail, then halve the gap to one node; "
+            "it assumes more nodes never make a team's service worse; every size is "
+            "simulated on the same seeds (the same workloads at every size and profile)"
+        ),
+        "sensitivity": (
+            "the search again with training arrivals × (1 ± "
+            f"{spec.arrival_sensitivity:g}), inference load unchanged; it starts from the "
+            "answer and, for higher arrivals, assumes the size one node below the answer, which "
+            "fails at the base load, fails too"
+        ),
+        "durations": (
+            "training and batch durations as given, on every candidate"
+            if spec.durations_on is None
+            else f"training and batch durations (and trace run times) as measured on "
+            f"{spec.durations_on}, scaled on each candidate by the ratio of dense BF16 "
+            "throughput (a faster GPU finishes the same job sooner)"
+        ),
+        "horizon_s": v.horizon_s,
+        "warmup_s": v.warmup_s,
+        "run_end_s": v.end_s,
+        "cycle_interval_s": cfg.cycle_interval_s,
+        "restart_overhead_s": cfg.restart_overhead_s,
+        "failures": "none simulated (no GPU failures or spot reclaims)",
+        "topology": "flat: nodes of the accelerator's default system, no leaf or spine limits",
+        "quotas_while_sizing": (
+            "open: every team guaranteed the whole cluster; fair share by weight"
+        ),
+    }
+
+
+def _team_inputs(spec: FleetPlanSpec, traces: Sequence[TraceInput], v: Variant) -> list[TeamInput]:
+    load = offered_load(v).by_team
+    by_team = {t.team: t for t in traces}
+    out = []
+    for team in spec.teams:
+        lines = []
+        for entry in team.workloads:
+            if isinstance(entry, PlanTrainingEntry):
+                lines.append(
+                    f"{entry.kind} '{entry.name or entry.kind}': {entry.arrivals_per_day:g}/day, "
+                    f"GPUs {'/'.join(map(str, entry.gpus.choices))}"
+                )
+            elif isinstance(entry, PlanInferenceEntry):
+                lines.append(
+                    f"inference '{service_label(entry)}': {entry.model.name} at "
+                    f"{entry.request_rate:g} req/s"
+                    + (f", diurnal trough {entry.diurnal.trough_ratio:g}" if entry.diurnal else "")
+                )
+        trace = by_team.get(team.name)
+        if trace is not None:
+            lines.append(f"trace {trace.source}: {len(trace.jobs):,} jobs")
+        out.append(
+            TeamInput(
+                team=team.name,
+                priority=team.priority,
+                fair_share_weight=team.fair_share_weight,
+                wait_target_s=team.targets.wait_p95,
+                long_run_target_s=team.targets.long_run_limit_s,
+                slo_target=team.targets.slo_attainment,
+                workloads=lines,
+                offered_gpus=load.get(team.name, 0.0),
+                trace=list(trace.report_lines) if trace is not None else [],
+            )
+        )
+    return out
+
+
+def _unmet_plan(
+    spec: FleetPlanSpec,
+    log: Assumptions,
+    results: list[SearchResult],
+    traces: Sequence[TraceInput],
+    ev: Evaluator,
+) -> FleetPlan:
+    v = next(iter(ev.variants.values()))
+    return FleetPlan(
+        name=spec.name,
+        generated_by=f"gpufleet {__version__}",
+        method=_method(spec, list(ev.seeds), v),
+        teams=_team_inputs(spec, traces, v),
+        candidates=results,
+        recommendation=None,
+        capacity=None,
+        quotas=None,
+        policies=[],
+        sensitivity=[],
+        sensitive_to=[
+            "no candidate met every target within the search limit: raise max_gpus, relax a "
+            "target, or lower the load"
+        ],
+        assumptions=[Assumption(name=a.name, value=a.value, source=a.source) for a in log.frozen()],
+    )

@@ -1,0 +1,185 @@
+"""The multi-team capacity plan as data: what its plan.json holds, field by field.
+
+Filled by `plan.fleet`, read by `report.fleet`. Field names are stable snake_case; times
+are seconds (`_s`), money USD (`_usd`). Every interval is the mean over seeds with its
+two-sided Student-t confidence interval (`sim.compare.mean_ci`); `low`/`high` are None
+with a single seed. Nothing here holds a wall-clock time, so the same spec, seeds and
+code give the same JSON whatever the number of worker processes.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from gpufleet.plan.model import Assumption, PlanPart
+
+
+class Interval(PlanPart):
+    mean: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+
+class TeamPoint(PlanPart):
+    """One team at one cluster size: its measured service level against its targets."""
+
+    team: str
+    jobs_per_seed: float
+    unstarted: int  # over all seeds: jobs never started by the end of the run
+    wait_p50_s: float | None  # mean over seeds
+    wait_p95_s: Interval | None
+    wait_target_s: float | None
+    long_runs: int  # over all seeds
+    long_run_wait_p95_s: float | None  # pooled over seeds
+    long_run_target_s: float | None
+    slo_attainment: Interval | None
+    slo_target: float | None
+    held_gpus_mean: float
+    passed: bool
+    reasons: list[str] = Field(default_factory=list)
+
+
+class SizePoint(PlanPart):
+    """One cluster size, simulated on every seed."""
+
+    nodes: int
+    gpus: int
+    passed: bool
+    teams: list[TeamPoint]
+    allocation: Interval  # GPUs held ÷ GPUs, over [warmup, horizon]
+    running_jobs_mean: float
+    running_jobs_p95: float
+    running_jobs_max: float
+    preemptions_per_seed: float
+    lost_gpu_hours_per_seed: float
+    jobs_per_seed: float
+
+
+class Service(PlanPart):
+    """An inference entry sized on one accelerator (at its peak rate)."""
+
+    team: str
+    service: str
+    model: str
+    accelerator: str
+    request_rate: float
+    replicas: int
+    gpus_per_replica: int
+    mig_profile: str | None
+    gpu_equivalent: float
+    ttft_ms: float
+    tpot_ms: float
+    how: str
+
+
+class ClusterCost(PlanPart):
+    deployment: str  # on-prem | cloud
+    total_usd: float | None  # over horizon_years, of the deployment
+    on_prem_tco_usd: float | None
+    cloud_usd: float | None
+    cloud_method: str | None
+    per_gpu_hour_usd: float | None  # on-prem: per delivered GPU-hour at the simulated use
+    system: str | None
+    nodes: int | None
+    racks: int | None
+    it_power_kw: float | None
+    notes: list[str] = Field(default_factory=list)
+
+
+class SearchResult(PlanPart):
+    """The bisection for one accelerator, profile and arrival scale."""
+
+    accelerator: str
+    profile: str
+    arrival_scale: float
+    status: str  # met | not met | infeasible
+    nodes: int | None
+    gpus: int | None
+    gpus_per_node: int
+    searched_nodes: list[int]  # in the order evaluated
+    points: list[SizePoint]  # by size
+    binding: list[str]  # teams that miss a target one node below the answer
+    cost: ClusterCost | None
+    problems: list[str] = Field(default_factory=list)
+    services: list[Service] = Field(default_factory=list)
+    mig_gpus: int = 0
+
+
+class TeamQuota(PlanPart):
+    team: str
+    guaranteed_gpus: int
+    burst_limit_gpus: int
+    mean_gpus_held: float
+    p99_gpus_held: float
+    inference_peak_gpus: float
+
+
+class Quotas(PlanPart):
+    method: str
+    teams: list[TeamQuota]
+    verified: SizePoint | None  # the answer's size, run with these quotas
+    notes: list[str] = Field(default_factory=list)
+
+
+class PolicyComparison(PlanPart):
+    profile: str
+    status: str
+    nodes: int | None
+    gpus: int | None
+    cost_usd: float | None
+    extra_gpus: int | None  # over the plan's profile
+    extra_cost_usd: float | None
+
+
+class Sensitivity(PlanPart):
+    arrival_scale: float
+    status: str
+    nodes: int | None
+    gpus: int | None
+    cost_usd: float | None
+
+
+class Capacity(PlanPart):
+    running_jobs_mean: float
+    running_jobs_p95: float
+    running_jobs_max: float
+    median_jobs_at_once: dict[str, int]  # team -> its median training job, how many fit at once
+
+
+class FleetRecommendation(PlanPart):
+    accelerator: str
+    profile: str
+    nodes: int
+    gpus: int
+    deployment: str
+    cost_usd: float | None
+    why: list[str]
+
+
+class TeamInput(PlanPart):
+    team: str
+    priority: str
+    fair_share_weight: float
+    wait_target_s: float | None
+    long_run_target_s: float | None
+    slo_target: float
+    workloads: list[str]  # one line each
+    offered_gpus: float  # mean GPUs its jobs ask for (seed 0, first candidate)
+    trace: list[str] = Field(default_factory=list)  # the reader's report
+
+
+class FleetPlan(PlanPart):
+    kind: str = "multi-team-plan"
+    name: str
+    generated_by: str
+    method: dict[str, str | float | int | list[int]]
+    teams: list[TeamInput]
+    candidates: list[SearchResult]
+    recommendation: FleetRecommendation | None
+    capacity: Capacity | None
+    quotas: Quotas | None
+    policies: list[PolicyComparison]
+    sensitivity: list[Sensitivity]
+    sensitive_to: list[str]  # sentences: which target binds, what moves the answer
+    assumptions: list[Assumption]

@@ -1,0 +1,588 @@
+"""What a multi-team plan simulates on one candidate accelerator, built once before any run.
+
+From the spec to `Variant`s, the picklable descriptions a worker process turns into a
+cluster, teams and a workload for one (size, seed):
+
+- **Services** (inference entries) are sized by the inference estimator on the
+  accelerator (`size_service`): the cheapest whole-GPU configuration for the peak
+  request rate within the SLOs (`plan.inference_search`), and, when a replica fits one
+  GPU, the smallest total of MIG slices whose throughput carries the rate
+  (`estimate.inference_estimate.mig_fit`), if that takes fewer GPUs. Replicas become
+  long-running simulated jobs (the generator's inference entry, with the diurnal curve
+  when the spec gives one) that hold their GPUs or slices for the whole horizon.
+- **Slices** live on MIG-cut GPUs at the front of the cluster (homogeneous layouts per
+  profile, as many GPUs as the peak slices need); every other GPU stays whole.
+- **Traces** are read once with the simulator's readers; their jobs are renamed into
+  the team, lose the old cluster's accelerator hints (the plan chooses the
+  accelerator), take the team's priority class, and are repeated back to back when the
+  trace is shorter than the horizon.
+- **Teams** run with open quotas (each guaranteed the whole cluster) while sizing, so
+  fair share by weight decides who goes first; the recommended quotas are then checked
+  in a run of their own (`Variant.quotas`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.mig import check_layout, mig_profiles_for
+from gpufleet.cluster import Cluster
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
+from gpufleet.specs.cluster import ClusterSpec
+from gpufleet.specs.fleet import FleetPlanSpec, PlanInferenceEntry, PlanTeam, PlanTrainingEntry
+from gpufleet.specs.teams import Quota, Team, TeamsSpec
+from gpufleet.specs.workload import DurationDist, InferenceEntry, TeamWorkloads, WorkloadSpec
+
+GpuLayout = tuple[tuple[str, int], ...]
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class ServiceSizing:
+    """One inference entry sized on one accelerator (peak replicas)."""
+
+    team: str
+    service: str
+    model: str
+    accelerator: str
+    request_rate: float
+    tp: int
+    replicas: int  # at the peak: whole-GPU replicas, or slices when `mig_profile` is set
+    mig_profile: str | None
+    slices_per_gpu: int  # MIG: slices of the profile one GPU is cut into; 0 for whole GPUs
+    compute_share: float  # MIG: the slice's share of the GPU's compute (quota weight)
+    ttft_ms: float
+    tpot_ms: float
+    whole_gpus: int  # what whole-GPU replicas would take at the peak
+    how: str
+
+    @property
+    def gpu_equivalent(self) -> float:
+        """GPUs the service takes at its peak: whole GPUs, or slices / slices per GPU."""
+        if self.mig_profile is None:
+            return float(self.replicas * self.tp)
+        return self.replicas / self.slices_per_gpu
+
+    @property
+    def quota_gpus(self) -> float:
+        """What the peak replicas weigh against a quota (slices by compute share)."""
+        if self.mig_profile is None:
+            return float(self.replicas * self.tp)
+        return self.replicas * self.compute_share
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One accelerator prepared for the search: node size, services, MIG cut, problems."""
+
+    accelerator: str
+    gpus_per_node: int
+    services: tuple[ServiceSizing, ...]
+    mig: tuple[tuple[str, int, GpuLayout], ...]  # (profile, GPUs cut, layout per GPU)
+    problems: tuple[str, ...]
+    min_nodes: int
+    largest_gang_nodes: int
+
+    @property
+    def feasible(self) -> bool:
+        return not self.problems
+
+    @property
+    def mig_gpus(self) -> int:
+        return sum(n for _, n, _ in self.mig)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Everything one simulation needs except the cluster size and the seed (picklable)."""
+
+    key: str
+    accelerator: str
+    gpus_per_node: int
+    profile: str
+    workload: WorkloadSpec  # the synthetic part, with sized services and scaled arrivals
+    trace_jobs: tuple[TraceJob, ...]
+    mig: tuple[tuple[str, int, GpuLayout], ...]
+    teams: tuple[tuple[str, float, str], ...]  # (name, fair-share weight, priority class)
+    quotas: Mapping[str, tuple[int, int]] | None  # team -> (guaranteed, limit); None: open
+    horizon_s: float
+    warmup_s: float
+    end_s: float  # the run stops here: horizon + drain
+    arrival_scale: float = 1.0
+    fractions: bool = False  # a trace asks for GPU fractions: nodes share GPUs
+
+
+@dataclass(frozen=True)
+class TraceInput:
+    """A team's trace as read once: its jobs (renamed, retimed) and what the reader said."""
+
+    team: str
+    source: str
+    jobs: tuple[TraceJob, ...]  # at scale 1, not yet repeated over the horizon
+    report_lines: tuple[str, ...]
+    span_s: float
+
+
+# -- services --------------------------------------------------------------------------
+
+
+def service_label(entry: PlanInferenceEntry) -> str:
+    return entry.name or "inference"
+
+
+def size_service(
+    team: str, entry: PlanInferenceEntry, accelerator: str, log: Assumptions
+) -> ServiceSizing | str:
+    """The service's replicas on `accelerator` at its peak rate, or why it cannot be served."""
+    from gpufleet.estimate.inference_estimate import MAX_UTILISATION, estimate_inference
+    from gpufleet.plan.inference_search import search_inference
+    from gpufleet.plan.planner import serving_on
+    from gpufleet.specs.inference import InferenceSpec, ServingParams
+
+    label = f"{team}/{service_label(entry)}"
+    for key, default in (("input_tokens", "1,024"), ("output_tokens", "256")):
+        if key not in entry.model_fields_set:
+            log.add(f"{key}[{label}]", default, "not given in the spec (assumption)")
+    serving = serving_on(
+        ServingParams(
+            precision=entry.precision,
+            engine=entry.engine,
+            input_tokens=entry.input_tokens,
+            output_tokens=entry.output_tokens,
+            request_rate=entry.request_rate,
+            slo=entry.slo,
+        ),
+        accelerator,
+        label,
+        log,
+    )
+    try:
+        inf = InferenceSpec.model_validate(
+            {
+                "kind": "inference",
+                "name": label,
+                "model": entry.model.model_dump(),
+                "serving": serving.model_dump(),
+                "hardware": {"accelerator": accelerator},
+            }
+        )
+    except ValueError as exc:
+        return f"{label} on {accelerator}: {str(exc).splitlines()[-1].strip()}"
+    result = search_inference(inf, [accelerator], precisions=[serving.precision], top_k=1)
+    if not result.top:
+        why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
+        return f"{label} on {accelerator}: cannot serve it within the SLO ({why})"
+    best = result.top[0]
+    whole = ServiceSizing(
+        team=team,
+        service=service_label(entry),
+        model=entry.model.name or "model",
+        accelerator=accelerator,
+        request_rate=entry.request_rate,
+        tp=best.tp,
+        replicas=best.replicas,
+        mig_profile=None,
+        slices_per_gpu=0,
+        compute_share=1.0,
+        ttft_ms=best.ttft_ms,
+        tpot_ms=best.tpot_ms,
+        whole_gpus=best.gpus,
+        how=f"{best.replicas} replica{'s' * (best.replicas != 1)} × {best.tp} GPU "
+        f"(TP {best.tp}, {best.concurrency} requests in flight each) for "
+        f"{entry.request_rate:g} req/s within the SLO",
+    )
+    if not entry.mig or best.tp != 1 or not mig_profiles_for(accelerator):
+        return whole
+    est = estimate_inference(inf)
+    if est.tp != 1:
+        return whole
+    device = get_accelerator(accelerator)
+    demand = entry.request_rate * float(serving.mean_tokens("output"))
+    options: list[ServiceSizing] = []
+    profiles = {p.profile: p for p in mig_profiles_for(accelerator)}
+    for fit in est.mig_fit:
+        p = profiles[fit.profile]
+        if not fit.fits or fit.output_tokens_per_s <= 0 or p.compute_slices >= 7:
+            continue
+        per_gpu = _homogeneous_count(accelerator, p.profile, p.max_instances)
+        if per_gpu == 0:
+            continue
+        # A slice has compute_slices/7 of the SMs: prefill (TTFT) slows by that much; decode
+        # (TPOT) by its share of memory bandwidth (in proportion to its memory).
+        ttft = best.ttft_ms * 7 / p.compute_slices
+        tpot = best.tpot_ms * device.memory_bytes / p.memory_bytes
+        if entry.slo.ttft_p99_ms is not None and ttft > entry.slo.ttft_p99_ms:
+            continue
+        if entry.slo.tpot_p99_ms is not None and tpot > entry.slo.tpot_p99_ms:
+            continue
+        slices = math.ceil(demand / (MAX_UTILISATION * fit.output_tokens_per_s))
+        options.append(
+            replace(
+                whole,
+                replicas=slices,
+                mig_profile=p.profile,
+                slices_per_gpu=per_gpu,
+                compute_share=p.compute_slices / 7,
+                ttft_ms=ttft,
+                tpot_ms=tpot,
+                how=f"{slices} MIG {p.profile} slice{'s' * (slices != 1)} "
+                f"({fit.output_tokens_per_s:,.0f} output tokens/s each at "
+                f"{min(est.batch, fit.max_batch)} in flight, run at most "
+                f"{MAX_UTILISATION:.0%} busy) instead of {best.gpus} whole GPU"
+                f"{'s' * (best.gpus != 1)}",
+            )
+        )
+    if not options:
+        return whole
+    pick = min(options, key=lambda o: (o.gpu_equivalent, o.replicas))
+    if pick.gpu_equivalent >= whole.gpu_equivalent:
+        return whole
+    log.add(
+        "mig slice latency",
+        "TTFT × 7 / compute slices; TPOT × GPU memory / slice memory",
+        "a slice has its share of the SMs (prefill) and of memory bandwidth (decode), "
+        "scaled from the whole-GPU estimate (approximation)",
+    )
+    return pick
+
+
+def _homogeneous_count(accelerator: str, profile: str, most: int) -> int:
+    """Most slices of one profile a GPU can be cut into, by the catalog's layout rules."""
+    for count in range(most, 0, -1):
+        if not check_layout(accelerator, {profile: count}):
+            return count
+    return 0
+
+
+# -- traces ----------------------------------------------------------------------------
+
+
+def read_team_trace(team: PlanTeam, base_dir: Path) -> TraceInput:
+    """The team's trace, read with the simulator's reader (a `UserError` if unreadable)."""
+    from gpufleet.sim.traces import read_trace
+
+    assert team.trace is not None
+    path = team.trace.path if team.trace.path.is_absolute() else base_dir / team.trace.path
+    try:
+        workload = read_trace(path, team.trace.format)
+    except UserError as exc:
+        raise UserError(f"teams.{team.name}.trace: {exc}") from None
+    if not workload.jobs:
+        raise UserError(f"teams.{team.name}.trace: {path} has no jobs the reader kept")
+    jobs = tuple(
+        replace(
+            j,
+            name=f"{team.name}-trace-{j.name}",
+            team=team.name,
+            accelerators=(),
+            priority_class=team.priority if j.kind != "inference" else j.priority_class,
+        )
+        for j in workload.jobs
+    )
+    first = min(j.submit_s for j in jobs)
+    jobs = tuple(replace(j, submit_s=j.submit_s - first) for j in jobs)
+    last = max(j.submit_s for j in jobs)
+    gap = last / max(1, len(jobs) - 1)
+    return TraceInput(team.name, str(path), jobs, tuple(workload.report.lines()), last + gap)
+
+
+def trace_over_horizon(
+    trace: TraceInput, horizon_s: float, scale: float
+) -> tuple[tuple[TraceJob, ...], int]:
+    """The trace's jobs arriving in [0, horizon): arrival times ÷ `scale` (1.2: 20 % more
+    often), repeated back to back while shorter than the horizon; and the copies used."""
+    span = trace.span_s / scale
+    copies = max(1, math.ceil(horizon_s / span)) if span > 0 else 1
+    out: list[TraceJob] = []
+    for k in range(copies):
+        for j in trace.jobs:
+            t = j.submit_s / scale + k * span
+            if t < horizon_s:
+                name = j.name if copies == 1 else f"{j.name}.r{k}"
+                out.append(replace(j, name=name, submit_s=t))
+    return tuple(out), copies
+
+
+# -- candidates ------------------------------------------------------------------------
+
+
+def gpus_per_node(accelerator: str) -> int:
+    """GPUs per compute node of the accelerator's default system (8 for HGX/DGX boards)."""
+    from gpufleet.plan.design import design_cluster
+    from gpufleet.specs.plan import OnPremPreferences
+
+    design = design_cluster(accelerator, 1, OnPremPreferences(), None, Assumptions())
+    return max(1, design.gpus // max(1, design.nodes))
+
+
+def prepare_candidate(
+    spec: FleetPlanSpec, accelerator: str, traces: Sequence[TraceInput], log: Assumptions
+) -> Candidate:
+    """Size the services on `accelerator`, cut MIG GPUs for their slices, and list every
+    reason the accelerator cannot run the teams' jobs at all."""
+    gpn = gpus_per_node(accelerator)
+    problems: list[str] = []
+    services: list[ServiceSizing] = []
+    gang_nodes = 1
+    for team in spec.teams:
+        for entry in team.workloads:
+            if isinstance(entry, PlanInferenceEntry):
+                sized = size_service(team.name, entry, accelerator, log)
+                if isinstance(sized, str):
+                    problems.append(sized)
+                    continue
+                if sized.mig_profile is None and sized.tp > gpn:
+                    problems.append(
+                        f"{team.name}/{sized.service}: TP {sized.tp} needs more GPUs than a "
+                        f"{accelerator} node has ({gpn})"
+                    )
+                services.append(sized)
+            elif isinstance(entry, PlanTrainingEntry):
+                per_worker = entry.gpus_per_worker
+                if per_worker > gpn and any(g >= per_worker for g in entry.gpus.choices):
+                    problems.append(
+                        f"{team.name}/{entry.name or entry.kind}: gpus_per_worker {per_worker} "
+                        f"is more than a {accelerator} node has ({gpn})"
+                    )
+                for g in entry.gpus.choices:
+                    gang_nodes = max(gang_nodes, max(1, g // per_worker) if g >= per_worker else 1)
+    for trace in traces:
+        too_big = [j for j in trace.jobs if (j.gpus or 0) > gpn]
+        if too_big:
+            problems.append(
+                f"{trace.team}: {len(too_big):,} trace job{'s' * (len(too_big) != 1)} ask for "
+                f"more GPUs per node than a {accelerator} node has ({gpn}), e.g. "
+                f"{too_big[0].name} ({too_big[0].gpus} per node)"
+            )
+        for j in trace.jobs:
+            gang_nodes = max(gang_nodes, j.workers)
+    mig = _mig_cut(accelerator, services)
+    mig_gpus = sum(n for _, n, _ in mig)
+    whole_peak = sum(s.replicas * s.tp for s in services if s.mig_profile is None)
+    min_nodes = max(
+        gang_nodes + math.ceil(mig_gpus / gpn), math.ceil((mig_gpus + whole_peak) / gpn), 1
+    )
+    return Candidate(accelerator, gpn, tuple(services), mig, tuple(problems), min_nodes, gang_nodes)
+
+
+def _mig_cut(
+    accelerator: str, services: Sequence[ServiceSizing]
+) -> tuple[tuple[str, int, GpuLayout], ...]:
+    slices: dict[str, int] = {}
+    per_gpu: dict[str, int] = {}
+    for s in services:
+        if s.mig_profile is not None:
+            slices[s.mig_profile] = slices.get(s.mig_profile, 0) + s.replicas
+            per_gpu[s.mig_profile] = s.slices_per_gpu
+    return tuple(
+        (p, math.ceil(n / per_gpu[p]), ((p, per_gpu[p]),)) for p, n in sorted(slices.items())
+    )
+
+
+def make_variant(
+    spec: FleetPlanSpec,
+    candidate: Candidate,
+    traces: Sequence[TraceInput],
+    *,
+    profile: str,
+    arrival_scale: float = 1.0,
+    quotas: Mapping[str, tuple[int, int]] | None = None,
+    tag: str = "",
+) -> Variant:
+    """The variant of `candidate` under `profile`, training arrivals × `arrival_scale`."""
+    speed = duration_factor(spec.durations_on, candidate.accelerator)
+    by_team: dict[str, list[ServiceSizing]] = {}
+    for s in candidate.services:
+        by_team.setdefault(s.team, []).append(s)
+    teams: list[TeamWorkloads] = []
+    for team in spec.teams:
+        entries: list[PlanTrainingEntry | InferenceEntry] = []
+        for entry in team.workloads:
+            if isinstance(entry, PlanTrainingEntry):
+                rate = entry.arrivals_per_day * arrival_scale
+                update: dict[str, object] = {"arrivals_per_day": rate}
+                if speed != 1.0:
+                    update["duration"] = scaled_duration(entry.duration, speed)
+                entries.append(entry.model_copy(update=update))
+        services = {s.service: s for s in by_team.get(team.name, [])}
+        for entry in team.workloads:
+            if isinstance(entry, PlanInferenceEntry):
+                entries.append(_service_entry(entry, services[service_label(entry)]))
+        if entries:
+            teams.append(
+                TeamWorkloads(name=team.name, priority_class=team.priority, workloads=entries)
+            )
+    workload = WorkloadSpec.model_construct(kind="workload", horizon=spec.horizon, teams=teams)
+    trace_jobs: list[TraceJob] = []
+    for trace in traces:
+        jobs = trace_over_horizon(trace, spec.horizon, arrival_scale)[0]
+        if speed != 1.0:
+            jobs = tuple(j if j.kind == "inference" else _faster(j, speed) for j in jobs)
+        trace_jobs.extend(jobs)
+    limits = [t.targets.long_run_limit_s or 0.0 for t in spec.teams]
+    waits = [t.targets.wait_p95 or 0.0 for t in spec.teams]
+    drain = max(2.0 * max([*limits, *waits]), DAY_S / 4)
+    key = f"{candidate.accelerator}|{profile}|x{arrival_scale:g}{tag}"
+    return Variant(
+        key=key,
+        accelerator=candidate.accelerator,
+        gpus_per_node=candidate.gpus_per_node,
+        profile=profile,
+        workload=workload,
+        trace_jobs=tuple(trace_jobs),
+        mig=candidate.mig,
+        teams=tuple((t.name, t.fair_share_weight, t.priority) for t in spec.teams),
+        quotas=dict(quotas) if quotas is not None else None,
+        horizon_s=spec.horizon,
+        warmup_s=spec.warmup_s,
+        end_s=spec.horizon + drain,
+        arrival_scale=arrival_scale,
+        fractions=any(j.gpu_fraction is not None for j in trace_jobs),
+    )
+
+
+def duration_factor(measured_on: str | None, accelerator: str) -> float:
+    """Run time on `accelerator` ÷ run time on `measured_on`: the ratio of dense BF16
+    throughput (1 when no reference is given or either lacks a BF16 figure)."""
+    if measured_on is None or measured_on == accelerator:
+        return 1.0
+    ref = get_accelerator(measured_on).dense_flops("bf16")
+    here = get_accelerator(accelerator).dense_flops("bf16")
+    if not ref or not here:
+        return 1.0
+    return ref / here
+
+
+def scaled_duration(dist: DurationDist, factor: float) -> DurationDist:
+    """The same distribution with every time (centre, bounds) × `factor`."""
+    update: dict[str, float] = {}
+    for key in ("fixed", "lognormal_median", "exponential_mean", "min", "max"):
+        value = getattr(dist, key)
+        if value is not None:
+            update[key] = value * factor
+    return dist.model_copy(update=update)
+
+
+def _faster(job: TraceJob, factor: float) -> TraceJob:
+    estimate = None if job.runtime_estimate_s is None else job.runtime_estimate_s * factor
+    return replace(job, duration_s=job.duration_s * factor, runtime_estimate_s=estimate)
+
+
+def _service_entry(entry: PlanInferenceEntry, sized: ServiceSizing) -> InferenceEntry:
+    request: dict[str, object] = (
+        {"gpus": sized.tp}
+        if sized.mig_profile is None
+        else {"mig_profile": sized.mig_profile, "accelerators": [sized.accelerator]}
+    )
+    return InferenceEntry.model_validate(
+        {
+            "kind": "inference",
+            "name": sized.service,
+            "services": sized.replicas,
+            "diurnal": entry.diurnal.model_dump() if entry.diurnal else None,
+            "slo": {"ttft_p99_ms": entry.slo.ttft_p99_ms},
+            "priority_class": entry.priority_class,
+            "preemptible": False,
+            **request,
+        }
+    )
+
+
+# -- what one run simulates ------------------------------------------------------------
+
+
+def build_cluster(variant: Variant, nodes: int) -> Cluster:
+    """`nodes` nodes of the accelerator, flat (no leaf or spine limits), the variant's MIG
+    GPUs cut at the front of the cluster."""
+    spec = ClusterSpec.model_validate(
+        {
+            "kind": "cluster",
+            "name": f"{variant.accelerator}-{nodes}",
+            "topology_levels": ["node"],
+            "node_groups": [
+                {
+                    "name": "n",
+                    "count": nodes,
+                    "accelerator": variant.accelerator,
+                    "gpus_per_node": variant.gpus_per_node,
+                    "fractions": variant.fractions,
+                }
+            ],
+        }
+    )
+    cluster = Cluster.from_spec(spec)
+    layouts = [layout for _, count, layout in variant.mig for _ in range(count)]
+    if not layouts:
+        return cluster
+    gpn = variant.gpus_per_node
+    out = []
+    for i, node in enumerate(cluster.nodes):
+        mine = layouts[i * gpn : (i + 1) * gpn]
+        out.append(replace(node, mig=tuple(mine) + ((),) * (gpn - len(mine))) if mine else node)
+    return Cluster(cluster.levels, tuple(out), name=cluster.name)
+
+
+def build_teams(variant: Variant, cluster: Cluster) -> TeamsSpec:
+    """Open quotas (each team guaranteed the whole cluster) or the variant's quotas."""
+    gpus = cluster.gpu_count
+    teams = []
+    for name, weight, priority in variant.teams:
+        guaranteed, limit = (gpus, gpus) if variant.quotas is None else variant.quotas[name]
+        teams.append(
+            Team(
+                name=name,
+                cohort=None if variant.quotas is None else "plan",
+                weight=weight,
+                default_priority=priority,
+                quotas=[
+                    Quota(
+                        flavor=variant.accelerator,
+                        guaranteed_gpus=guaranteed,
+                        limit_gpus=None if variant.quotas is None else max(limit, guaranteed),
+                    )
+                ],
+            )
+        )
+    return TeamsSpec(teams=teams)
+
+
+def draw_workload(variant: Variant, seed: int) -> Workload:
+    """The synthetic jobs of one seed (the generator, `default_rng(seed)`) plus the traces."""
+    from gpufleet.sim.generate import generate
+
+    drawn = (
+        generate(variant.workload, np.random.default_rng(seed)) if variant.workload.teams else None
+    )
+    jobs = (drawn.jobs if drawn is not None else ()) + variant.trace_jobs
+    return Workload(jobs, CleaningReport("plan", len(jobs), len(jobs)))
+
+
+@dataclass(frozen=True)
+class OfferedLoad:
+    """GPUs the jobs of one draw ask for on average over the horizon (a search start)."""
+
+    mean_gpus: float
+    by_team: Mapping[str, float] = field(default_factory=dict)
+
+
+def offered_load(variant: Variant, seed: int = 0) -> OfferedLoad:
+    horizon = variant.horizon_s
+    by_team: dict[str, float] = {}
+    per_gpu = {p: layout[0][1] for p, _, layout in variant.mig}
+    for j in draw_workload(variant, seed).jobs:
+        if j.submit_s >= horizon:
+            continue
+        share = j.total_gpus
+        if j.mig_profile is not None:
+            share = 1.0 / per_gpu.get(j.mig_profile, 7)
+        hours = share * min(j.duration_s, horizon - j.submit_s)
+        by_team[j.team] = by_team.get(j.team, 0.0) + hours / horizon
+    return OfferedLoad(math.fsum(by_team.values()), dict(sorted(by_team.items())))

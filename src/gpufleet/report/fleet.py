@@ -1,0 +1,422 @@
+"""Render a multi-team plan (`plan.fleet_model.FleetPlan`) as plan.json/.md/.html/.pdf.
+
+Pure, like the single-workload report (`report.render`): the same plan gives the same
+bytes. The tables are worded once here (`_context`) and laid out by two templates, so
+Markdown and HTML say the same thing. Charts are hand-written SVG with the simulator
+report's line chart (`sim.report.line_chart_svg`, built on `report.charts`): per team its
+p50 and p95 wait against cluster size with the target drawn flat, and utilisation
+against cluster size per scheduling profile. HTML is one self-contained file; the PDF is
+WeasyPrint printing it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from gpufleet.plan.fleet_model import FleetPlan, Interval, SearchResult, SizePoint
+from gpufleet.report.render import (
+    DERIVED_LEGEND,
+    DERIVED_MARK,
+    MISSING,
+    _css,
+    _html_env,
+    _markdown_env,
+    fmt_count,
+    fmt_num,
+    fmt_pct,
+    fmt_usd,
+    pdf_available,
+    write_files,
+)
+from gpufleet.sim.report import fmt_duration, line_chart_svg
+
+HOUR_S = 3_600.0
+WAIT_CLIP_FACTOR = 4.0  # the wait charts stop at this many times the team's target
+
+
+def _interval(i: Interval | None, fmt: Any = fmt_duration) -> str:
+    if i is None or i.mean is None:
+        return MISSING
+    if i.low is None or i.high is None:
+        return str(fmt(i.mean))
+    return f"{fmt(i.mean)} [{fmt(i.low)}, {fmt(i.high)}]"
+
+
+def _pct_interval(i: Interval | None) -> str:
+    return _interval(i, fmt_pct)
+
+
+def _rec_search(plan: FleetPlan) -> SearchResult | None:
+    rec = plan.recommendation
+    if rec is None:
+        return None
+    return next(
+        (
+            c
+            for c in plan.candidates
+            if c.accelerator == rec.accelerator and c.profile == rec.profile
+        ),
+        None,
+    )
+
+
+def _point(search: SearchResult | None, nodes: int | None) -> SizePoint | None:
+    if search is None or nodes is None:
+        return None
+    return next((p for p in search.points if p.nodes == nodes), None)
+
+
+# -- charts --------------------------------------------------------------------------------
+
+
+def wait_chart(search: SearchResult, team: str, index: int) -> str | None:
+    """p50 and p95 (means over seeds), the p95's upper bound against GPUs, and the target
+    as a flat line."""
+    rows = []
+    target: float | None = None
+    for p in search.points:
+        t = next((t for t in p.teams if t.team == team), None)
+        if t is None or t.wait_p95_s is None or t.wait_p95_s.mean is None:
+            continue
+        target = t.wait_target_s
+        upper = t.wait_p95_s.high if t.wait_p95_s.high is not None else t.wait_p95_s.mean
+        p50 = (t.wait_p50_s or 0.0) / HOUR_S
+        rows.append((float(p.gpus), t.wait_p95_s.mean / HOUR_S, upper / HOUR_S, p50))
+    if not rows:
+        return None
+    top = (target or max(r[2] for r in rows) * HOUR_S) * WAIT_CLIP_FACTOR / HOUR_S
+    series: dict[str, list[list[float]]] = {
+        "p50, mean": [[g, min(p50, top)] for g, _, _, p50 in rows],
+        "p95, mean": [[g, min(m, top)] for g, m, _, _ in rows],
+        "p95, upper bound": [[g, min(u, top)] for g, _, u, _ in rows],
+    }
+    if target is not None:
+        xs = [r[0] for r in rows]
+        series["target"] = [[min(xs), target / HOUR_S], [max(xs), target / HOUR_S]]
+    return line_chart_svg(
+        f"chart-wait-{index}",
+        f"{team}: queue wait vs cluster size",
+        f"Lines against the cluster's GPU count for team {team}: the means over seeds of its "
+        "median and 95th-percentile queue wait, the upper end of the p95 mean's 95 % "
+        "confidence interval, "
+        f"and its target; values above {WAIT_CLIP_FACTOR:g} × the target are drawn at that "
+        "height.",
+        series,
+        x_label="Cluster size (GPUs)",
+        y_label="Queue wait (hours)",
+        y_max=top,
+    )
+
+
+def utilisation_chart(plan: FleetPlan) -> str | None:
+    rec = plan.recommendation
+    if rec is None:
+        return None
+    series: dict[str, list[list[float]]] = {}
+    for c in plan.candidates:
+        if c.accelerator != rec.accelerator or c.arrival_scale != 1.0 or not c.points:
+            continue
+        series[c.profile] = [[float(p.gpus), (p.allocation.mean or 0.0) * 100] for p in c.points]
+    return line_chart_svg(
+        "chart-utilisation",
+        f"GPU allocation vs cluster size ({rec.accelerator})",
+        "One line per scheduling profile: the GPUs held by jobs as a percentage of the "
+        "cluster's GPUs over the measured window, mean over seeds, against the cluster's GPU "
+        "count.",
+        series,
+        x_label="Cluster size (GPUs)",
+        y_label="GPUs allocated (%)",
+        y_max=100.0,
+    )
+
+
+def all_charts(plan: FleetPlan) -> dict[str, str]:
+    search = _rec_search(plan)
+    out: dict[str, str] = {}
+    if search is not None:
+        for i, t in enumerate(plan.teams):
+            svg = wait_chart(search, t.team, i)
+            if svg is not None:
+                out[f"wait:{t.team}"] = svg
+    util = utilisation_chart(plan)
+    if util is not None:
+        out["utilisation"] = util
+    return out
+
+
+# -- tables --------------------------------------------------------------------------------
+
+
+def _dur(s: float | None) -> str:
+    return fmt_duration(s)
+
+
+def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
+    search = _rec_search(plan)
+    rec = plan.recommendation
+    answer = _point(search, rec.nodes if rec else None)
+    marker: str | Markup = (
+        Markup('<span class="derived" title="derived by gpufleet">†</span>')
+        if html
+        else DERIVED_MARK
+    )
+    seeds = plan.method.get("seeds", [])
+    n_seeds = len(seeds) if isinstance(seeds, list) else 0
+    candidates = [
+        {
+            "accelerator": c.accelerator,
+            "status": c.status,
+            "size": MISSING
+            if c.gpus is None
+            else f"{c.gpus:,} GPUs ({c.nodes} nodes × {c.gpus_per_node})",
+            "cost": MISSING if c.cost is None else fmt_usd(c.cost.total_usd),
+            "deployment": MISSING if c.cost is None else c.cost.deployment,
+            "binding": ", ".join(c.binding) or MISSING,
+            "searched": ", ".join(str(n) for n in c.searched_nodes) or MISSING,
+            "problems": "; ".join(c.problems),
+        }
+        for c in plan.candidates
+        if c.arrival_scale == 1.0 and c.profile in ("", plan.method.get("profile"))
+    ]
+    team_names = [t.team for t in plan.teams]
+    sizes = []
+    if search is not None:
+        for p in search.points:
+            by_team = {t.team: t for t in p.teams}
+            sizes.append(
+                {
+                    "gpus": f"{p.gpus:,}",
+                    "nodes": p.nodes,
+                    "passed": "yes" if p.passed else "no",
+                    "allocation": _pct_interval(p.allocation),
+                    "cells": [
+                        _interval(by_team[n].wait_p95_s) if n in by_team else MISSING
+                        for n in team_names
+                    ],
+                }
+            )
+    answer_rows = []
+    if answer is not None:
+        for t in answer.teams:
+            answer_rows.append(
+                {
+                    "team": t.team,
+                    "wait": _interval(t.wait_p95_s),
+                    "wait_target": _dur(t.wait_target_s),
+                    "long": f"{_dur(t.long_run_wait_p95_s)} ({t.long_runs} runs)"
+                    if t.long_runs
+                    else MISSING,
+                    "long_target": _dur(t.long_run_target_s),
+                    "slo": _pct_interval(t.slo_attainment),
+                    "slo_target": MISSING if t.slo_target is None else fmt_pct(t.slo_target),
+                    "held": fmt_num(t.held_gpus_mean),
+                    "passed": "yes" if t.passed else "no",
+                    "reasons": "; ".join(t.reasons),
+                }
+            )
+    services = [
+        {
+            "team": s.team,
+            "service": s.service,
+            "model": s.model,
+            "rate": f"{s.request_rate:g} req/s",
+            "how": s.how,
+            "gpus": fmt_num(s.gpu_equivalent),
+            "ttft": f"{fmt_num(s.ttft_ms)} ms",
+            "tpot": f"{fmt_num(s.tpot_ms)} ms",
+        }
+        for s in (search.services if search is not None else [])
+    ]
+    quotas = plan.quotas
+    quota_rows = (
+        [
+            {
+                "team": q.team,
+                "guaranteed": fmt_count(q.guaranteed_gpus),
+                "burst": fmt_count(q.burst_limit_gpus),
+                "mean": fmt_num(q.mean_gpus_held),
+                "p99": fmt_num(q.p99_gpus_held),
+                "inference": fmt_num(q.inference_peak_gpus),
+            }
+            for q in quotas.teams
+        ]
+        if quotas
+        else []
+    )
+    verified_rows = []
+    if quotas is not None and quotas.verified is not None:
+        for t in quotas.verified.teams:
+            verified_rows.append(
+                {
+                    "team": t.team,
+                    "wait": _interval(t.wait_p95_s),
+                    "target": _dur(t.wait_target_s),
+                    "slo": _pct_interval(t.slo_attainment),
+                    "passed": "yes" if t.passed else "no",
+                    "reasons": "; ".join(t.reasons),
+                }
+            )
+    policies = [
+        {
+            "profile": p.profile,
+            "status": p.status,
+            "gpus": MISSING if p.gpus is None else f"{p.gpus:,}",
+            "extra": MISSING if p.extra_gpus is None else f"{p.extra_gpus:+,}",
+            "cost": fmt_usd(p.cost_usd),
+            "extra_cost": MISSING
+            if p.extra_cost_usd is None
+            else f"{'+' if p.extra_cost_usd >= 0 else '-'}{fmt_usd(abs(p.extra_cost_usd))}",
+        }
+        for p in plan.policies
+    ]
+    sensitivity = [
+        {
+            "scale": f"× {s.arrival_scale:g}",
+            "status": s.status,
+            "gpus": MISSING if s.gpus is None else f"{s.gpus:,}",
+            "cost": fmt_usd(s.cost_usd),
+        }
+        for s in plan.sensitivity
+    ]
+    cost = search.cost if search is not None else None
+    cost_rows: list[tuple[str, str]] = []
+    if cost is not None:
+        cost_rows = [
+            ("Deployment", cost.deployment),
+            ("Total over the horizon", fmt_usd(cost.total_usd)),
+            ("On-prem TCO", fmt_usd(cost.on_prem_tco_usd)),
+            ("Renting (cloud)", fmt_usd(cost.cloud_usd)),
+            ("Cloud purchase", cost.cloud_method or MISSING),
+            (
+                "On-prem cost per delivered GPU-hour",
+                MISSING if cost.per_gpu_hour_usd is None else f"${cost.per_gpu_hour_usd:,.2f}",
+            ),
+            ("System", cost.system or MISSING),
+            ("Nodes", fmt_count(cost.nodes)),
+            ("Racks", fmt_count(cost.racks)),
+            (
+                "IT power",
+                MISSING if cost.it_power_kw is None else f"{fmt_num(cost.it_power_kw)} kW",
+            ),
+        ]
+    method_rows = [
+        ("Scheduling profile", str(plan.method.get("profile"))),
+        (
+            "Seeds",
+            f"{n_seeds} ({', '.join(str(s) for s in seeds) if isinstance(seeds, list) else seeds})",
+        ),
+        (
+            "Confidence",
+            f"{(_f(plan.method.get('confidence')) or 0.95) * 100:g} % two-sided Student-t "
+            "interval of the mean over seeds",
+        ),
+        ("Horizon", _dur(_f(plan.method.get("horizon_s")))),
+        ("Warm-up (not measured)", _dur(_f(plan.method.get("warmup_s")))),
+        ("Each run ends at", _dur(_f(plan.method.get("run_end_s")))),
+        ("Wait statistic", str(plan.method.get("wait_statistic"))),
+        ("Long runs", str(plan.method.get("long_run_check"))),
+        ("Services", str(plan.method.get("slo_statistic"))),
+        ("Search", str(plan.method.get("search"))),
+        ("Durations", str(plan.method.get("durations"))),
+        ("Sensitivity", str(plan.method.get("sensitivity"))),
+        ("Quotas while sizing", str(plan.method.get("quotas_while_sizing"))),
+        ("Failures", str(plan.method.get("failures"))),
+        ("Topology", str(plan.method.get("topology"))),
+        (
+            "Scheduling cycle",
+            f"every {fmt_num(_f(plan.method.get('cycle_interval_s')))} s at most; restart "
+            f"overhead {fmt_num(_f(plan.method.get('restart_overhead_s')))} s",
+        ),
+    ]
+    headline = "No candidate met every target within the search limit."
+    if rec is not None:
+        headline = (
+            f"Recommended: {rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes), {rec.deployment}"
+            + (f", {fmt_usd(rec.cost_usd)} over the horizon" if rec.cost_usd is not None else "")
+            + f"; every team meets its targets under the {rec.profile} profile."
+        )
+    charts = all_charts(plan) if html else {}
+    return {
+        "plan": plan,
+        "headline": headline,
+        "rec": rec,
+        "teams": plan.teams,
+        "team_names": team_names,
+        "candidates": candidates,
+        "sizes": sizes,
+        "answer_rows": answer_rows,
+        "services": services,
+        "mig_gpus": search.mig_gpus if search is not None else 0,
+        "capacity": plan.capacity,
+        "quotas": quotas,
+        "quota_rows": quota_rows,
+        "verified_rows": verified_rows,
+        "policies": policies,
+        "sensitivity": sensitivity,
+        "cost_rows": cost_rows,
+        "method_rows": method_rows,
+        "dur": _dur,
+        "num": fmt_num,
+        "pct": fmt_pct,
+        "charts": {k: Markup(v) for k, v in charts.items()},
+        "css": Markup(_css()) if html else "",
+        "D": marker,
+        "legend": DERIVED_LEGEND,
+    }
+
+
+def _f(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(float(value)) else None
+
+
+# -- formats -------------------------------------------------------------------------------
+
+
+def render_json(plan: FleetPlan) -> str:
+    return plan.model_dump_json(indent=2)
+
+
+def render_markdown(plan: FleetPlan) -> str:
+    return _markdown_env().get_template("fleet.md.j2").render(_context(plan, html=False))
+
+
+def render_html(plan: FleetPlan) -> str:
+    return _html_env().get_template("fleet.html.j2").render(_context(plan, html=True))
+
+
+def render_pdf(plan: FleetPlan) -> bytes:
+    from weasyprint import HTML  # type: ignore[import-untyped]
+
+    pdf: bytes = HTML(string=render_html(plan), base_url=None).write_pdf()
+    return pdf
+
+
+def write_fleet_reports(plan: FleetPlan, out_dir: Path, *, pdf: bool = True) -> dict[str, Path]:
+    """plan.json, plan.md, plan.html and (when WeasyPrint can run and `pdf`) plan.pdf, all
+    rendered in memory first and written whole (see `report.render.write_files`)."""
+    contents: dict[str, bytes] = {
+        "json": render_json(plan).encode("utf-8"),
+        "md": render_markdown(plan).encode("utf-8"),
+        "html": render_html(plan).encode("utf-8"),
+    }
+    if pdf and pdf_available() is None:
+        contents["pdf"] = render_pdf(plan)
+    return write_files(contents, out_dir)
+
+
+def sizes_table(points: Sequence[SizePoint]) -> list[str]:
+    """One line per size (console summary): GPUs, verdict, each team's p95 upper bound."""
+    out = []
+    for p in points:
+        cells = []
+        for t in p.teams:
+            w = t.wait_p95_s
+            upper = None if w is None else (w.high if w.high is not None else w.mean)
+            cells.append(f"{t.team} {fmt_duration(upper)}")
+        out.append(f"{p.gpus:>6,} GPUs  {'pass' if p.passed else 'fail'}  " + ", ".join(cells))
+    return out
