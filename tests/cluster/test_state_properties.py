@@ -430,6 +430,8 @@ class ClusterStateMachine(RuleBasedStateMachine):
                 want = ranked(per_node, ctx.names, k)
                 assert list(s.nodes_with_free(acc, k)) == want
                 assert s.count_nodes_with_free(acc, k) == len(want)
+                assert s.free_on_nodes_with(acc, k) == sum(per_node[name] for name in want)
+                assert s.tightest_with_free(acc, k) == (want[0] if want else None)
             assert s.free_total(acc) == sum(per_node.values())
             for i, level in enumerate(c.levels[:-1]):
                 per_group: dict[str, int] = {}
@@ -555,6 +557,9 @@ def test_bucket_index_answers_like_a_sort(
     sizes = Counter(values[i] for i in want)
     assert list(index.sizes_at_least(k)) == sorted(sizes.items())
     assert index.max_value(-1) == max(values.values(), default=-1)
+    assert index.first_at_least(k) == (want[0] if want else None)
+    per = max(k, 1)
+    assert index.room(per) == sum(v // per for v in values.values())
 
 
 def test_free_epochs_never_repeat_across_states() -> None:

@@ -59,6 +59,18 @@ class BucketIndex:
         for value in values[bisect_left(values, k) :]:
             yield from buckets[value]
 
+    def first_at_least(self, k: int) -> int | None:
+        """The first id `at_least(k)` would yield (None if none): O(log values)."""
+        values = self._values
+        i = bisect_left(values, k)
+        return self._buckets[values[i]][0] if i < len(values) else None
+
+    def room(self, per: int) -> int:
+        """Sum over ids of value // per, for values >= per: O(distinct values)."""
+        values = self._values
+        buckets = self._buckets
+        return sum([v // per * len(buckets[v]) for v in values[bisect_left(values, per) :]])
+
     def items_between(self, low: int, high: int) -> Iterator[tuple[int, int]]:
         """(id, value) for values in [low, high), smallest value first, then by id."""
         values = self._values

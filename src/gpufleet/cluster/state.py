@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -125,12 +125,17 @@ class Usage:
 
 
 class _Held:
-    """One job's holdings and running totals (totals make `usage_by` O(jobs))."""
+    """One job's holdings and running totals (totals make `usage_by` O(jobs)).
 
-    __slots__ = ("gpus", "milli", "n_gpus", "n_milli", "n_slices", "shares", "slices")
+    Whole GPUs are kept per node as a bitmask of GPU indices (`nodes`): a move of a
+    node's GPUs is a few integer operations whatever their number, and a release needs
+    no grouping by node.
+    """
+
+    __slots__ = ("milli", "n_gpus", "n_milli", "n_slices", "nodes", "shares", "slices")
 
     def __init__(self) -> None:
-        self.gpus: set[int] = set()
+        self.nodes: dict[int, int] = {}  # node -> bitmask of the whole GPUs held there
         self.slices: set[int] = set()
         self.shares: dict[int, int] = {}
         self.n_gpus: dict[str, int] = {}
@@ -138,7 +143,7 @@ class _Held:
         self.n_milli: dict[str, int] = {}
 
     def empty(self) -> bool:
-        return not (self.gpus or self.slices or self.shares)
+        return not (self.nodes or self.slices or self.shares)
 
 
 def _bump(counter: dict[Any, int], key: Any, delta: int) -> None:
@@ -168,6 +173,29 @@ def _mask_ids(mask: int) -> tuple[int, ...]:
         if mask < _MASK_MEMO_BELOW:
             _MASK_IDS[mask] = ids
     return ids
+
+
+_INT = frozenset({int})
+_BITS: dict[tuple[int, ...], int] = {}  # GPU indices -> bitmask: a memo of a pure function
+_BITS_MEMO_MAX = 1 << 12  # distinct index tuples kept (nodes of 8 GPUs have 255 sorted ones)
+
+
+def _gpu_bits(gpus: tuple[int, ...], size: int) -> int:
+    """The bitmask of GPU indices (all ints) of a node of `size` GPUs: -1 if one repeats
+    or is out of range, 0 if there are none."""
+    bits = _BITS.get(gpus)
+    if bits is None:
+        bits = 0
+        for g in gpus:
+            if not 0 <= g < size:
+                return -1  # not memoised: the same indices may fit a larger node
+            if bits >> g & 1:
+                bits = -1
+                break
+            bits |= 1 << g
+        if len(_BITS) < _BITS_MEMO_MAX:
+            _BITS[gpus] = bits
+    return bits if bits < 0 or not bits >> size else -1
 
 
 def _guarded(state: State, version: int, items: Iterator[T]) -> Iterator[T]:
@@ -226,6 +254,18 @@ class StateView(ABC):
         s = self._core()
         return s._node_free[s._cluster.node_index(node)]
 
+    def free_gpus_of(self, nodes: Sequence[str]) -> list[int]:
+        """`free_gpus` of each node, in order: one call for a group's members."""
+        s = self._core()
+        free = s._node_free
+        by_name = s._cluster.tables.node_by_name
+        try:
+            return [free[by_name[name]] for name in nodes]
+        except KeyError:
+            for name in nodes:
+                s._cluster.node_index(name)  # raises UnknownNameError with suggestions
+            raise
+
     def free_gpu_ids(self, node: str) -> tuple[int, ...]:
         s = self._core()
         return _mask_ids(s._node_mask[s._cluster.node_index(node)])
@@ -247,10 +287,27 @@ class StateView(ABC):
         nodes = s._cluster.nodes
         return _guarded(s, s._version, (nodes[n].name for n in index.at_least(at_least)))
 
+    def tightest_with_free(self, accelerator: str, at_least: int = 1) -> str | None:
+        """The first node `nodes_with_free` would yield (None if none): the best fit,
+        O(log distinct free counts), without an iterator."""
+        s = self._core()
+        index = s._node_index.get(accelerator)
+        n = None if index is None else index.first_at_least(at_least)
+        return None if n is None else s._cluster.nodes[n].name
+
     def count_nodes_with_free(self, accelerator: str, at_least: int = 1) -> int:
         s = self._core()
         index = s._node_index.get(accelerator)
         return 0 if index is None else index.count_at_least(at_least)
+
+    def free_on_nodes_with(self, accelerator: str, at_least: int) -> int:
+        """Free whole GPUs on the nodes that have >= `at_least` free: the sum of
+        `free_gpus` over `nodes_with_free`, read off the index's bucket sizes in
+        O(distinct free counts)."""
+        index = self._core()._node_index.get(accelerator)
+        if index is None:
+            return 0
+        return sum(value * count for value, count in index.sizes_at_least(at_least))
 
     def worker_room(self, accelerator: str, per: int) -> int:
         """Workers of `per` whole GPUs that fit on single nodes: the sum of free // `per`.
@@ -262,9 +319,7 @@ class StateView(ABC):
             raise ValueError(f"a worker needs at least one GPU, got {per}")
         s = self._core()
         index = s._node_index.get(accelerator)
-        if index is None:
-            return 0
-        return sum(value // per * count for value, count in index.sizes_at_least(per))
+        return 0 if index is None else index.room(per)
 
     # -- topology groups and scale-up domains ------------------------------------------
 
@@ -281,7 +336,10 @@ class StateView(ABC):
         if gid is None:
             raise UnknownNameError(f"{level} group", name, t.group_by_name[i])
         agg = t.agg_ids.get((i, gid, accelerator))
-        return 0 if agg is None else s._agg_free[agg]
+        if agg is None:
+            return 0
+        s._sync_groups()
+        return s._agg_free[agg]
 
     def worker_room_in_group(self, level: str, name: str, accelerator: str, per: int) -> int:
         """Workers of `per` whole GPUs of `accelerator` that fit on single nodes of one group.
@@ -300,7 +358,10 @@ class StateView(ABC):
         if gid is None:
             raise UnknownNameError(f"{level} group", name, t.group_by_name[i])
         agg = t.agg_ids.get((i, gid, accelerator))
-        return _room(s._agg_hist[agg], per) if agg is not None else _room([], per)
+        if agg is None:
+            return _room([], per)
+        s._sync_groups()
+        return _room(s._agg_hist[agg], per)
 
     def most_free_in_group(self, level: str, accelerator: str) -> int:
         """The most free whole GPUs of `accelerator` in one group at `level` (0 if none): O(1)."""
@@ -441,9 +502,14 @@ class StateView(ABC):
         if held is None:
             return Holdings(job)
         c = s._cluster
+        nodes = c.nodes
         return Holdings(
             job,
-            tuple(c.gpu_ref(g) for g in sorted(held.gpus)),
+            tuple(
+                (nodes[n].name, g)
+                for n, mask in sorted(held.nodes.items())
+                for g in _mask_ids(mask)
+            ),
             tuple(c.slice_name(i) for i in sorted(held.slices)),
             tuple((*c.gpu_ref(g), m) for g, m in sorted(held.shares.items())),
         )
@@ -453,11 +519,8 @@ class StateView(ABC):
         s = self._core()
         t = s._cluster.tables
         n = s._cluster.node_index(node)
-        found: set[str] = set()
+        found: set[str] = set(s._held_on[n])
         for g in range(t.gpu_base[n], t.gpu_base[n + 1]):
-            whole = s._holder[g]
-            if whole is not None:
-                found.add(whole)
             shares = s._shares[g]
             if shares:
                 found.update(shares)
@@ -517,8 +580,6 @@ class State(StateView):
     """
 
     __slots__ = (
-        "_agg_dirty",
-        "_agg_filed",
         "_agg_free",
         "_agg_hist",
         "_agg_idx_of",
@@ -534,10 +595,13 @@ class State(StateView):
         "_free_epoch",
         "_free_total",
         "_gpu_frac",
+        "_group_dirty",
+        "_group_filed",
         "_group_syncs",
-        "_holder",
+        "_held_on",
         "_jobs",
         "_node_doms",
+        "_node_frac",
         "_node_free",
         "_node_idx_of",
         "_node_index",
@@ -548,6 +612,7 @@ class State(StateView):
         "_slice_set_of",
         "_used",
         "_version",
+        "_whole_mask",
     )
 
     def __init__(self, cluster: Cluster) -> None:
@@ -555,7 +620,10 @@ class State(StateView):
         nodes = cluster.nodes
         self._cluster = cluster
         n_gpus = len(t.gpu_node)
-        self._holder: list[str | None] = [None] * n_gpus
+        # whole GPUs per node: each holder's bitmask, and their union (the GPUs held whole)
+        self._held_on: list[dict[str, int]] = [{} for _ in nodes]
+        self._whole_mask: list[int] = [0] * len(nodes)
+        self._node_frac: list[bool] = [node.fractions for node in nodes]
         self._used: list[int] = [0] * n_gpus  # thousandths held as shares
         self._shares: list[dict[str, int] | None] = [None] * n_gpus
         self._slice_holder: list[str | None] = [None] * len(t.slice_gpu)
@@ -623,13 +691,13 @@ class State(StateView):
         self._agg_idx_of = [
             self._agg_index[(t.agg_level[a], t.agg_acc[a])] for a in range(len(t.agg_level))
         ]
-        # The group indexes are brought up to date when read, not at every move: a move
-        # only notes its aggregates as dirty, and `_sync_groups` re-files those whose
-        # count differs from the one filed (a move undone before the next read costs
-        # nothing). Counters and histograms stay exact at every move.
-        self._agg_filed: list[int] = list(self._agg_free)
-        self._agg_dirty: set[int] = set()
-        self._group_syncs = 0  # bumped by each sync that re-filed something (see rollback)
+        # Group counters, histograms and indexes are brought up to date when read, not at
+        # every move: a move only notes its node as dirty, and `_sync_groups` applies the
+        # change of each dirty node since it was last applied (a move undone before the
+        # next read costs nothing, two moves on one node cost one).
+        self._group_filed: list[int] = list(self._node_free)  # node free count applied
+        self._group_dirty: set[int] = set()
+        self._group_syncs = 0  # bumped by each sync that changed something (see rollback)
 
         # Node-aligned domains (each one node's GPUs) are answered from the node counters;
         # only the others keep counters and an index of their own.
@@ -667,24 +735,40 @@ class State(StateView):
         return self
 
     def _sync_groups(self) -> None:
-        """File the dirty group aggregates under their current counts (see `__init__`)."""
-        dirty = self._agg_dirty
+        """Apply the moves of dirty nodes to their groups' counters, histograms and
+        indexes (see `__init__`); each group's index moves once, however many of its
+        nodes changed."""
+        dirty = self._group_dirty
         if not dirty:
             return
-        filed = self._agg_filed
-        free = self._agg_free
-        index_of = self._agg_idx_of
-        group = self._cluster.tables.agg_group
-        moved = False
-        for a in dirty:
-            now = free[a]
-            if filed[a] != now:
-                index_of[a].move(group[a], filed[a], now)
-                filed[a] = now
-                moved = True
+        t = self._cluster.tables
+        node_aggs = t.node_aggs
+        node_free = self._node_free
+        filed = self._group_filed
+        agg_free = self._agg_free
+        agg_hist = self._agg_hist
+        before: dict[int, int] = {}  # aggregate -> its free count before this sync
+        for n in dirty:
+            new = node_free[n]
+            old = filed[n]
+            if old == new:
+                continue
+            filed[n] = new
+            for a in node_aggs[n]:
+                if a not in before:
+                    before[a] = agg_free[a]
+                agg_free[a] += new - old
+                hist = agg_hist[a]
+                hist[old] -= 1
+                hist[new] += 1
         dirty.clear()
-        if moved:
-            self._group_syncs += 1
+        if not before:
+            return
+        index_of = self._agg_idx_of
+        group = t.agg_group
+        for a, old in before.items():
+            index_of[a].move(group[a], old, agg_free[a])
+        self._group_syncs += 1
 
     # -- public mutation ----------------------------------------------------------------
 
@@ -746,23 +830,18 @@ class State(StateView):
         h = self._jobs.get(job)
         if h is None:
             return
-        gpu_node = self._cluster.tables.gpu_node
-        by_node: dict[int, list[int]] = {}
-        for g in sorted(h.gpus):
-            by_node.setdefault(gpu_node[g], []).append(g)
-        slices = sorted(h.slices)
-        shares = sorted(h.shares.items())
         log: list[_Record] = []
-        for n, gids in by_node.items():
-            ids = tuple(gids)
-            self._give_whole(job, n, ids)
-            log.append((_GIVE_WHOLE, job, n, ids))
-        for sid in slices:
-            self._give_slice(job, sid)
-            log.append((_GIVE_SLICE, job, sid, None))
-        for g, m in shares:
-            self._sub_share(job, g, m)
-            log.append((_SUB_SHARE, job, g, m))
+        for n, bits in sorted(h.nodes.items()):
+            self._give_whole(job, n, bits)
+            log.append((_GIVE_WHOLE, job, n, bits))
+        if h.slices:
+            for sid in sorted(h.slices):
+                self._give_slice(job, sid)
+                log.append((_GIVE_SLICE, job, sid, None))
+        if h.shares:
+            for g, m in sorted(h.shares.items()):
+                self._sub_share(job, g, m)
+                log.append((_SUB_SHARE, job, g, m))
         if self._branches:
             self._branches[-1]._log.extend(log)
         self._version = next(self._clock)
@@ -808,46 +887,38 @@ class State(StateView):
             )
         return self._cluster.gpu_id(claim.node, claim.gpu)
 
-    def _whole_ids(self, claim: Whole, job: str | None) -> tuple[int, tuple[int, ...]] | None:
-        """(node, global GPU ids) of a legal whole-GPU move, or None to take the slow path.
+    def _whole_bits(self, claim: Whole, job: str | None) -> tuple[int, int] | None:
+        """(node, bitmask of its GPUs) of a legal whole-GPU move, or None for the slow path.
 
-        `job` None: every GPU must be free (allocate); else held by `job` (release). One
-        pass with a bitmask instead of the separate checks; the slow path (`_gpus_of`
-        and the per-GPU checks) only runs to word the error when this says no.
+        `job` None: every GPU must be free (allocate); else held whole by `job`
+        (release). One pass builds the mask (indices in range, none repeated), then one
+        test against the node's free mask or the job's mask there; the slow path
+        (`_gpus_of` and the per-GPU checks) only runs to word the error when this says no.
         """
         t = self._cluster.tables
         n = t.node_by_name.get(claim.node)
         gpus = claim.gpus
-        if n is None or not gpus:
+        if n is None or not _INT.issuperset(map(type, gpus)):
+            return None  # (exact type: a bool or a float index is refused)
+        bits = _gpu_bits(gpus, t.gpu_base[n + 1] - t.gpu_base[n])
+        if bits <= 0:
+            return None  # none, repeated, or out of range
+        have = self._node_mask[n] if job is None else self._held_on[n].get(job, 0)
+        return (n, bits) if have & bits == bits else None
+
+    def _holder_of(self, g: int) -> str | None:
+        """The job holding GPU `g` whole (None: not held whole); for checks and messages."""
+        n = self._cluster.tables.gpu_node[g]
+        bit = 1 << self._cluster.tables.gpu_local[g]
+        if not self._whole_mask[n] & bit:
             return None
-        base = t.gpu_base[n]
-        size = t.gpu_base[n + 1] - base
-        bits = 0
-        if job is None:
-            free = self._node_mask[n]
-            for g in gpus:
-                if type(g) is not int or not 0 <= g < size:
-                    return None
-                bit = 1 << g
-                if bits & bit or not free & bit:
-                    return None
-                bits |= bit
-        else:
-            holder = self._holder
-            for g in gpus:
-                if type(g) is not int or not 0 <= g < size or holder[base + g] != job:
-                    return None
-                bit = 1 << g
-                if bits & bit:
-                    return None
-                bits |= bit
-        return n, tuple([base + g for g in gpus])
+        return next(job for job, mask in self._held_on[n].items() if mask & bit)
 
     def _allocate_one(self, job: str, claim: Claim, log: list[_Record]) -> None:
         if isinstance(claim, Whole):
-            found = self._whole_ids(claim, None)
+            found = self._whole_bits(claim, None)
             if found is None:
-                n, gids = self._gpus_of(claim)
+                _, gids = self._gpus_of(claim)
                 for local, g in zip(claim.gpus, gids, strict=True):
                     problem = self._not_free_whole(g)
                     if problem:
@@ -855,9 +926,9 @@ class State(StateView):
                             f"cannot give {job} {claim.node}/gpu{local}: {problem}"
                         )
                 raise AssertionError(f"whole-GPU check disagrees on {claim}")  # pragma: no cover
-            n, gids = found
-            self._take_whole(job, n, gids)
-            log.append((_TAKE_WHOLE, job, n, gids))
+            n, bits = found
+            self._take_whole(job, n, bits)
+            log.append((_TAKE_WHOLE, job, n, bits))
         elif isinstance(claim, MigSlice):
             sid = self._cluster.slice_index(claim.id)
             holder = self._slice_holder[sid]
@@ -875,9 +946,10 @@ class State(StateView):
                     else f"node {claim.node} does not allow fractions"
                 )
                 raise AllocationError(f"cannot give {job} a share of {where}: {why}")
-            if self._holder[g] is not None:
+            whole = self._holder_of(g)
+            if whole is not None:
                 raise AllocationError(
-                    f"cannot give {job} a share of {where}: held whole by {self._holder[g]}"
+                    f"cannot give {job} a share of {where}: held whole by {whole}"
                 )
             if self._used[g] + claim.milli > MILLI:
                 raise AllocationError(
@@ -892,27 +964,29 @@ class State(StateView):
     def _not_free_whole(self, g: int) -> str:
         if self._cluster.tables.gpu_mig[g]:
             return "it is MIG-partitioned (ask for one of its slices)"
-        if self._holder[g] is not None:
-            return f"held by {self._holder[g]}"
+        whole = self._holder_of(g)
+        if whole is not None:
+            return f"held by {whole}"
         if self._used[g]:
             return f"{self._used[g]}/{MILLI} of it is shared by fractions"
         return ""
 
     def _release_one(self, job: str, claim: Claim, log: list[_Record]) -> None:
         if isinstance(claim, Whole):
-            found = self._whole_ids(claim, job)
+            found = self._whole_bits(claim, job)
             if found is None:
-                n, gids = self._gpus_of(claim)
+                _, gids = self._gpus_of(claim)
                 for local, g in zip(claim.gpus, gids, strict=True):
-                    if self._holder[g] != job:
-                        by = self._holder[g] or "nobody"
+                    holder = self._holder_of(g)
+                    if holder != job:
+                        by = holder or "nobody"
                         raise AllocationError(
                             f"{job} does not hold {claim.node}/gpu{local} (held by {by})"
                         )
                 raise AssertionError(f"whole-GPU check disagrees on {claim}")  # pragma: no cover
-            n, gids = found
-            self._give_whole(job, n, gids)
-            log.append((_GIVE_WHOLE, job, n, gids))
+            n, bits = found
+            self._give_whole(job, n, bits)
+            log.append((_GIVE_WHOLE, job, n, bits))
         elif isinstance(claim, MigSlice):
             sid = self._cluster.slice_index(claim.id)
             if self._slice_holder[sid] != job:
@@ -963,82 +1037,98 @@ class State(StateView):
             del self._jobs[job]
 
     def _frac_free(self, g: int) -> int:
-        return 0 if self._holder[g] is not None else MILLI - self._used[g]
-
-    def _whole_changed(self, n: int, gids: tuple[int, ...], delta: int) -> None:
-        """GPUs `gids` of node `n` became free (+1) or stopped being free (-1) as whole GPUs."""
         t = self._cluster.tables
+        if self._whole_mask[t.gpu_node[g]] >> t.gpu_local[g] & 1:
+            return 0  # held whole
+        return MILLI - self._used[g]
+
+    def _whole_changed(self, n: int, bits: int, delta: int) -> None:
+        """GPUs `bits` (a bitmask of indices) of node `n` became free (+1) or stopped being
+        free (-1) as whole GPUs."""
         if delta > 0:
             self._free_epoch = next(_FREE_EPOCHS)
-        k = delta * len(gids)
+            self._node_mask[n] |= bits
+        else:
+            self._node_mask[n] &= ~bits
+        k = delta * bits.bit_count()
         before = self._node_free[n]
-        after = before + k
-        self._node_free[n] = after
-        self._node_idx_of[n].move(n, before, after)
-        aggs = t.node_aggs[n]
-        if aggs:
-            agg_free = self._agg_free
-            agg_hist = self._agg_hist
-            for a in aggs:
-                agg_free[a] += k
-                hist = agg_hist[a]
-                hist[before] -= 1
-                hist[after] += 1
-            self._agg_dirty.update(aggs)
+        self._node_free[n] = before + k
+        self._node_idx_of[n].move(n, before, before + k)
+        self._group_dirty.add(n)  # groups catch up when read (`_sync_groups`)
+        if self._node_doms[n]:
+            self._domains_changed(n, bits, delta, before)
+        self._free_total[self._cluster.tables.node_acc[n]] += k
+
+    def _domains_changed(self, n: int, bits: int, delta: int, before: int) -> None:
+        """`_whole_changed` for the domains of a node that is not one domain by itself."""
+        t = self._cluster.tables
+        after = self._node_free[n]
+        dom_hist = self._dom_hist
+        for d in self._node_doms[n]:
+            hist = dom_hist[d]
+            hist[before] -= 1
+            hist[after] += 1
+        gpu_domain = t.gpu_domain
         base = t.gpu_base[n]
-        bits = 0
-        for g in gids:
-            bits |= 1 << (g - base)
-        doms = self._node_doms[n]
-        if doms:  # domains other than the node itself keep their own counters
-            dom_hist = self._dom_hist
-            for d in doms:
-                hist = dom_hist[d]
-                hist[before] -= 1
-                hist[after] += 1
-            gpu_domain = t.gpu_domain
-            per_domain: dict[int, int] = {}  # one index move per domain, not one per GPU
-            for g in gids:
-                d = gpu_domain[g]
-                per_domain[d] = per_domain.get(d, 0) + delta
-            dom_free = self._dom_free
-            dom_idx = self._dom_idx_of
-            for d, change in per_domain.items():
-                old = dom_free[d]
-                dom_free[d] = old + change
-                index = dom_idx[d]
-                assert index is not None
-                index.move(d, old, old + change)
-        self._node_mask[n] = self._node_mask[n] | bits if delta > 0 else self._node_mask[n] & ~bits
-        acc = t.node_acc[n]
-        self._free_total[acc] += k
+        per_domain: dict[int, int] = {}  # one index move per domain, not one per GPU
+        for g in _mask_ids(bits):
+            d = gpu_domain[base + g]
+            per_domain[d] = per_domain.get(d, 0) + delta
+        dom_free = self._dom_free
+        dom_idx = self._dom_idx_of
+        for d, change in per_domain.items():
+            old = dom_free[d]
+            dom_free[d] = old + change
+            index = dom_idx[d]
+            assert index is not None
+            index.move(d, old, old + change)
 
-    def _take_whole(self, job: str, n: int, gids: tuple[int, ...]) -> None:
-        holder = self._holder
-        for g in gids:
-            holder[g] = job
-        if self._gpu_frac[gids[0]]:  # a node's GPUs all allow fractions or none (MIG aside)
-            index = self._frac_index[self._cluster.tables.node_acc[n]]
-            for g in gids:
-                index.move(g, MILLI, 0)
-        self._whole_changed(n, gids, -1)
-        held = self._held(job)
-        held.gpus.update(gids)
-        _bump(held.n_gpus, self._cluster.tables.node_acc[n], len(gids))
+    def _take_whole(self, job: str, n: int, bits: int) -> None:
+        held_on = self._held_on[n]
+        held_on[job] = held_on.get(job, 0) | bits
+        self._whole_mask[n] |= bits
+        acc = self._cluster.tables.node_acc[n]
+        if self._node_frac[n]:  # its GPUs that are not MIG take fractions: these close
+            self._fractions_closed(n, bits, acc, True)
+        self._whole_changed(n, bits, -1)
+        held = self._jobs.get(job)
+        if held is None:
+            held = self._jobs[job] = _Held()
+        held.nodes[n] = held.nodes.get(n, 0) | bits
+        counts = held.n_gpus
+        counts[acc] = counts.get(acc, 0) + bits.bit_count()
 
-    def _give_whole(self, job: str, n: int, gids: tuple[int, ...]) -> None:
-        holder = self._holder
-        for g in gids:
-            holder[g] = None
-        if self._gpu_frac[gids[0]]:
-            index = self._frac_index[self._cluster.tables.node_acc[n]]
-            for g in gids:
-                index.move(g, 0, MILLI)
-        self._whole_changed(n, gids, +1)
+    def _give_whole(self, job: str, n: int, bits: int) -> None:
+        held_on = self._held_on[n]
+        left = held_on[job] & ~bits
+        if left:
+            held_on[job] = left
+        else:
+            del held_on[job]
+        self._whole_mask[n] &= ~bits
+        acc = self._cluster.tables.node_acc[n]
+        if self._node_frac[n]:
+            self._fractions_closed(n, bits, acc, False)
+        self._whole_changed(n, bits, +1)
         held = self._jobs[job]
-        held.gpus.difference_update(gids)
-        _bump(held.n_gpus, self._cluster.tables.node_acc[n], -len(gids))
-        self._forget_if_empty(job, held)
+        left = held.nodes[n] & ~bits
+        if left:
+            held.nodes[n] = left
+        else:
+            del held.nodes[n]
+        _bump(held.n_gpus, acc, -bits.bit_count())
+        if not (held.nodes or held.slices or held.shares):
+            del self._jobs[job]
+
+    def _fractions_closed(self, n: int, bits: int, acc: str, closed: bool) -> None:
+        """GPUs `bits` of a fraction node were taken whole (closed to shares) or given back."""
+        index = self._frac_index[acc]
+        base = self._cluster.tables.gpu_base[n]
+        for g in _mask_ids(bits):
+            if closed:
+                index.move(base + g, MILLI, 0)
+            else:
+                index.move(base + g, 0, MILLI)
 
     def _slice_key(self, sid: int) -> tuple[str, str]:
         t = self._cluster.tables
@@ -1070,7 +1160,7 @@ class State(StateView):
         acc = t.node_acc[t.gpu_node[g]]
         self._frac_index[acc].move(g, MILLI - before, MILLI - before - milli)
         if before == 0:
-            self._whole_changed(t.gpu_node[g], (g,), -1)
+            self._whole_changed(t.gpu_node[g], 1 << t.gpu_local[g], -1)
         held = self._held(job)
         _bump(held.shares, g, milli)
         _bump(held.n_milli, acc, milli)
@@ -1088,7 +1178,7 @@ class State(StateView):
         acc = t.node_acc[t.gpu_node[g]]
         self._frac_index[acc].move(g, MILLI - before, MILLI - after)
         if after == 0:
-            self._whole_changed(t.gpu_node[g], (g,), +1)
+            self._whole_changed(t.gpu_node[g], 1 << t.gpu_local[g], +1)
         held = self._jobs[job]
         _bump(held.shares, g, -milli)
         _bump(held.n_milli, acc, -milli)
