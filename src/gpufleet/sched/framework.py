@@ -64,6 +64,8 @@ class Placement:
     milli: int = 0  # the share, in thousandths of a GPU
 
     def claims(self) -> tuple[Claim, ...]:
+        if self.gpus and not self.mig_slices and not self.milli:
+            return (Whole(self.node, self.gpus),)  # the common case, whole GPUs alone
         out: list[Claim] = []
         if self.gpus:
             out.append(Whole(self.node, self.gpus))

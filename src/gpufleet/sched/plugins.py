@@ -190,11 +190,10 @@ class TopologyBestFit:
     ) -> tuple[Placement, ...] | None:
         """Best fit of `workers` × `per` GPUs onto `nodes`, tightest node first; None if short."""
         cluster = view.cluster
-        free_gpus = view.free_gpus
+        names = nodes if isinstance(nodes, tuple) else tuple(nodes)
         cands = []
         room = 0
-        for name in nodes:
-            free = free_gpus(name)
+        for free, name in zip(view.free_gpus_of(names), names, strict=True):
             if free >= per and name not in excluded:
                 cands.append((free, cluster.node_index(name), name))
                 room += free // per
@@ -267,12 +266,17 @@ class TopologyBestFit:
             return None
         total = workers * per
         info = _info(view.cluster)
-        if kind == "domain" and view.cluster.domains_are_nodes(acc):
+        if kind == "domain" and info.cluster.domains_are_nodes(acc):
             # each domain is one node: the tightest allowed node with the whole gang's GPUs
             # (free >= workers x per, so its workers fit), as the general branch finds it
-            for name in view.nodes_with_free(acc, total):
-                if name not in excluded:
+            if not excluded:
+                name = view.tightest_with_free(acc, total)
+                if name is not None:
                     return self._take(view, (name,), workers, per)
+            else:
+                for name in view.nodes_with_free(acc, total):
+                    if name not in excluded:
+                        return self._take(view, (name,), workers, per)
         elif kind == "domain":
             for domain in view.domains_with_free(acc, total):
                 if view.worker_room_in_domain(domain, per) >= workers:
@@ -309,7 +313,6 @@ class TopologyBestFit:
         info = _info(cluster)
         acc, workers, per = request.accelerator, request.workers, request.gpus_per_worker
         total = workers * per
-        shape = f"{workers}×{per}"
         required = job.topology.required
         excluded = self._excluded(info, job, acc)
         # workers that fit on single nodes anywhere: a bound on every tier below
@@ -328,6 +331,7 @@ class TopologyBestFit:
                 fit = self._tier(view, ("level", required), request, excluded)
                 if fit is not None:
                     return Placed(fit)
+            shape = f"{workers}×{per}"
             most = view.most_free_in_group(required, acc)
             if most >= total:  # some group has the GPUs, none has them on few enough nodes
                 why = (

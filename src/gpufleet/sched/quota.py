@@ -68,6 +68,9 @@ def usage_milli(usage: Usage) -> dict[str, int]:
     return out
 
 
+_QUOTA_OK = Status(plugin=QUOTA)  # frozen: one instance serves every passed check
+
+
 class QuotaBook:
     """Team usage per flavor (milli-GPUs) and the guaranteed + borrowable check."""
 
@@ -153,7 +156,7 @@ class QuotaBook:
         allowed = self.limit(team, flavor)
         assert allowed is not None
         if used + need <= allowed:
-            return Status(plugin=QUOTA)
+            return _QUOTA_OK
         g = q.guaranteed_gpus * MILLI
         head = f"waiting: team {team.name} quota {gpus_text(used)}/{gpus_text(g)} {flavor} in use"
         cap = q.max_gpus
