@@ -230,3 +230,76 @@ def test_a_busy_gpu_drains_then_is_re_cut_and_nothing_new_lands_on_it_meanwhile(
     assert waits[0] == 0.0
     assert waits[1] >= HOUR + 120 - 600 - 1  # late-small (arrived at 600 s)
     assert waits[2] >= HOUR + 120 - 10 - 1  # chat (arrived at 10 s)
+
+
+# Pending specs are validated once per job shape and copied for the other jobs of it
+# (`engine._Specs`); each copy must equal what validating that job gives, field by field
+# and in the fields marked as set. The first job of each pair primes the shape.
+SPEC_PAIRS = [
+    pytest.param(job("a", 1.0, HOUR), job("b", 2.5, HOUR), id="same-shape"),
+    pytest.param(
+        job("a", 1.0, HOUR, runtime_estimate_s=90.0),
+        job("b", 7.0, HOUR, runtime_estimate_s=5400.0),
+        id="own-estimate",
+    ),
+    pytest.param(
+        job("a", 1.0, HOUR), job("b", 2.0, HOUR, runtime_estimate_s=60.0), id="estimate-only-b"
+    ),
+    pytest.param(
+        job("a", 1.0, HOUR, accelerators=(H100,), checkpoint_interval_s=600.0, kind="training"),
+        job("b", 3.0, HOUR, accelerators=(H100,), checkpoint_interval_s=600.0, kind="training"),
+        id="accelerators-and-checkpoints",
+    ),
+    pytest.param(job("a", 1.0, HOUR), job(" b ", 2.0, HOUR), id="name-to-strip-validated"),
+    pytest.param(job("a", 1.0, HOUR), job("b", 2, HOUR), id="int-arrival-validated"),
+    pytest.param(
+        job("a", 1.0, HOUR, gpu_fraction=0.5, gpus=None),
+        job("b", 2.0, HOUR, gpu_fraction=0.5, gpus=None),
+        id="fraction",
+    ),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), SPEC_PAIRS)
+def test_specs_copied_per_shape_equal_validated_ones(first: TraceJob, second: TraceJob) -> None:
+    from gpufleet.sim.engine import _Specs
+
+    specs = _Specs()
+    for t in (first, second):
+        got, want = specs(t), t.to_job_spec()
+        assert got == want
+        assert got.model_fields_set == want.model_fields_set
+        assert [type(getattr(got, f)) for f in type(got).model_fields] == [
+            type(getattr(want, f)) for f in type(want).model_fields
+        ]
+
+
+def test_specs_of_an_invalid_job_raise_as_validation_does() -> None:
+    from pydantic import ValidationError
+
+    from gpufleet.sim.engine import _Specs
+
+    specs = _Specs()
+    specs(job("a", 1.0, HOUR))
+    with pytest.raises(ValidationError):
+        specs(job("b", -1.0, HOUR))  # a negative arrival: validated, and refused
+
+
+def test_running_views_are_built_when_read_in_start_order() -> None:
+    from gpufleet.sim.engine import _RunningViews
+
+    views = _RunningViews()
+    specs = {n: job(n, 1.0, HOUR).to_job_spec() for n in ("x", "y", "z")}
+    for i, n in enumerate(("y", "x", "z")):
+        views.add(n, specs[n], 10.0 + i)
+    views.remove("x")
+    got = list(views)
+    assert [v.name for v in got] == ["y", "z"]
+    assert len(views) == 2
+    assert got[0] == specs["y"].model_copy(
+        update={"state": "running", "started_s": 10.0, "attained_gpu_s": 0.0}
+    )
+    assert next(iter(views)) is got[0]  # built once, kept while it runs
+    assert views.has("z")
+    assert not views.has("x")
+    assert got[1] in views

@@ -49,7 +49,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -161,6 +161,49 @@ class _Specs:
         return template.model_copy(update=update)
 
 
+class _RunningViews(Collection[JobSpec]):
+    """The running units as `decide()` sees them, each view built when first read.
+
+    A view is the unit's pending spec marked running since its start. `decide()` reads
+    running jobs only to preempt, to reserve (backfill) and to propose MIG re-layouts,
+    so under a profile that does none of these no view is ever built; once built, a
+    view is kept until the unit stops. Iteration follows the order units started, as a
+    dict of views would. decide(usage=...) never reads a running job's placement (the
+    state holds it), so a view carries none; views are internal and never validated.
+    """
+
+    __slots__ = ("_started", "_views")
+
+    def __init__(self) -> None:
+        self._started: dict[str, tuple[JobSpec, float]] = {}  # unit -> pending spec, start
+        self._views: dict[str, JobSpec] = {}
+
+    def add(self, unit: str, spec: JobSpec, started_s: float) -> None:
+        self._started[unit] = (spec, started_s)
+
+    def remove(self, unit: str) -> None:
+        del self._started[unit]
+        self._views.pop(unit, None)
+
+    def has(self, unit: str) -> bool:
+        return unit in self._started
+
+    def __len__(self) -> int:
+        return len(self._started)
+
+    def __contains__(self, job: object) -> bool:
+        return isinstance(job, JobSpec) and any(view == job for view in self)
+
+    def __iter__(self) -> Iterator[JobSpec]:
+        views = self._views
+        for unit, (spec, started_s) in self._started.items():
+            view = views.get(unit)
+            if view is None:
+                update = {"state": "running", "started_s": started_s, "attained_gpu_s": 0.0}
+                view = views[unit] = spec.model_copy(update=update)
+            yield view
+
+
 @dataclass(frozen=True)
 class InitialRun:
     """A job already running when the simulation starts (a live cluster's state).
@@ -243,7 +286,7 @@ class Simulation:
         self._seq = 0
         self.runs = {j.name: _Run(j, j.duration_s) for j in workload.jobs}
         self.pending: dict[str, JobSpec] = {}
-        self.running: dict[str, JobSpec] = {}
+        self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         if history is None:
             history = DecayedUsage(half_life_s=config.fair_share_half_life_s, at_s=start_s)
@@ -406,7 +449,7 @@ class Simulation:
     def _stop(self, run: _Run, *, released: frozenset[str] = frozenset()) -> None:
         """Release every unit of a job (except those the cycle already released)."""
         for unit in sorted(run.held):
-            del self.running[unit]
+            self.running.remove(unit)
             if unit not in released:
                 self.state.release_all(unit)
         run.held.clear()
@@ -422,12 +465,16 @@ class Simulation:
         run.milli = {}
 
     def _account(self, team: str, milli: dict[str, int], sign: int) -> None:
-        self._advance_history()
+        if self._keeps_history:
+            self._advance_history()
+        usage = self.usage
         for acc, m in milli.items():
             key = (team, acc)
-            self.usage[key] = self.usage.get(key, 0) + sign * m
-            if self.usage[key] == 0:
-                del self.usage[key]
+            value = usage.get(key, 0) + sign * m
+            if value:
+                usage[key] = value
+            else:
+                usage.pop(key, None)  # zero entries removed (as `_bump` does)
 
     def _advance_history(self) -> None:
         if self._keeps_history and self.now_s > self._history_at:
@@ -450,7 +497,7 @@ class Simulation:
         d = decide(
             self.cluster,
             self.state,
-            self.running.values(),  # iterated only: no copy per cycle
+            self.running,
             list(self.pending.values()),
             self.teams,
             profile=self.config.profile,
@@ -560,12 +607,8 @@ class Simulation:
         self._account(run.trace.team, {flavor: milli}, +1)
         self.metrics.allocated(self.now_s, run, milli / MILLI)
         run.held.add(unit)
-        # decide(usage=...) never reads a running job's placement (the state holds it), so
-        # the running view skips building one; it is internal and never validated again
         began_s = self.now_s if started_s is None else started_s
-        self.running[unit] = spec.model_copy(
-            update={"state": "running", "started_s": began_s, "attained_gpu_s": 0.0}
-        )
+        self.running.add(unit, spec, began_s)
         if len(run.held) < len(run.units):
             return  # a partial gang holds GPUs and waits for the rest of its pods
         run.started = True
@@ -631,7 +674,7 @@ class Simulation:
         return self.now_s + float(self.rng.exponential(mean_s))
 
     def _take_down(self, node: str, *, notice_saves: bool) -> None:
-        jobs = {self.owner[u] for u in self.state.jobs_on(node) if u in self.running}
+        jobs = {self.owner[u] for u in self.state.jobs_on(node) if self.running.has(u)}
         for job in sorted(jobs):
             self._interrupt(job, notice_saves=notice_saves)
         free = self.state.free_gpu_ids(node)

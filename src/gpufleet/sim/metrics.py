@@ -250,7 +250,7 @@ class MetricsRecorder:
                 free = state.free_total(acc)
                 usable = 0
                 if k < 10**9:
-                    usable = sum(state.free_gpus(n) for n in state.nodes_with_free(acc, k))
+                    usable = state.free_on_nodes_with(acc, k)
                 fragmented += free - usable
         self.samples.append(
             Sample(
