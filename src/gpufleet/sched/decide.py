@@ -375,8 +375,10 @@ class _Cycle:
     def _admit(
         self, job: JobSpec, req: Request, need: int, placements: tuple[Placement, ...]
     ) -> None:
-        claims = [c for p in placements for c in p.claims()]
-        self.b.allocate(job.name, *claims)  # all workers or nothing: allocate is atomic
+        if len(placements) == 1:
+            self.b.allocate(job.name, *placements[0].claims())
+        else:  # all workers or nothing: allocate is atomic
+            self.b.allocate(job.name, *[c for p in placements for c in p.claims()])
         self.book.add(job.team, req.accelerator, need)
         self.admitted[job.name] = placements
         self.flavors[job.name] = req.accelerator

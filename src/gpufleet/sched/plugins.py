@@ -171,6 +171,12 @@ class TopologyBestFit:
         then cluster order: what `_fit` sorts to), it stops as soon as the gang
         is complete instead of visiting every node with room.
         """
+        if workers == 1:  # the commonest gang: one worker, on the first node that holds it
+            for name in ranked:
+                ids = view.free_gpu_ids(name)
+                if len(ids) >= per:
+                    return (Placement(name, ids[:per]),)
+            return None
         out: list[Placement] = []
         for name in ranked:
             ids = view.free_gpu_ids(name)
@@ -189,17 +195,15 @@ class TopologyBestFit:
         excluded: frozenset[str] = _NO_NODES,
     ) -> tuple[Placement, ...] | None:
         """Best fit of `workers` × `per` GPUs onto `nodes`, tightest node first; None if short."""
-        cluster = view.cluster
+        index = view.cluster.tables.node_by_name
         names = nodes if isinstance(nodes, tuple) else tuple(nodes)
-        cands = []
-        room = 0
-        for free, name in zip(view.free_gpus_of(names), names, strict=True):
-            if free >= per and name not in excluded:
-                cands.append((free, cluster.node_index(name), name))
-                room += free // per
-        if room < workers:
+        cands = sorted(
+            (free, index[name], name)
+            for free, name in zip(view.free_gpus_of(names), names, strict=True)
+            if free >= per and name not in excluded
+        )
+        if sum([free // per for free, _, _ in cands]) < workers:
             return None
-        cands.sort()
         return self._take(view, (name for _, _, name in cands), workers, per)
 
     def _room(

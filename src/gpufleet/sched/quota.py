@@ -81,6 +81,8 @@ class QuotaBook:
         # lend pools depend on every cohort member's use: cached until the next `add`
         self._pool: dict[tuple[str, str], int] = {}
         self._limit: dict[tuple[str, str], int | None] = {}
+        # limits that lend pools do not enter (no cohort, or no borrowing): kept across adds
+        self._fixed: dict[tuple[str, str], int | None] = {}
 
     def quota(self, team: str, flavor: str) -> Quota | None:
         key = (team, flavor)
@@ -126,18 +128,21 @@ class QuotaBook:
         lend; capped by `max_gpus`.
         """
         key = (team.name, flavor)
+        if key in self._fixed:
+            return self._fixed[key]
         if key in self._limit:
             return self._limit[key]
         q = self.quota(team.name, flavor)
         if q is None:
-            self._limit[key] = None
+            self._fixed[key] = None
             return None
         allowed = q.guaranteed_gpus * MILLI
-        if team.cohort is not None and q.borrowing:
+        borrows = team.cohort is not None and q.borrowing
+        if borrows:
             allowed += max(0, self.lend_pool(team, flavor))
         cap = q.max_gpus
         out = allowed if cap is None else min(allowed, cap * MILLI)
-        self._limit[key] = out
+        (self._limit if borrows else self._fixed)[key] = out
         return out
 
     def check(self, job: JobSpec, flavor: str, need: int) -> Status:
