@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from gpufleet.cli.output import check_format, wide_console
+from gpufleet.cli.slurm import app as slurm_app
 from gpufleet.errors import UserError
 
 DB_HELP = "Store URL (default: $GPUFLEET_DB, else sqlite:///gpufleet.db in this directory)."
@@ -27,6 +28,7 @@ team_app = typer.Typer(help="Teams and their quotas.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (shown once, stored hashed).", no_args_is_help=True)
 admin_app.add_typer(team_app, name="team")
 admin_app.add_typer(token_app, name="token")
+admin_app.add_typer(slurm_app, name="slurm")
 
 
 def _sessions(db: str | None, *, migrate: bool = False):  # type: ignore[no-untyped-def]
@@ -324,11 +326,35 @@ def serve(
         float, typer.Option(help="Seconds a preempted or cancelled job gets before the kill.")
     ] = 120.0,
     speed: Annotated[float, typer.Option(help="Emulated executor: time acceleration.")] = 1.0,
-    runs: Annotated[Path, typer.Option(help="Local executor: run directories.")] = Path(
-        "gpufleet-runs"
-    ),
+    runs: Annotated[
+        Path,
+        typer.Option(help="Run directories (slurm: on a file system the nodes share)."),
+    ] = Path("gpufleet-runs"),
     teams_path: Annotated[
         Path | None, typer.Option("--teams", help="Import this teams file at start.")
+    ] = None,
+    slurm_partition: Annotated[
+        str | None, typer.Option(help="Slurm: the partition jobs are submitted to.")
+    ] = None,
+    slurm_account: Annotated[str | None, typer.Option(help="Slurm: --account of jobs.")] = None,
+    slurm_qos: Annotated[str | None, typer.Option(help="Slurm: --qos of jobs.")] = None,
+    slurm_signal: Annotated[
+        str, typer.Option(help="Slurm: the checkpoint signal (sent before every stop).")
+    ] = "USR1",
+    slurm_signal_scope: Annotated[
+        str,
+        typer.Option(help="Slurm: who gets signals: steps (the workers), batch or full."),
+    ] = "steps",
+    slurm_accounting: Annotated[
+        str,
+        typer.Option(help="Slurm: where ended jobs are read: auto, sacct, jobcomp or none."),
+    ] = "auto",
+    slurm_tag: Annotated[
+        str, typer.Option(help="Slurm: job names are TAG-job-ID-ATTEMPT (one tag per store).")
+    ] = "gpufleet",
+    slurm_sbatch_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="Slurm: an extra sbatch option, e.g. --mem=64G (repeatable)."),
     ] = None,
 ) -> None:
     """Run the control plane: the REST API under /api/v1 and the reconciler (on the leader)."""
@@ -365,6 +391,22 @@ def serve(
         speed=speed,
         run_root=runs,
     )
+    if executor == "slurm":  # checked against Slurm's nodes here, once, before any process
+        from dataclasses import replace
+
+        from gpufleet.control.executors.slurm import SlurmOptions, prepare
+
+        slurm = SlurmOptions(
+            partition=slurm_partition,
+            account=slurm_account,
+            qos=slurm_qos,
+            tag=slurm_tag,
+            checkpoint_signal=slurm_signal,
+            signal_scope=slurm_signal_scope,  # type: ignore[arg-type]  # checked by prepare
+            accounting=slurm_accounting,  # type: ignore[arg-type]
+            sbatch_args=tuple(slurm_sbatch_arg or ()),
+        )
+        options = replace(options, slurm=prepare(cluster, slurm, options.run_root))
     engine = make_engine(db)
     upgrade(engine)
     maker = sessions(engine)

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import teams_spec
+from gpufleet.control.engine_nodes import apply_node_states
 from gpufleet.control.eta import estimate_starts, queue_cycle_s
 from gpufleet.control.executors.base import (
     CHECKPOINT_SIGNAL,
@@ -129,6 +130,7 @@ class Reconciler:
             return report
         if not was_leading:
             self.adopt()
+        self._engine_node_states(now)  # before the poll: see the method
         known = self.executor.active()  # before the poll: what ends during it is in its events
         events = list(self.executor.poll(now))
         with self.sessions.begin() as s:
@@ -302,6 +304,23 @@ class Reconciler:
         return team.name
 
     # -- 2. stop --------------------------------------------------------------------------
+
+    def _engine_node_states(self, now: float) -> None:
+        """Node states the engine reports (Slurm's DOWN/DRAIN), for an executor that has an
+        optional `node_states()`: recorded as an admin's `PUT /admin/nodes/{node}` would be
+        (`engine_nodes.apply_node_states`), and the jobs of a node now down moved to
+        `stopping` at once. That runs before this cycle's poll on purpose: Slurm ends a down
+        node's jobs itself (NODE_FAIL), and an end observed while the job is still `running`
+        would count as a crash (a restart used, a backoff) instead of a node failure."""
+        node_states = getattr(self.executor, "node_states", None)
+        if node_states is None:
+            return
+        reported = node_states()
+        if not reported:
+            return
+        with self.sessions.begin() as s:
+            if apply_node_states(s, reported, self.executor.name, now):
+                self._node_failures(s, now)
 
     def _node_failures(self, s: Session, now: float) -> None:
         """Jobs on a node marked down are stopped at once (no grace: the node is gone) and

@@ -17,17 +17,21 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Cluster
-from gpufleet.control.executors.base import Executor, Inventory
+from gpufleet.control.executors.base import CHECKPOINT_SIGNAL, Executor, Inventory
 from gpufleet.control.leader import release
 from gpufleet.control.models import Device, NodeRecord
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.errors import UserError
 from gpufleet.sched.preempt import GRACE_PERIOD_S
+
+if TYPE_CHECKING:
+    from gpufleet.control.executors.slurm import SlurmOptions
 
 log = logging.getLogger("gpufleet.server")
 EXECUTORS = ("local", "emulated", "slurm")
@@ -42,6 +46,7 @@ class ServeOptions:
     speed: float = 1.0  # emulated executor: emulated seconds per real second
     run_root: Path = Path("gpufleet-runs")
     holder: str = ""
+    slurm: SlurmOptions | None = None  # the slurm executor's settings (`--slurm-*` options)
 
 
 def make_executor(
@@ -57,7 +62,11 @@ def make_executor(
 
         return LocalExecutor(options.run_root, clock=clock), inventory_from_nvidia_smi()
     if options.executor == "slurm":
-        raise UserError("the slurm executor is not available yet (engine adapters, issue 10)")
+        from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions
+
+        # check() fails early (UserError) when sbatch/squeue are missing or slurmctld is down
+        executor = SlurmExecutor(options.run_root, options.slurm or SlurmOptions(), clock=clock)
+        return executor.check(), None  # Slurm sets CUDA_VISIBLE_DEVICES itself: no inventory
     raise UserError(f"executor {options.executor!r}: use one of {', '.join(EXECUTORS)}")
 
 
@@ -157,4 +166,6 @@ def reconciler_config(options: ServeOptions) -> ReconcilerConfig:
         grace_s=options.grace_s,
         lease_s=1.5 * options.cycle_interval_s,
         holder=options.holder or default_holder(),
+        # the signal a job gets before a stop is the engine's checkpoint signal (--slurm-signal)
+        checkpoint_signal=options.slurm.checkpoint_signal if options.slurm else CHECKPOINT_SIGNAL,
     )

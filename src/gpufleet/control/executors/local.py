@@ -580,14 +580,20 @@ class LocalExecutor:
         return events
 
     def _acks(self, key: RunKey, checkpoint: dict[str, Any]) -> list[ExecEvent]:
-        """A `checkpointed` event if the ack marker has a new mtime (updates `checkpoint`)."""
-        ack = checkpoint_dir(self.root, key.job_id) / ACK_FILE
-        try:
-            mtime_ns = ack.stat().st_mtime_ns
-        except FileNotFoundError:
-            return []
-        if mtime_ns <= int(checkpoint["acked_ns"]):
-            return []
-        checkpoint["acked_ns"] = mtime_ns
-        write_json_atomic(run_dir(self.root, key) / _CHECKPOINT_JSON, checkpoint)
-        return [ExecEvent(key, "checkpointed", mtime_ns / 1e9)]
+        return ack_events(self.root, key, checkpoint)
+
+
+def ack_events(root: Path, key: RunKey, checkpoint: dict[str, Any]) -> list[ExecEvent]:
+    """A `checkpointed` event if the ack marker has a new mtime since the one in `checkpoint`
+    (the attempt's ``checkpoint.json``, updated on disk before the event is returned, so it
+    is reported once). Shared with the slurm executor, whose run root is shared the same way."""
+    ack = checkpoint_dir(root, key.job_id) / ACK_FILE
+    try:
+        mtime_ns = ack.stat().st_mtime_ns
+    except FileNotFoundError:
+        return []
+    if mtime_ns <= int(checkpoint["acked_ns"]):
+        return []
+    checkpoint["acked_ns"] = mtime_ns
+    write_json_atomic(run_dir(root, key) / _CHECKPOINT_JSON, checkpoint)
+    return [ExecEvent(key, "checkpointed", mtime_ns / 1e9)]

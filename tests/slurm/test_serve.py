@@ -1,0 +1,174 @@
+"""`gpufleet serve --executor slurm` as a user runs it, and `gpufleet admin slurm ...`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from gpufleet.cli.main import main
+
+from .conftest import CLUSTER
+from .fake_slurm import FakeSlurm, free_ports
+
+TEAMS = "kind: teams\nteams:\n  - {name: vision, quota: {h100-sxm5-80gb: 32}}\n"
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def start_serve(
+    tmp_path: Path, db: str, slurm: FakeSlurm, tag: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A real `gpufleet serve --executor slurm`, once its reconciler leads."""
+    (port,) = free_ports(1)
+    argv = [
+        sys.executable, "-m", "gpufleet.cli.main", "serve",
+        "--executor", "slurm", "--cluster", str(tmp_path / "cluster.yaml"), "--db", db,
+        "--port", str(port), "--cycle", "0.3", "--grace", "5", "--runs", str(tmp_path / "runs"),
+        "--slurm-partition", slurm.partition, "--slurm-tag", tag,
+    ]  # fmt: skip
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out_file:
+        server = subprocess.Popen(
+            argv, stdout=out_file, stderr=subprocess.STDOUT, cwd=tmp_path, env=os.environ.copy()
+        )
+    deadline = time.monotonic() + 120  # three processes to start: slow on a busy machine
+    while True:
+        assert server.poll() is None, log.read_text()
+        try:
+            ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+            if ready.status_code == 200 and ready.json().get("leader"):  # the reconciler runs
+                return server, port
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            server.kill()
+            raise AssertionError(log.read_text())
+        time.sleep(0.2)
+
+
+def stop_serve(server: subprocess.Popen[bytes]) -> None:
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def test_serve_runs_a_job_on_slurm_and_the_ledger_matches_sacct(
+    slurm: FakeSlurm,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    db = f"sqlite:///{tmp_path}/serve.db"
+    tag = f"s{uuid.uuid4().hex[:8]}"
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    (tmp_path / "teams.yaml").write_text(TEAMS)
+    code, out, _ = cli(capsys, "admin", "init", "--db", db)
+    assert code == 0
+    headers = {"Authorization": f"Bearer {out.strip().splitlines()[-1]}"}
+    assert cli(capsys, "admin", "team", "import", str(tmp_path / "teams.yaml"), "--db", db)[0] == 0
+    server, port = start_serve(tmp_path, db, slurm, tag)
+    url = f"http://127.0.0.1:{port}/api/v1"
+    try:
+        body = {
+            "name": "hello",
+            "team": "vision",
+            "gpus": 4,
+            "workers": 2,
+            "command": ["/bin/bash", "-c", 'echo "hello from rank $RANK on $SLURMD_NODENAME"'],
+        }
+        r = httpx.post(f"{url}/jobs", json=body, headers=headers)
+        assert r.status_code == 201, r.text
+        job_id = r.json()["id"]
+        deadline = time.monotonic() + 60
+        while (job := httpx.get(f"{url}/jobs/{job_id}", headers=headers).json())[
+            "state"
+        ] != "succeeded":
+            assert job["state"] not in ("failed", "cancelled"), job
+            assert time.monotonic() < deadline, job
+            time.sleep(0.3)
+        logs = httpx.get(f"{url}/jobs/{job_id}/logs", headers=headers).text
+        assert "hello from rank 0 on n" in logs
+        assert "hello from rank 1 on n" in logs
+    finally:
+        stop_serve(server)
+    # the attempt is the Slurm job of that name; the ledger matches sacct (which may lag)
+    name = f"{tag}-job-{job_id}-1"
+    for _ in range(20):
+        states = slurm.run(
+            "sacct", "-X", "-n", "-P", "-S", "now-1days", "--name", name, "-o", "State"
+        )
+        code, out, _ = cli(capsys, "admin", "slurm", "reconcile", "--db", db, "--tag", tag)
+        if code == 0 and states.stdout.split() == ["COMPLETED"]:
+            break
+        time.sleep(0.25)
+    assert states.stdout.split() == ["COMPLETED"]
+    assert code == 0, out
+    assert "1 attempts, 0 with differences" in out
+
+
+def test_admin_slurm_cluster_prints_a_spec_that_serve_accepts(
+    slurm: FakeSlurm, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    code, out, err = cli(capsys, "admin", "slurm", "cluster", "--partition", slurm.partition)
+    assert code == 0, err
+    spec = yaml.safe_load(out)
+    assert spec["nodes"] == [
+        {"name": "n", "count": 4, "accelerator": "h100-sxm5-80gb", "gpus_per_node": 8}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            [], "the slurm executor needs sbatch, squeue, scontrol, scancel on PATH", id="no-slurm"
+        ),
+        pytest.param(
+            ["--slurm-signal-scope", "everyone"],
+            "signal scope 'everyone': use steps, batch, full",
+            id="bad-scope",
+        ),
+    ],
+)
+def test_serve_without_slurm_is_a_clear_user_error(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, squeue, ... there
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    code, out, err = cli(
+        capsys,
+        "serve",
+        "--executor",
+        "slurm",
+        "--cluster",
+        str(tmp_path / "cluster.yaml"),
+        "--db",
+        f"sqlite:///{tmp_path}/x.db",
+        *args,
+    )
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err + out
+    assert not (tmp_path / "x.db").exists()  # nothing written
