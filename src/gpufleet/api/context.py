@@ -10,7 +10,8 @@ from threading import Lock
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Cluster
-from gpufleet.control.executors.base import Executor
+from gpufleet.control.auth import PrincipalCache
+from gpufleet.control.executors.base import ExecutorView
 
 
 @dataclass
@@ -40,8 +41,9 @@ class AppContext:
     sessions: sessionmaker[Session]
     cluster: Cluster
     clock: Callable[[], float] = time.time
-    executor: Executor | None = None
+    executor: ExecutorView | None = None  # its name and logs (the API starts nothing)
     limiter: RateLimiter = field(default_factory=RateLimiter)
+    principals: PrincipalCache = field(default_factory=PrincipalCache)
     profile: str = "default"
     leader: Callable[[], bool] = lambda: False
 

@@ -1,15 +1,22 @@
-"""Request dependencies: a session per request, and the caller resolved from its token."""
+"""Request dependencies: a session per request, and the caller resolved from its token.
+
+The dependencies are `async` on purpose: FastAPI runs a sync dependency in a worker thread,
+one hop each, and these do no I/O on the common path (the caller comes from a cache; the
+session opens its connection only when the handler, in its worker thread, first queries).
+A cache miss asks the store in a worker thread, never on the event loop.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from gpufleet.api.context import AppContext
-from gpufleet.control.auth import AuthError, Principal, authenticate
+from gpufleet.control.auth import AuthError, Principal, authenticate_cached, digest
 from gpufleet.errors import UserError
 from gpufleet.portal.sessions import CSRF_HEADER, SESSION_COOKIE, cookie_principal
 
@@ -23,26 +30,26 @@ def context(request: Request) -> AppContext:
     return ctx
 
 
-def session(request: Request) -> Iterator[Session]:
-    with context(request).sessions() as s:
+async def _context(request: Request) -> AppContext:  # the dependency: no worker-thread hop
+    return context(request)
+
+
+async def session(request: Request) -> AsyncIterator[Session]:
+    s = context(request).sessions()
+    try:
         yield s
+    finally:
+        s.close()  # a no-op after `ReleasingRoute` closed it; else in a rare error path
 
 
-def principal(
-    request: Request,
-    s: Annotated[Session, Depends(session)],
-    authorization: Annotated[str | None, Header()] = None,
+async def principal(
+    request: Request, authorization: Annotated[str | None, Header()] = None
 ) -> Principal:
     ctx = context(request)
     cookie = request.cookies.get(SESSION_COOKIE)  # the portal's session (issue 9)
+    who: Principal | None
     if cookie and not authorization:
-        who = cookie_principal(
-            s,
-            cookie,
-            ctx.clock(),
-            method=request.method,
-            csrf_header=request.headers.get(CSRF_HEADER),
-        )
+        who = await run_in_threadpool(_cookie_caller, ctx, request, cookie)
     else:
         token = None
         if authorization:
@@ -50,14 +57,36 @@ def principal(
             if scheme.lower() != "bearer" or not value:
                 raise AuthError("use 'Authorization: Bearer <token>'")
             token = value.strip()
-        who = authenticate(s, token, ctx.clock())
-    s.commit()  # last-used time
+        now = ctx.clock()
+        who = ctx.principals.get(digest(token), now) if token else None
+        if who is None:
+            who = await run_in_threadpool(_bearer_caller, ctx, token, now)
     if not ctx.limiter.allow(who.token_id):
         raise RateLimitedError("too many requests for this token; slow down")
     return who
 
 
-Ctx = Annotated[AppContext, Depends(context)]
+def _bearer_caller(ctx: AppContext, token: str | None, now_s: float) -> Principal:
+    with ctx.sessions() as s:
+        who = authenticate_cached(ctx.principals, s, token, now_s)
+        s.commit()  # last-used time
+    return who
+
+
+def _cookie_caller(ctx: AppContext, request: Request, cookie: str) -> Principal:
+    with ctx.sessions() as s:
+        who = cookie_principal(
+            s,
+            cookie,
+            ctx.clock(),
+            method=request.method,
+            csrf_header=request.headers.get(CSRF_HEADER),
+        )
+        s.commit()  # last-seen and last-used times
+    return who
+
+
+Ctx = Annotated[AppContext, Depends(_context)]
 Db = Annotated[Session, Depends(session)]
 Caller = Annotated[Principal, Depends(principal)]
 

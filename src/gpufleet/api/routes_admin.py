@@ -9,10 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from gpufleet.api.deps import Caller, Ctx, Db, TokenId
+from gpufleet.api.routing import ReleasingRoute
 from gpufleet.control import admin
 from gpufleet.control.models import AuditEntry, FlavorRate, Token
 
-router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
+router = APIRouter(prefix="/api/v1/admin", tags=["admin"], route_class=ReleasingRoute)
 
 
 class TeamIn(BaseModel):
@@ -212,6 +213,7 @@ def revoke_token(token_id: TokenId, who: Caller, ctx: Ctx, s: Db) -> None:
     who.require("admin")
     admin.revoke_token(s, who, token_id, ctx.clock())
     s.commit()
+    ctx.principals.forget(token_id)  # refused from the next request, not after the cache's TTL
 
 
 @router.get("/audit", response_model=list[AuditOut])

@@ -12,6 +12,7 @@ from fastapi.responses import PlainTextResponse, Response
 from sqlalchemy import func, select
 
 from gpufleet.api.deps import Caller, Ctx, Db
+from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import (
     ClusterOut,
     DeviceOut,
@@ -27,7 +28,7 @@ from gpufleet.control.ledger import month_gpu_hours, month_start_s, usage_record
 from gpufleet.control.models import Allocation, Device, FlavorRate, Job, NodeRecord, Team
 from gpufleet.errors import UserError
 
-router = APIRouter(prefix="/api/v1", tags=["cluster"])
+router = APIRouter(prefix="/api/v1", tags=["cluster"], route_class=ReleasingRoute)
 
 
 def _held_by_team(s: Db) -> dict[tuple[int, str], float]:

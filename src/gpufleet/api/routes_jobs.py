@@ -9,13 +9,14 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId
+from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import JobList, JobOut
 from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs, lifecycle
 from gpufleet.control.executors.base import RunKey
 from gpufleet.errors import UserError
 
-router = APIRouter(prefix="/api/v1", tags=["jobs"])
+router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=ReleasingRoute)
 
 
 class JobPatch(BaseModel):

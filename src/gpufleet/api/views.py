@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from threading import Lock
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from gpufleet.api.schemas import EventOut, JobOut, QueuePosition
@@ -31,30 +31,52 @@ class QueueIndex:
         return itertools.islice((j for j, t in self.order if t == team), n)
 
 
-_cache: dict[int, QueueIndex] = {}
+@dataclass
+class _Cached:
+    index: QueueIndex
+    rebuilding: bool = False
+
+
+_cache: dict[int, _Cached] = {}
 _lock = Lock()
+_HEAD = text("SELECT cycle, at_s, eta_at_s FROM queue_snapshot WHERE name = 'main'")
 
 
 def queue_index(s: Session) -> QueueIndex | None:
-    """The last cycle's queue, indexed; rebuilt only when a cycle (or the ETA thread) wrote."""
-    head = s.execute(
-        select(QueueSnapshot.cycle, QueueSnapshot.at_s, QueueSnapshot.eta_at_s).where(
-            QueueSnapshot.name == "main"
-        )
-    ).first()
-    if head is None:
-        return None
+    """The last cycle's queue, indexed once per cycle (or ETA refresh), not per request.
+
+    Each request compares the store's snapshot head (one small query, a plain text
+    statement: the hot path's cheapest); when a cycle wrote a new snapshot, the first
+    request to see it rebuilds the index while concurrent ones keep answering from the
+    previous one (a cycle older). Only the very first build makes others wait."""
     key = id(s.get_bind())
     cached = _cache.get(key)
-    if cached is not None and (cached.cycle, cached.at_s, cached.eta_at_s) == tuple(head):
-        return cached
-    with _lock:  # one request rebuilds after a cycle; the others wait for it, not redo it
+    if cached is not None and cached.rebuilding:
+        return cached.index
+    head = s.execute(_HEAD).first()
+    if head is None:
+        return None
+    if cached is not None and _head(cached.index) == tuple(head):
+        return cached.index
+    with _lock:
         cached = _cache.get(key)
-        if cached is not None and (cached.cycle, cached.at_s, cached.eta_at_s) == tuple(head):
-            return cached
+        if cached is None:  # the first build: everyone waits for it
+            index = _build(s)
+            _cache[key] = _Cached(index)
+            return index
+        if cached.rebuilding or _head(cached.index) == tuple(head):
+            return cached.index  # another request rebuilds it (or just did)
+        cached.rebuilding = True
+    try:
         index = _build(s)
-        _cache[key] = index
-        return index
+    finally:
+        cached.rebuilding = False
+    _cache[key] = _Cached(index)
+    return index
+
+
+def _head(index: QueueIndex) -> tuple[int, float, float | None]:
+    return (index.cycle, index.at_s, index.eta_at_s)
 
 
 def _build(s: Session) -> QueueIndex:
@@ -78,11 +100,24 @@ def _build(s: Session) -> QueueIndex:
     )
 
 
+_team_names: dict[tuple[int, int], str] = {}
+
+
+def _team_name(s: Session, team_id: int) -> str:
+    """A team's name, asked of the store once per process: teams are never renamed or
+    deleted (jobs and the ledger refer to them)."""
+    key = (id(s.get_bind()), team_id)
+    name = _team_names.get(key)
+    if name is None:
+        name = s.execute(select(Team.name).where(Team.id == team_id)).scalar_one()
+        _team_names[key] = name
+    return name
+
+
 def job_out(
     s: Session, job: Job, now_s: float, *, events: bool = False, index: QueueIndex | None = None
 ) -> JobOut:
-    team = s.get(Team, job.team_id)
-    assert team is not None
+    team = _team_name(s, job.team_id)
     position = None
     reason = job.reason
     eta = None
@@ -105,7 +140,7 @@ def job_out(
     out = JobOut(
         id=job.id,
         name=job.name,
-        team=team.name,
+        team=team,
         project=job.project,
         user=job.user_name,
         kind=job.kind,
@@ -132,9 +167,13 @@ def job_out(
         runtime_estimate_s=job.runtime_estimate_s,
     )
     if events:
-        history = s.scalars(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id))
+        history = s.execute(
+            select(JobEvent.at_s, JobEvent.kind, JobEvent.attempt, JobEvent.message)
+            .where(JobEvent.job_id == job.id)
+            .order_by(JobEvent.id)
+        )
         out.events = [
-            EventOut(at_s=e.at_s, kind=e.kind, attempt=e.attempt, message=e.message)
-            for e in history
+            EventOut(at_s=at_s, kind=kind, attempt=attempt, message=message)
+            for at_s, kind, attempt, message in history
         ]
     return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -364,15 +366,15 @@ def serve(
     from gpufleet.api.context import AppContext
     from gpufleet.cluster import Cluster
     from gpufleet.control import admin
-    from gpufleet.control.db import make_engine, sessions, upgrade
-    from gpufleet.control.reconciler import Reconciler
+    from gpufleet.control.db import database_url, make_engine, sessions, upgrade
     from gpufleet.control.server import (
-        ReconcileLoop,
         ServeOptions,
+        api_view,
+        default_holder,
         make_executor,
-        reconciler_config,
         sync_nodes,
     )
+    from gpufleet.control.service import ChildConfig, Supervisor, holds_lease
     from gpufleet.sched.registry import resolve
     from gpufleet.specs.cluster import ClusterSpec
     from gpufleet.specs.load import load
@@ -389,7 +391,8 @@ def serve(
         cycle_interval_s=cycle,
         grace_s=grace,
         speed=speed,
-        run_root=runs,
+        run_root=runs.resolve(),
+        holder=default_holder(),
     )
     if executor == "slurm":  # checked against Slurm's nodes here, once, before any process
         from dataclasses import replace
@@ -407,7 +410,8 @@ def serve(
             sbatch_args=tuple(slurm_sbatch_arg or ()),
         )
         options = replace(options, slurm=prepare(cluster, slurm, options.run_root))
-    engine = make_engine(db)
+    url = database_url(db)
+    engine = make_engine(url)
     upgrade(engine)
     maker = sessions(engine)
     if teams is not None:
@@ -415,14 +419,22 @@ def serve(
             admin.import_teams(s, admin.cli_principal(), teams, time.time())
     ex, inventory = make_executor(options, time.time)
     sync_nodes(maker, cluster, time.time(), inventory)
-    reconciler = Reconciler(maker, cluster, ex, reconciler_config(options), inventory=inventory)
-    loop = ReconcileLoop(reconciler, cycle)
     ctx = AppContext(
-        maker, cluster, executor=ex, profile=profile, leader=lambda: reconciler.leading
+        maker,
+        cluster,
+        executor=api_view(options, maker, ex),
+        profile=profile,
+        leader=lambda: holds_lease(maker, options.holder, time.time()),
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    loop.start()
+    # the reconciler and the queue ETAs in their own processes (control/service.py)
+    children = Supervisor(ChildConfig(url, cluster_path.resolve(), options, os.getpid()))
+    server = uvicorn.Server(uvicorn.Config(create_app(ctx), host=host, port=port))
+    # the children start once the API listens: their imports would otherwise slow its start
+    threading.Thread(
+        target=children.start_when, args=(lambda: server.started,), daemon=True
+    ).start()
     try:
-        uvicorn.run(create_app(ctx), host=host, port=port, log_level="info")
+        server.run()
     finally:
-        loop.stop()
+        children.stop()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from sqlalchemy import select
@@ -83,12 +84,21 @@ def digest(token: str) -> str:
 
 def authenticate(session: Session, token: str | None, now_s: float) -> Principal:
     """The principal of a bearer token; records its last use. Raises AuthError."""
+    row = _token_row(session, digest(_present(token)))
+    return principal_of(row, now_s)
+
+
+def _present(token: str | None) -> str:
     if not token:
         raise AuthError("missing token: send 'Authorization: Bearer <token>'")
-    row = session.scalar(select(Token).where(Token.digest == digest(token)))
+    return token
+
+
+def _token_row(session: Session, token_digest: str) -> Token:
+    row = session.scalar(select(Token).where(Token.digest == token_digest))
     if row is None:
         raise AuthError("unknown token")
-    return principal_of(row, now_s)
+    return row
 
 
 def principal_of(row: Token, now_s: float) -> Principal:
@@ -110,3 +120,53 @@ def principal_of(row: Token, now_s: float) -> Principal:
         team=row.team.name if row.team else None,
         token_id=row.id,
     )
+
+
+@dataclass
+class PrincipalCache:
+    """Bearer token digest -> its principal, for `ttl_s` seconds: the API's hot path asks the
+    store for a token at most once per `ttl_s` (the lookup and its lazy loads were half of
+    a request's store work). Expiry is still checked at every use; a revocation made
+    through this process's API is forgotten at once, one made elsewhere (the CLI, another
+    server) takes effect within `ttl_s`."""
+
+    ttl_s: float = 5.0
+    _entries: dict[str, tuple[Principal, float | None, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, token_digest: str, now_s: float) -> Principal | None:
+        entry = self._entries.get(token_digest)
+        if entry is None:
+            return None
+        who, expires_s, cached_until_s = entry
+        if now_s >= cached_until_s or (expires_s is not None and expires_s <= now_s):
+            with self._lock:
+                self._entries.pop(token_digest, None)
+            return None
+        return who
+
+    def put(self, token_digest: str, who: Principal, expires_s: float | None, now_s: float) -> None:
+        with self._lock:
+            if len(self._entries) > 10_000:  # bounded: drop everything rather than grow
+                self._entries.clear()
+            self._entries[token_digest] = (who, expires_s, now_s + self.ttl_s)
+
+    def forget(self, token_id: int) -> None:
+        with self._lock:
+            for key in [k for k, (w, _, _) in self._entries.items() if w.token_id == token_id]:
+                del self._entries[key]
+
+
+def authenticate_cached(
+    cache: PrincipalCache, session: Session, token: str | None, now_s: float
+) -> Principal:
+    """`authenticate`, answered from `cache` when it can; a miss asks the store (and records
+    the token's last use, committed by the caller) and fills the cache."""
+    key = digest(_present(token))
+    who = cache.get(key, now_s)
+    if who is not None:
+        return who
+    row = _token_row(session, key)
+    who = principal_of(row, now_s)
+    cache.put(key, who, row.expires_s, now_s)
+    return who

@@ -30,14 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import teams_spec
 from gpufleet.control.engine_nodes import apply_node_states
-from gpufleet.control.eta import estimate_starts, queue_cycle_s
+from gpufleet.control.eta import refresh_etas
 from gpufleet.control.executors.base import (
     CHECKPOINT_SIGNAL,
     STOP_SIGNAL,
@@ -49,7 +49,7 @@ from gpufleet.control.executors.base import (
     RunKey,
     Worker,
 )
-from gpufleet.control.jobs import SPEC_COLUMNS, live_queue, spec_of
+from gpufleet.control.jobs import SPEC_COLUMNS, spec_of
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import close_allocations
 from gpufleet.control.models import Allocation, Job, NodeRecord, QueueSnapshot, Team
@@ -463,37 +463,9 @@ class Reconciler:
     # -- queue ETAs (off the cycle: the server runs them on their own thread) --------------
 
     def estimate_etas(self) -> int:
-        """Re-simulate the queue forward and store every pending job's estimated start.
-
-        Reads the store in its own session (not the cycle's caches, so it may run on
-        another thread), runs the simulator engine with the same `decide` and the jobs'
-        runtime estimates, and writes only the snapshot's ETA columns. Coarser simulated
-        cycles for long queues keep it cheap, at the price of ETAs accurate to about one
-        such cycle. Returns how many pending jobs got an ETA."""
-        now = self.clock()
-        with self.sessions() as s:
-            queue = live_queue(s, self.cluster, now)
-        if queue.teams is None:
-            return 0
-        etas: dict[str, float | None] = {}
-        if queue.pending:
-            result = estimate_starts(
-                self.cluster,
-                queue.teams,
-                queue.running,
-                queue.pending,
-                now_s=now,
-                profile=self.config.profile,
-                cycle_interval_s=queue_cycle_s(len(queue.pending)),
-            )
-            etas = dict(result.start_s)
-        with self.sessions.begin() as s:
-            s.execute(
-                update(QueueSnapshot)
-                .where(QueueSnapshot.name == "main")
-                .values(etas=etas, eta_at_s=now)
-            )
-        return len(etas)
+        """Re-simulate the queue forward and store every pending job's estimated start
+        (`eta.refresh_etas`; the server runs it in its own process, tests call it here)."""
+        return refresh_etas(self.sessions, self.cluster, self.config.profile, self.clock())
 
     def _state(self, s: Session) -> State:
         """The allocation state rebuilt from the live allocation rows (and down nodes)."""

@@ -1,4 +1,4 @@
-"""`gpufleet serve`: the API and, on the leader, the reconciler loop, in one process.
+"""`gpufleet serve`'s parts: executors, the node inventory, the reconciler loop.
 
 Several servers may share one PostgreSQL store: each serves the API; the one
 holding the lease (`control.leader`) runs the reconciler, and a standby takes
@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Cluster
-from gpufleet.control.executors.base import CHECKPOINT_SIGNAL, Executor, Inventory
+from gpufleet.control.executors.base import CHECKPOINT_SIGNAL, Executor, ExecutorView, Inventory
 from gpufleet.control.leader import release
 from gpufleet.control.models import Device, NodeRecord
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
@@ -70,6 +70,19 @@ def make_executor(
     raise UserError(f"executor {options.executor!r}: use one of {', '.join(EXECUTORS)}")
 
 
+def api_view(
+    options: ServeOptions, sessions: sessionmaker[Session], executor: Executor
+) -> ExecutorView:
+    """What the API process shows of the executor. The emulated executor keeps its log lines
+    in the reconciler's process, so the API reads the attempt's events from the store; the
+    others read files any process can (run directories, Slurm's output files)."""
+    if options.executor == "emulated":
+        from gpufleet.control.executors.emulated import EmulatedLogView
+
+        return EmulatedLogView(sessions)
+    return executor
+
+
 def sync_nodes(
     sessions: sessionmaker[Session], cluster: Cluster, now_s: float, inventory: Inventory | None
 ) -> None:
@@ -99,30 +112,18 @@ def sync_nodes(
 
 
 class ReconcileLoop:
-    """The reconciler on a background thread, one cycle every `interval_s`; on the leader, a
-    second thread re-simulates queue ETAs every `eta_interval_s` without delaying cycles."""
+    """The reconciler on a background thread, one cycle every `interval_s` (the queue ETAs
+    run elsewhere: `control.service` gives them their own process)."""
 
     def __init__(self, reconciler: Reconciler, interval_s: float) -> None:
         self.reconciler = reconciler
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
-        self._eta_thread = threading.Thread(target=self._etas, name="eta", daemon=True)
         self.errors = 0
 
     def start(self) -> None:
         self._thread.start()
-        self._eta_thread.start()
-
-    def _etas(self) -> None:
-        every = self.reconciler.config.eta_interval_s
-        while not self._stop.wait(min(every, 1.0) if not self.reconciler.leading else every):
-            if not self.reconciler.leading:
-                continue
-            try:
-                self.reconciler.estimate_etas()
-            except Exception:  # an ETA is a nicety: keep scheduling, retry next time
-                log.exception("queue ETA simulation failed")
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -149,9 +150,8 @@ class ReconcileLoop:
 
     def stop(self) -> None:
         self._stop.set()
-        for thread in (self._thread, self._eta_thread):
-            if thread.is_alive():
-                thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
         with self.reconciler.sessions.begin() as s:
             release(s, "reconciler", self.reconciler.config.holder)
 

@@ -115,6 +115,17 @@ class Executor(Protocol):
         """The attempt's combined output, at most the last `tail_bytes` bytes ('' if none)."""
 
 
+class ExecutorView(Protocol):
+    """What the API needs of an executor: its name and the logs of an attempt. The API runs
+    in another process than the reconciler's executor (`control.service`), so a view
+    answers from what any process can read: run directories, the store."""
+
+    name: str
+
+    def logs(self, key: RunKey, tail_bytes: int = 65536) -> str:
+        """The attempt's combined output, at most the last `tail_bytes` bytes ('' if none)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Inventory:
     """Devices an executor found: node -> GPU UUIDs in index order (and MIG UUIDs by slice)."""

@@ -28,6 +28,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
 from gpufleet.control.executors.base import CHECKPOINT_SIGNAL, ExecEvent, Launch, RunKey
 from gpufleet.control.executors.local import signal_number
 
@@ -241,3 +244,34 @@ class EmulatedExecutor:
                 f"{detail + ', ' if detail else ''}exited with code {code}"
             )
         return events
+
+
+class EmulatedLogView:
+    """The emulated executor's logs as another process sees them: its log lines live in the
+    memory of the reconciler's process, so the API tells the attempt's story from the
+    store's job events instead (start, checkpoints, stop requests, the end)."""
+
+    name = "emulated"
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+
+    def logs(self, key: RunKey, tail_bytes: int = 65536) -> str:
+        if tail_bytes <= 0:
+            return ""
+        from gpufleet.control.models import JobEvent
+
+        with self._sessions() as s:
+            rows = s.execute(
+                select(JobEvent.at_s, JobEvent.kind, JobEvent.message)
+                .where(JobEvent.job_id == key.job_id, JobEvent.attempt == key.attempt)
+                .order_by(JobEvent.id)
+            ).all()
+        if not rows:
+            return ""
+        t0 = rows[0].at_s
+        lines = [
+            f"[emulated t={at - t0:.0f}s] {kind}{': ' + message if message else ''}\n"
+            for at, kind, message in rows
+        ]
+        return "".join(lines).encode()[-tail_bytes:].decode("utf-8", errors="replace")

@@ -1,0 +1,261 @@
+"""`gpufleet serve` as three processes: the API, the reconciler and the queue-ETA simulation.
+
+This module imports nothing heavy at its top: a spawned child imports it before anything
+else, and should be able to notice a dead parent before it spends seconds importing.
+
+Why not threads: all three are Python, and a thread that computes (a reconciler cycle
+takes ~0.5 s on a 10,000-job queue; a forward simulation of that queue takes minutes)
+holds the GIL in 5 ms slices, so every request thread waiting for the GIL after a
+database round trip queues behind it. The API benchmark measured exactly that (p99 of
+0.7-2.2 s at 50 requests/s with the ETA thread running, docs/benchmarks.md). In their own
+processes the two computing loops cost the API only CPU time, which the kernel shares:
+the reconciler runs at a slightly lower priority than the API (`RECONCILER_NICE`: a cycle
+stretches a little while the API is busy rather than the other way round) and the ETA
+process at a low one (`ETA_NICE`), so it uses what the API and the reconciler leave idle.
+
+The processes coordinate only through the store, as several servers already did: the
+reconciler child takes the lease under this server's `holder` name; the ETA child
+simulates only while that lease is its server's (so a standby computes nothing) and writes
+the queue snapshot's ETA columns; the API reads both. The main process supervises: it
+restarts a child that dies (after a backoff), and each child dies with it
+(`PR_SET_PDEATHSIG`): a server killed with SIGKILL takes its reconciler down too, as one
+process did, so a restarted or standby server takes over after the lease lapses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import multiprocessing
+import multiprocessing.process
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("gpufleet.service")
+# CPU priorities (niceness, added to the server's): people waiting on the API come first, a
+# cycle may stretch a little while the API is busy, the ETAs use what is left
+RECONCILER_NICE = 5
+ETA_NICE = 10
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ChildConfig:
+    """What a child process needs to rebuild its part of the server (it must pickle)."""
+
+    db_url: str
+    cluster_path: Path
+    options: Any  # ServeOptions (frozen, picklable); Any to keep this module import-light
+    parent_pid: int
+    log_level: int = logging.INFO
+
+
+def holds_lease(sessions: Any, holder: str, now_s: float, name: str = "reconciler") -> bool:
+    """True if `holder` holds the lease now: the reconciler of this server leads."""
+    from sqlalchemy import select
+
+    from gpufleet.control.models import Lease
+
+    with sessions() as s:
+        row = s.execute(select(Lease.holder, Lease.expires_s).where(Lease.name == name)).first()
+    return row is not None and row.holder == holder and row.expires_s >= now_s
+
+
+# -- children ---------------------------------------------------------------------------------
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux); elsewhere, the
+    loops check `os.getppid()` each turn. If the parent is already gone, exit now."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(libc_name, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _child_setup(config: ChildConfig, name: str) -> threading.Event:
+    """Common start of a child: die with the parent, log like it, stop on SIGTERM/SIGINT."""
+    _die_with_parent(config.parent_pid)
+    logging.basicConfig(level=config.log_level, format=f"%(asctime)s {name} %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its import-time plugin lines
+    stop = threading.Event()
+
+    def on_signal(signum: int, _: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent leads
+    return stop
+
+
+def _orphaned(config: ChildConfig) -> bool:
+    return os.getppid() != config.parent_pid
+
+
+def reconciler_main(config: ChildConfig) -> None:
+    """The reconciler child: cycles every `cycle_interval_s` until SIGTERM (then releases the
+    lease so a standby takes over at once)."""
+    stop = _child_setup(config, "reconciler")
+    with contextlib.suppress(OSError):
+        os.nice(RECONCILER_NICE)
+    from gpufleet.cluster import Cluster
+    from gpufleet.control.db import make_engine, sessions
+    from gpufleet.control.reconciler import Reconciler
+    from gpufleet.control.server import ReconcileLoop, make_executor, reconciler_config
+    from gpufleet.specs.cluster import ClusterSpec
+    from gpufleet.specs.load import load
+
+    cluster = Cluster.from_spec(load(ClusterSpec, config.cluster_path))
+    maker = sessions(make_engine(config.db_url))
+    executor, inventory = make_executor(config.options, time.time)
+    reconciler = Reconciler(
+        maker, cluster, executor, reconciler_config(config.options), inventory=inventory
+    )
+    loop = ReconcileLoop(reconciler, config.options.cycle_interval_s)
+    loop.start()
+    while not stop.wait(1.0):
+        if _orphaned(config):
+            break
+    loop.stop()
+
+
+def eta_main(config: ChildConfig) -> None:
+    """The queue-ETA child: while this server's reconciler leads, re-simulate the queue every
+    `eta_interval_s` (counted from the end of the last simulation), at a low CPU priority."""
+    stop = _child_setup(config, "eta")
+    with contextlib.suppress(OSError):
+        os.nice(ETA_NICE)
+    from gpufleet.cluster import Cluster
+    from gpufleet.control.db import make_engine, sessions
+    from gpufleet.control.eta import refresh_etas
+    from gpufleet.control.server import reconciler_config
+    from gpufleet.specs.cluster import ClusterSpec
+    from gpufleet.specs.load import load
+
+    cluster = Cluster.from_spec(load(ClusterSpec, config.cluster_path))
+    maker = sessions(make_engine(config.db_url))
+    rc = reconciler_config(config.options)
+    wait_s = min(1.0, rc.eta_interval_s)
+    while not stop.wait(wait_s) and not _orphaned(config):
+        if not holds_lease(maker, rc.holder, time.time()):
+            wait_s = min(1.0, rc.eta_interval_s)
+            continue
+        try:
+            refresh_etas(maker, cluster, rc.profile, time.time())
+        except Exception:  # an ETA is a nicety: keep going, retry next time
+            log.exception("queue ETA simulation failed")
+        wait_s = rc.eta_interval_s
+
+
+# -- the supervisor ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Child:
+    name: str
+    target: Callable[[ChildConfig], None]
+    process: multiprocessing.process.BaseProcess | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+
+
+@dataclass
+class Supervisor:
+    """Starts the reconciler and ETA children, restarts one that dies, stops both.
+
+    Children are spawned (a fresh interpreter each), not forked: the parent holds database
+    connections and uvicorn's sockets, which a forked child must not share.
+    """
+
+    config: ChildConfig
+    targets: tuple[tuple[str, Callable[[ChildConfig], None]], ...] = (
+        ("reconciler", reconciler_main),
+        ("eta", eta_main),
+    )
+    poll_s: float = 0.5
+    _children: list[_Child] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # start vs stop
+
+    def start(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._children = [_Child(name, target) for name, target in self.targets]
+            for child in self._children:
+                self._spawn(child)
+            self._thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+            self._thread.start()
+
+    def start_when(self, ready: Callable[[], bool], timeout_s: float = 600.0) -> None:
+        """`start` once `ready()` (the API listens), unless `stop` came first."""
+        deadline = time.monotonic() + timeout_s
+        while not ready() and time.monotonic() < deadline:
+            if self._stop.wait(0.05):
+                return
+        self.start()
+
+    def pids(self) -> dict[str, int | None]:
+        return {c.name: c.process.pid if c.process else None for c in self._children}
+
+    def _spawn(self, child: _Child) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        process = ctx.Process(
+            target=child.target, args=(self.config,), name=f"gpufleet-{child.name}", daemon=False
+        )
+        process.start()
+        child.process = process
+        child.started_at = time.monotonic()
+        log.info("started the %s process (pid %s)", child.name, process.pid)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            for child in self._children:
+                process = child.process
+                if process is None or process.is_alive() or self._stop.is_set():
+                    continue
+                if time.monotonic() - child.started_at > 60:
+                    child.restarts = 0  # it ran a while: a fresh failure, not a crash loop
+                delay = RESTART_BACKOFF_S[min(child.restarts, len(RESTART_BACKOFF_S) - 1)]
+                log.error(
+                    "the %s process exited with code %s; restarting it in %.0f s",
+                    child.name,
+                    process.exitcode,
+                    delay,
+                )
+                child.restarts += 1
+                if self._stop.wait(delay):
+                    return
+                self._spawn(child)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM both children (the reconciler finishes its cycle and releases the lease),
+        then wait; a child still running after `timeout_s` is killed."""
+        with self._lock:
+            self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for child in self._children:
+            if child.process is not None and child.process.is_alive():
+                child.process.terminate()
+        deadline = time.monotonic() + timeout_s
+        for child in self._children:
+            if child.process is None:
+                continue
+            child.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if child.process.is_alive():
+                log.error("the %s process did not stop in time; killing it", child.name)
+                child.process.kill()
+                child.process.join(timeout=5)

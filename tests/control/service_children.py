@@ -1,0 +1,26 @@
+"""Targets for `Supervisor` tests: spawned children import them by module name."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from gpufleet.control.service import ChildConfig, _child_setup
+
+
+def exits_at_once(config: ChildConfig) -> None:
+    """Records its start (one line per start in the file named by the cluster path), exits 3."""
+    _child_setup(config, "test")
+    with Path(config.cluster_path).open("a") as out:
+        out.write(f"{os.getpid()}\n")
+    sys.exit(3)
+
+
+def sleeps(config: ChildConfig) -> None:
+    """Writes its pid, then sleeps until SIGTERM (or its parent's death)."""
+    stop = _child_setup(config, "test")
+    Path(config.cluster_path).write_text(str(os.getpid()))
+    while not stop.wait(0.1):
+        time.sleep(0)

@@ -1,0 +1,253 @@
+"""`gpufleet serve`'s process layout: the supervisor, children that die with the server, the
+API's early release of store connections, the token cache."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import httpx
+import pytest
+import uvicorn
+from fastapi import APIRouter
+from pydantic import BaseModel
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
+
+from gpufleet.api.app import create_app
+from gpufleet.api.context import AppContext, RateLimiter
+from gpufleet.api.deps import Db
+from gpufleet.api.routing import ReleasingRoute
+from gpufleet.cluster import Cluster
+from gpufleet.control import admin
+from gpufleet.control.auth import AuthError, PrincipalCache, authenticate_cached
+from gpufleet.control.db import make_engine, sessions, upgrade
+from gpufleet.control.service import ChildConfig, Supervisor, holds_lease
+
+from . import service_children
+from .conftest import Plane
+from .serverproc import free_port
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _config(path: Path) -> ChildConfig:
+    return ChildConfig("sqlite://", path, None, os.getpid())
+
+
+def test_the_supervisor_restarts_a_child_that_exits(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    sup = Supervisor(_config(starts), targets=(("flaky", service_children.exits_at_once),))
+    sup.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if starts.exists() and len(starts.read_text().split()) >= 2:
+                break
+            time.sleep(0.2)
+    finally:
+        sup.stop()
+    pids = starts.read_text().split()
+    assert len(pids) >= 2, "the child was not restarted"
+    assert len(set(pids)) == len(pids)  # a new process each time
+
+
+def test_stop_terminates_the_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    sup = Supervisor(_config(pidfile), targets=(("sleeper", service_children.sleeps),))
+    sup.start()
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = int(pidfile.read_text())
+    assert _alive(pid)
+    sup.stop(timeout_s=20)
+    assert not _alive(pid)
+
+
+def test_children_die_with_a_server_killed_by_sigkill(tmp_path: Path) -> None:
+    """A server killed with SIGKILL takes its reconciler down with it, as one process did."""
+    pidfile = tmp_path / "pid"
+    script = textwrap.dedent(
+        f"""
+        import os, time
+        from pathlib import Path
+        from gpufleet.control.service import ChildConfig, Supervisor
+        from tests.control import service_children
+        sup = Supervisor(ChildConfig("sqlite://", Path({str(pidfile)!r}), None, os.getpid()),
+                         targets=(("sleeper", service_children.sleeps),))
+        sup.start()
+        time.sleep(600)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        child = int(pidfile.read_text())
+        assert _alive(child)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(child), "the child outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_holds_lease_reads_the_lease_row(sqlite_engine: Engine) -> None:
+    from gpufleet.control.leader import renew
+
+    maker = sessions(sqlite_engine)
+    assert not holds_lease(maker, "me", 100.0)
+    with maker.begin() as s:
+        assert renew(s, "reconciler", "me", 100.0, 3.0)
+    assert holds_lease(maker, "me", 101.0)
+    assert not holds_lease(maker, "other", 101.0)
+    assert not holds_lease(maker, "me", 104.0)  # expired
+
+
+# -- the API's store connections ---------------------------------------------------------------
+
+
+class _Out(BaseModel):
+    value: int
+
+
+def test_a_route_gives_its_connection_back_before_the_response_is_serialised(
+    sqlite_engine: Engine,
+) -> None:
+    seen: list[int] = []
+    router = APIRouter(route_class=ReleasingRoute)
+
+    @router.get("/x", response_model=_Out)
+    def endpoint(s: Db) -> _Out:
+        s.execute(text("SELECT 1"))
+        seen.append(sqlite_engine.pool.checkedout())  # type: ignore[attr-defined]
+        return _Out(value=7)
+
+    route = next(r for r in router.routes if getattr(r, "path", "") == "/x")
+    with Session(sqlite_engine) as s:
+        response = route.endpoint(s=s)  # type: ignore[attr-defined]
+        assert seen == [1]
+        assert sqlite_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert response.body == b'{"value":7}'
+    assert response.media_type == "application/json"
+
+
+def test_many_concurrent_requests_on_one_connection_do_not_deadlock(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    """The deadlock the API benchmark found: requests holding pooled connections while they
+    waited for a worker thread to serialise their responses. With one connection and four
+    worker threads, 40 concurrent reads must all answer (they queued forever before)."""
+    url = f"sqlite:///{tmp_path}/store.db"
+    setup = make_engine(url)
+    upgrade(setup)
+    with sessions(setup).begin() as s:
+        token = admin.init(s, 0.0).token
+    setup.dispose()
+    engine = make_engine(url, pool_size=1, max_overflow=0, pool_timeout=5)
+    ctx = AppContext(sessions(engine), cluster, limiter=RateLimiter(1e6, 1e6))
+    api = create_app(ctx)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # in the server's event loop: four worker threads
+            anyio.to_thread.current_default_thread_limiter().total_tokens = 4
+        await api(scope, receive, send)
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        statuses: list[int] = []
+
+        def get(i: int) -> None:
+            path = "/api/v1/teams" if i % 2 else "/api/v1/jobs"
+            r = httpx.get(
+                f"http://127.0.0.1:{port}{path}",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=20,
+            )
+            statuses.append(r.status_code)
+
+        workers = [threading.Thread(target=get, args=(i,)) for i in range(40)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=30)
+        assert statuses == [200] * 40
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        engine.dispose()
+
+
+# -- the token cache ---------------------------------------------------------------------------
+
+
+def test_the_token_cache_answers_without_the_store_and_expires(lite: Plane) -> None:
+    cache = PrincipalCache(ttl_s=5.0)
+    token = lite.tokens["vision-member"]
+    with lite.sessions() as s:
+        who = authenticate_cached(cache, s, token, 100.0)
+    with lite.sessions.begin() as s:  # revoked elsewhere (the CLI): the cache does not know
+        admin.revoke_token(s, admin.cli_principal(), who.token_id, 101.0)
+    with lite.sessions() as s:
+        assert authenticate_cached(cache, s, token, 102.0) == who  # within the TTL
+        with pytest.raises(AuthError, match="revoked"):
+            authenticate_cached(cache, s, token, 105.5)  # the TTL is over: asked again
+
+
+def test_a_token_revoked_through_the_api_is_refused_at_once(lite: Plane) -> None:
+    headers = lite.auth("vision-member")
+    assert lite.client.get("/api/v1/jobs", headers=headers).status_code == 200  # now cached
+    me = next(
+        t
+        for t in lite.client.get("/api/v1/admin/tokens", headers=lite.auth("admin")).json()
+        if t["user"] == "vision-member"
+    )
+    r = lite.client.delete(f"/api/v1/admin/tokens/{me['id']}", headers=lite.auth("admin"))
+    assert r.status_code == 204
+    assert lite.client.get("/api/v1/jobs", headers=headers).status_code == 401
+
+
+def test_an_expired_token_is_refused_even_when_cached(lite: Plane) -> None:
+    with lite.sessions.begin() as s:
+        issued = admin.create_token(
+            s,
+            admin.cli_principal(),
+            lite.clock(),
+            role="member",
+            team="vision",
+            user="short",
+            expires_s=lite.clock() + 2,
+        )
+    headers = {"Authorization": f"Bearer {issued.token}"}
+    assert lite.client.get("/api/v1/jobs", headers=headers).status_code == 200
+    lite.clock.advance(3)  # past its expiry, within the cache's TTL
+    assert lite.client.get("/api/v1/jobs", headers=headers).status_code == 401
