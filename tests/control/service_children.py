@@ -6,11 +6,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from gpufleet.control.service import ChildConfig, _child_setup
 
 
-def exits_at_once(config: ChildConfig) -> None:
+def exits_at_once(config: ChildConfig, ready: Any) -> None:
     """Records its start (one line per start in the file named by the cluster path), exits 3."""
     _child_setup(config, "test")
     with Path(config.cluster_path).open("a") as out:
@@ -18,9 +19,10 @@ def exits_at_once(config: ChildConfig) -> None:
     sys.exit(3)
 
 
-def sleeps(config: ChildConfig) -> None:
+def sleeps(config: ChildConfig, ready: Any) -> None:
     """Writes its pid, then sleeps until SIGTERM (or its parent's death)."""
     stop = _child_setup(config, "test")
+    ready.set()
     Path(config.cluster_path).write_text(str(os.getpid()))
     while not stop.wait(0.1):
         time.sleep(0)

@@ -38,6 +38,10 @@ def _leader(url: str) -> bool:
     return bool(httpx.get(f"{url}/readyz", timeout=2).json().get("leader"))
 
 
+def _reconciler_running(url: str) -> bool:
+    return bool(httpx.get(f"{url}/readyz", timeout=2).json().get("reconciler"))
+
+
 @pytest.mark.slow
 def test_standby_takes_over_within_two_cycles(engine: Engine, tmp_path: Path) -> None:
     if engine.dialect.name != "postgresql":
@@ -50,6 +54,10 @@ def test_standby_takes_over_within_two_cycles(engine: Engine, tmp_path: Path) ->
     a = start_server(tmp_path, url, executor="emulated", cycle_s=cycle_s, name="a")
     b = start_server(tmp_path, url, executor="emulated", cycle_s=cycle_s, name="b")
     try:
+        deadline = time.monotonic() + 120  # both reconciler processes started (spawned)
+        while not all(_reconciler_running(srv.url) for srv in (a, b)):
+            assert time.monotonic() < deadline, "the reconciler processes did not start"
+            time.sleep(0.1)
         time.sleep(2.5 * cycle_s)
         leaders = [srv for srv in (a, b) if _leader(srv.url)]
         assert len(leaders) == 1, "exactly one server runs the reconciler"

@@ -67,14 +67,18 @@ def create_app(ctx: AppContext) -> FastAPI:
 
     @app.get("/readyz", tags=["health"])
     def readyz() -> Response:
-        """The store answers and its schema is the one this version needs."""
+        """The store answers and its schema is the one this version needs; `leader`: this
+        server's reconciler holds the lease; `reconciler`: its process runs (a standby's
+        too), false for a few seconds after a start."""
         try:
             with ctx.sessions() as s:
                 s.execute(text("SELECT 1"))
                 require_current(s.get_bind())  # type: ignore[arg-type]
         except (StoreError, OperationalError) as exc:
             return JSONResponse({"status": "unavailable", "detail": str(exc)}, 503)
-        return JSONResponse({"status": "ready", "leader": ctx.leader()})
+        return JSONResponse(
+            {"status": "ready", "leader": ctx.leader(), "reconciler": ctx.reconciler_running()}
+        )
 
     @app.get("/metrics", tags=["health"], response_class=PlainTextResponse)
     def metrics() -> Response:

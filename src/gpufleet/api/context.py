@@ -46,6 +46,7 @@ class AppContext:
     principals: PrincipalCache = field(default_factory=PrincipalCache)
     profile: str = "default"
     leader: Callable[[], bool] = lambda: False
+    reconciler_running: Callable[[], bool] = lambda: True  # the server's reconciler process
 
     def session(self) -> Iterator[Session]:
         with self.sessions() as s:

@@ -419,16 +419,17 @@ def serve(
             admin.import_teams(s, admin.cli_principal(), teams, time.time())
     ex, inventory = make_executor(options, time.time)
     sync_nodes(maker, cluster, time.time(), inventory)
+    # the reconciler and the queue ETAs in their own processes (control/service.py)
+    children = Supervisor(ChildConfig(url, cluster_path.resolve(), options, os.getpid()))
     ctx = AppContext(
         maker,
         cluster,
         executor=api_view(options, maker, ex),
         profile=profile,
         leader=lambda: holds_lease(maker, options.holder, time.time()),
+        reconciler_running=lambda: children.running("reconciler"),
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    # the reconciler and the queue ETAs in their own processes (control/service.py)
-    children = Supervisor(ChildConfig(url, cluster_path.resolve(), options, os.getpid()))
     server = uvicorn.Server(uvicorn.Config(create_app(ctx), host=host, port=port))
     # the children start once the API listens: their imports would otherwise slow its start
     threading.Thread(

@@ -103,7 +103,7 @@ def _orphaned(config: ChildConfig) -> bool:
     return os.getppid() != config.parent_pid
 
 
-def reconciler_main(config: ChildConfig) -> None:
+def reconciler_main(config: ChildConfig, ready: Any) -> None:
     """The reconciler child: cycles every `cycle_interval_s` until SIGTERM (then releases the
     lease so a standby takes over at once)."""
     stop = _child_setup(config, "reconciler")
@@ -124,13 +124,14 @@ def reconciler_main(config: ChildConfig) -> None:
     )
     loop = ReconcileLoop(reconciler, config.options.cycle_interval_s)
     loop.start()
+    ready.set()
     while not stop.wait(1.0):
         if _orphaned(config):
             break
     loop.stop()
 
 
-def eta_main(config: ChildConfig) -> None:
+def eta_main(config: ChildConfig, ready: Any) -> None:
     """The queue-ETA child: while this server's reconciler leads, re-simulate the queue every
     `eta_interval_s` (counted from the end of the last simulation), at a low CPU priority."""
     stop = _child_setup(config, "eta")
@@ -147,6 +148,7 @@ def eta_main(config: ChildConfig) -> None:
     maker = sessions(make_engine(config.db_url))
     rc = reconciler_config(config.options)
     wait_s = min(1.0, rc.eta_interval_s)
+    ready.set()
     while not stop.wait(wait_s) and not _orphaned(config):
         if not holds_lease(maker, rc.holder, time.time()):
             wait_s = min(1.0, rc.eta_interval_s)
@@ -161,11 +163,15 @@ def eta_main(config: ChildConfig) -> None:
 # -- the supervisor ---------------------------------------------------------------------------
 
 
+ChildTarget = Callable[[ChildConfig, Any], None]  # (config, a multiprocessing Event: "ready")
+
+
 @dataclass
 class _Child:
     name: str
-    target: Callable[[ChildConfig], None]
+    target: ChildTarget
     process: multiprocessing.process.BaseProcess | None = None
+    ready: Any = None  # set by the child once its loop runs
     restarts: int = 0
     started_at: float = 0.0
 
@@ -179,7 +185,7 @@ class Supervisor:
     """
 
     config: ChildConfig
-    targets: tuple[tuple[str, Callable[[ChildConfig], None]], ...] = (
+    targets: tuple[tuple[str, ChildTarget], ...] = (
         ("reconciler", reconciler_main),
         ("eta", eta_main),
     )
@@ -207,13 +213,28 @@ class Supervisor:
                 return
         self.start()
 
+    def running(self, name: str) -> bool:
+        """The child `name` is alive and its loop runs (it finished starting)."""
+        child = next((c for c in self._children if c.name == name), None)
+        return bool(
+            child is not None
+            and child.process is not None
+            and child.process.is_alive()
+            and child.ready is not None
+            and child.ready.is_set()
+        )
+
     def pids(self) -> dict[str, int | None]:
         return {c.name: c.process.pid if c.process else None for c in self._children}
 
     def _spawn(self, child: _Child) -> None:
         ctx = multiprocessing.get_context("spawn")
+        child.ready = ctx.Event()
         process = ctx.Process(
-            target=child.target, args=(self.config,), name=f"gpufleet-{child.name}", daemon=False
+            target=child.target,
+            args=(self.config, child.ready),
+            name=f"gpufleet-{child.name}",
+            daemon=False,
         )
         process.start()
         child.process = process
