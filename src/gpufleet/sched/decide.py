@@ -197,7 +197,10 @@ class _Cycle:
 
     def would_borrow(self, job: JobSpec) -> bool:
         """True when every way to run `job` takes its team beyond its guarantee."""
-        return all(self._borrows(job, r) for r in self.requests(job))
+        requests = self.requests(job)
+        if len(requests) == 1:
+            return self._borrows(job, requests[0])
+        return all(self._borrows(job, r) for r in requests)
 
     def _memo_key(self, job: JobSpec) -> tuple[object, ...] | None:
         """What decides a job's fate in this cycle besides the state; None: do not memoise.

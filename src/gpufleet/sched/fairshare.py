@@ -46,7 +46,16 @@ class DecayedUsage:
         out = {k: v * d for k, v in self.gpu_s.items()}
         for k, g in held_gpus.items():
             out[k] = out.get(k, 0.0) + g * gain
-        return DecayedUsage(self.half_life_s, to_s, {k: v for k, v in out.items() if v > 1e-9})
+        return self._at(to_s, {k: v for k, v in out.items() if v > 1e-9})
+
+    def _at(self, at_s: float, gpu_s: dict[tuple[str, str], float]) -> DecayedUsage:
+        """A new usage with this half-life (already checked), owning the fresh `gpu_s`: the
+        simulator advances usage at every start and finish, so no check and no copy."""
+        made = object.__new__(DecayedUsage)
+        object.__setattr__(made, "half_life_s", self.half_life_s)
+        object.__setattr__(made, "at_s", at_s)
+        object.__setattr__(made, "gpu_s", MappingProxyType(gpu_s))
+        return made
 
     def mean_gpus(self, team: str, flavor: str, now_s: float | None = None) -> float:
         """Average GPUs the team held of `flavor`, weighted towards the recent past."""
