@@ -626,15 +626,21 @@ def _dominant_share(
     """team -> weighted dominant share, read live from the quota book (see OrderContext)."""
     capacity = cluster.gpus_by_accelerator
     weights = {name: t.weight for name, t in book.teams.items()}
+    known: dict[str, tuple[int, float]] = {}  # team -> (book version, share): orders re-read
 
     def share(team: str) -> float:
+        seen = known.get(team)
+        if seen is not None and seen[0] == book.version:
+            return seen[1]
         most = 0.0
         for acc, cap in capacity.items():
             gpus = book.used.get((team, acc), 0) / MILLI
             if history is not None:
                 gpus += history.mean_gpus(team, acc, now_s)
             most = max(most, gpus / cap)
-        return most / weights.get(team, 1.0)
+        value = most / weights.get(team, 1.0)
+        known[team] = (book.version, value)
+        return value
 
     return share
 
