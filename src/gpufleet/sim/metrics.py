@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -316,25 +317,30 @@ class MetricsRecorder:
             relayout_proposals=self.relayouts,
             relayouts_applied=self.relayouts_applied,
             duration_s=span,
-            per_team=self._grouped(lambda j: j.team, team_used),
-            per_kind=self._grouped(lambda j: j.kind, None),
+            per_team=self._grouped(attrgetter("team"), team_used),
+            per_kind=self._grouped(attrgetter("kind"), None),
             samples=tuple(self.samples),
             waits=tuple(waits),
             jcts=tuple(jcts),
         )
 
     def _grouped(self, key: Any, used: Mapping[str, float] | None) -> dict[str, dict[str, Any]]:
-        groups: dict[str, list[tuple[float, float]]] = {}
+        groups: dict[str, tuple[list[float], list[float]]] = {}  # name -> waits, JCTs
         for job, w, c in self.completed_runs:
-            groups.setdefault(key(job), []).append((w, c))
+            name = key(job)
+            rows = groups.get(name)
+            if rows is None:
+                rows = groups[name] = ([], [])
+            rows[0].append(w)
+            rows[1].append(c)
         names = set(groups) | set(used or {})
         out: dict[str, dict[str, Any]] = {}
         for name in sorted(names):
-            rows = groups.get(name, [])
+            waits, jcts = groups.get(name, ([], []))
             entry: dict[str, Any] = {
-                "jobs_completed": len(rows),
-                "wait_s": percentiles(w for w, _ in rows),
-                "jct_s": percentiles(c for _, c in rows),
+                "jobs_completed": len(waits),
+                "wait_s": percentiles(waits),
+                "jct_s": percentiles(jcts),
             }
             if used is not None:
                 entry["gpu_hours"] = used.get(name, 0.0) / 3600
