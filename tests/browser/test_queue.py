@@ -1,5 +1,6 @@
 """The queue in a real browser: a member submits through the form and sees where the job
-waits and why; a lead raises it and it moves up; another team cannot see it at all."""
+waits and why; a lead raises it and it moves up, then moves a job within its class;
+another team cannot see it at all."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_a_member_submits_a_job_through_the_form_and_sees_its_place_and_why_it_w
     shot("job-detail-pending")
 
 
-def test_a_lead_raises_a_waiting_job_and_it_moves_to_the_front_of_the_queue(
+def test_a_lead_raises_a_waiting_job_and_moves_one_within_its_class(
     page: Page, live: Live, shot: Shots, queued: list[int]
 ) -> None:
     a, b = queued
@@ -89,10 +90,34 @@ def test_a_lead_raises_a_waiting_job_and_it_moves_to_the_front_of_the_queue(
     expect(first).to_have_id(f"team-job-{c}")  # the table is in the new order too
     shot("team")
 
+    # within the class: b goes ahead of a, both standard, and c stays first
+    expect(page.locator(f"#team-job-{a} button", has_text="Top")).to_have_count(0)  # first
+    page.get_by_role("button", name=f"Move job {b} to the top of its class").click()
+    notice = page.locator("#move-notice")  # htmx swapped the queue in place
+    expect(notice).to_have_text(
+        f"Moved #{b} b: now 1 of the team's 2 waiting standard jobs. "
+        "The positions below change at the scheduler's next cycle."
+    )
+    expect(notice).to_be_focused()  # the keyboard is not lost with the button it pressed
+    expect(page).to_have_url(f"{live.url}/portal/team?team=vision")  # no page load
+    expect(page.locator(f"#team-job-{b} .pos-team")).to_have_text("3")  # until the next cycle
+    shot("team-moved")
+
+    live.cycle(10)
+    page.reload()
+    for job, position in ((c, "1"), (b, "2"), (a, "3")):
+        expect(page.locator(f"#team-job-{job} .pos-team")).to_have_text(position)
+    expect(page.locator("#move-notice")).to_have_count(0)  # said once, not on every visit
+
     page.get_by_role("link", name=f"#{c} c").click()
     expect(page.locator("#job-position")).to_have_text("1 in team, 1 in cluster")
     expect(page.locator("#job-priority")).to_contain_text("production")
     expect(page.locator("#timeline")).to_contain_text("standard -> production by vision-lead")
+    page.go_back()
+    page.get_by_role("link", name=f"#{b} b").click()
+    expect(page.locator("#timeline")).to_contain_text(
+        "to the top among vision's standard jobs (2 -> 1 of 2) by vision-lead"
+    )
 
 
 def test_a_member_of_another_team_gets_a_404_for_the_job(

@@ -176,6 +176,7 @@ def build_plane(
         clock=clock,
         executor=executor,
         limiter=RateLimiter(rate_per_s=1e6, burst=1e6),
+        profile=profile,
         leader=lambda: reconciler.leading,
     )
     return Plane(maker, TestClient(create_app(ctx)), reconciler, executor, clock, tokens)

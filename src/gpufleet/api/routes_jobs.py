@@ -1,12 +1,12 @@
-"""/api/v1/jobs: submit, list, read, cancel, reprioritise, logs, checkpoints."""
+"""/api/v1/jobs: submit, list, read, cancel, reprioritise, reorder, logs, checkpoints."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal, Self
 
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId
 from gpufleet.api.routing import ReleasingRoute
@@ -23,6 +23,35 @@ class JobPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     priority_class: str = Field(min_length=1, max_length=63)
+
+
+class JobMove(BaseModel):
+    """Where a waiting job moves among its team's jobs of the same priority class."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"to": "top"}, {"before": 41}]}
+    )
+
+    to: Literal["top", "up", "down"] | None = Field(
+        default=None, description="To the top of its class, or one place up or down."
+    )
+    before: Annotated[int, Strict(), Field(ge=1, le=MAX_ID)] | None = Field(
+        default=None,
+        description="Just before this job: waiting, of the same team and priority class.",
+    )
+
+    @model_validator(mode="after")
+    def _one_place(self) -> Self:
+        if (self.to is None) == (self.before is None):
+            raise ValueError('give exactly one of "to" (top, up or down) or "before" (a job id)')
+        return self
+
+    @property
+    def where(self) -> jobs.Where:
+        if self.before is not None:
+            return jobs.Before(self.before)
+        assert self.to is not None
+        return self.to
 
 
 class CheckpointIn(BaseModel):
@@ -83,6 +112,33 @@ def patch_job(job_id: JobId, patch: JobPatch, who: Caller, ctx: Ctx, s: Db) -> J
     """Change the priority class (team leads within their team, admins anywhere)."""
     now = ctx.clock()
     job = jobs.set_priority(s, who, job_id, patch.priority_class, now)
+    s.commit()
+    return job_out(s, job, now)
+
+
+@router.post(
+    "/jobs/{job_id}/move",
+    response_model=JobOut,
+    responses={
+        403: {"description": "The token is a member's or a viewer's."},
+        404: {"description": "No such job, or another team's (the job or `before`)."},
+        422: {
+            "description": "Not waiting, another priority class, or a profile whose queue "
+            "order a move cannot change."
+        },
+    },
+)
+def move_job(job_id: JobId, body: JobMove, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+    """Reorder a waiting job among its team's waiting jobs of the same priority class (team
+    leads within their team, admins anywhere; audited, and an event in the job's history).
+
+    The team's jobs keep the places in the queue their own queue times give them; the move
+    decides only which of them takes which place, so the team gains nothing on other teams.
+    Queue positions change at the scheduler's next cycle. A move that changes nothing (up
+    from the top) is accepted and records nothing. To move a job across classes, change its
+    priority class (`PATCH /jobs/{id}`)."""
+    now = ctx.clock()
+    job = jobs.move_job(s, who, job_id, body.where, now, profile=ctx.profile)
     s.commit()
     return job_out(s, job, now)
 

@@ -152,6 +152,8 @@ class Job(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=0)  # grows at every (re)start
     submitted_s: Mapped[float] = mapped_column(Float)
     queued_s: Mapped[float] = mapped_column(Float)  # joined the queue (again, if requeued)
+    # a lead's order within the team's class (docs/design/0013); NULL: by queued_s
+    queue_order_s: Mapped[float | None] = mapped_column(Float)
     started_s: Mapped[float | None] = mapped_column(Float)
     finished_s: Mapped[float | None] = mapped_column(Float)
     attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)

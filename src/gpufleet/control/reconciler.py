@@ -49,7 +49,7 @@ from gpufleet.control.executors.base import (
     RunKey,
     Worker,
 )
-from gpufleet.control.jobs import SPEC_COLUMNS, spec_of
+from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_of
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import close_allocations
 from gpufleet.control.models import Allocation, Job, NodeRecord, QueueSnapshot, Team
@@ -295,6 +295,7 @@ class Reconciler:
 
     def _requeue(self, s: Session, job: Job, now: float, message: str) -> None:
         job.queued_s = now
+        job.queue_order_s = None  # it rejoins by queue time: a lead's earlier move is over
         job.started_s = None
         lifecycle.move(s, job, "pending", now, message)
 
@@ -435,6 +436,7 @@ class Reconciler:
             else:
                 running.append(spec)
         self._specs = specs  # jobs that left the queue drop out of the cache
+        pending = in_lead_order(pending)  # leads' moves, on their teams' own places
         report.pending, report.running = len(pending), len(running)
         if not pending:
             self._snapshot(s, now, [], {})

@@ -132,6 +132,7 @@ EVENT_LABELS = {
     "stopping": "stopping",
     "pending": "requeued (will restart)",
     "priority": "priority changed",
+    "moved": "moved in the team's queue",
     "staged": "data staged",
     "cancel": "cancel requested",
     "succeeded": "finished: succeeded",

@@ -1,32 +1,43 @@
 """Team: quota per flavor (guaranteed, used, borrowed, lent, limits), fair share and why,
 the month's GPU-hours against the budget, and the team's queue, which leads reorder.
 
-Reordering is done with priority classes (`jobs.set_priority`): within a team the
-scheduler orders pending jobs by priority class, then by submission time, so "raise"
-moves a job one class up, ahead of every job of the team in a lower class. There is no
-per-team order field: moving a job past another of the same class needs a higher class.
+Leads reorder two ways. *Raise* and *Lower* change a job's priority class
+(`jobs.set_priority`): within a team the scheduler orders waiting jobs by class first.
+*Top*, *Up* and *Down* move a job among the team's jobs of its own class
+(`jobs.move_job`, docs/design/0013): the team's jobs keep their places in the queue, the
+lead decides which job takes which. Both take effect at the scheduler's next cycle, so the
+page says so after a move instead of showing positions that have not changed yet.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 
 from gpufleet.api import routes_cluster
+from gpufleet.api.deps import MAX_ID, JobId
 from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs
 from gpufleet.control.auth import NotFoundError
 from gpufleet.control.models import PriorityClass
+from gpufleet.errors import UserError
 from gpufleet.portal.explain import fair_share_why
-from gpufleet.portal.web import Caller, Ctx, Db, render
+from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
 
 router = APIRouter()
+MOVES: dict[str, jobs.MoveTo] = {"top": "top", "up": "up", "down": "down"}
 
 
 @router.get("/team", name="team", response_class=HTMLResponse)
 def team_page(
-    request: Request, me: Caller, ctx: Ctx, s: Db, team: str | None = None
+    request: Request,
+    me: Caller,
+    ctx: Ctx,
+    s: Db,
+    *,
+    team: str | None = None,
+    moved: int | None = None,
 ) -> HTMLResponse:
     who = me.who
     visible = routes_cluster.teams(who, ctx, s)  # what the API's /teams shows this caller
@@ -38,10 +49,8 @@ def team_page(
         return render(request, "team.html.j2", me, nav="team", team=None, all_teams=[])
     now = ctx.clock()
     index = queue_index(s)
-    pending = [
-        job_out(s, j, now, index=index)
-        for j in jobs.list_jobs(s, who, team=found.name, state="pending", limit=1000)
-    ]
+    rows = jobs.list_jobs(s, who, team=found.name, state="pending", limit=1000)
+    pending = [job_out(s, j, now, index=index) for j in rows]
     pending.sort(key=lambda j: (j.queue_position.team if j.queue_position else 10**9, j.id))
     classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
     names = [c.name for c in classes]
@@ -59,4 +68,27 @@ def team_page(
         higher={n: names[i - 1] for i, n in enumerate(names) if i > 0},
         lower={n: names[i + 1] for i, n in enumerate(names) if i + 1 < len(names)},
         can_reorder=who.is_admin or (who.role == "lead" and who.team == found.name),
+        can_move=jobs.moves_apply(ctx.profile),
+        places=jobs.class_places(rows),
+        moved=next((j for j in pending if j.id == moved), None),
     )
+
+
+@router.post("/jobs/{job_id}/move", name="job_move")
+def move(job_id: JobId, me: Caller, form: Form, ctx: Ctx, s: Db) -> Response:
+    """Top, Up, Down (`to`) or before another job (`before`), within the job's class; back to
+    `next` (the team page) with `moved` set, so the page says the move waits for a cycle.
+    An htmx request gets the same redirect and swaps the queue from the page it leads to."""
+    to, before = text(form, "to"), text(form, "before")
+    where: jobs.Where
+    if to in MOVES and not before:
+        where = MOVES[to]
+    elif before.isdigit() and not to and 1 <= int(before) <= MAX_ID:
+        where = jobs.Before(int(before))
+    else:
+        raise UserError("say where the job moves: to the top, up, down, or before a job")
+    jobs.move_job(s, me.who, job_id, where, ctx.clock(), profile=ctx.profile)
+    s.commit()
+    back = local_next(text(form, "next"), f"{PREFIX}/team")
+    sep = "&" if "?" in back else "?"
+    return RedirectResponse(f"{back}{sep}moved={job_id}", status_code=303)

@@ -27,8 +27,16 @@ from gpufleet.sched.framework import OrderContext
 from gpufleet.specs.jobs import JobSpec
 
 
-def _priority_key(job: JobSpec, ctx: OrderContext) -> tuple[float, float, str]:
-    return (-ctx.priority.get(job.name, 0), job.submitted_s, job.name)
+def fifo_key(job: JobSpec) -> tuple[float, str]:
+    """A job's FIFO place: `order_key_s` where the control plane set one (a lead's move
+    within the team's class, docs/design/0013), else when it joined the queue; then the
+    name, so the order is total. Age and starvation still read `submitted_s`."""
+    at = job.order_key_s
+    return (job.submitted_s if at is None else at, job.name)
+
+
+def _priority_key(job: JobSpec, ctx: OrderContext) -> tuple[float, tuple[float, str]]:
+    return (-ctx.priority.get(job.name, 0), fifo_key(job))
 
 
 class Fifo:
@@ -38,7 +46,7 @@ class Fifo:
     uses_share = False  # reads OrderContext.share (callers may skip usage history if not)
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]:
-        return sorted(jobs, key=lambda j: (j.submitted_s, j.name))
+        return sorted(jobs, key=fifo_key)
 
 
 class PriorityOrder:

@@ -76,6 +76,13 @@ class JobSpec(Spec):
     submitted_s: NonNegativeFloat = Field(
         default=0.0, description="When it joined the queue (for a requeued job: when requeued)."
     )
+    order_key_s: NonNegativeFloat | None = Field(
+        default=None,
+        description="Its place in FIFO order when not `submitted_s` (default): the fifo, "
+        "priority and fair-share orders break ties by this time, then by name. The control "
+        "plane sets it for a lead's within-team move; age, starvation and waits still count "
+        "from `submitted_s`.",
+    )
     attained_gpu_s: NonNegativeFloat = Field(
         default=0.0,
         description="GPU-seconds of service received in earlier runs (before a preemption); "
