@@ -230,7 +230,11 @@ class _Cycle:
         self.considered.append(job.name)
         if self._strictly_blocked(job):
             return
-        key = self._memo_key(job)
+        # with nothing memoised yet there is nothing to look up: the key is only built
+        # when a failure is filed (it is the same then: only a reservation found by this
+        # evaluation would change it, and such a failure is not filed)
+        looked = bool(self._memo)
+        key = self._memo_key(job) if looked else None
         if key is not None:
             hit = self._memo.get(key)
             if hit is not None and hit[0] == self.b.version:
@@ -242,10 +246,13 @@ class _Cycle:
         self._reserved_now = False
         self._evaluate(job)
         failed_quietly = job.name in self.reasons and not self._reserved_now
-        if key is not None and failed_quietly and self.b.version == version:
-            # a failure that changed nothing: the same shape fails the same way until it does
-            slices = tuple(r for n, r in self.unplaced_slices if n == job.name)
-            self._memo[key] = (version, self._why, slices)
+        if failed_quietly and self.b.version == version:
+            if not looked:
+                key = self._memo_key(job)
+            if key is not None:
+                # a failure that changed nothing: the same shape fails the same way until it does
+                slices = tuple(r for n, r in self.unplaced_slices if n == job.name)
+                self._memo[key] = (version, self._why, slices)
 
     def _evaluate(self, job: JobSpec) -> None:
         clock = time.perf_counter
@@ -626,11 +633,12 @@ def _dominant_share(
     """team -> weighted dominant share, read live from the quota book (see OrderContext)."""
     capacity = cluster.gpus_by_accelerator
     weights = {name: t.weight for name, t in book.teams.items()}
-    known: dict[str, tuple[int, float]] = {}  # team -> (book version, share): orders re-read
+    known: dict[str, tuple[int, float]] = {}  # team -> (its book changes, share): orders re-read
+    changes = book.changes
 
     def share(team: str) -> float:
         seen = known.get(team)
-        if seen is not None and seen[0] == book.version:
+        if seen is not None and seen[0] == changes.get(team, 0):
             return seen[1]
         most = 0.0
         for acc, cap in capacity.items():
@@ -639,7 +647,7 @@ def _dominant_share(
                 gpus += history.mean_gpus(team, acc, now_s)
             most = max(most, gpus / cap)
         value = most / weights.get(team, 1.0)
-        known[team] = (book.version, value)
+        known[team] = (changes.get(team, 0), value)
         return value
 
     return share

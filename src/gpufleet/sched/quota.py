@@ -83,7 +83,7 @@ class QuotaBook:
         self._limit: dict[tuple[str, str], int | None] = {}
         # limits that lend pools do not enter (no cohort, or no borrowing): kept across adds
         self._fixed: dict[tuple[str, str], int | None] = {}
-        self.version = 0  # bumped by every `add`: what was read of `used` may be stale
+        self.changes: dict[str, int] = {}  # team -> `add`s for it: what was read may be stale
 
     def quota(self, team: str, flavor: str) -> Quota | None:
         key = (team, flavor)
@@ -178,7 +178,7 @@ class QuotaBook:
         return Status("wait", f"{why} (this job needs {gpus_text(need)})", QUOTA)
 
     def add(self, team: str, flavor: str, milli: int) -> None:
-        self.version += 1
+        self.changes[team] = self.changes.get(team, 0) + 1
         self.used[(team, flavor)] = self.used.get((team, flavor), 0) + milli
         self._pool.clear()
         self._limit.clear()
