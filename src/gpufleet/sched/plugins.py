@@ -252,6 +252,7 @@ class TopologyBestFit:
     def _tier(
         self,
         view: StateView,
+        info: _ClusterInfo,
         tier: tuple[_Tier, str],
         request: Request,
         excluded: frozenset[str],
@@ -269,7 +270,6 @@ class TopologyBestFit:
         if key in full:
             return None
         total = workers * per
-        info = _info(view.cluster)
         if kind == "domain" and info.cluster.domains_are_nodes(acc):
             # each domain is one node: the tightest allowed node with the whole gang's GPUs
             # (free >= workers x per, so its workers fit), as the general branch finds it
@@ -332,7 +332,7 @@ class TopologyBestFit:
                     )
                 )
             if room >= workers:
-                fit = self._tier(view, ("level", required), request, excluded)
+                fit = self._tier(view, info, ("level", required), request, excluded)
                 if fit is not None:
                     return Placed(fit)
             shape = f"{workers}×{per}"
@@ -350,7 +350,7 @@ class TopologyBestFit:
             return self._wait(why + self._spot_note(view, job, acc))
         if room >= workers:
             for tier in info.tiers_for(acc):
-                fit = self._tier(view, tier, request, excluded)
+                fit = self._tier(view, info, tier, request, excluded)
                 if fit is not None:
                     return Placed(fit)
         if excluded:  # the room above counted spot nodes too
