@@ -71,10 +71,12 @@ class FairShare:
     uses_share = True  # reads OrderContext.share (callers may skip usage history if not)
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterator[JobSpec]:
-        queues: dict[str, list[JobSpec]] = {}
-        for job in sorted(jobs, key=lambda j: _priority_key(j, ctx)):
-            queues.setdefault(job.team, []).append(job)
-        heap = [(ctx.share(t), _priority_key(q[0], ctx), t) for t, q in queues.items()]
+        # each job's key once; its position breaks ties as a stable sort would, so the
+        # jobs themselves are never compared
+        queues: dict[str, list[tuple[tuple[float, tuple[float, str]], int, JobSpec]]] = {}
+        for keyed in sorted((_priority_key(j, ctx), i, j) for i, j in enumerate(jobs)):
+            queues.setdefault(keyed[2].team, []).append(keyed)
+        heap = [(ctx.share(t), q[0][0], t) for t, q in queues.items()]
         heapq.heapify(heap)
         nxt = dict.fromkeys(queues, 0)
         while heap:
@@ -84,10 +86,10 @@ class FairShare:
                 heapq.heappush(heap, (now, key, team))
                 continue
             queue, i = queues[team], nxt[team]
-            yield queue[i]
+            yield queue[i][2]
             nxt[team] = i + 1
             if i + 1 < len(queue):
-                heapq.heappush(heap, (ctx.share(team), _priority_key(queue[i + 1], ctx), team))
+                heapq.heappush(heap, (ctx.share(team), queue[i + 1][0], team))
 
 
 class Tiresias:
