@@ -288,6 +288,7 @@ class Simulation:
         self.pending: dict[str, JobSpec] = {}
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
+        self._held_gpus: dict[tuple[str, str], float] = {}  # usage / MILLI, kept in step
         if history is None:
             history = DecayedUsage(half_life_s=config.fair_share_half_life_s, at_s=start_s)
         self.history = history
@@ -468,18 +469,20 @@ class Simulation:
         if self._keeps_history:
             self._advance_history()
         usage = self.usage
+        held = self._held_gpus
         for acc, m in milli.items():
             key = (team, acc)
             value = usage.get(key, 0) + sign * m
             if value:
                 usage[key] = value
+                held[key] = value / MILLI
             else:
                 usage.pop(key, None)  # zero entries removed (as `_bump` does)
+                held.pop(key, None)
 
     def _advance_history(self) -> None:
         if self._keeps_history and self.now_s > self._history_at:
-            held = {k: v / MILLI for k, v in self.usage.items()}
-            self.history = self.history.advance(self.now_s, held)
+            self.history = self.history.advance(self.now_s, self._held_gpus)
             self._history_at = self.now_s
 
     # -- scheduling ----------------------------------------------------------------------
