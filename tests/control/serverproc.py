@@ -103,3 +103,16 @@ def start_server(
         time.sleep(0.1)
     server.kill9()
     raise RuntimeError(f"server did not come up:\n{log.read_text()[-3000:]}")
+
+
+def wait_for_reconciler(server: Server, timeout_s: float = 90.0) -> None:
+    """Until the server's reconciler process runs (it starts beside the API: seconds)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{server.url}/readyz", timeout=2).json().get("reconciler"):
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the reconciler did not start:\n{server.log.read_text()[-3000:]}")

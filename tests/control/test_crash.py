@@ -22,7 +22,7 @@ from gpufleet.control.ledger import balance_problems, double_allocations
 from gpufleet.control.lifecycle import FINAL
 from gpufleet.control.models import Allocation, Job
 
-from .serverproc import start_server
+from .serverproc import start_server, wait_for_reconciler
 
 JOB = (
     "import os, time; "
@@ -98,6 +98,7 @@ def test_kill_9_twenty_times_loses_nothing(tmp_path: Path) -> None:
     try:
         for _ in range(20):
             server = start_server(tmp_path, url)
+            wait_for_reconciler(server)  # so the kill lands in the reconciler's work too
             load.url = server.url
             time.sleep(rng.uniform(0.2, 1.2))
             load.url = ""

@@ -32,9 +32,10 @@ from gpufleet.control.auth import AuthError, PrincipalCache, authenticate_cached
 from gpufleet.control.db import make_engine, sessions, upgrade
 from gpufleet.control.service import ChildConfig, Supervisor, holds_lease
 
-from . import service_children
 from .conftest import Plane
 from .serverproc import free_port
+
+CHILDREN = "tests.control.service_children"  # run from the repository root
 
 
 def _alive(pid: int) -> bool:
@@ -54,7 +55,7 @@ def _config(path: Path) -> ChildConfig:
 
 def test_the_supervisor_restarts_a_child_that_exits(tmp_path: Path) -> None:
     starts = tmp_path / "starts"
-    sup = Supervisor(_config(starts), targets=(("flaky", service_children.exits_at_once),))
+    sup = Supervisor(_config(starts), targets=(("flaky", f"{CHILDREN}:exits_at_once"),))
     sup.start()
     try:
         deadline = time.monotonic() + 60
@@ -71,7 +72,7 @@ def test_the_supervisor_restarts_a_child_that_exits(tmp_path: Path) -> None:
 
 def test_stop_terminates_the_children(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
-    sup = Supervisor(_config(pidfile), targets=(("sleeper", service_children.sleeps),))
+    sup = Supervisor(_config(pidfile), targets=(("sleeper", f"{CHILDREN}:sleeps"),))
     sup.start()
     deadline = time.monotonic() + 60
     while not pidfile.exists() and time.monotonic() < deadline:
@@ -92,7 +93,7 @@ def test_children_die_with_a_server_killed_by_sigkill(tmp_path: Path) -> None:
         from gpufleet.control.service import ChildConfig, Supervisor
         from tests.control import service_children
         sup = Supervisor(ChildConfig("sqlite://", Path({str(pidfile)!r}), None, os.getpid()),
-                         targets=(("sleeper", service_children.sleeps),))
+                         targets=(("sleeper", f"{CHILDREN}:sleeps"),))
         sup.start()
         time.sleep(600)
         """

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -431,10 +430,8 @@ def serve(
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = uvicorn.Server(uvicorn.Config(create_app(ctx), host=host, port=port))
-    # the children start once the API listens: their imports would otherwise slow its start
-    threading.Thread(
-        target=children.start_when, args=(lambda: server.started,), daemon=True
-    ).start()
+    # the children import while the API starts (two cores: side by side, not one after another)
+    children.start()
     try:
         server.run()
     finally:

@@ -1,7 +1,7 @@
 """`gpufleet serve` as three processes: the API, the reconciler and the queue-ETA simulation.
 
-This module imports nothing heavy at its top: a spawned child imports it before anything
-else, and should be able to notice a dead parent before it spends seconds importing.
+This module imports nothing heavy at its top: a child runs it before anything else, and
+asks the kernel for its parent's death signal before it spends seconds importing.
 
 Why not threads: all three are Python, and a thread that computes (a reconciler cycle
 takes ~0.5 s on a 10,000-job queue; a forward simulation of that queue takes minutes)
@@ -27,17 +27,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib
 import logging
-import multiprocessing
-import multiprocessing.process
 import os
+import pickle
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 log = logging.getLogger("gpufleet.service")
 # CPU priorities (niceness, added to the server's): people waiting on the API come first, a
@@ -103,7 +105,7 @@ def _orphaned(config: ChildConfig) -> bool:
     return os.getppid() != config.parent_pid
 
 
-def reconciler_main(config: ChildConfig, ready: Any) -> None:
+def reconciler_main(config: ChildConfig, ready: Callable[[], None]) -> None:
     """The reconciler child: cycles every `cycle_interval_s` until SIGTERM (then releases the
     lease so a standby takes over at once)."""
     stop = _child_setup(config, "reconciler")
@@ -124,14 +126,14 @@ def reconciler_main(config: ChildConfig, ready: Any) -> None:
     )
     loop = ReconcileLoop(reconciler, config.options.cycle_interval_s)
     loop.start()
-    ready.set()
+    ready()
     while not stop.wait(1.0):
         if _orphaned(config):
             break
     loop.stop()
 
 
-def eta_main(config: ChildConfig, ready: Any) -> None:
+def eta_main(config: ChildConfig, ready: Callable[[], None]) -> None:
     """The queue-ETA child: while this server's reconciler leads, re-simulate the queue every
     `eta_interval_s` (counted from the end of the last simulation), at a low CPU priority."""
     stop = _child_setup(config, "eta")
@@ -148,7 +150,7 @@ def eta_main(config: ChildConfig, ready: Any) -> None:
     maker = sessions(make_engine(config.db_url))
     rc = reconciler_config(config.options)
     wait_s = min(1.0, rc.eta_interval_s)
-    ready.set()
+    ready()
     while not stop.wait(wait_s) and not _orphaned(config):
         if not holds_lease(maker, rc.holder, time.time()):
             wait_s = min(1.0, rc.eta_interval_s)
@@ -162,16 +164,17 @@ def eta_main(config: ChildConfig, ready: Any) -> None:
 
 # -- the supervisor ---------------------------------------------------------------------------
 
-
-ChildTarget = Callable[[ChildConfig, Any], None]  # (config, a multiprocessing Event: "ready")
+# (config, ready): `ready()` tells the supervisor the child's loop runs
+ChildTarget = Callable[[ChildConfig, Callable[[], None]], None]
+READY = b"ready\n"
 
 
 @dataclass
 class _Child:
     name: str
-    target: ChildTarget
-    process: multiprocessing.process.BaseProcess | None = None
-    ready: Any = None  # set by the child once its loop runs
+    target: str  # "module:function", a ChildTarget the child imports
+    process: subprocess.Popen[bytes] | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
     restarts: int = 0
     started_at: float = 0.0
 
@@ -180,14 +183,17 @@ class _Child:
 class Supervisor:
     """Starts the reconciler and ETA children, restarts one that dies, stops both.
 
-    Children are spawned (a fresh interpreter each), not forked: the parent holds database
-    connections and uvicorn's sockets, which a forked child must not share.
+    A child is a fresh interpreter (`python -m gpufleet.control.service TARGET`), not a fork:
+    the parent holds database connections, sockets and threads a forked child must not
+    share. It gets its `ChildConfig` pickled on stdin and answers `ready` on stdout once its
+    loop runs; its log goes to the server's stderr. (multiprocessing's spawn would re-import
+    the server's whole command line module in each child first: seconds at every start.)
     """
 
     config: ChildConfig
-    targets: tuple[tuple[str, ChildTarget], ...] = (
-        ("reconciler", reconciler_main),
-        ("eta", eta_main),
+    targets: tuple[tuple[str, str], ...] = (
+        ("reconciler", "gpufleet.control.service:reconciler_main"),
+        ("eta", "gpufleet.control.service:eta_main"),
     )
     poll_s: float = 0.5
     _children: list[_Child] = field(default_factory=list)
@@ -205,22 +211,13 @@ class Supervisor:
             self._thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
             self._thread.start()
 
-    def start_when(self, ready: Callable[[], bool], timeout_s: float = 600.0) -> None:
-        """`start` once `ready()` (the API listens), unless `stop` came first."""
-        deadline = time.monotonic() + timeout_s
-        while not ready() and time.monotonic() < deadline:
-            if self._stop.wait(0.05):
-                return
-        self.start()
-
     def running(self, name: str) -> bool:
         """The child `name` is alive and its loop runs (it finished starting)."""
         child = next((c for c in self._children if c.name == name), None)
         return bool(
             child is not None
             and child.process is not None
-            and child.process.is_alive()
-            and child.ready is not None
+            and child.process.poll() is None
             and child.ready.is_set()
         )
 
@@ -228,24 +225,29 @@ class Supervisor:
         return {c.name: c.process.pid if c.process else None for c in self._children}
 
     def _spawn(self, child: _Child) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        child.ready = ctx.Event()
-        process = ctx.Process(
-            target=child.target,
-            args=(self.config, child.ready),
-            name=f"gpufleet-{child.name}",
-            daemon=False,
+        child.ready = threading.Event()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gpufleet.control.service", child.target],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
         )
-        process.start()
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(pickle.dumps(self.config))
+        process.stdin.close()
         child.process = process
         child.started_at = time.monotonic()
+        threading.Thread(
+            target=_await_ready, args=(process.stdout, child.ready), daemon=True
+        ).start()
         log.info("started the %s process (pid %s)", child.name, process.pid)
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
             for child in self._children:
                 process = child.process
-                if process is None or process.is_alive() or self._stop.is_set():
+                if process is None or process.poll() is None or self._stop.is_set():
                     continue
                 if time.monotonic() - child.started_at > 60:
                     child.restarts = 0  # it ran a while: a fresh failure, not a crash loop
@@ -253,7 +255,7 @@ class Supervisor:
                 log.error(
                     "the %s process exited with code %s; restarting it in %.0f s",
                     child.name,
-                    process.exitcode,
+                    process.returncode,
                     delay,
                 )
                 child.restarts += 1
@@ -269,14 +271,44 @@ class Supervisor:
         if self._thread is not None:
             self._thread.join(timeout=5)
         for child in self._children:
-            if child.process is not None and child.process.is_alive():
+            if child.process is not None and child.process.poll() is None:
                 child.process.terminate()
         deadline = time.monotonic() + timeout_s
         for child in self._children:
             if child.process is None:
                 continue
-            child.process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if child.process.is_alive():
+            try:
+                child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 log.error("the %s process did not stop in time; killing it", child.name)
                 child.process.kill()
-                child.process.join(timeout=5)
+                child.process.wait(timeout=5)
+
+
+def _await_ready(stdout: IO[bytes], ready: threading.Event) -> None:
+    """Read the child's stdout until it says `ready` (then until it closes)."""
+    for line in stdout:
+        if line == READY:
+            ready.set()
+    stdout.close()
+
+
+def _child_main(argv: list[str]) -> None:
+    """`python -m gpufleet.control.service module:function`: the config on stdin; `ready`
+    written to stdout (then stdout goes to stderr, so nothing else can garble the pipe)."""
+    config = pickle.loads(sys.stdin.buffer.read())
+    _die_with_parent(config.parent_pid)  # before any heavy import
+    module, _, function = argv[0].partition(":")
+    target: ChildTarget = getattr(importlib.import_module(module), function)
+    pipe = os.dup(1)
+    os.dup2(2, 1)
+
+    def ready() -> None:
+        os.write(pipe, READY)
+        os.close(pipe)
+
+    target(config, ready)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
