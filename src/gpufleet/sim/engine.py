@@ -288,7 +288,8 @@ class Simulation:
         self.pending: dict[str, JobSpec] = {}
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
-        self._held_gpus: dict[tuple[str, str], float] = {}  # usage / MILLI, kept in step
+        # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
+        self._held_gpus: dict[tuple[str, str], float] = {}
         if history is None:
             history = DecayedUsage(half_life_s=config.fair_share_half_life_s, at_s=start_s)
         self.history = history
@@ -466,7 +467,8 @@ class Simulation:
         run.milli = {}
 
     def _account(self, team: str, milli: dict[str, int], sign: int) -> None:
-        if self._keeps_history:
+        keeps = self._keeps_history
+        if keeps:
             self._advance_history()
         usage = self.usage
         held = self._held_gpus
@@ -475,7 +477,8 @@ class Simulation:
             value = usage.get(key, 0) + sign * m
             if value:
                 usage[key] = value
-                held[key] = value / MILLI
+                if keeps:
+                    held[key] = value / MILLI
             else:
                 usage.pop(key, None)  # zero entries removed (as `_bump` does)
                 held.pop(key, None)
