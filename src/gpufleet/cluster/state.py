@@ -2,8 +2,11 @@
 
 The scheduler asks the same few questions thousands of times per cycle ("which
 nodes have >= k free H100s?", "how many are free in leaf b1/l2?"), so the
-answers are kept as indexes that every allocate and release updates in
-O(topology depth); no query scans the cluster.
+answers are kept as indexes; no query scans the cluster. Node indexes move at
+every allocate and release; topology groups catch up with the moved nodes
+when a group is next read (a simulator moves GPUs far more often than it asks
+about groups). Whole GPUs are bitmasks per node, so moving k GPUs of a node
+costs the same as moving one.
 
 What-ifs (preemption search, backfill checks, a whole `decide()` cycle) must
 never leave a trace, so every change is recorded in the innermost open
