@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType, TracebackType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from gpufleet.cluster.errors import AllocationError, BranchError, StaleViewError
 from gpufleet.cluster.index import BucketIndex, SortedIds
@@ -921,14 +921,7 @@ class State(StateView):
         if isinstance(claim, Whole):
             found = self._whole_bits(claim, None)
             if found is None:
-                _, gids = self._gpus_of(claim)
-                for local, g in zip(claim.gpus, gids, strict=True):
-                    problem = self._not_free_whole(g)
-                    if problem:
-                        raise AllocationError(
-                            f"cannot give {job} {claim.node}/gpu{local}: {problem}"
-                        )
-                raise AssertionError(f"whole-GPU check disagrees on {claim}")  # pragma: no cover
+                self._refuse_whole(job, claim, release=False)
             n, bits = found
             self._take_whole(job, n, bits)
             log.append((_TAKE_WHOLE, job, n, bits))
@@ -964,6 +957,25 @@ class State(StateView):
         else:
             raise AllocationError(f"not a claim: {claim!r} (use Whole, MigSlice or Share)")
 
+    def _refuse_whole(self, job: str, claim: Whole, *, release: bool) -> NoReturn:
+        """Say why `_whole_bits` refused a whole-GPU move: a bad or repeated index
+        (`_gpus_of` raises), or the first GPU that is not free (allocate) or not held by
+        `job` (release)."""
+        _, gids = self._gpus_of(claim)
+        for local, g in zip(claim.gpus, gids, strict=True):
+            if release:
+                holder = self._holder_of(g)
+                if holder != job:
+                    by = holder or "nobody"
+                    raise AllocationError(
+                        f"{job} does not hold {claim.node}/gpu{local} (held by {by})"
+                    )
+            else:
+                problem = self._not_free_whole(g)
+                if problem:
+                    raise AllocationError(f"cannot give {job} {claim.node}/gpu{local}: {problem}")
+        raise AssertionError(f"whole-GPU check disagrees on {claim}")  # pragma: no cover
+
     def _not_free_whole(self, g: int) -> str:
         if self._cluster.tables.gpu_mig[g]:
             return "it is MIG-partitioned (ask for one of its slices)"
@@ -978,15 +990,7 @@ class State(StateView):
         if isinstance(claim, Whole):
             found = self._whole_bits(claim, job)
             if found is None:
-                _, gids = self._gpus_of(claim)
-                for local, g in zip(claim.gpus, gids, strict=True):
-                    holder = self._holder_of(g)
-                    if holder != job:
-                        by = holder or "nobody"
-                        raise AllocationError(
-                            f"{job} does not hold {claim.node}/gpu{local} (held by {by})"
-                        )
-                raise AssertionError(f"whole-GPU check disagrees on {claim}")  # pragma: no cover
+                self._refuse_whole(job, claim, release=True)
             n, bits = found
             self._give_whole(job, n, bits)
             log.append((_GIVE_WHOLE, job, n, bits))
