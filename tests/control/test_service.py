@@ -252,3 +252,54 @@ def test_an_expired_token_is_refused_even_when_cached(lite: Plane) -> None:
     assert lite.client.get("/api/v1/jobs", headers=headers).status_code == 200
     lite.clock.advance(3)  # past its expiry, within the cache's TTL
     assert lite.client.get("/api/v1/jobs", headers=headers).status_code == 401
+
+
+# -- finished jobs' bodies -------------------------------------------------------------------
+
+
+def test_a_finished_job_is_answered_from_memory_with_the_same_body_and_isolation(
+    lite: Plane,
+) -> None:
+    from gpufleet.api.views import final_jobs
+
+    headers = lite.auth("vision-member")
+    r = lite.client.post(
+        "/api/v1/jobs",
+        json={"name": "done", "gpus": 1, "runtime_estimate_s": 60, "command": ["x"]},
+        headers=headers,
+    )
+    job_id = r.json()["id"]
+    lite.cycle()
+    lite.cycle(1)
+    lite.cycle(120)
+    first = lite.client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()
+    assert first["state"] == "succeeded"
+    with lite.sessions() as s:
+        assert final_jobs.get(s, job_id) is not None  # kept: it cannot change any more
+        s.execute(
+            text("UPDATE jobs SET reason = 'changed behind the cache' WHERE id = :i"), {"i": job_id}
+        )
+        s.commit()
+    again = lite.client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()
+    assert again == first  # from memory, not the store
+    other = lite.client.get(f"/api/v1/jobs/{job_id}", headers=lite.auth("nlp-member"))
+    assert other.status_code == 404
+
+
+def test_a_waiting_job_is_never_kept(lite: Plane) -> None:
+    from gpufleet.api.views import final_jobs
+
+    headers = lite.auth("vision-member")
+    ids = [
+        lite.client.post(
+            "/api/v1/jobs",
+            json={"name": f"w{i}", "gpus": 8, "workers": 2, "command": ["x"]},
+            headers=headers,
+        ).json()["id"]
+        for i in range(2)
+    ]
+    lite.cycle()
+    body = lite.client.get(f"/api/v1/jobs/{ids[1]}", headers=headers).json()
+    assert body["state"] == "pending"
+    with lite.sessions() as s:
+        assert final_jobs.get(s, ids[1]) is None

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId
 from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import JobList, JobOut
-from gpufleet.api.views import job_out, queue_index
+from gpufleet.api.views import job_out, queue_index, visible_job_out
 from gpufleet.control import jobs, lifecycle
 from gpufleet.control.executors.base import RunKey
 from gpufleet.errors import UserError
@@ -96,7 +96,7 @@ def list_jobs(
 @router.get("/jobs/{job_id}", response_model=JobOut)
 def get_job(job_id: JobId, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """State, queue position, ETA (an estimate), reason, placement and the event history."""
-    return job_out(s, jobs.visible_job(s, who, job_id), ctx.clock(), events=True)
+    return visible_job_out(s, who, job_id, ctx.clock())
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobOut)

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from threading import Lock
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from gpufleet.api.schemas import EventOut, JobOut, QueuePosition
+from gpufleet.control.auth import NotFoundError, Principal
+from gpufleet.control.jobs import visible_job
+from gpufleet.control.lifecycle import FINAL
 from gpufleet.control.models import Allocation, Job, JobEvent, QueueSnapshot, Team
 
 
@@ -37,7 +43,9 @@ class _Cached:
     rebuilding: bool = False
 
 
-_cache: dict[int, _Cached] = {}
+# per store (engine), weakly: an engine gone takes its entries along, and a new one never
+# inherits entries by a reused id()
+_cache: WeakKeyDictionary[Any, _Cached] = WeakKeyDictionary()
 _lock = Lock()
 _HEAD = text("SELECT cycle, at_s, eta_at_s FROM queue_snapshot WHERE name = 'main'")
 
@@ -49,7 +57,7 @@ def queue_index(s: Session) -> QueueIndex | None:
     statement: the hot path's cheapest); when a cycle wrote a new snapshot, the first
     request to see it rebuilds the index while concurrent ones keep answering from the
     previous one (a cycle older). Only the very first build makes others wait."""
-    key = id(s.get_bind())
+    key = s.get_bind()
     cached = _cache.get(key)
     if cached is not None and cached.rebuilding:
         return cached.index
@@ -100,17 +108,66 @@ def _build(s: Session) -> QueueIndex:
     )
 
 
-_team_names: dict[tuple[int, int], str] = {}
+class FinalJobs:
+    """API bodies of finished jobs (with their events), by job id: a job in a final state
+    never changes again (the lifecycle has no edge out of succeeded, failed or cancelled,
+    and nothing records events for it), so its body is computed once per process. Bounded,
+    least recently used first out. The team id is kept for the visibility check."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self.capacity = capacity
+        self._stores: WeakKeyDictionary[Any, OrderedDict[int, tuple[int, JobOut]]] = (
+            WeakKeyDictionary()
+        )
+        self._lock = Lock()
+
+    def get(self, s: Session, job_id: int) -> tuple[int, JobOut] | None:
+        with self._lock:
+            bodies = self._stores.get(s.get_bind())
+            hit = bodies.get(job_id) if bodies is not None else None
+            if hit is not None and bodies is not None:
+                bodies.move_to_end(job_id)
+            return hit
+
+    def put(self, s: Session, team_id: int, body: JobOut) -> None:
+        if body.state not in FINAL or body.events is None:
+            return
+        with self._lock:
+            bodies = self._stores.setdefault(s.get_bind(), OrderedDict())
+            bodies[body.id] = (team_id, body)
+            while len(bodies) > self.capacity:
+                bodies.popitem(last=False)
+
+
+final_jobs = FinalJobs()
+
+
+def visible_job_out(s: Session, who: Principal, job_id: int, now_s: float) -> JobOut:
+    """GET /jobs/{id}'s body: a finished job's from `final_jobs`, else built from the store.
+    Another team's job is a 404 either way."""
+    hit = final_jobs.get(s, job_id)
+    if hit is not None:
+        team_id, body = hit
+        if not who.sees_team(team_id):
+            raise NotFoundError(f"no job {job_id}")
+        return body
+    job = visible_job(s, who, job_id)
+    body = job_out(s, job, now_s, events=True)
+    final_jobs.put(s, job.team_id, body)
+    return body
+
+
+_team_names: WeakKeyDictionary[Any, dict[int, str]] = WeakKeyDictionary()
 
 
 def _team_name(s: Session, team_id: int) -> str:
     """A team's name, asked of the store once per process: teams are never renamed or
     deleted (jobs and the ledger refer to them)."""
-    key = (id(s.get_bind()), team_id)
-    name = _team_names.get(key)
+    names = _team_names.setdefault(s.get_bind(), {})
+    name = names.get(team_id)
     if name is None:
         name = s.execute(select(Team.name).where(Team.id == team_id)).scalar_one()
-        _team_names[key] = name
+        names[team_id] = name
     return name
 
 

@@ -373,7 +373,12 @@ def serve(
         make_executor,
         sync_nodes,
     )
-    from gpufleet.control.service import ChildConfig, Supervisor, holds_lease
+    from gpufleet.control.service import (
+        ChildConfig,
+        Supervisor,
+        holds_lease,
+        tune_gc_for_serving,
+    )
     from gpufleet.sched.registry import resolve
     from gpufleet.specs.cluster import ClusterSpec
     from gpufleet.specs.load import load
@@ -410,7 +415,7 @@ def serve(
         )
         options = replace(options, slurm=prepare(cluster, slurm, options.run_root))
     url = database_url(db)
-    engine = make_engine(url)
+    engine = make_engine(url, pre_ping=False)  # the API's engine: no round trip per checkout
     upgrade(engine)
     maker = sessions(engine)
     if teams is not None:
@@ -430,6 +435,7 @@ def serve(
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = uvicorn.Server(uvicorn.Config(create_app(ctx), host=host, port=port))
+    tune_gc_for_serving()
     # the children import while the API starts (two cores: side by side, not one after another)
     children.start()
     try:

@@ -58,7 +58,11 @@ POOL_SIZE = 20
 POOL_OVERFLOW = 30
 
 
-def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
+def make_engine(url: str | None = None, *, pre_ping: bool = True, **kwargs: Any) -> Engine:
+    """`pre_ping`: test a pooled PostgreSQL connection before each use (one round trip), so a
+    database restart costs nothing visible; without it the requests in flight at a restart
+    fail once (503, retry) and the pool reconnects. The API turns it off: on its hot path
+    the round trip was a tenth of a request's time."""
     resolved = database_url(url)
     if make_url(resolved).database not in (None, "", ":memory:"):  # a pooled store
         kwargs.setdefault("pool_size", POOL_SIZE)
@@ -69,7 +73,7 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(resolved, pool_pre_ping=True, **kwargs)
+    return create_engine(resolved, pool_pre_ping=pre_ping, **kwargs)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _: Any) -> None:
