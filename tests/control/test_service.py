@@ -303,3 +303,26 @@ def test_a_waiting_job_is_never_kept(lite: Plane) -> None:
     assert body["state"] == "pending"
     with lite.sessions() as s:
         assert final_jobs.get(s, ids[1]) is None
+
+
+# -- read-only sessions ----------------------------------------------------------------------
+
+
+def _in_one_transaction(s: Session) -> bool:
+    """PostgreSQL's now() is the start of the transaction: the same for two statements in
+    one, later for the second in autocommit."""
+    first = s.execute(text("SELECT now()")).scalar_one()
+    s.execute(text("SELECT pg_sleep(0.01)"))
+    return bool(s.execute(text("SELECT now()")).scalar_one() == first)
+
+
+def test_read_sessions_skip_begin_and_rollback_on_postgresql_only(engine: Engine) -> None:
+    from gpufleet.control.db import read_sessions
+
+    if engine.dialect.name != "postgresql":  # SQLite: the ordinary sessions
+        assert read_sessions(engine).kw["bind"] is engine
+        return
+    with read_sessions(engine)() as s:
+        assert not _in_one_transaction(s)
+    with sessions(engine)() as s:  # the pooled connection is back to transactions
+        assert _in_one_transaction(s)

@@ -42,6 +42,14 @@ async def session(request: Request) -> AsyncIterator[Session]:
         s.close()  # a no-op after `ReleasingRoute` closed it; else in a rare error path
 
 
+async def read_session(request: Request) -> AsyncIterator[Session]:
+    s = context(request).reader()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 async def principal(
     request: Request, authorization: Annotated[str | None, Header()] = None
 ) -> Principal:
@@ -88,6 +96,7 @@ def _cookie_caller(ctx: AppContext, request: Request, cookie: str) -> Principal:
 
 Ctx = Annotated[AppContext, Depends(_context)]
 Db = Annotated[Session, Depends(session)]
+ReadDb = Annotated[Session, Depends(read_session)]  # a handler that never writes
 Caller = Annotated[Principal, Depends(principal)]
 
 MAX_ID = 2**63 - 1  # ids are 64-bit integers in both stores

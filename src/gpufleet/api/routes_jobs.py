@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
-from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId
+from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId, ReadDb
 from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import JobList, JobOut
 from gpufleet.api.views import job_out, queue_index, visible_job_out
@@ -94,7 +94,7 @@ def list_jobs(
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-def get_job(job_id: JobId, who: Caller, ctx: Ctx, s: Db) -> JobOut:
+def get_job(job_id: JobId, who: Caller, ctx: Ctx, s: ReadDb) -> JobOut:
     """State, queue position, ETA (an estimate), reason, placement and the event history."""
     return visible_job_out(s, who, job_id, ctx.clock())
 

@@ -89,6 +89,19 @@ def sessions(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def read_sessions(engine: Engine) -> sessionmaker[Session]:
+    """Sessions for requests that only read. On PostgreSQL their connections run in
+    autocommit: no BEGIN before the first statement and no ROLLBACK when the session
+    closes, two of a GET's five round trips. Nothing is lost by it: PostgreSQL's default
+    READ COMMITTED takes a new snapshot for every statement inside a transaction too.
+    Elsewhere (SQLite: in-process, its BEGIN costs nothing) the ordinary sessions."""
+    if engine.dialect.name != "postgresql":
+        return sessions(engine)
+    return sessionmaker(
+        engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+    )
+
+
 def _alembic_config(engine: Engine) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
