@@ -47,8 +47,8 @@ from typing import Any
 
 import httpx
 import numpy as np
-from sqlalchemy import create_engine, insert, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, create_engine, insert, select, text
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Cluster
@@ -397,9 +397,24 @@ def settle(url: str, nodes: int, *, max_cycles: int = 6) -> list[CycleReport]:
                 break
         with maker.begin() as s:
             release(s, "reconciler", HOLDER)
+        _quiesce(engine)
     finally:
         engine.dispose()
     return reports
+
+
+def _quiesce(engine: Engine) -> None:
+    """Leave a freshly bulk-loaded store as a long-running one is: PostgreSQL vacuumed,
+    analysed and checkpointed (else autovacuum and the checkpointer start on the 100,000
+    new rows in the middle of the timed load), SQLite's WAL folded into the database
+    (SQLite is not analysed: a served store never is)."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("VACUUM ANALYZE")
+            with contextlib.suppress(DBAPIError):  # needs a superuser or pg_checkpoint
+                conn.exec_driver_sql("CHECKPOINT")
+        elif engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def load_targets(seeded: Seeded) -> None:
@@ -960,8 +975,11 @@ class ApiP99:
         duration_s: float = 20.0,
         warmup_s: float = 5.0,
         config: SeedConfig = SeedConfig(),
+        server_cpus: str | None = None,
+        client_cpus: str | None = None,
     ) -> None:
         self.kind, self.config = kind, config
+        self.server_cpus, self.client_cpus = server_cpus, client_cpus
         self.rate_per_s, self.duration_s, self.warmup_s = rate_per_s, duration_s, warmup_s
         self._stack = contextlib.ExitStack()
         self._seeded: Seeded | None = None
@@ -980,6 +998,8 @@ class ApiP99:
             duration_s=self.duration_s,
             warmup_s=self.warmup_s,
             seeded=self._seeded,
+            server_cpus=self.server_cpus,
+            client_cpus=self.client_cpus,
         )
         load = self.last.load
         errors = sum(load.errors.values())
