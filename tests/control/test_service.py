@@ -326,3 +326,43 @@ def test_read_sessions_skip_begin_and_rollback_on_postgresql_only(engine: Engine
         assert not _in_one_transaction(s)
     with sessions(engine)() as s:  # the pooled connection is back to transactions
         assert _in_one_transaction(s)
+
+
+def test_after_a_database_restart_the_api_fails_once_then_reconnects(
+    engine: Engine, cluster: Cluster
+) -> None:
+    """The API's pool does not pre-ping: a request on a connection the server dropped gets a
+    503 (retry), SQLAlchemy invalidates the pool, and the next request reconnects."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has no server connection to lose")
+    from fastapi.testclient import TestClient
+
+    from .conftest import build_plane
+
+    plane = build_plane(engine, cluster)
+    api_engine = make_engine(engine.url.render_as_string(hide_password=False), pre_ping=False)
+    try:
+        ctx = AppContext(sessions(api_engine), cluster, limiter=RateLimiter(1e6, 1e6))
+        client = TestClient(create_app(ctx))
+        headers = plane.auth("vision-member")
+        r = client.post(
+            "/api/v1/jobs", json={"name": "kept", "gpus": 1, "command": ["x"]}, headers=headers
+        )
+        assert r.status_code == 201, r.text
+        job_id = r.json()["id"]
+        with engine.connect() as conn:  # what a restart does to the API's pooled connections
+            dropped = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+        assert dropped >= 1
+        first = client.get(f"/api/v1/jobs/{job_id}", headers=headers)
+        assert first.status_code == 503, first.text
+        assert "retry" in first.json()["detail"]
+        again = client.get(f"/api/v1/jobs/{job_id}", headers=headers)
+        assert again.status_code == 200
+        assert again.json()["name"] == "kept"
+    finally:
+        api_engine.dispose()
