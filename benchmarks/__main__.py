@@ -364,6 +364,10 @@ def main() -> int:
         "--only", metavar="TEXT", help="run only the benchmarks whose name contains TEXT"
     )
     args = parser.parse_args()
+    if args.only and not any(args.only in b.name for b in BENCHES):
+        names = ", ".join(b.name for b in BENCHES)
+        print(f"--only {args.only!r} matches no benchmark; the names are: {names}")
+        return 2
     lines = [
         f"Machine: {machine()}  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",

@@ -48,16 +48,10 @@ class AppContext:
     profile: str = "default"
     leader: Callable[[], bool] = lambda: False
     reconciler_running: Callable[[], bool] = lambda: True  # the server's reconciler process
-    read_sessions: sessionmaker[Session] | None = None  # default: `db.read_sessions` of the store
+    read_sessions: sessionmaker[Session] = field(init=False)  # `db.read_sessions` of the store
 
     def __post_init__(self) -> None:
-        if self.read_sessions is None:
-            self.read_sessions = read_sessions(self.sessions.kw["bind"])
-
-    def reader(self) -> Session:
-        """A session for a request that only reads (see `db.read_sessions`)."""
-        assert self.read_sessions is not None
-        return self.read_sessions()
+        self.read_sessions = read_sessions(self.sessions.kw["bind"])
 
     def session(self) -> Iterator[Session]:
         with self.sessions() as s:

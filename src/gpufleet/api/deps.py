@@ -43,7 +43,7 @@ async def session(request: Request) -> AsyncIterator[Session]:
 
 
 async def read_session(request: Request) -> AsyncIterator[Session]:
-    s = context(request).reader()
+    s = context(request).read_sessions()  # see `db.read_sessions`
     try:
         yield s
     finally:

@@ -14,7 +14,8 @@ from sqlalchemy import Row, bindparam, select, text
 from sqlalchemy.orm import Session
 
 from gpufleet.api.schemas import EventOut, JobOut, QueuePosition
-from gpufleet.control.auth import NotFoundError, Principal
+from gpufleet.control.auth import Principal
+from gpufleet.control.jobs import require_visible
 from gpufleet.control.lifecycle import FINAL
 from gpufleet.control.models import Allocation, Job, JobEvent, QueueSnapshot, Team
 
@@ -107,6 +108,17 @@ def _build(s: Session) -> QueueIndex:
     )
 
 
+# The hot path reads the job as a plain row (a Core statement, compiled once): an ORM load
+# of a `Job` (identity map, instance state, attribute instrumentation) was the largest
+# single cost of GET /jobs/{id} after the framework's own
+_JOB_ROW = select(Job.__table__).where(Job.__table__.c.id == bindparam("id"))
+_EVENTS = (
+    select(JobEvent.at_s, JobEvent.kind, JobEvent.attempt, JobEvent.message)
+    .where(JobEvent.job_id == bindparam("id"))
+    .order_by(JobEvent.id)
+)
+
+
 class FinalJobs:
     """API bodies of finished jobs (with their events), by job id: a job in a final state
     never changes again (the lifecycle has no edge out of succeeded, failed or cancelled,
@@ -123,10 +135,10 @@ class FinalJobs:
     def get(self, s: Session, job_id: int) -> tuple[int, JobOut] | None:
         with self._lock:
             bodies = self._stores.get(s.get_bind())
-            hit = bodies.get(job_id) if bodies is not None else None
-            if hit is not None and bodies is not None:
-                bodies.move_to_end(job_id)
-            return hit
+            if bodies is None or job_id not in bodies:
+                return None
+            bodies.move_to_end(job_id)
+            return bodies[job_id]
 
     def put(self, s: Session, team_id: int, body: JobOut) -> None:
         if body.state not in FINAL or body.events is None:
@@ -147,26 +159,14 @@ def visible_job_out(s: Session, who: Principal, job_id: int, now_s: float) -> Jo
     hit = final_jobs.get(s, job_id)
     if hit is not None:
         team_id, body = hit
-        if not who.sees_team(team_id):
-            raise NotFoundError(f"no job {job_id}")
+        require_visible(who, job_id, team_id)
         return body
     job = s.execute(_JOB_ROW, {"id": job_id}).first()
-    if job is None or not who.sees_team(job.team_id):
-        raise NotFoundError(f"no job {job_id}")
+    require_visible(who, job_id, None if job is None else job.team_id)
+    assert job is not None
     body = job_out(s, job, now_s, events=True)
     final_jobs.put(s, job.team_id, body)
     return body
-
-
-# The hot path reads the job as a plain row (a Core statement, compiled once): an ORM load
-# of a `Job` (identity map, instance state, attribute instrumentation) was the largest
-# single cost of GET /jobs/{id} after the framework's own
-_JOB_ROW = select(Job.__table__).where(Job.__table__.c.id == bindparam("id"))
-_EVENTS = (
-    select(JobEvent.at_s, JobEvent.kind, JobEvent.attempt, JobEvent.message)
-    .where(JobEvent.job_id == bindparam("id"))
-    .order_by(JobEvent.id)
-)
 
 
 _team_names: WeakKeyDictionary[Any, dict[int, str]] = WeakKeyDictionary()

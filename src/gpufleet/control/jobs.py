@@ -250,9 +250,16 @@ def _check_budget(session: Session, team: Team, now_s: float) -> None:
 def visible_job(session: Session, who: Principal, job_id: int) -> Job:
     """A job the caller may see, or NotFoundError (also for another team's job)."""
     job = session.get(Job, job_id)
-    if job is None or not who.sees_team(job.team_id):
-        raise NotFoundError(f"no job {job_id}")
+    require_visible(who, job_id, None if job is None else job.team_id)
+    assert job is not None
     return job
+
+
+def require_visible(who: Principal, job_id: int, team_id: int | None) -> None:
+    """NotFoundError unless job `job_id` exists (`team_id` not None) and `who` sees its team:
+    another team's job answers exactly as a missing one, so existence does not leak."""
+    if team_id is None or not who.sees_team(team_id):
+        raise NotFoundError(f"no job {job_id}")
 
 
 def list_jobs(
