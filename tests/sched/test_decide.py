@@ -207,15 +207,15 @@ CASES = [
         pending_reason={"a": "quota 8/8 h100-sxm5-80gb in use"},
     ),
     Case(
-        "quota: a team's guarantee is always its own, even while lent out (free GPUs first)",
+        "quota: a guarantee lent out is not made up from GPUs the cohort does not own",
         leaves(4),
         [job("a", gpus=8)],
         running=[
-            running("p0", "h-0", list(range(8)), team="prod"),
-            running("p1", "h-1", list(range(8)), team="prod"),
+            running("p0", "h-0", list(range(8)), team="prod", preemptible=False),
+            running("p1", "h-1", list(range(8)), team="prod", preemptible=False),
         ],
         teams=teams(team("research", {H100: 8}, "ml"), team("prod", {H100: 8}, "ml")),
-        admitted={"a": ["h-2"]},
+        pending_reason={"a": "within its guarantee but other teams of cohort ml hold 8 of it"},
     ),
     Case(
         "quota: beyond its guarantee, a team waits when its cohort's quota is borrowed",

@@ -187,6 +187,41 @@ CASES = [
         preempted=["p0"],
     ),
     Case(
+        "reclaim: a guarantee lent out comes back by reclaim even while other GPUs are free",
+        leaves(4),  # h-2 and h-3 free, but the cohort owns only 16 GPUs and holds 16
+        [job("mine", gpus=8, team="research")],
+        running=[ran("p0", "h-0", ALL8, team="prod"), ran("p1", "h-1", ALL8, team="prod")],
+        teams=teams(team("research", {H100: 8}, "ml"), team("prod", {H100: 8}, "ml")),
+        preempted=["p0"],
+        admitted={"mine": ["h-0"]},
+    ),
+    Case(
+        "reclaim: a cohort never takes a guarantee owed to a team outside it",
+        leaves(4),
+        [job("mine", gpus=8, team="research"), job("theirs", gpus=8, workers=2, team="solo")],
+        running=[ran("p0", "h-0", ALL8, team="prod"), ran("p1", "h-1", ALL8, team="prod")],
+        teams=teams(
+            team("research", {H100: 8}, "ml"),
+            team("prod", {H100: 8}, "ml"),
+            team("solo", {H100: 16}),
+        ),
+        preempted=["p0"],
+        admitted={"mine": ["h-0"], "theirs": ["h-2", "h-3"]},
+    ),
+    Case(
+        "reclaim: victims give back what is owed, not just room (two borrowers for 16)",
+        leaves(4),
+        [job("mine", gpus=8, workers=2, team="research")],
+        running=[
+            ran("p0", "h-0", ALL8, team="prod", last_checkpoint_s=NOW - 60),
+            ran("p1", "h-1", ALL8, team="prod", last_checkpoint_s=NOW - 120),
+            ran("p2", "h-2", ALL8, team="prod", last_checkpoint_s=NOW - 180),
+        ],
+        teams=teams(team("research", {H100: 16}, "ml"), team("prod", {H100: 8}, "ml")),
+        preempted=["p0", "p1"],
+        admitted={"mine": ["h-0", "h-1"]},
+    ),
+    Case(
         "reclaim: never a non-preemptible borrower",
         leaves(2),
         [job("mine", gpus=8, team="research")],

@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 import tempfile
-import time
 from importlib import resources
 from pathlib import Path
 
@@ -116,11 +115,10 @@ def test_openb_without_a_node_list_uses_the_bundled_gpu_nodes() -> None:
     assert read_trace(OPENB_PODS, "openb").nodes == bundled_openb_nodes()
 
 
-def test_bundled_openb_reads_all_8152_pods_quickly_and_keeps_the_gpu_ones() -> None:
-    start = time.perf_counter()
+def test_bundled_openb_reads_all_8152_pods_and_keeps_the_gpu_ones() -> None:
+    # its speed is `make bench`'s (sim-openb-replay-*): a wall-clock bound here flakes on
+    # a loaded CI machine
     w = bundled_openb()
-    elapsed_s = time.perf_counter() - start
-    assert elapsed_s < 1.0
     assert (w.report.rows, w.report.kept, len(w.jobs)) == (8152, 7063, 7063)
     assert dict(w.report.dropped) == {
         "CPU-only pod (num_gpu 0)": 1088,

@@ -9,14 +9,15 @@ The cycle is numbered (by the caller) and timed (`framework.PHASES`):
 2. **order** — the profile's queue-order plugin yields pending jobs one at a
    time (fair share re-ranks teams after every admission);
 3. **nominate** — per job and acceptable flavor, the quota check
-   (`sched.quota`): its guarantee always, plus what its cohort has idle to lend
-   when it may borrow, capped by its limits. With `guaranteed_first` (default),
-   jobs that would borrow are set aside until every job that fits within its
-   team's guarantee has been looked at;
+   (`sched.quota`): its guarantee less what borrowers hold of it, plus what its
+   cohort has idle to lend when it may borrow, capped by its limits. With
+   `guaranteed_first` (default), jobs that would borrow are set aside until
+   every job that fits within its team's guarantee has been looked at;
 4. **place** — the placement plugin picks a complete placement (a gang lands
    whole or not at all), which is allocated on the what-if so later jobs see
    it. When it finds none, the profile's preemption plugins are tried in order
-   (`sched.preempt`: quota reclaim, then priority); victims go out in
+   (`sched.preempt`: quota reclaim, then priority) — and quota reclaim also
+   for a job within its guarantee that borrowers hold; victims go out in
    `Decisions.preempted`, and the preemptor is admitted and starts after their
    grace period. Then the head-of-line rule: with `backfill`, the first job
    still blocked by capacity gets a reservation (`sched.backfill`) and later
@@ -268,26 +269,36 @@ class _Cycle:
                 "cannot run here: no accelerator of this cluster fits the request "
                 f"(accepts: {accepts})"
             )
-        blocked: list[tuple[Request, int]] = []  # quota allows, placement does not
+        # (request, milli-GPUs, milli-GPUs of the team's guarantee that borrowers hold and it
+        # must take back first) for requests the quota allows, or would but for what is
+        # lent, and for which evicting may help
+        blocked: list[tuple[Request, int, int]] = []  # no room
+        reclaim: list[tuple[Request, int, int]] = []  # room, but the guarantee is lent
         for req in requests:
             t = clock()
             need = request_milli(req)
             status = self.book.check(job, req.accelerator, need)
             t_nom = clock()
             self.timings["nominate"] += t_nom - t
+            owed = 0
             if not status.ok:
                 why.append(status.reason)
-                continue
+                owed = self.book.reclaim_milli(job.team, req.accelerator, need)
+                if not owed:
+                    continue
             placed = self._place(job, req)
             self.timings["place"] += clock() - t_nom
             if placed.status.ok:
+                if owed:
+                    reclaim.append((req, need, owed))
+                    continue
                 self._admit(job, req, need, placed.placements)
                 return
             why.append(placed.status.reason + self._reservation_note(job, req))
-            blocked.append((req, need))
+            blocked.append((req, need, owed))
         t = clock()
         try:
-            if blocked and self._preempt_for(job, blocked, why):
+            if (blocked or reclaim) and self._preempt_for(job, blocked + reclaim, why):
                 return
             self._blocked(job, blocked, why)
         finally:
@@ -308,7 +319,9 @@ class _Cycle:
         self.waiting += 1
         return True
 
-    def _blocked(self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]) -> None:
+    def _blocked(
+        self, job: JobSpec, blocked: list[tuple[Request, int, int]], why: list[str]
+    ) -> None:
         rule = self.plugins.profile.head_of_line
         if rule == "strict":
             if blocked:
@@ -317,13 +330,15 @@ class _Cycle:
                 self.team_blocker.setdefault(job.team, job.name)
         elif rule == "backfill" and blocked and not self.reservation_tried:
             self._reserve(job, blocked, why)
-        for req, _ in blocked:
+        for req, _, _ in blocked:
             if req.kind == "mig":
                 self.unplaced_slices.append((job.name, req))
 
-    def _reserve(self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]) -> None:
+    def _reserve(
+        self, job: JobSpec, blocked: list[tuple[Request, int, int]], why: list[str]
+    ) -> None:
         """EASY: the first job blocked by capacity gets the earliest reservation it can."""
-        whole = [req for req, _ in blocked if req.kind == "gpus"]
+        whole = [req for req, _, _ in blocked if req.kind == "gpus"]
         if not whole:
             return
         self.reservation_tried = True
@@ -397,22 +412,31 @@ class _Cycle:
             self.ends.append((self.now_s + runtime, job.name))
 
     def _preempt_for(
-        self, job: JobSpec, blocked: list[tuple[Request, int]], why: list[str]
+        self, job: JobSpec, targets: list[tuple[Request, int, int]], why: list[str]
     ) -> bool:
-        """Evict running jobs so `job` fits one of its blocked requests, plugin by plugin."""
+        """Evict running jobs so `job` starts with one of its requests, plugin by plugin.
+
+        A target is (request, milli-GPUs, owed): owed is what of the team's guarantee
+        borrowers hold and must give back first; only quota reclaim may help with that,
+        and its victims must return at least as much.
+        """
         tried = False
-        blocked = [  # evicting cannot make a slice of a profile no GPU is cut into
-            (r, n)
-            for r, n in blocked
+        targets = [  # evicting cannot make a slice of a profile no GPU is cut into
+            (r, n, o)
+            for r, n, o in targets
             if r.kind != "mig" or self.b.has_slices(r.accelerator, r.mig_profile or "")
         ]
         for plugin in self.plugins.preemptions:
-            for req, need in blocked:
+            reclaims = plugin.name == preempt.QuotaReclaim.name
+            for req, need, owed in targets:
+                if owed and not reclaims:
+                    continue
                 # A search that failed fails again until the state changes (any allocation,
                 # release or eviction bumps its version): a full cluster with a long queue
                 # must not repeat the same hopeless search for every job of the same shape.
                 mine = self.pctx.priority.get(job.name, 0)
-                key = (plugin.name, mine, job.team, req, need, job.topology.required, job.spot_ok)
+                where = (job.topology.required, job.spot_ok)
+                key = (plugin.name, mine, job.team, req, need, owed, where)
                 failed = self._no_victims.get(key)
                 if failed is not None and failed[0] == self.b.version:
                     tried |= failed[1]
@@ -422,7 +446,10 @@ class _Cycle:
                     self._no_victims[key] = (self.b.version, False)
                     continue
                 tried = True
-                chosen = preempt.choose_victims(self.b, self.placement, job, req, cands)
+                enough = self._gives_back(req.accelerator, owed)
+                chosen = preempt.choose_victims(
+                    self.b, self.placement, job, req, cands, enough=enough
+                )
                 if chosen is None:
                     self._no_victims[key] = (self.b.version, True)
                     continue
@@ -443,6 +470,22 @@ class _Cycle:
         if tried:
             why.append(preempt.WOULD_NOT_HELP)
         return False
+
+    def _gives_back(self, flavor: str, owed: int) -> Callable[[Sequence[preempt.Candidate]], bool]:
+        """Whether evicting some victims returns `owed` milli-GPUs of `flavor` to the
+        cohort: each victim's team gives back at most what it borrows."""
+        book = self.book
+
+        def enough(victims: Sequence[preempt.Candidate]) -> bool:
+            if owed <= 0:
+                return True
+            freed: dict[str, int] = {}
+            for v in victims:
+                freed[v.job.team] = freed.get(v.job.team, 0) + v.milli
+            back = sum(min(m, book.borrowed(t, flavor)) for t, m in freed.items())
+            return back >= owed
+
+        return enough
 
 
 def decide(

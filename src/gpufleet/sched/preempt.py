@@ -265,11 +265,14 @@ def choose_victims(
     job: JobSpec,
     request: Request,
     cands: Sequence[Candidate],
+    *,
+    enough: Callable[[Sequence[Candidate]], bool] = lambda victims: True,
 ) -> list[Candidate] | None:
     """The victims to evict so `job` fits `request`, or None if evicting all would not do.
 
-    Greedy: release candidates in order until the placement succeeds, then spare
-    each chosen victim (most lost work first) that the job does not need. `b` is
+    Greedy: release candidates in order until the placement succeeds and `enough` holds
+    for them (a quota reclaim must take back a given amount, not just make room), then
+    spare each chosen victim (most lost work first) that the job does not need. `b` is
     left exactly as it was.
     """
     chosen: list[Candidate] = []
@@ -277,12 +280,17 @@ def choose_victims(
         for cand in cands:
             w.release_all(cand.name)
             chosen.append(cand)
-            if plugin.place(w, job, request).status.ok:
+            if enough(chosen) and plugin.place(w, job, request).status.ok:
                 break
         else:
             return None
     for cand in sorted(chosen, key=lambda c: c.sort_key, reverse=True):
-        rest = [c.name for c in chosen if c is not cand]
-        if rest and _try(b, plugin, job, request, rest).status.ok:
-            chosen = [c for c in chosen if c is not cand]
+        rest = [c for c in chosen if c is not cand]
+        # no victim at all never does: the caller asks only when the job cannot start as is
+        if (
+            rest
+            and enough(rest)
+            and _try(b, plugin, job, request, [c.name for c in rest]).status.ok
+        ):
+            chosen = rest
     return chosen

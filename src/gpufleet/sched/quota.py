@@ -3,10 +3,13 @@
 Units: thousandths of a GPU ("milli"): a whole GPU is 1000, a GPU fraction its
 share, a MIG slice its share of the GPU's compute slices.
 
-A team may always use its guaranteed GPUs of a flavor (taking them back from
-borrowers by preemption when needed, `sched.preempt`); beyond that it may borrow
+A team may always use its guaranteed GPUs of a flavor; beyond that it may borrow
 what the other teams of its cohort lend and do not use themselves, capped by its
-borrowing limit. Teams without a cohort never borrow.
+borrowing limit. Teams without a cohort never borrow. A cohort as a whole never
+holds more than the sum of its members' guarantees: when borrowers hold part of a
+team's guarantee, that part comes back when they finish or by preemption
+(`sched.preempt`, quota reclaim) — not by taking GPUs that belong to no member,
+which another team outside the cohort may be owed and could not reclaim.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ class QuotaBook:
         # lend pools depend on every cohort member's use: cached until the next `add`
         self._pool: dict[tuple[str, str], int] = {}
         self._limit: dict[tuple[str, str], int | None] = {}
-        # limits that lend pools do not enter (no cohort, or no borrowing): kept across adds
+        # limits that lend pools do not enter (teams without a cohort): kept across adds
         self._fixed: dict[tuple[str, str], int | None] = {}
         self.changes: dict[str, int] = {}  # team -> `add`s for it: what was read may be stale
 
@@ -122,11 +125,17 @@ class QuotaBook:
         self._pool[(team.name, flavor)] = lendable - consumed
         return lendable - consumed
 
+    def lent_out(self, team: Team, flavor: str) -> int:
+        """Milli-GPUs of `team`'s guarantee that other members of its cohort hold now."""
+        if team.cohort is None:
+            return 0
+        return max(0, -self.lend_pool(team, flavor))
+
     def limit(self, team: Team, flavor: str) -> int | None:
         """Most milli-GPUs of `flavor` the team may hold now (None: no quota).
 
-        Its guarantee always; plus, when it may borrow, what its cohort has idle to
-        lend; capped by `max_gpus`.
+        Its guarantee less what borrowers hold of it; plus, when it may borrow, what its
+        cohort has idle to lend; capped by `max_gpus`.
         """
         key = (team.name, flavor)
         if key in self._fixed:
@@ -138,13 +147,28 @@ class QuotaBook:
             self._fixed[key] = None
             return None
         allowed = q.guaranteed_gpus * MILLI
-        borrows = team.cohort is not None and q.borrowing
-        if borrows:
-            allowed += max(0, self.lend_pool(team, flavor))
+        if team.cohort is not None:
+            pool = self.lend_pool(team, flavor)
+            allowed += pool if q.borrowing or pool < 0 else 0
         cap = q.max_gpus
         out = allowed if cap is None else min(allowed, cap * MILLI)
-        (self._limit if borrows else self._fixed)[key] = out
+        (self._fixed if team.cohort is None else self._limit)[key] = out
         return out
+
+    def reclaim_milli(self, team_name: str, flavor: str, need: int) -> int:
+        """Milli-GPUs the team must take back from borrowers to start a job needing `need`
+        within its guarantee (0 when the quota allows it now or the job would borrow)."""
+        team = self.teams.get(team_name)
+        q = self.quota(team_name, flavor)
+        if team is None or q is None:
+            return 0
+        want = self.used.get((team_name, flavor), 0) + need
+        allowed = self.limit(team, flavor)
+        if allowed is None or want <= allowed or want > q.guaranteed_gpus * MILLI:
+            return 0
+        if q.max_gpus is not None and want > q.max_gpus * MILLI:
+            return 0
+        return want - allowed
 
     def check(self, job: JobSpec, flavor: str, need: int) -> Status:
         team = self.teams.get(job.team)
@@ -169,6 +193,12 @@ class QuotaBook:
         pool = self.lend_pool(team, flavor) if team.cohort is not None else 0
         if cap is not None and used + need > cap * MILLI:
             why = f"{head}, capped at {cap} with borrowing"
+        elif used + need <= g:
+            why = (
+                f"{head}, within its guarantee but other teams of cohort {team.cohort} hold "
+                f"{gpus_text(-pool)} of it; it comes back as they finish, or by preemption "
+                "where the profile reclaims quota"
+            )
         elif team.cohort is None:
             why = f"{head}, no cohort to borrow from"
         elif not q.borrowing:
