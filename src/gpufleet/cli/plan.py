@@ -180,8 +180,8 @@ def run_fleet_plan(
     else:
         cost = "" if rec.cost_usd is None else f", ${rec.cost_usd:,.0f} ({rec.deployment})"
         out.print(
-            f"[bold]{spec.name}[/bold]: {rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes)"
-            f"{cost}: every team meets its targets under {rec.profile}",
+            f"[bold]{spec.name}[/bold]: {rec.cluster_text}{cost}: every team meets its "
+            f"targets under {rec.profile}",
             highlight=False,
         )
     for sentence in result.sensitive_to:

@@ -8,10 +8,13 @@ Method (docs/design/0012-multi-tenant-plan.md):
    fleet_search`) with every size simulated on the same seeds 0 … n−1 (common random
    numbers: the same workloads at every size and for every profile), judged by every
    team's targets (`fleet_search.assess`).
-2. Each accelerator's smallest passing cluster is priced (on-prem TCO from the cluster
-   design, or renting it for the horizon with the cheapest purchase mix; `plan.cost`),
-   and the cheapest is recommended.
-3. On the recommended accelerator: the same search for each comparison profile
+   With `mixes` (default) and services, each ordered pair of candidates is searched as
+   well: services on one accelerator (a pool fixed at their peak), training and batch on
+   the other (the size searched; `fleet_setup.mix_candidate`).
+2. Each candidate's smallest passing cluster is priced (on-prem TCO from the cluster
+   design, or renting it for the horizon with the cheapest purchase mix; `plan.cost`; a
+   mix is both pools' cost), and the cheapest is recommended.
+3. On the recommended candidate: the same search for each comparison profile
    (`k8s-default` by default), and for training arrivals × (1 ± `arrival_sensitivity`);
    quotas derived from each team's simulated use at the answer, then verified by running
    the answer's size with exactly those quotas.
@@ -50,6 +53,7 @@ from gpufleet.plan.fleet_setup import (
     TraceInput,
     Variant,
     make_variant,
+    mix_candidate,
     offered_load,
     prepare_candidate,
     read_team_trace,
@@ -75,7 +79,10 @@ QUOTA_METHOD = (
     "remainder). Burst limit = the 99th percentile over time of all the GPUs it held (the "
     "largest over seeds, rounded up), at least its guarantee, at most the cluster. Sizing "
     "ran with open quotas (each team guaranteed the whole cluster, fair share by weight); "
-    "the recommended size is then simulated again with exactly these quotas."
+    "the recommended size is then simulated again with exactly these quotas. In a mix, "
+    "the service pool is split among the teams with services (their peaks, the rest in "
+    "proportion to them) and the training pool by training use alone; the burst limit "
+    "caps the training pool."
 )
 
 Tick = Callable[[int], None]
@@ -110,31 +117,36 @@ def plan_fleet(
     log = Assumptions()
     traces = [read_team_trace(t, base_dir) for t in spec.teams if t.trace is not None]
     candidates = [prepare_candidate(spec, acc, traces, log) for acc in spec.accelerators]
-    feasible = [c for c in candidates if c.feasible]
+    feasible = [c for c in candidates if c.feasible] + _mixes(spec, candidates, traces)
     if not feasible:
         raise InfeasibleFleetError([p for c in candidates for p in c.problems])
     seed_list = list(range(seeds))
     with runner(workers, on_done) as run:
         ev = Evaluator(spec, run, seed_list, on_submit)
-        base = {
-            c.accelerator: make_variant(spec, c, traces, profile=spec.profile) for c in feasible
-        }
+        base = {c.label: make_variant(spec, c, traces, profile=spec.profile) for c in feasible}
         searches = {
-            acc: (v, _bisection(spec, _candidate(feasible, acc), v)) for acc, v in base.items()
+            label: (v, _bisection(spec, _candidate(feasible, label), v))
+            for label, v in base.items()
         }
         run_searches(ev, searches)
-        results = [_search_result(spec, c, ev, searches[c.accelerator], log) for c in feasible]
+        results = [_search_result(spec, c, ev, searches[c.label], log) for c in feasible]
         results += [_infeasible(c) for c in candidates if not c.feasible]
         met = [r for r in results if r.status == "met"]
         if not met:
             return _unmet_plan(spec, log, results, traces, ev)
         rec = min(
-            met, key=lambda r: (_cost_key(r), r.gpus or 0, spec.accelerators.index(r.accelerator))
+            met,
+            key=lambda r: (
+                _cost_key(r),
+                r.gpus or 0,
+                r.service_accelerator is not None,  # at a tie, one accelerator is simpler
+                spec.accelerators.index(r.accelerator),
+            ),
         )
-        c = _candidate(feasible, rec.accelerator)
+        c = _candidate(feasible, rec.label)
         assert rec.nodes is not None
         n = rec.nodes
-        v0 = base[rec.accelerator]
+        v0 = base[rec.label]
         extra: dict[str, tuple[Variant, Bisection]] = {}
         for profile in dict.fromkeys(p for p in spec.compare_profiles if p != spec.profile):
             v = make_variant(spec, c, traces, profile=profile)
@@ -150,12 +162,14 @@ def plan_fleet(
             down = make_variant(spec, c, traces, profile=spec.profile, arrival_scale=1 - s)
             extra["down"] = (down, _bisection(spec, c, down, guess=n))
         quotas = _quotas(spec, c, ev.results[(v0.key, n)], rec.gpus or 0)
+        training_quotas, service_quotas = _variant_quotas(c, quotas)
         qv = make_variant(
             spec,
             c,
             traces,
             profile=spec.profile,
-            quotas={q.team: (q.guaranteed_gpus, q.burst_limit_gpus) for q in quotas.teams},
+            quotas=training_quotas,
+            service_quotas=service_quotas,
             tag="|quotas",
         )
         run_searches(ev, extra, also=[(qv, n)])
@@ -174,8 +188,8 @@ def plan_fleet(
     return FleetPlan(
         name=spec.name,
         generated_by=f"gpufleet {__version__}",
-        method=_method(spec, seed_list, base[feasible[0].accelerator]),
-        teams=_team_inputs(spec, traces, base[feasible[0].accelerator]),
+        method=_method(spec, seed_list, base[feasible[0].label]),
+        teams=_team_inputs(spec, traces, base[feasible[0].label]),
         candidates=results,
         recommendation=FleetRecommendation(
             accelerator=rec.accelerator,
@@ -185,6 +199,8 @@ def plan_fleet(
             deployment=rec.cost.deployment if rec.cost else spec.deployment,
             cost_usd=rec.cost.total_usd if rec.cost else None,
             why=_why(rec, met),
+            service_accelerator=rec.service_accelerator,
+            service_gpus=rec.service_gpus,
         ),
         capacity=_capacity(c, ev.results[(v0.key, n)], point),
         quotas=quotas,
@@ -243,8 +259,27 @@ def sweep(
     )
 
 
-def _candidate(cands: Sequence[Candidate], accelerator: str) -> Candidate:
-    return next(c for c in cands if c.accelerator == accelerator)
+def _candidate(cands: Sequence[Candidate], label: str) -> Candidate:
+    return next(c for c in cands if c.label == label)
+
+
+def _mixes(
+    spec: FleetPlanSpec, candidates: Sequence[Candidate], traces: Sequence[TraceInput]
+) -> list[Candidate]:
+    """Every feasible mix: services on one candidate, training and batch on another (only
+    when the spec has both kinds of work and does not turn mixes off)."""
+    jobs = any(isinstance(e, PlanTrainingEntry) for t in spec.teams for e in t.workloads) or any(
+        j.kind != "inference" for t in traces for j in t.jobs
+    )
+    if not spec.mixes or not jobs:
+        return []
+    out = []
+    for training in candidates:
+        for services in candidates:
+            mix = mix_candidate(training, services)
+            if mix is not None and mix.feasible:
+                out.append(mix)
+    return out
 
 
 def _cost_key(r: SearchResult) -> float:
@@ -255,10 +290,10 @@ def _cost_key(r: SearchResult) -> float:
 def _bisection(
     spec: FleetPlanSpec, c: Candidate, v: Variant, guess: int | None = None
 ) -> Bisection:
-    offered = offered_load(v).mean_gpus
+    offered = offered_load(v, training_only=c.service_pool is not None).mean_gpus
     start = math.ceil(offered / (GUESS_UTILISATION * c.gpus_per_node))
     if spec.max_gpus is not None:
-        top = spec.max_gpus // c.gpus_per_node
+        top = max(0, spec.max_gpus - v.pool_gpus) // c.gpus_per_node
     else:
         top = math.ceil(MAX_LOAD_MULTIPLE * max(offered, 1.0) / c.gpus_per_node)
     top = max(top, c.min_nodes)
@@ -283,11 +318,17 @@ def _search_result(
             binding = [t.team for t in below.teams if not t.passed]
         point = ev.points[(v.key, n)]
         cost = cluster_cost(spec, c.accelerator, n * c.gpus_per_node, point.allocation.mean, log)
+        if v.service_pool is not None:
+            acc, _, _ = v.service_pool
+            pool = cluster_cost(spec, acc, v.pool_gpus, point.allocation.mean, log)
+            cost = combined_cost(spec, cost, pool)
     status = "met" if n is not None else "not met"
     problems = (
         []
         if n is not None
-        else [f"no size up to {b.max_nodes * c.gpus_per_node:,} GPUs met every target"]
+        else [
+            f"no size up to {b.max_nodes * c.gpus_per_node + v.pool_gpus:,} GPUs met every target"
+        ]
     )
     return SearchResult(
         accelerator=c.accelerator,
@@ -295,7 +336,7 @@ def _search_result(
         arrival_scale=v.arrival_scale,
         status=status,
         nodes=n,
-        gpus=None if n is None else n * c.gpus_per_node,
+        gpus=None if n is None else n * c.gpus_per_node + v.pool_gpus,
         gpus_per_node=c.gpus_per_node,
         searched_nodes=list(b.order),
         points=points,
@@ -304,6 +345,8 @@ def _search_result(
         problems=problems,
         services=[_service(s) for s in c.services],
         mig_gpus=c.mig_gpus,
+        service_accelerator=None if c.service_pool is None else c.service_pool.accelerator,
+        service_gpus=v.pool_gpus,
     )
 
 
@@ -411,15 +454,7 @@ def cluster_cost(
                 cloud_total, method = cost.on_demand, "on-demand list price, every hour"
             else:
                 notes.append(f"no cloud price for {accelerator} in the catalog")
-    if spec.deployment == "on-prem":
-        deployment, total = "on-prem", tco_total
-    elif spec.deployment == "cloud":
-        deployment, total = "cloud", cloud_total
-    else:
-        options = [
-            (t, d) for t, d in ((tco_total, "on-prem"), (cloud_total, "cloud")) if t is not None
-        ]
-        total, deployment = min(options) if options else (None, "on-prem")
+    deployment, total = _deployment(spec, tco_total, cloud_total)
     return ClusterCost(
         deployment=deployment,
         total_usd=total,
@@ -432,6 +467,49 @@ def cluster_cost(
         racks=racks,
         it_power_kw=it_kw,
         notes=notes,
+    )
+
+
+def _deployment(
+    spec: FleetPlanSpec, tco_total: float | None, cloud_total: float | None
+) -> tuple[str, float | None]:
+    """The deployment the spec asks for, or with `both` the cheaper one that has a price."""
+    if spec.deployment == "on-prem":
+        return "on-prem", tco_total
+    if spec.deployment == "cloud":
+        return "cloud", cloud_total
+    options = [(t, d) for t, d in ((tco_total, "on-prem"), (cloud_total, "cloud")) if t is not None]
+    if not options:
+        return "on-prem", None
+    total, deployment = min(options)
+    return deployment, total
+
+
+def combined_cost(spec: FleetPlanSpec, a: ClusterCost, b: ClusterCost) -> ClusterCost:
+    """Two pools (a mix) as one cluster: totals add (unknown if either is), the deployment
+    is chosen for both together, systems and notes are listed side by side."""
+
+    def add(x: float | None, y: float | None) -> float | None:
+        return None if x is None or y is None else x + y
+
+    def add_int(x: int | None, y: int | None) -> int | None:
+        return None if x is None or y is None else x + y
+
+    tco, cloud = add(a.on_prem_tco_usd, b.on_prem_tco_usd), add(a.cloud_usd, b.cloud_usd)
+    deployment, total = _deployment(spec, tco, cloud)
+    systems = [x for x in (a.system, b.system) if x]
+    return ClusterCost(
+        deployment=deployment,
+        total_usd=total,
+        on_prem_tco_usd=tco,
+        cloud_usd=cloud,
+        cloud_method=a.cloud_method or b.cloud_method,
+        per_gpu_hour_usd=None,  # two accelerators: see each pool's design
+        system=" + ".join(systems) or None,
+        nodes=add_int(a.nodes, b.nodes),
+        racks=add_int(a.racks, b.racks),
+        it_power_kw=add(a.it_power_kw, b.it_power_kw),
+        notes=[*a.notes, *b.notes],
     )
 
 
@@ -451,23 +529,58 @@ def _quotas(spec: FleetPlanSpec, c: Candidate, rows: Sequence[SeedResult], gpus:
         stats[team.name] = (held, max(0.0, held - inf_held), p99)
     peak = {t.name: math.ceil(inference_peak.get(t.name, 0.0) - 1e-9) for t in spec.teams}
     notes: list[str] = []
-    room = gpus - sum(peak.values())
+    pool = c.pool_gpus  # a mix's service pool (0 without)
+    room = gpus - sum(peak.values()) if pool == 0 else pool - sum(peak.values())
     if room < 0:
-        notes.append("the services' peaks alone exceed the cluster; guarantees cover them first")
-    training = split_whole(max(0, room), {n: s[1] for n, s in stats.items()})
-    guaranteed = {n: peak[n] + training[n] for n in stats}
-    teams = [
-        TeamQuota(
-            team=name,
-            guaranteed_gpus=guaranteed[name],
-            burst_limit_gpus=min(gpus, max(guaranteed[name], math.ceil(p99 - 1e-9))),
-            mean_gpus_held=held,
-            p99_gpus_held=p99,
-            inference_peak_gpus=inference_peak.get(name, 0.0),
+        notes.append("the services' peaks alone exceed their GPUs; guarantees cover them first")
+    training_use = {n: st[1] for n, st in stats.items()}
+    if pool == 0:
+        service = peak
+        training = split_whole(max(0, room), training_use)
+    else:
+        extra = split_whole(max(0, room), {n: inference_peak.get(n, 0.0) for n in stats})
+        service = {n: peak[n] + extra[n] for n in stats}
+        training = split_whole(gpus - pool, training_use)
+    teams = []
+    for name, (held, _, p99) in stats.items():
+        guaranteed = service[name] + training[name]
+        by_acc: dict[str, int] = {}
+        if c.service_pool is not None:
+            by_acc = {c.accelerator: training[name], c.service_pool.accelerator: service[name]}
+        teams.append(
+            TeamQuota(
+                team=name,
+                guaranteed_gpus=guaranteed,
+                burst_limit_gpus=min(gpus, max(guaranteed, math.ceil(p99 - 1e-9))),
+                mean_gpus_held=held,
+                p99_gpus_held=p99,
+                inference_peak_gpus=inference_peak.get(name, 0.0),
+                guaranteed_by_accelerator=by_acc,
+            )
         )
-        for name, (held, _, p99) in stats.items()
-    ]
     return Quotas(method=QUOTA_METHOD, teams=teams, verified=None, notes=notes)
+
+
+def _variant_quotas(
+    c: Candidate, quotas: Quotas
+) -> tuple[dict[str, tuple[int, int]], dict[str, int] | None]:
+    """The quotas as a variant runs them: (guaranteed, limit) of the searched accelerator
+    per team, and a mix's service-pool guarantees (the burst limit less those caps the
+    training pool)."""
+    if c.service_pool is None:
+        return {q.team: (q.guaranteed_gpus, q.burst_limit_gpus) for q in quotas.teams}, None
+    acc, svc = c.accelerator, c.service_pool.accelerator
+    training = {
+        q.team: (
+            q.guaranteed_by_accelerator[acc],
+            max(
+                q.guaranteed_by_accelerator[acc],
+                q.burst_limit_gpus - q.guaranteed_by_accelerator[svc],
+            ),
+        )
+        for q in quotas.teams
+    }
+    return training, {q.team: q.guaranteed_by_accelerator[svc] for q in quotas.teams}
 
 
 def split_whole(total: int, weights: dict[str, float]) -> dict[str, int]:
@@ -531,7 +644,10 @@ def _sensitivity(r: SearchResult, b: Bisection) -> Sensitivity:
 
 def _capacity(c: Candidate, rows: Sequence[SeedResult], point: SizePoint) -> Capacity:
     whole_inference = sum(s.replicas * s.tp for s in c.services if s.mig_profile is None)
-    free = point.gpus - c.mig_gpus - whole_inference
+    if c.service_pool is None:
+        free = point.gpus - c.mig_gpus - whole_inference
+    else:
+        free = point.gpus - c.pool_gpus  # the services have their own pool
     fit: dict[str, int] = {}
     for name in rows[0].teams:
         sizes = [r.teams[name].median_job_gpus for r in rows]
@@ -550,9 +666,19 @@ def _capacity(c: Candidate, rows: Sequence[SeedResult], point: SizePoint) -> Cap
 
 
 def _why(rec: SearchResult, met: Sequence[SearchResult]) -> list[str]:
+    if rec.service_accelerator is None:
+        what = f"{rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes)"
+    else:
+        trained = (rec.gpus or 0) - rec.service_gpus
+        what = (
+            f"{trained:,} × {rec.accelerator} ({rec.nodes} nodes) for training and batch + "
+            f"{rec.service_gpus:,} × {rec.service_accelerator} for the services"
+        )
+    cheapest = len(met) > 1 and math.isfinite(_cost_key(rec))
     out = [
-        f"{rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes) is the smallest cluster found "
-        f"where every team meets its targets under the {rec.profile} profile"
+        f"{what} is the smallest size of this candidate found where every team meets its "
+        f"targets under the {rec.profile} profile"
+        + (", and the cheapest of the candidates that pass" if cheapest else "")
     ]
     for other in met:
         if other is rec or other.gpus is None:
@@ -560,11 +686,11 @@ def _why(rec: SearchResult, met: Sequence[SearchResult]) -> list[str]:
         a, b = _cost_key(rec), _cost_key(other)
         if math.isfinite(a) and math.isfinite(b):
             out.append(
-                f"{other.accelerator} needs {other.gpus:,} GPUs and costs ${b:,.0f} vs "
+                f"{other.label} needs {other.gpus:,} GPUs and costs ${b:,.0f} vs "
                 f"${a:,.0f} ({(b - a) / a:+.0%})"
             )
         else:
-            out.append(f"{other.accelerator} needs {other.gpus:,} GPUs (no comparable price)")
+            out.append(f"{other.label} needs {other.gpus:,} GPUs (no comparable price)")
     return out
 
 
@@ -684,6 +810,14 @@ def _method(
         "restart_overhead_s": cfg.restart_overhead_s,
         "failures": "none simulated (no GPU failures or spot reclaims)",
         "topology": "flat: nodes of the accelerator's default system, no leaf or spine limits",
+        "mixes": (
+            "each ordered pair of candidates also as a mix: services on one accelerator, in "
+            "a pool of whole nodes fixed at their peak (as the profile runs them), training "
+            "and batch on the other, whose size is searched; every job is pinned to its "
+            "pool, so training never uses an idle service GPU"
+            if spec.mixes
+            else "not searched (mixes: false)"
+        ),
         "quotas_while_sizing": (
             "open: every team guaranteed the whole cluster; fair share by weight"
         ),

@@ -14,6 +14,10 @@ from pydantic import Field
 from gpufleet.plan.model import Assumption, PlanPart
 
 
+def mix_label(accelerator: str, service_accelerator: str | None) -> str:
+    return accelerator if service_accelerator is None else f"{accelerator} + {service_accelerator}"
+
+
 class Interval(PlanPart):
     mean: float | None
     low: float | None
@@ -104,15 +108,26 @@ class SearchResult(PlanPart):
     problems: list[str] = Field(default_factory=list)
     services: list[Service] = Field(default_factory=list)
     mig_gpus: int = 0
+    # a mix: the services' own pool (another accelerator, fixed at their peak); `nodes`
+    # and `gpus_per_node` are the searched training pool's, `gpus` both pools'
+    service_accelerator: str | None = None
+    service_gpus: int = 0
+
+    @property
+    def label(self) -> str:
+        """The accelerator, or "training + services" accelerators for a mix."""
+        return mix_label(self.accelerator, self.service_accelerator)
 
 
 class TeamQuota(PlanPart):
     team: str
-    guaranteed_gpus: int
+    guaranteed_gpus: int  # a mix: both pools together
     burst_limit_gpus: int
     mean_gpus_held: float
     p99_gpus_held: float
     inference_peak_gpus: float
+    # a mix: the guarantee per accelerator (the service pool's and the training pool's)
+    guaranteed_by_accelerator: dict[str, int] = Field(default_factory=dict)
 
 
 class Quotas(PlanPart):
@@ -151,10 +166,27 @@ class FleetRecommendation(PlanPart):
     accelerator: str
     profile: str
     nodes: int
-    gpus: int
+    gpus: int  # a mix: both pools
     deployment: str
     cost_usd: float | None
     why: list[str]
+    service_accelerator: str | None = None  # a mix: where the services run
+    service_gpus: int = 0
+
+    @property
+    def label(self) -> str:
+        return mix_label(self.accelerator, self.service_accelerator)
+
+    @property
+    def cluster_text(self) -> str:
+        """ "280 × h100-sxm5-80gb (35 nodes)", with a mix's service pool after it."""
+        nodes = f"{self.gpus - self.service_gpus:,} × {self.accelerator} ({self.nodes} nodes)"
+        if self.service_accelerator is None:
+            return nodes
+        return (
+            f"{nodes} for training + {self.service_gpus:,} × {self.service_accelerator} for "
+            "the services"
+        )
 
 
 class TeamInput(PlanPart):

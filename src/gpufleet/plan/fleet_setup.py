@@ -19,6 +19,11 @@ cluster, teams and a workload for one (size, seed):
 - **Teams** run with open quotas (each guaranteed the whole cluster) while sizing, so
   fair share by weight decides who goes first; the recommended quotas are then checked
   in a run of their own (`Variant.quotas`).
+- **Mixes** (`mix_candidate`): services on one accelerator, training and batch on
+  another. The service pool is fixed at the services' peak (the MIG GPUs plus the
+  whole-GPU replicas, in whole nodes, as the profile runs them); the training pool is
+  what the search sizes. Jobs are pinned to their pool: training never borrows an idle
+  service GPU, so a diurnal service's off-peak GPUs stay idle (the price of a mix).
 """
 
 from __future__ import annotations
@@ -39,7 +44,13 @@ from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.fleet import FleetPlanSpec, PlanInferenceEntry, PlanTeam, PlanTrainingEntry
 from gpufleet.specs.teams import Quota, Team, TeamsSpec
-from gpufleet.specs.workload import DurationDist, InferenceEntry, TeamWorkloads, WorkloadSpec
+from gpufleet.specs.workload import (
+    DurationDist,
+    InferenceEntry,
+    TeamWorkloads,
+    TrainingEntry,
+    WorkloadSpec,
+)
 
 GpuLayout = tuple[tuple[str, int], ...]
 DAY_S = 86_400.0
@@ -80,16 +91,37 @@ class ServiceSizing:
 
 
 @dataclass(frozen=True)
+class ServicePool:
+    """A mix's nodes for the services: another accelerator, sized at the services' peak."""
+
+    accelerator: str
+    gpus_per_node: int
+    nodes: int  # as the plan's profile runs the services
+    whole_only_nodes: int  # as a whole-GPU-only profile (k8s-default) runs them
+
+    def nodes_for(self, whole_only: bool) -> int:
+        return self.whole_only_nodes if whole_only else self.nodes
+
+
+@dataclass(frozen=True)
 class Candidate:
-    """One accelerator prepared for the search: node size, services, MIG cut, problems."""
+    """One accelerator (or a mix) prepared for the search: node size, services, MIG cut,
+    problems. A mix's `accelerator` is the searched training pool's; its services, MIG
+    cut and service problems are those of `service_pool`'s accelerator."""
 
     accelerator: str
     gpus_per_node: int
     services: tuple[ServiceSizing, ...]
     mig: tuple[tuple[str, int, GpuLayout], ...]  # (profile, GPUs cut, layout per GPU)
-    problems: tuple[str, ...]
+    service_problems: tuple[str, ...]
+    job_problems: tuple[str, ...]  # training, batch and trace jobs
     min_nodes: int
     largest_gang_nodes: int
+    service_pool: ServicePool | None = None
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return self.service_problems + self.job_problems
 
     @property
     def feasible(self) -> bool:
@@ -98,6 +130,19 @@ class Candidate:
     @property
     def mig_gpus(self) -> int:
         return sum(n for _, n, _ in self.mig)
+
+    @property
+    def label(self) -> str:
+        """The accelerator, or "training + services" accelerators for a mix."""
+        if self.service_pool is None:
+            return self.accelerator
+        return f"{self.accelerator} + {self.service_pool.accelerator}"
+
+    @property
+    def pool_gpus(self) -> int:
+        """GPUs of the service pool (0 unless a mix), as the plan's profile runs it."""
+        p = self.service_pool
+        return 0 if p is None else p.nodes * p.gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -112,12 +157,22 @@ class Variant:
     trace_jobs: tuple[TraceJob, ...]
     mig: tuple[tuple[str, int, GpuLayout], ...]
     teams: tuple[tuple[str, float, str], ...]  # (name, fair-share weight, priority class)
-    quotas: Mapping[str, tuple[int, int]] | None  # team -> (guaranteed, limit); None: open
+    # team -> (guaranteed, limit) of `accelerator`; None: open
+    quotas: Mapping[str, tuple[int, int]] | None
     horizon_s: float
     warmup_s: float
     end_s: float  # the run stops here: horizon + drain
     arrival_scale: float = 1.0
     fractions: bool = False  # a trace asks for GPU fractions: nodes share GPUs
+    # a mix: (accelerator, GPUs per node, nodes) of the services' pool, cut with `mig`
+    service_pool: tuple[str, int, int] | None = None
+    # a mix with quotas: team -> guaranteed GPUs of the service pool
+    service_quotas: Mapping[str, int] | None = None
+
+    @property
+    def pool_gpus(self) -> int:
+        """GPUs of a mix's service pool (0 without one)."""
+        return 0 if self.service_pool is None else self.service_pool[1] * self.service_pool[2]
 
 
 @dataclass(frozen=True)
@@ -329,7 +384,8 @@ def prepare_candidate(
     """Size the services on `accelerator`, cut MIG GPUs for their slices, and list every
     reason the accelerator cannot run the teams' jobs at all."""
     gpn = gpus_per_node(accelerator)
-    problems: list[str] = []
+    problems: list[str] = []  # of the services
+    job_problems: list[str] = []
     services: list[ServiceSizing] = []
     gang_nodes = 1
     for team in spec.teams:
@@ -348,7 +404,7 @@ def prepare_candidate(
             elif isinstance(entry, PlanTrainingEntry):
                 per_worker = entry.gpus_per_worker
                 if per_worker > gpn and any(g >= per_worker for g in entry.gpus.choices):
-                    problems.append(
+                    job_problems.append(
                         f"{team.name}/{entry.name or entry.kind}: gpus_per_worker {per_worker} "
                         f"is more than a {accelerator} node has ({gpn})"
                     )
@@ -357,7 +413,7 @@ def prepare_candidate(
     for trace in traces:
         too_big = [j for j in trace.jobs if (j.gpus or 0) > gpn]
         if too_big:
-            problems.append(
+            job_problems.append(
                 f"{trace.team}: {len(too_big):,} trace job{'s' * (len(too_big) != 1)} ask for "
                 f"more GPUs per node than a {accelerator} node has ({gpn}), e.g. "
                 f"{too_big[0].name} ({too_big[0].gpus} per node)"
@@ -370,7 +426,44 @@ def prepare_candidate(
     min_nodes = max(
         gang_nodes + math.ceil(mig_gpus / gpn), math.ceil((mig_gpus + whole_peak) / gpn), 1
     )
-    return Candidate(accelerator, gpn, tuple(services), mig, tuple(problems), min_nodes, gang_nodes)
+    return Candidate(
+        accelerator,
+        gpn,
+        tuple(services),
+        mig,
+        tuple(problems),
+        tuple(job_problems),
+        min_nodes,
+        gang_nodes,
+    )
+
+
+def mix_candidate(training: Candidate, services: Candidate) -> Candidate | None:
+    """Services on `services`' accelerator (their pool fixed at the peak), training and
+    batch on `training`'s (searched); None when there are no services or they are the same
+    accelerator. Its problems are the services' there and the jobs' here."""
+    if training.accelerator == services.accelerator or not services.services:
+        return None
+    gpn = services.gpus_per_node
+    whole = sum(s.replicas * s.tp for s in services.services if s.mig_profile is None)
+    slices = sum(s.replicas for s in services.services if s.mig_profile is not None)
+    pool = ServicePool(
+        services.accelerator,
+        gpn,
+        nodes=max(1, math.ceil((services.mig_gpus + whole) / gpn)),
+        whole_only_nodes=max(1, math.ceil((slices + whole) / gpn)),
+    )
+    return Candidate(
+        accelerator=training.accelerator,
+        gpus_per_node=training.gpus_per_node,
+        services=services.services,
+        mig=services.mig,
+        service_problems=services.service_problems,
+        job_problems=training.job_problems,
+        min_nodes=training.largest_gang_nodes,
+        largest_gang_nodes=training.largest_gang_nodes,
+        service_pool=pool,
+    )
 
 
 def _mig_cut(
@@ -395,27 +488,37 @@ def make_variant(
     profile: str,
     arrival_scale: float = 1.0,
     quotas: Mapping[str, tuple[int, int]] | None = None,
+    service_quotas: Mapping[str, int] | None = None,
     tag: str = "",
 ) -> Variant:
-    """The variant of `candidate` under `profile`, training arrivals × `arrival_scale`."""
+    """The variant of `candidate` under `profile`, training arrivals × `arrival_scale`.
+
+    In a mix every job is pinned to its pool: services to the service accelerator,
+    training, batch and trace jobs to the searched one (trace services to the services')."""
+    from gpufleet.sched.registry import resolve
+
+    pool = candidate.service_pool
+    pinned = pool is not None
     speed = duration_factor(spec.durations_on, candidate.accelerator)
     by_team: dict[str, list[ServiceSizing]] = {}
     for s in candidate.services:
         by_team.setdefault(s.team, []).append(s)
     teams: list[TeamWorkloads] = []
     for team in spec.teams:
-        entries: list[PlanTrainingEntry | InferenceEntry] = []
+        entries: list[TrainingEntry | InferenceEntry] = []
         for entry in team.workloads:
             if isinstance(entry, PlanTrainingEntry):
                 rate = entry.arrivals_per_day * arrival_scale
                 update: dict[str, object] = {"arrivals_per_day": rate}
                 if speed != 1.0:
                     update["duration"] = scaled_duration(entry.duration, speed)
+                if pinned:
+                    update["accelerators"] = [candidate.accelerator]
                 entries.append(entry.model_copy(update=update))
         services = {s.service: s for s in by_team.get(team.name, [])}
         for entry in team.workloads:
             if isinstance(entry, PlanInferenceEntry):
-                entries.append(_service_entry(entry, services[service_label(entry)]))
+                entries.append(_service_entry(entry, services[service_label(entry)], pinned))
         if entries:
             teams.append(
                 TeamWorkloads(name=team.name, priority_class=team.priority, workloads=entries)
@@ -426,11 +529,30 @@ def make_variant(
         jobs = trace_over_horizon(trace, spec.horizon, arrival_scale)[0]
         if speed != 1.0:
             jobs = tuple(j if j.kind == "inference" else _faster(j, speed) for j in jobs)
+        if pool is not None:
+            jobs = tuple(
+                replace(
+                    j,
+                    accelerators=(
+                        pool.accelerator if j.kind == "inference" else candidate.accelerator,
+                    ),
+                )
+                for j in jobs
+            )
         trace_jobs.extend(jobs)
     limits = [t.targets.long_run_limit_s or 0.0 for t in spec.teams]
     waits = [t.targets.wait_p95 or 0.0 for t in spec.teams]
     drain = max(2.0 * max([*limits, *waits]), DAY_S / 4)
-    key = f"{candidate.accelerator}|{profile}|x{arrival_scale:g}{tag}"
+    key = f"{candidate.label}|{profile}|x{arrival_scale:g}{tag}"
+    pool_nodes = (
+        None
+        if pool is None
+        else (
+            pool.accelerator,
+            pool.gpus_per_node,
+            pool.nodes_for(resolve(profile).profile.whole_gpus_only),
+        )
+    )
     return Variant(
         key=key,
         accelerator=candidate.accelerator,
@@ -446,6 +568,8 @@ def make_variant(
         end_s=spec.horizon + drain,
         arrival_scale=arrival_scale,
         fractions=any(j.gpu_fraction is not None for j in trace_jobs),
+        service_pool=pool_nodes,
+        service_quotas=dict(service_quotas) if service_quotas is not None else None,
     )
 
 
@@ -476,12 +600,16 @@ def _faster(job: TraceJob, factor: float) -> TraceJob:
     return replace(job, duration_s=job.duration_s * factor, runtime_estimate_s=estimate)
 
 
-def _service_entry(entry: PlanInferenceEntry, sized: ServiceSizing) -> InferenceEntry:
+def _service_entry(entry: PlanInferenceEntry, sized: ServiceSizing, pinned: bool) -> InferenceEntry:
+    """The service as the generator's inference entry; a slice or a `pinned` service (a
+    mix's) asks for its own accelerator."""
     request: dict[str, object] = (
         {"gpus": sized.tp}
         if sized.mig_profile is None
         else {"mig_profile": sized.mig_profile, "accelerators": [sized.accelerator]}
     )
+    if pinned:
+        request["accelerators"] = [sized.accelerator]
     return InferenceEntry.model_validate(
         {
             "kind": "inference",
@@ -501,54 +629,76 @@ def _service_entry(entry: PlanInferenceEntry, sized: ServiceSizing) -> Inference
 
 def build_cluster(variant: Variant, nodes: int) -> Cluster:
     """`nodes` nodes of the accelerator, flat (no leaf or spine limits), the variant's MIG
-    GPUs cut at the front of the cluster."""
-    spec = ClusterSpec.model_validate(
+    GPUs cut at the front of the cluster; a mix's service pool first, where its cut is."""
+    groups: list[dict[str, object]] = []
+    if variant.service_pool is not None:
+        acc, gpn_pool, pool_nodes = variant.service_pool
+        groups.append(
+            {"name": "svc", "count": pool_nodes, "accelerator": acc, "gpus_per_node": gpn_pool}
+        )
+    groups.append(
         {
-            "kind": "cluster",
-            "name": f"{variant.accelerator}-{nodes}",
-            "topology_levels": ["node"],
-            "node_groups": [
-                {
-                    "name": "n",
-                    "count": nodes,
-                    "accelerator": variant.accelerator,
-                    "gpus_per_node": variant.gpus_per_node,
-                    "fractions": variant.fractions,
-                }
-            ],
+            "name": "n",
+            "count": nodes,
+            "accelerator": variant.accelerator,
+            "gpus_per_node": variant.gpus_per_node,
+            "fractions": variant.fractions,
         }
+    )
+    name = f"{variant.accelerator}-{nodes}"
+    if variant.service_pool is not None:
+        name += f"+{variant.service_pool[0]}-{variant.service_pool[2]}"
+    spec = ClusterSpec.model_validate(
+        {"kind": "cluster", "name": name, "topology_levels": ["node"], "node_groups": groups}
     )
     cluster = Cluster.from_spec(spec)
     layouts = [layout for _, count, layout in variant.mig for _ in range(count)]
     if not layouts:
         return cluster
-    gpn = variant.gpus_per_node
     out = []
-    for i, node in enumerate(cluster.nodes):
-        mine = layouts[i * gpn : (i + 1) * gpn]
-        out.append(replace(node, mig=tuple(mine) + ((),) * (gpn - len(mine))) if mine else node)
+    start = 0
+    for node in cluster.nodes:
+        mine = layouts[start : start + node.gpus]
+        start += node.gpus
+        out.append(
+            replace(node, mig=tuple(mine) + ((),) * (node.gpus - len(mine))) if mine else node
+        )
     return Cluster(cluster.levels, tuple(out), name=cluster.name)
 
 
 def build_teams(variant: Variant, cluster: Cluster) -> TeamsSpec:
-    """Open quotas (each team guaranteed the whole cluster) or the variant's quotas."""
+    """Open quotas (each team guaranteed the whole cluster) or the variant's quotas (a mix:
+    also each team's guarantee of the service pool, which it may use up to)."""
     gpus = cluster.gpu_count
+    by_acc = cluster.gpus_by_accelerator
     teams = []
     for name, weight, priority in variant.teams:
-        guaranteed, limit = (gpus, gpus) if variant.quotas is None else variant.quotas[name]
+        quotas = []
+        if variant.quotas is None:
+            quotas = [
+                Quota(flavor=acc, guaranteed_gpus=gpus, limit_gpus=None) for acc in sorted(by_acc)
+            ]
+        else:
+            guaranteed, limit = variant.quotas[name]
+            quotas.append(
+                Quota(
+                    flavor=variant.accelerator,
+                    guaranteed_gpus=guaranteed,
+                    limit_gpus=max(limit, guaranteed),
+                )
+            )
+            if variant.service_pool is not None:
+                own = (variant.service_quotas or {}).get(name, 0)
+                quotas.append(
+                    Quota(flavor=variant.service_pool[0], guaranteed_gpus=own, limit_gpus=None)
+                )
         teams.append(
             Team(
                 name=name,
                 cohort=None if variant.quotas is None else "plan",
                 weight=weight,
                 default_priority=priority,
-                quotas=[
-                    Quota(
-                        flavor=variant.accelerator,
-                        guaranteed_gpus=guaranteed,
-                        limit_gpus=None if variant.quotas is None else max(limit, guaranteed),
-                    )
-                ],
+                quotas=quotas,
             )
         )
     return TeamsSpec(teams=teams)
@@ -573,12 +723,12 @@ class OfferedLoad:
     by_team: Mapping[str, float] = field(default_factory=dict)
 
 
-def offered_load(variant: Variant, seed: int = 0) -> OfferedLoad:
+def offered_load(variant: Variant, seed: int = 0, *, training_only: bool = False) -> OfferedLoad:
     horizon = variant.horizon_s
     by_team: dict[str, float] = {}
     per_gpu = {p: layout[0][1] for p, _, layout in variant.mig}
     for j in draw_workload(variant, seed).jobs:
-        if j.submit_s >= horizon:
+        if j.submit_s >= horizon or (training_only and j.kind == "inference"):
             continue
         share = j.total_gpus
         if j.mig_profile is not None:

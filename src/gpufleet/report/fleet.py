@@ -59,10 +59,19 @@ def _rec_search(plan: FleetPlan) -> SearchResult | None:
         (
             c
             for c in plan.candidates
-            if c.accelerator == rec.accelerator and c.profile == rec.profile
+            if c.label == rec.label and c.profile == rec.profile and c.arrival_scale == 1.0
         ),
         None,
     )
+
+
+def _size_text(c: SearchResult) -> str:
+    if c.gpus is None:
+        return MISSING
+    text = f"{c.gpus:,} GPUs ({c.nodes} nodes × {c.gpus_per_node}"
+    if c.service_accelerator is not None:
+        text += f" + {c.service_gpus:,} {c.service_accelerator} for the services"
+    return text + ")"
 
 
 def _point(search: SearchResult | None, nodes: int | None) -> SizePoint | None:
@@ -119,12 +128,12 @@ def utilisation_chart(plan: FleetPlan) -> str | None:
         return None
     series: dict[str, list[list[float]]] = {}
     for c in plan.candidates:
-        if c.accelerator != rec.accelerator or c.arrival_scale != 1.0 or not c.points:
+        if c.label != rec.label or c.arrival_scale != 1.0 or not c.points:
             continue
         series[c.profile] = [[float(p.gpus), (p.allocation.mean or 0.0) * 100] for p in c.points]
     return line_chart_svg(
         "chart-utilisation",
-        f"GPU allocation vs cluster size ({rec.accelerator})",
+        f"GPU allocation vs cluster size ({rec.label})",
         "One line per scheduling profile: the GPUs held by jobs as a percentage of the "
         "cluster's GPUs over the measured window, mean over seeds, against the cluster's GPU "
         "count.",
@@ -169,11 +178,9 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
     n_seeds = len(seeds) if isinstance(seeds, list) else 0
     candidates = [
         {
-            "accelerator": c.accelerator,
+            "accelerator": c.label,
             "status": c.status,
-            "size": MISSING
-            if c.gpus is None
-            else f"{c.gpus:,} GPUs ({c.nodes} nodes × {c.gpus_per_node})",
+            "size": _size_text(c),
             "cost": MISSING if c.cost is None else fmt_usd(c.cost.total_usd),
             "deployment": MISSING if c.cost is None else c.cost.deployment,
             "binding": ", ".join(c.binding) or MISSING,
@@ -237,7 +244,14 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         [
             {
                 "team": q.team,
-                "guaranteed": fmt_count(q.guaranteed_gpus),
+                "guaranteed": fmt_count(q.guaranteed_gpus)
+                + (
+                    " ("
+                    + ", ".join(f"{n:,} {a}" for a, n in q.guaranteed_by_accelerator.items())
+                    + ")"
+                    if q.guaranteed_by_accelerator
+                    else ""
+                ),
                 "burst": fmt_count(q.burst_limit_gpus),
                 "mean": fmt_num(q.mean_gpus_held),
                 "p99": fmt_num(q.p99_gpus_held),
@@ -336,7 +350,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
     headline = "No candidate met every target within the search limit."
     if rec is not None:
         headline = (
-            f"Recommended: {rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes), {rec.deployment}"
+            f"Recommended: {rec.cluster_text}, {rec.deployment}"
             + (f", {fmt_usd(rec.cost_usd)} over the horizon" if rec.cost_usd is not None else "")
             + f"; every team meets its targets under the {rec.profile} profile."
         )

@@ -221,6 +221,12 @@ class FleetPlanSpec(Spec):
     accelerators: list[AcceleratorName] = Field(
         min_length=1, description="Candidate accelerators; each is sized on its own."
     )
+    mixes: bool = Field(
+        True,
+        description="Also search mixes of two candidates: services on one accelerator (a pool "
+        "sized at their peak), training and batch on another (searched). Needs at least two "
+        "accelerators, services and training.",
+    )
     horizon: PositiveSeconds = Field(
         default=14 * 86_400.0, description="Simulated window of arrivals, e.g. 14d."
     )
