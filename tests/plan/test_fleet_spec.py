@@ -53,6 +53,7 @@ def test_the_issue_example_is_a_multi_team_plan(tmp_path: Path) -> None:
     ("path", "model"),
     [
         pytest.param("examples/plan-multi-team.yaml", FleetPlanSpec, id="multi-team-example"),
+        pytest.param("examples/plan-multi-team-mix.yaml", FleetPlanSpec, id="mix-example"),
         pytest.param("examples/plan-shared-cluster.yaml", PlanSpec, id="workloads-example"),
     ],
 )
