@@ -111,6 +111,19 @@ def test_the_report_names_both_pools(big_plan: FleetPlan, tmp_path: Path) -> Non
     assert f"8 {H200} for the services" in md  # the candidates table
 
 
+def test_the_sentences_split_a_mixs_gpus_by_pool(big_plan: FleetPlan) -> None:
+    """Only the training pool is searched, so "one node fewer" is one of its nodes, and the
+    GPU counts name both pools rather than a total that hides the fixed service pool."""
+    rec = big_plan.recommendation
+    assert rec is not None
+    sized = [s for s in big_plan.sensitive_to if "node" in s]
+    assert sized
+    for sentence in sized:
+        assert f"{A100_40} node" in sentence
+        if "GPUs" in sentence and "k8s-default" not in sentence:
+            assert f"× {A100_40} + 8 × {H200}" in sentence, sentence
+
+
 def test_mixes_false_searches_single_accelerators_only() -> None:
     data = _big_service_data()
     data["mixes"] = False

@@ -706,6 +706,28 @@ def _hours(seconds: float | None) -> str:
     return fmt_duration(seconds)
 
 
+def _searched_pool(rec: SearchResult) -> str:
+    """In a mix only the training pool is searched: say which accelerator's node it is."""
+    return "" if rec.service_accelerator is None else f"{rec.accelerator} "
+
+
+def _searched_nodes(rec: SearchResult, nodes: int | None) -> str:
+    text = f"{nodes} {_searched_pool(rec)}nodes"
+    if rec.service_accelerator is None:
+        return text
+    return f"{text} (with the {rec.service_gpus:,} × {rec.service_accelerator} service pool)"
+
+
+def _gpus_text(rec: SearchResult, gpus: int) -> str:
+    """A size point's GPUs; in a mix split by pool, since the service pool's size is fixed."""
+    if rec.service_accelerator is None:
+        return f"{gpus:,} GPUs"
+    return (
+        f"{gpus - rec.service_gpus:,} × {rec.accelerator} + {rec.service_gpus:,} × "
+        f"{rec.service_accelerator}"
+    )
+
+
 def _sensitive_to(
     rec: SearchResult,
     point: SizePoint,
@@ -716,15 +738,15 @@ def _sensitive_to(
     out: list[str] = []
     if below is None:
         out.append(
-            f"no target binds: {rec.nodes} nodes is the smallest cluster that holds the largest "
-            "gang and the services, and it meets every target"
+            f"no target binds: {_searched_nodes(rec, rec.nodes)} is the smallest cluster that "
+            "holds the largest gang and the services, and it meets every target"
         )
     else:
         for t in below.teams:
             if not t.passed:
                 out.append(
-                    f"{t.team}'s target binds: one node fewer ({below.gpus:,} GPUs) it misses: "
-                    + "; ".join(t.reasons)
+                    f"{t.team}'s target binds: one {_searched_pool(rec)}node fewer "
+                    f"({_gpus_text(rec, below.gpus)}) it misses: " + "; ".join(t.reasons)
                 )
     margins = []
     for t in point.teams:
@@ -742,7 +764,10 @@ def _sensitive_to(
             out.append(f"{change}: {s.status}")
         else:
             delta = (s.gpus or 0) - (rec.gpus or 0)
-            out.append(f"{change}: {s.gpus:,} GPUs ({delta:+,} GPUs, {s.nodes} nodes)")
+            out.append(
+                f"{change}: {_gpus_text(rec, s.gpus or 0)} ({delta:+,} GPUs, "
+                f"{s.nodes} {_searched_pool(rec)}nodes)"
+            )
     for p in policies:
         if p.gpus is None:
             out.append(
