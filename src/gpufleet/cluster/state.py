@@ -341,7 +341,7 @@ class StateView(ABC):
         agg = t.agg_ids.get((i, gid, accelerator))
         if agg is None:
             return 0
-        s._sync_groups()
+        s._sync_level(i)
         return s._agg_free[agg]
 
     def worker_room_in_group(self, level: str, name: str, accelerator: str, per: int) -> int:
@@ -363,7 +363,7 @@ class StateView(ABC):
         agg = t.agg_ids.get((i, gid, accelerator))
         if agg is None:
             return _room([], per)
-        s._sync_groups()
+        s._sync_level(i)
         return _room(s._agg_hist[agg], per)
 
     def most_free_in_group(self, level: str, accelerator: str) -> int:
@@ -374,7 +374,7 @@ class StateView(ABC):
         if i == len(cluster.levels) - 1:
             index = s._node_index.get(accelerator)
         else:
-            s._sync_groups()
+            s._sync_level(i)
             index = s._agg_index.get((i, accelerator))
         return 0 if index is None else index.max_value()
 
@@ -385,7 +385,7 @@ class StateView(ABC):
         i = cluster.level_index(level)
         if i == len(cluster.levels) - 1:
             return self.nodes_with_free(accelerator, at_least)
-        s._sync_groups()
+        s._sync_level(i)
         index = s._agg_index.get((i, accelerator))
         if index is None:
             return iter(())
@@ -695,11 +695,14 @@ class State(StateView):
             self._agg_index[(t.agg_level[a], t.agg_acc[a])] for a in range(len(t.agg_level))
         ]
         # Group counters, histograms and indexes are brought up to date when read, not at
-        # every move: a move only notes its node as dirty, and `_sync_groups` applies the
-        # change of each dirty node since it was last applied (a move undone before the
-        # next read costs nothing, two moves on one node cost one).
-        self._group_filed: list[int] = list(self._node_free)  # node free count applied
-        self._group_dirty: set[int] = set()
+        # every move: a move only notes its node as dirty at each level, and `_sync_level`
+        # applies the change of each dirty node since it was last applied at that level (a
+        # move undone before the next read costs nothing, two moves on one node cost one,
+        # and a level nobody reads, often all but the lowest, is left alone).
+        depth = len(self._cluster.levels) - 1
+        # per level: node free counts applied, nodes moved since
+        self._group_filed: list[list[int]] = [list(self._node_free) for _ in range(depth)]
+        self._group_dirty: list[set[int]] = [set() for _ in range(depth)]
         self._group_syncs = 0  # bumped by each sync that changed something (see rollback)
 
         # Node-aligned domains (each one node's GPUs) are answered from the node counters;
@@ -738,16 +741,21 @@ class State(StateView):
         return self
 
     def _sync_groups(self) -> None:
-        """Apply the moves of dirty nodes to their groups' counters, histograms and
-        indexes (see `__init__`); each group's index moves once, however many of its
-        nodes changed."""
-        dirty = self._group_dirty
+        """`_sync_level` for every level."""
+        for i in range(len(self._group_dirty)):
+            self._sync_level(i)
+
+    def _sync_level(self, i: int) -> None:
+        """Apply the moves of the nodes dirty at level `i` to its groups' counters,
+        histograms and indexes (see `__init__`); each group's index moves once, however many
+        of its nodes changed."""
+        dirty = self._group_dirty[i]
         if not dirty:
             return
         t = self._cluster.tables
         node_aggs = t.node_aggs
         node_free = self._node_free
-        filed = self._group_filed
+        filed = self._group_filed[i]
         agg_free = self._agg_free
         agg_hist = self._agg_hist
         before: dict[int, int] = {}  # aggregate -> its free count before this sync
@@ -757,13 +765,13 @@ class State(StateView):
             if old == new:
                 continue
             filed[n] = new
-            for a in node_aggs[n]:
-                if a not in before:
-                    before[a] = agg_free[a]
-                agg_free[a] += new - old
-                hist = agg_hist[a]
-                hist[old] -= 1
-                hist[new] += 1
+            a = node_aggs[n][i]
+            if a not in before:
+                before[a] = agg_free[a]
+            agg_free[a] += new - old
+            hist = agg_hist[a]
+            hist[old] -= 1
+            hist[new] += 1
         dirty.clear()
         if not before:
             return
@@ -1061,7 +1069,8 @@ class State(StateView):
         before = self._node_free[n]
         self._node_free[n] = before + k
         self._node_idx_of[n].move(n, before, before + k)
-        self._group_dirty.add(n)  # groups catch up when read (`_sync_groups`)
+        for dirty in self._group_dirty:  # groups catch up when read (`_sync_level`)
+            dirty.add(n)
         if self._node_doms[n]:
             self._domains_changed(n, bits, delta, before)
         self._free_total[self._cluster.tables.node_acc[n]] += k

@@ -37,7 +37,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import overload
+from typing import cast, overload
 
 from gpufleet.cluster import (
     MILLI,
@@ -62,23 +62,26 @@ from gpufleet.sched.framework import (
     OrderContext,
     Placed,
     Placement,
-    Profile,
     Relayout,
 )
 from gpufleet.sched.quota import QuotaBook, request_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for, whole_gpus
+from gpufleet.sched.team_index import TeamIndex, team_index
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
 
 def _what_if(view: StateView) -> Branch:
     """The cycle's what-if on `view`; a `Branch` is its own context manager (rolls back)."""
-    if isinstance(view, State | Branch):
-        return view.branch()
+    if type(view) in _BRANCHABLE or isinstance(view, State | Branch):  # exact types first:
+        return cast(State | Branch, view).branch()  # isinstance on an ABC costs more
     if isinstance(view, Snapshot):
         return view.what_if()
     raise TypeError(f"decide() needs a State, Snapshot or Branch, got {type(view).__name__}")
+
+
+_BRANCHABLE = frozenset({State, Branch})
 
 
 def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
@@ -101,20 +104,9 @@ def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
     return claims
 
 
-def _priorities(jobs: list[JobSpec], teams: TeamsSpec) -> dict[str, int]:
-    classes = {p.name: p.value for p in teams.priority_classes}
-    by_team = {t.name: t for t in teams.teams}
-    out: dict[str, int] = {}
-    for job in jobs:
-        team = by_team.get(job.team)
-        name = job.priority_class or (team.default_priority if team else None)
-        if name is None:
-            out[job.name] = 0
-            continue
-        if name not in classes:
-            raise UnknownNameError(f"priority class (job {job.name})", name, classes)
-        out[job.name] = classes[name]
-    return out
+def _priorities(jobs: list[JobSpec], index: TeamIndex) -> dict[str, int]:
+    priority = index.priority
+    return {job.name: priority(job) for job in jobs}
 
 
 def _load(
@@ -160,7 +152,10 @@ class _Cycle:
         self.b, self.book, self.plugins, self.timings, self.pctx = b, book, plugins, timings, pctx
         self.placement = plugins.placement
         self.now_s = pctx.now_s
-        self.accelerators = list(b.cluster.accelerators)
+        self.priority = pctx.priority
+        # end of the last timed stretch: each clock reading closes one phase's stretch and
+        # opens the next (order, nominate, place), so a job costs three readings
+        self.mark = 0.0
         self.admitted: dict[str, tuple[Placement, ...]] = {}
         self.preempted: dict[str, str] = {}
         self.flavors: dict[str, str] = {}
@@ -178,6 +173,7 @@ class _Cycle:
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, Sequence[Request]] = {}
         self._shapes = b.cluster.derived(_RequestShapes)
+        self._whole_only = plugins.profile.whole_gpus_only
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
@@ -187,8 +183,7 @@ class _Cycle:
     def requests(self, job: JobSpec) -> Sequence[Request]:
         found = self._requests.get(job.name)
         if found is None:
-            found = self._shapes.requests(job, self.accelerators, self.plugins.profile)
-            self._requests[job.name] = found
+            found = self._requests[job.name] = self._shapes.requests(job, self._whole_only)
         return found
 
     def _borrows(self, job: JobSpec, req: Request) -> bool:
@@ -221,7 +216,7 @@ class _Cycle:
             job.gpu_fraction,
             job.topology.required,
             job.spot_ok,
-            self.pctx.priority.get(job.name, 0),
+            self.priority.get(job.name, 0),
             # a reservation lets only jobs that end before it use its GPUs
             self.reservation is not None
             and backfill.ends_before(job, self.reservation, self.now_s),
@@ -229,7 +224,7 @@ class _Cycle:
 
     def run(self, job: JobSpec) -> None:
         self.considered.append(job.name)
-        if self._strictly_blocked(job):
+        if (self.blocker is not None or self.team_blocker) and self._strictly_blocked(job):
             return
         # with nothing memoised yet there is nothing to look up: the key is only built
         # when a failure is filed (it is the same then: only a reservation found by this
@@ -257,6 +252,7 @@ class _Cycle:
 
     def _evaluate(self, job: JobSpec) -> None:
         clock = time.perf_counter
+        timings = self.timings
         # flavors within the team's guarantee first, then those that would borrow (Kueue's
         # flavor fungibility: never borrow one flavor while another is owed)
         requests = self.requests(job)
@@ -275,11 +271,11 @@ class _Cycle:
         blocked: list[tuple[Request, int, int]] = []  # no room
         reclaim: list[tuple[Request, int, int]] = []  # room, but the guarantee is lent
         for req in requests:
-            t = clock()
             need = request_milli(req)
             status = self.book.check(job, req.accelerator, need)
-            t_nom = clock()
-            self.timings["nominate"] += t_nom - t
+            t = clock()
+            timings["nominate"] += t - self.mark
+            self.mark = t
             owed = 0
             if not status.ok:
                 why.append(status.reason)
@@ -287,22 +283,28 @@ class _Cycle:
                 if not owed:
                     continue
             placed = self._place(job, req)
-            self.timings["place"] += clock() - t_nom
-            if placed.status.ok:
-                if owed:
-                    reclaim.append((req, need, owed))
-                    continue
+            if placed.status.ok and not owed:
                 self._admit(job, req, need, placed.placements)
+                t = clock()
+                timings["place"] += t - self.mark
+                self.mark = t
                 return
-            why.append(placed.status.reason + self._reservation_note(job, req))
-            blocked.append((req, need, owed))
-        t = clock()
+            if placed.status.ok:
+                reclaim.append((req, need, owed))
+            else:
+                why.append(placed.status.reason + self._reservation_note(job, req))
+                blocked.append((req, need, owed))
+            t = clock()
+            timings["place"] += t - self.mark
+            self.mark = t
         try:
             if (blocked or reclaim) and self._preempt_for(job, blocked + reclaim, why):
                 return
             self._blocked(job, blocked, why)
         finally:
-            self.timings["place"] += clock() - t
+            t = clock()
+            timings["place"] += t - self.mark
+            self.mark = t
         self._why = why
         self.reasons[job.name] = _sentence(why, self.waiting)
         self.waiting += 1
@@ -530,29 +532,20 @@ def decide(
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
     plugins = resolve(profile)
-    if state.cluster is not cluster:
-        raise UserError("decide(): the state belongs to a different cluster")
-    if keep and isinstance(state, Snapshot):
-        raise UserError("decide(keep=True) needs a State or Branch: a snapshot is read-only")
-    if usage is None:
-        seen = Counter(j.name for j in [*running, *pending])
-        dupes = sorted(n for n, k in seen.items() if k > 1)
-        if dupes:
-            raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
-        if backfill.HOLDER in seen:
-            raise UserError("decide(): a job name may not be the reservation placeholder")
+    _check_inputs(cluster, state, running, pending, usage=usage, keep=keep)
     t0 = clock()
     with _what_if(state) as b:
         book = _load(b, running, pending, teams, usage)  # 1. snapshot
         t1 = clock()
         timings["snapshot"] = t1 - t0
-        priority = _priorities(pending, teams)
+        index = team_index(teams)
+        priority = _priorities(pending, index)
         ctx = OrderContext(
             priority,
             now_s,
-            _dominant_share(cluster, book, history, now_s),
-            cluster_gpus=sum(cluster.gpus_by_accelerator.values()),
-            max_priority=max((p.value for p in teams.priority_classes), default=None),
+            _dominant_share(cluster, book, history, now_s, index),
+            cluster_gpus=cluster.gpu_count,
+            max_priority=index.max_priority,
         )
         pctx = preempt.PreemptContext(
             running=running,
@@ -565,18 +558,21 @@ def decide(
         plugins = _observed(plugins, pending, cluster)
         cyc = _Cycle(b, book, plugins, timings, pctx)
         queue = iter(plugins.queue_order.order(pending, ctx))  # 2. order, lazily
-        timings["order"] = clock() - t1
+        cyc.mark = clock()
+        timings["order"] = cyc.mark - t1
         deferred: list[JobSpec] = []  # would borrow: after every job within its guarantee
-        while True:
+        guaranteed_first = plugins.profile.guaranteed_first
+        for job in queue:
             t = clock()
-            job = next(queue, None)
-            timings["order"] += clock() - t
-            if job is None:
-                break
-            if plugins.profile.guaranteed_first and cyc.would_borrow(job):
+            timings["order"] += t - cyc.mark
+            cyc.mark = t
+            if guaranteed_first and cyc.would_borrow(job):
                 deferred.append(job)
                 continue
             cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
+        t = clock()
+        timings["order"] += t - cyc.mark
+        cyc.mark = t
         for job in deferred:
             cyc.run(job)
         t3 = clock()
@@ -603,6 +599,28 @@ def decide(
     return decisions
 
 
+def _check_inputs(
+    cluster: Cluster,
+    state: StateView,
+    running: Collection[JobSpec],
+    pending: list[JobSpec],
+    *,
+    usage: Mapping[tuple[str, str], int] | None,
+    keep: bool,
+) -> None:
+    if state.cluster is not cluster:
+        raise UserError("decide(): the state belongs to a different cluster")
+    if keep and type(state) not in _BRANCHABLE and isinstance(state, Snapshot):
+        raise UserError("decide(keep=True) needs a State or Branch: a snapshot is read-only")
+    if usage is None:
+        seen = Counter(j.name for j in [*running, *pending])
+        dupes = sorted(n for n, k in seen.items() if k > 1)
+        if dupes:
+            raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
+        if backfill.HOLDER in seen:
+            raise UserError("decide(): a job name may not be the reservation placeholder")
+
+
 class _RequestShapes:
     """A cluster's requests per job shape: `requests_for` is a pure function of a job's
     request fields and the cluster's accelerators, and a queue repeats a few shapes, so
@@ -610,12 +628,13 @@ class _RequestShapes:
     inference workload are not keyed (their model and load are the shape)."""
 
     def __init__(self, cluster: Cluster) -> None:
+        self._accelerators = list(cluster.accelerators)
         self._by_shape: dict[tuple[object, ...], tuple[Request, ...]] = {}
 
-    def requests(
-        self, job: JobSpec, accelerators: list[str], profile: Profile
-    ) -> tuple[Request, ...]:
-        whole = profile.whole_gpus_only
+    def requests(self, job: JobSpec, whole: bool) -> tuple[Request, ...]:
+        """The job's requests on this cluster; `whole`: slices and fractions as whole GPUs
+        (`Profile.whole_gpus_only`)."""
+        accelerators = self._accelerators
         if job.workload is not None:
             found = requests_for(job, accelerators)
             return tuple(whole_gpus(found) if whole else found)
@@ -625,7 +644,6 @@ class _RequestShapes:
             tuple(job.accelerators),
             job.mig_profile,
             job.gpu_fraction,
-            tuple(accelerators),
             whole,
         )
         shaped = self._by_shape.get(key)
@@ -671,11 +689,15 @@ def _observed(plugins: Resolved, pending: Sequence[JobSpec], cluster: Cluster) -
 
 
 def _dominant_share(
-    cluster: Cluster, book: QuotaBook, history: DecayedUsage | None, now_s: float
+    cluster: Cluster,
+    book: QuotaBook,
+    history: DecayedUsage | None,
+    now_s: float,
+    index: TeamIndex,
 ) -> Callable[[str], float]:
     """team -> weighted dominant share, read live from the quota book (see OrderContext)."""
     capacity = cluster.gpus_by_accelerator
-    weights = {name: t.weight for name, t in book.teams.items()}
+    weights = index.weights
     known: dict[str, tuple[int, float]] = {}  # team -> (its book changes, share): orders re-read
     changes = book.changes
 

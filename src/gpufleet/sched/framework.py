@@ -64,8 +64,11 @@ class Placement:
     milli: int = 0  # the share, in thousandths of a GPU
 
     def claims(self) -> tuple[Claim, ...]:
-        if self.gpus and not self.mig_slices and not self.milli:
-            return (Whole(self.node, self.gpus),)  # the common case, whole GPUs alone
+        if self.gpus and not self.mig_slices and not self.milli:  # whole GPUs alone, the commonest
+            gpus = self.gpus
+            return (
+                whole_claims(self.node, gpus) if type(gpus) is tuple else (Whole(self.node, gpus),)
+            )
         out: list[Claim] = []
         if self.gpus:
             out.append(Whole(self.node, self.gpus))
@@ -73,6 +76,40 @@ class Placement:
         if self.milli and self.gpu is not None:
             out.append(Share(self.node, self.gpu, self.milli))
         return tuple(out)
+
+
+# Whole-GPU placements, their claims and a one-worker answer, shared: they are immutable
+# values, a scheduler (a simulator above all) asks for the same (node, GPUs) pairs over and
+# over, and building frozen dataclasses costs several times a lookup. Bounded: cleared
+# when full.
+_MEMO_MAX = 1 << 16
+_WHOLE: dict[tuple[str, tuple[int, ...]], tuple[Placement, tuple[Claim, ...], Placed]] = {}
+
+
+def _whole(node: str, gpus: tuple[int, ...]) -> tuple[Placement, tuple[Claim, ...], Placed]:
+    key = (node, gpus)
+    found = _WHOLE.get(key)
+    if found is None:
+        if len(_WHOLE) >= _MEMO_MAX:
+            _WHOLE.clear()
+        placement = Placement(node, gpus)
+        found = _WHOLE[key] = (placement, (Whole(node, gpus),), Placed((placement,)))
+    return found
+
+
+def whole_placement(node: str, gpus: tuple[int, ...]) -> Placement:
+    """`Placement(node, gpus)` for whole GPUs (a tuple of indices), shared."""
+    return _whole(node, gpus)[0]
+
+
+def whole_claims(node: str, gpus: tuple[int, ...]) -> tuple[Claim, ...]:
+    """`(Whole(node, gpus),)`, shared (what `Placement.claims` gives for whole GPUs)."""
+    return _whole(node, gpus)[1]
+
+
+def whole_placed(node: str, gpus: tuple[int, ...]) -> Placed:
+    """`Placed((Placement(node, gpus),))`: a one-worker answer, shared."""
+    return _whole(node, gpus)[2]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from gpufleet.cluster import Cluster, Node, StateView
-from gpufleet.sched.framework import Placed, Placement, Status, spot_rule
+from gpufleet.sched.framework import (
+    Placed,
+    Placement,
+    Status,
+    spot_rule,
+    whole_placed,
+    whole_placement,
+)
 from gpufleet.sched.requests import FRACTION_STEPS, Request
 from gpufleet.specs.jobs import JobSpec
 
@@ -175,13 +182,13 @@ class TopologyBestFit:
             for name in ranked:
                 ids = view.free_gpu_ids(name)
                 if len(ids) >= per:
-                    return (Placement(name, ids[:per]),)
+                    return (whole_placement(name, ids[:per]),)
             return None
         out: list[Placement] = []
         for name in ranked:
             ids = view.free_gpu_ids(name)
             for j in range(min(len(ids) // per, workers - len(out))):
-                out.append(Placement(name, ids[j * per : (j + 1) * per]))
+                out.append(whole_placement(name, ids[j * per : (j + 1) * per]))
             if len(out) == workers:
                 return tuple(out)
         return None
@@ -316,9 +323,16 @@ class TopologyBestFit:
         cluster = view.cluster
         info = _info(cluster)
         acc, workers, per = request.accelerator, request.workers, request.gpus_per_worker
-        total = workers * per
         required = job.topology.required
         excluded = self._excluded(info, job, acc)
+        if workers == 1 and required is None and not excluded and cluster.domains_are_nodes(acc):
+            # The commonest request: one worker, no constraint, one node per domain. The
+            # first tier (one domain = one node) then holds it on the tightest node with
+            # `per` free GPUs, if any does; what the tiers below would do otherwise.
+            name = view.tightest_with_free(acc, per)
+            if name is not None:
+                return whole_placed(name, view.free_gpu_ids(name)[:per])
+        total = workers * per
         # workers that fit on single nodes anywhere: a bound on every tier below
         room = view.worker_room(acc, per)
         if required is not None:

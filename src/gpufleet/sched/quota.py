@@ -21,8 +21,9 @@ from gpufleet.catalog.mig import mig_profiles_for
 from gpufleet.cluster import MILLI, Cluster, Usage
 from gpufleet.sched.framework import Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
+from gpufleet.sched.team_index import team_index
 from gpufleet.specs.jobs import JobSpec
-from gpufleet.specs.teams import Quota, Team, TeamsSpec
+from gpufleet.specs.teams import Team, TeamsSpec
 
 QUOTA = "quota"
 MILLI_PER_EIGHTH = MILLI // FRACTION_STEPS
@@ -78,22 +79,15 @@ class QuotaBook:
     """Team usage per flavor (milli-GPUs) and the guaranteed + borrowable check."""
 
     def __init__(self, teams: TeamsSpec, used: dict[tuple[str, str], int]) -> None:
-        self.teams = {t.name: t for t in teams.teams}
+        index = team_index(teams)  # quotas and fixed limits, shared by every cycle
+        self.teams = index.by_name
         self.used = used
-        self._quota: dict[tuple[str, str], Quota | None] = {}
+        self.quota = index.quota
+        self._fixed_limit = index.fixed_limit
         # lend pools depend on every cohort member's use: cached until the next `add`
         self._pool: dict[tuple[str, str], int] = {}
         self._limit: dict[tuple[str, str], int | None] = {}
-        # limits that lend pools do not enter (teams without a cohort): kept across adds
-        self._fixed: dict[tuple[str, str], int | None] = {}
         self.changes: dict[str, int] = {}  # team -> `add`s for it: what was read may be stale
-
-    def quota(self, team: str, flavor: str) -> Quota | None:
-        key = (team, flavor)
-        if key not in self._quota:
-            t = self.teams.get(team)
-            self._quota[key] = t.quota_for(flavor) if t else None
-        return self._quota[key]
 
     def guaranteed(self, team: str, flavor: str) -> int:
         q = self.quota(team, flavor)
@@ -137,22 +131,22 @@ class QuotaBook:
         Its guarantee less what borrowers hold of it; plus, when it may borrow, what its
         cohort has idle to lend; capped by `max_gpus`.
         """
+        fixed, out = self._fixed_limit(team, flavor)
+        if fixed:
+            return out
         key = (team.name, flavor)
-        if key in self._fixed:
-            return self._fixed[key]
         if key in self._limit:
             return self._limit[key]
         q = self.quota(team.name, flavor)
         if q is None:
-            self._fixed[key] = None
+            self._limit[key] = None
             return None
         allowed = q.guaranteed_gpus * MILLI
-        if team.cohort is not None:
-            pool = self.lend_pool(team, flavor)
-            allowed += pool if q.borrowing or pool < 0 else 0
+        pool = self.lend_pool(team, flavor)
+        allowed += pool if q.borrowing or pool < 0 else 0
         cap = q.max_gpus
         out = allowed if cap is None else min(allowed, cap * MILLI)
-        (self._fixed if team.cohort is None else self._limit)[key] = out
+        self._limit[key] = out
         return out
 
     def reclaim_milli(self, team_name: str, flavor: str, need: int) -> int:

@@ -177,14 +177,21 @@ class Resolved:
     preemptions: tuple[PreemptionPlugin, ...]
 
 
+_RESOLVED: dict[str, Resolved] = {}  # profile name -> its plugins (every cycle asks)
+
+
 def resolve(profile: str) -> Resolved:
     """The plugins of a profile by name; an unknown name raises with suggestions."""
-    if profile not in PROFILES:
+    p = PROFILES.get(profile)
+    found = _RESOLVED.get(profile)
+    if found is not None and found.profile is p:
+        return found
+    if p is None:
         raise UnknownNameError("scheduling profile", profile, PROFILES)
-    p = PROFILES[profile]
-    return Resolved(
+    found = _RESOLVED[profile] = Resolved(
         p,
         QUEUE_ORDERS[p.queue_order],
         PLACEMENTS[p.placement],
         tuple(PREEMPTIONS[n] for n in p.preemption),
     )
+    return found

@@ -46,12 +46,15 @@ maximum runtime, an inference load). Without them a run is exactly as before.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -158,7 +161,7 @@ class _Specs:
             update["runtime_estimate_s"] = estimate
         if t.accelerators:
             update["accelerators"] = list(t.accelerators)
-        return template.model_copy(update=update)
+        return template.replaced(update)
 
 
 class _RunningViews(Collection[JobSpec]):
@@ -200,7 +203,7 @@ class _RunningViews(Collection[JobSpec]):
             view = views.get(unit)
             if view is None:
                 update = {"state": "running", "started_s": started_s, "attained_gpu_s": 0.0}
-                view = views[unit] = spec.model_copy(update=update)
+                view = views[unit] = spec.replaced(update)
             yield view
 
 
@@ -226,25 +229,42 @@ class InitialRun:
     remaining_s: float
 
 
-@dataclass
 class _Run:
-    """One job's life in the simulation (mutable, private to the engine)."""
+    """One job's life in the simulation (mutable, private to the engine; one per job, so
+    slotted and built without dataclass machinery)."""
 
-    trace: TraceJob
-    remaining_s: float  # useful work still to do
-    attempt: int = 0
-    first_start_s: float | None = None
-    start_s: float = 0.0  # of the current attempt
-    overhead_s: float = 0.0  # restart overhead of the current attempt
-    milli: dict[str, int] = field(default_factory=dict)  # flavor -> milli-GPUs held now
-    gpus: float = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
-    attained_gpu_s: float = 0.0
-    served_s: float = 0.0  # inference: time running inside its window
-    # the scheduler's entities: the job itself, or one pod per worker when the profile
-    # binds pods one by one (`Profile.gang` False); their pending views, built at arrival
-    units: dict[str, JobSpec] = field(default_factory=dict)
-    held: set[str] = field(default_factory=set)  # units holding GPUs now
-    started: bool = False  # every unit holds its GPUs and the clock runs
+    __slots__ = (
+        "attained_gpu_s",
+        "attempt",
+        "first_start_s",
+        "gpus",
+        "held",
+        "milli",
+        "overhead_s",
+        "remaining_s",
+        "served_s",
+        "start_s",
+        "started",
+        "trace",
+        "units",
+    )
+
+    def __init__(self, trace: TraceJob, remaining_s: float) -> None:
+        self.trace = trace
+        self.remaining_s = remaining_s  # useful work still to do
+        self.attempt = 0
+        self.first_start_s: float | None = None
+        self.start_s = 0.0  # of the current attempt
+        self.overhead_s = 0.0  # restart overhead of the current attempt
+        self.milli: dict[str, int] = {}  # flavor -> milli-GPUs held now
+        self.gpus = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
+        self.attained_gpu_s = 0.0
+        self.served_s = 0.0  # inference: time running inside its window
+        # the scheduler's entities: the job itself, or one pod per worker when the profile
+        # binds pods one by one (`Profile.gang` False); their pending views, built at arrival
+        self.units: dict[str, JobSpec] = {}
+        self.held: set[str] = set()  # units holding GPUs now
+        self.started = False  # every unit holds its GPUs and the clock runs
 
 
 @dataclass(frozen=True)
@@ -282,9 +302,10 @@ class Simulation:
         self.state = State(cluster)
         self.start_s = start_s
         self.now_s = start_s
-        self._heap: list[tuple[float, int, int, str]] = []
+        self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
-        self.runs = {j.name: _Run(j, j.duration_s) for j in workload.jobs}
+        # job -> its life so far: running at the start (`initial`) or arrived since
+        self.runs: dict[str, _Run] = {}
         self.pending: dict[str, JobSpec] = {}
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
@@ -295,6 +316,7 @@ class Simulation:
         self.history = history
         self._history_at = history.at_s
         self._cycle_due: float | None = None
+        self._cycle_interval_s = config.cycle_interval_s
         self._last_cycle_s = -math.inf
         self.cycles = self.events = 0
         self.decide_s = 0.0
@@ -313,6 +335,7 @@ class Simulation:
         if initial or start_s or specs or history.at_s:
             self._check_live_inputs(initial)
         self.runs.update({r.trace.name: _Run(r.trace, r.remaining_s) for r in initial})
+        self._jobs = len(workload.jobs) + len(initial)
         if initial:
             # the recorder's span and entitled teams include the running jobs, from the start
             started = tuple(replace(r.trace, submit_s=start_s) for r in initial)
@@ -364,43 +387,68 @@ class Simulation:
 
     # -- the event queue ---------------------------------------------------------------
 
-    def _push(self, t: float, kind: int, payload: str) -> None:
+    def _push(self, t: float, kind: int, payload: object) -> None:
+        """Queue an event; the sequence number breaks ties, so payloads are never compared."""
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, payload))
 
     def _want_cycle(self) -> None:
-        t = max(self.now_s, self._last_cycle_s + self.config.cycle_interval_s)
-        if self._cycle_due is None or t < self._cycle_due:
+        t = self._last_cycle_s + self._cycle_interval_s
+        t = max(t, self.now_s)
+        due = self._cycle_due
+        if due is None or t < due:
             self._cycle_due = t
-            self._push(t, CYCLE, "")
+            self._seq += 1
+            heapq.heappush(self._heap, (t, CYCLE, self._seq, ""))
 
     def run(self) -> SimResult:
-        for job in self.workload.jobs:
-            self._push(job.submit_s, ARRIVAL, job.name)
+        # Arrivals are not pushed on the heap: they are already a sorted stream, merged
+        # with the heap at each step (arrival first when its (time, ARRIVAL) is smaller;
+        # among themselves, in workload order), so the heap holds only the events the run
+        # makes (about one per running job) and each pop is cheaper.
+        arrivals = self.workload.jobs  # sorted by arrival, then name
         self._schedule_failures()
         self._push(self.start_s, SAMPLE, "")
-        handlers: dict[int, Callable[[str], None]] = {
+        handlers: dict[int, Callable[[Any], None]] = {
             FINISH: self._finish,
             FAILURE: self._failure,
             RECLAIM: self._reclaim,
             REPAIR: self._repair,
             RELAYOUT: self._relayout,
-            ARRIVAL: self._arrive,
             CYCLE: self._cycle,
             SAMPLE: self._sample,
         }
-        horizon = self.config.horizon_s
-        while self._heap:
-            t, kind, _, payload = heapq.heappop(self._heap)
-            if horizon is not None and t > horizon:
-                break
-            if kind in (SAMPLE, FAILURE, RECLAIM) and not self._has_work():
-                continue  # nothing can change any more: these stop, and so does the run
-            self.now_s = t
-            self.events += 1
-            handlers[kind](payload)
-        end = self.now_s if horizon is None else horizon
-        self.metrics.close(end, self.runs)
+        horizon = math.inf if self.config.horizon_s is None else self.config.horizon_s
+        heap = self._heap
+        pop = heapq.heappop
+        arrive = self._arrive
+        upcoming = iter(arrivals)
+        job = next(upcoming, None)
+        next_s = math.inf if job is None else job.submit_s
+        with _collector_paused():
+            while True:
+                top = heap[0] if heap else None
+                if top is not None and (top[0] < next_s or (top[0] == next_s and top[1] < ARRIVAL)):
+                    t, kind, _, payload = pop(heap)
+                    if t > horizon:
+                        break
+                    if kind in (SAMPLE, FAILURE, RECLAIM) and not self._has_work():
+                        continue  # nothing can change any more: these stop, and so does the run
+                    self.now_s = t
+                    self.events += 1
+                    handlers[kind](payload)
+                elif job is not None:
+                    if next_s > horizon:
+                        break
+                    self.now_s = next_s
+                    self.events += 1
+                    arrive(job)
+                    job = next(upcoming, None)
+                    next_s = math.inf if job is None else job.submit_s
+                else:
+                    break
+        end = self.now_s if self.config.horizon_s is None else self.config.horizon_s
+        self.metrics.close(end, self._jobs)
         first = {n: r.first_start_s for n, r in self.runs.items() if r.first_start_s is not None}
         return SimResult(
             self.metrics.result(),
@@ -418,25 +466,28 @@ class Simulation:
 
     # -- arrivals, finishes --------------------------------------------------------------
 
-    def _arrive(self, name: str) -> None:
+    def _arrive(self, job: TraceJob) -> None:
         self._arrivals_left -= 1
-        run = self.runs[name]
-        spec = self.specs[name] if name in self.specs else self._spec_of(run.trace)
-        if self.gang or run.trace.workers == 1:
+        name = job.name
+        run = self.runs[name] = _Run(job, job.duration_s)
+        specs = self.specs
+        spec = specs[name] if specs and name in specs else self._spec_of(job)
+        if self.gang or job.workers == 1:
             run.units = {name: spec}
+            self.owner[name] = name
+            self.pending[name] = spec
         else:  # kube-scheduler without a gang plugin: each worker is a pod of its own
-            pods = [f"{name}/w{i}" for i in range(run.trace.workers)]
-            run.units = {p: spec.model_copy(update={"name": p, "workers": 1}) for p in pods}
-        for unit, unit_spec in run.units.items():
-            self.owner[unit] = name
-            self.pending[unit] = unit_spec
-        self.metrics.arrived(run.trace)
+            pods = [f"{name}/w{i}" for i in range(job.workers)]
+            run.units = {p: spec.replaced({"name": p, "workers": 1}) for p in pods}
+            for unit, unit_spec in run.units.items():
+                self.owner[unit] = name
+                self.pending[unit] = unit_spec
+        self.metrics.arrived(job)
         self._want_cycle()
 
-    def _finish(self, payload: str) -> None:
-        name, attempt = payload.rsplit("#", 1)
-        run = self.runs[name]
-        if not run.started or run.attempt != int(attempt):
+    def _finish(self, payload: tuple[_Run, int]) -> None:
+        run, attempt = payload
+        if not run.started or run.attempt != attempt:
             return  # stale: preempted or failed since
         gpus = run.gpus
         self._stop(run)
@@ -450,11 +501,12 @@ class Simulation:
 
     def _stop(self, run: _Run, *, released: frozenset[str] = frozenset()) -> None:
         """Release every unit of a job (except those the cycle already released)."""
-        for unit in sorted(run.held):
+        held = run.held
+        for unit in sorted(held) if len(held) > 1 else held:
             self.running.remove(unit)
             if unit not in released:
                 self.state.release_all(unit)
-        run.held.clear()
+        held.clear()
         if self._draining:
             self._check_drains()
         if run.started:
@@ -467,21 +519,24 @@ class Simulation:
         run.milli = {}
 
     def _account(self, team: str, milli: dict[str, int], sign: int) -> None:
+        for acc, m in milli.items():
+            self._account_one(team, acc, sign * m)
+
+    def _account_one(self, team: str, flavor: str, milli: int) -> None:
+        """The team's usage of one flavor changes by `milli` (the quota book's input)."""
         keeps = self._keeps_history
         if keeps:
             self._advance_history()
         usage = self.usage
-        held = self._held_gpus
-        for acc, m in milli.items():
-            key = (team, acc)
-            value = usage.get(key, 0) + sign * m
-            if value:
-                usage[key] = value
-                if keeps:
-                    held[key] = value / MILLI
-            else:
-                usage.pop(key, None)  # zero entries removed (as `_bump` does)
-                held.pop(key, None)
+        key = (team, flavor)
+        value = usage.get(key, 0) + milli
+        if value:
+            usage[key] = value
+            if keeps:
+                self._held_gpus[key] = value / MILLI
+        else:
+            usage.pop(key, None)  # zero entries removed (as `_bump` does)
+            self._held_gpus.pop(key, None)
 
     def _advance_history(self) -> None:
         if self._keeps_history and self.now_s > self._history_at:
@@ -610,7 +665,7 @@ class Simulation:
         spec = self.pending.pop(unit)
         milli = placements_milli(self.cluster, placements)
         run.milli[flavor] = run.milli.get(flavor, 0) + milli
-        self._account(run.trace.team, {flavor: milli}, +1)
+        self._account_one(run.trace.team, flavor, milli)
         self.metrics.allocated(self.now_s, run, milli / MILLI)
         run.held.add(unit)
         began_s = self.now_s if started_s is None else started_s
@@ -628,7 +683,7 @@ class Simulation:
             end = max(self.now_s, run.trace.submit_s + run.trace.duration_s)
         else:
             end = self.now_s + run.overhead_s + run.remaining_s
-        self._push(end, FINISH, f"{name}#{run.attempt}")
+        self._push(end, FINISH, (run, run.attempt))
 
     def _interrupt(
         self, name: str, *, notice_saves: bool, released: frozenset[str] = frozenset()
@@ -663,7 +718,7 @@ class Simulation:
             self.metrics.completed(run, self.now_s)
             return
         for unit, spec in run.units.items():
-            self.pending[unit] = spec.model_copy(update={"attained_gpu_s": run.attained_gpu_s})
+            self.pending[unit] = spec.replaced({"attained_gpu_s": run.attained_gpu_s})
         self._want_cycle()
 
     # -- failures and spot ---------------------------------------------------------------
@@ -722,6 +777,25 @@ class Simulation:
     def _sample(self, _: str) -> None:
         self.metrics.sample(self.now_s, self.state, self.pending.values(), self._started)
         self._push(self.now_s + self.config.sample_interval_s, SAMPLE, "")
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the event loop, back on after.
+
+    The loop makes no reference cycles (tests/sim/test_engine.py checks it), so the
+    collector would find nothing: it would only walk the run's long-lived objects
+    (jobs, specs, records) again and again, about a tenth of a large run's time.
+    Objects are still freed as their last reference goes.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _on_gpu(slice_id: str, key: str) -> bool:

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.cluster import Cluster, State
 from gpufleet.sim.workload import TraceJob, Workload
@@ -47,9 +47,11 @@ from gpufleet.specs.teams import TeamsSpec
 if TYPE_CHECKING:
     from gpufleet.sim.engine import _Run
 
+FloatArray = npt.NDArray[np.float64]
 
-def percentiles(values: Iterable[float]) -> dict[str, float | None]:
-    arr = np.fromiter(values, dtype=float)
+
+def percentiles(values: Iterable[float] | FloatArray) -> dict[str, float | None]:
+    arr = values if isinstance(values, np.ndarray) else np.fromiter(values, dtype=float)
     if arr.size == 0:
         return {"p50": None, "p95": None, "p99": None}
     p50, p95, p99 = np.percentile(arr, [50, 95, 99])
@@ -263,19 +265,23 @@ class MetricsRecorder:
             )
         )
 
-    def close(self, end_s: float, runs: Mapping[str, _Run]) -> None:
+    def close(self, end_s: float, jobs: int) -> None:
+        """The run ended at `end_s` with `jobs` jobs in all (completed or not)."""
         self.end_s = max(end_s, self.start_s)
         for area in (self.alloc, self.busy, self.declared, self.down, *self.team_alloc.values()):
             area.move(self.end_s, 0.0)
-        self.unfinished = len(runs) - len(self.completed_runs)
+        self.unfinished = jobs - len(self.completed_runs)
 
     # -- result --------------------------------------------------------------------------
 
     def result(self) -> SimMetrics:
         span = self.end_s - self.start_s
         cap_area = self.capacity_gpus * span
-        waits = [w for _, w, _ in self.completed_runs]
-        jcts = [c for _, _, c in self.completed_runs]
+        runs = self.completed_runs
+        waits = [w for _, w, _ in runs]
+        jcts = [c for _, _, c in runs]
+        wait_arr = np.array(waits, dtype=float)
+        jct_arr = np.array(jcts, dtype=float)
         held_gpu_s = self.alloc.area
         team_used = {t: a.area for t, a in self.team_alloc.items()}
         used_total = sum(team_used.values())
@@ -296,8 +302,8 @@ class MetricsRecorder:
             busy_utilization=self.busy.area / cap_area if self.declared.area and cap_area else None,
             busy_declared_share=self.declared.area / held_gpu_s if held_gpu_s else None,
             goodput_ratio=min(1.0, self.useful_gpu_s / held_gpu_s) if held_gpu_s else None,
-            wait_s=percentiles(waits),
-            jct_s=percentiles(jcts),
+            wait_s=percentiles(wait_arr),
+            jct_s=percentiles(jct_arr),
             jain_fairness=jain(shares) if len(shares) > 1 else (1.0 if shares else None),
             slo_attainment=(
                 self.inference_served_s / self.inference_wanted_s
@@ -317,30 +323,33 @@ class MetricsRecorder:
             relayout_proposals=self.relayouts,
             relayouts_applied=self.relayouts_applied,
             duration_s=span,
-            per_team=self._grouped(attrgetter("team"), team_used),
-            per_kind=self._grouped(attrgetter("kind"), None),
+            per_team=self._grouped([j.team for j, _, _ in runs], wait_arr, jct_arr, team_used),
+            per_kind=self._grouped([j.kind for j, _, _ in runs], wait_arr, jct_arr, None),
             samples=tuple(self.samples),
             waits=tuple(waits),
             jcts=tuple(jcts),
         )
 
-    def _grouped(self, key: Any, used: Mapping[str, float] | None) -> dict[str, dict[str, Any]]:
-        groups: dict[str, tuple[list[float], list[float]]] = {}  # name -> waits, JCTs
-        for job, w, c in self.completed_runs:
-            name = key(job)
-            rows = groups.get(name)
-            if rows is None:
-                rows = groups[name] = ([], [])
-            rows[0].append(w)
-            rows[1].append(c)
-        names = set(groups) | set(used or {})
+    def _grouped(
+        self,
+        labels: list[str],
+        waits: FloatArray,
+        jcts: FloatArray,
+        used: Mapping[str, float] | None,
+    ) -> dict[str, dict[str, Any]]:
+        """Per label (a completed job's team or kind): jobs, wait and JCT percentiles; and,
+        with `used`, GPU-hours and the entitled share (teams that ran but completed none
+        included). `labels[i]` belongs to `waits[i]` and `jcts[i]`."""
+        names = sorted(set(labels) | set(used or {}))
+        code = {name: i for i, name in enumerate(names)}
+        codes = np.fromiter((code[x] for x in labels), dtype=np.intp, count=len(labels))
         out: dict[str, dict[str, Any]] = {}
-        for name in sorted(names):
-            waits, jcts = groups.get(name, ([], []))
+        for i, name in enumerate(names):
+            mine = codes == i
             entry: dict[str, Any] = {
-                "jobs_completed": len(waits),
-                "wait_s": percentiles(waits),
-                "jct_s": percentiles(jcts),
+                "jobs_completed": int(np.count_nonzero(mine)),
+                "wait_s": percentiles(waits[mine]),
+                "jct_s": percentiles(jcts[mine]),
             }
             if used is not None:
                 entry["gpu_hours"] = used.get(name, 0.0) / 3600
