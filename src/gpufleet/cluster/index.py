@@ -92,6 +92,11 @@ class BucketIndex:
         for value in values[bisect_left(values, k) :]:
             yield value, len(buckets[value])
 
+    def total(self) -> int:
+        """Sum of every id's value: O(distinct values)."""
+        buckets = self._buckets
+        return sum([v * len(buckets[v]) for v in self._values])
+
     def max_value(self, default: int = 0) -> int:
         """The largest value any id holds (`default` when empty): O(1)."""
         values = self._values

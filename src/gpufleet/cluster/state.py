@@ -127,26 +127,53 @@ class Usage:
     milli: Mapping[str, int]  # accelerator -> thousandths of a GPU held as fractions
 
 
+class _Parts:
+    """A job's MIG slices and GPU shares, and their counts per profile and accelerator."""
+
+    __slots__ = ("n_milli", "n_slices", "shares", "slices")
+
+    def __init__(self) -> None:
+        self.slices: set[int] = set()
+        self.shares: dict[int, int] = {}  # GPU -> thousandths held as a share
+        self.n_slices: dict[tuple[str, str], int] = {}
+        self.n_milli: dict[str, int] = {}
+
+    def empty(self) -> bool:
+        return not (self.slices or self.shares)
+
+
+_NO_PARTS = _Parts()  # what a job holding whole GPUs alone reads (never written: see `parts`)
+
+
 class _Held:
     """One job's holdings and running totals (totals make `usage_by` O(jobs)).
 
     Whole GPUs are kept per node as a bitmask of GPU indices (`nodes`): a move of a
     node's GPUs is a few integer operations whatever their number, and a release needs
-    no grouping by node.
+    no grouping by node. Slices and shares live apart (`parts`), made when a job first
+    takes one: most jobs hold whole GPUs alone, and a simulator makes one per job.
     """
 
-    __slots__ = ("milli", "n_gpus", "n_milli", "n_slices", "nodes", "shares", "slices")
+    __slots__ = ("_parts", "n_gpus", "nodes")
 
     def __init__(self) -> None:
         self.nodes: dict[int, int] = {}  # node -> bitmask of the whole GPUs held there
-        self.slices: set[int] = set()
-        self.shares: dict[int, int] = {}
         self.n_gpus: dict[str, int] = {}
-        self.n_slices: dict[tuple[str, str], int] = {}
-        self.n_milli: dict[str, int] = {}
+        self._parts: _Parts | None = None
+
+    @property
+    def parts(self) -> _Parts:
+        """Slices and shares, to read (empty for a job that holds none)."""
+        return _NO_PARTS if self._parts is None else self._parts
+
+    def own_parts(self) -> _Parts:
+        """Slices and shares, to change."""
+        if self._parts is None:
+            self._parts = _Parts()
+        return self._parts
 
     def empty(self) -> bool:
-        return not (self.nodes or self.slices or self.shares)
+        return not self.nodes and (self._parts is None or self._parts.empty())
 
 
 def _bump(counter: dict[Any, int], key: Any, delta: int) -> None:
@@ -274,8 +301,10 @@ class StateView(ABC):
         return _mask_ids(s._node_mask[s._cluster.node_index(node)])
 
     def free_total(self, accelerator: str) -> int:
-        """Free whole GPUs of one accelerator in the cluster: O(1)."""
-        return self._core()._free_total.get(accelerator, 0)
+        """Free whole GPUs of one accelerator in the cluster: O(distinct free counts), read
+        off the node index's bucket sizes (nothing to keep in step at every move)."""
+        index = self._core()._node_index.get(accelerator)
+        return 0 if index is None else index.total()
 
     def nodes_with_free(self, accelerator: str, at_least: int = 1) -> Iterator[str]:
         """Nodes of `accelerator` with >= `at_least` free whole GPUs, tightest first.
@@ -513,8 +542,8 @@ class StateView(ABC):
                 for n, mask in sorted(held.nodes.items())
                 for g in _mask_ids(mask)
             ),
-            tuple(c.slice_name(i) for i in sorted(held.slices)),
-            tuple((*c.gpu_ref(g), m) for g, m in sorted(held.shares.items())),
+            tuple(c.slice_name(i) for i in sorted(held.parts.slices)),
+            tuple((*c.gpu_ref(g), m) for g, m in sorted(held.parts.shares.items())),
         )
 
     def jobs_on(self, node: str) -> tuple[str, ...]:
@@ -539,8 +568,8 @@ class StateView(ABC):
             return Usage(MappingProxyType({}), MappingProxyType({}), MappingProxyType({}))
         return Usage(
             MappingProxyType(dict(held.n_gpus)),
-            MappingProxyType(dict(held.n_slices)),
-            MappingProxyType(dict(held.n_milli)),
+            MappingProxyType(dict(held.parts.n_slices)),
+            MappingProxyType(dict(held.parts.n_milli)),
         )
 
     def usage_by(self, key: Callable[[str], K]) -> dict[K, Usage]:
@@ -552,9 +581,10 @@ class StateView(ABC):
             gpus, slices, milli = sums.setdefault(key(job), ({}, {}, {}))
             for acc, n in held.n_gpus.items():
                 gpus[acc] = gpus.get(acc, 0) + n
-            for ap, n in held.n_slices.items():
+            parts = held.parts
+            for ap, n in parts.n_slices.items():
                 slices[ap] = slices.get(ap, 0) + n
-            for acc, n in held.n_milli.items():
+            for acc, n in parts.n_milli.items():
                 milli[acc] = milli.get(acc, 0) + n
         return {
             k: Usage(MappingProxyType(g), MappingProxyType(sl), MappingProxyType(m))
@@ -596,19 +626,20 @@ class State(StateView):
         "_dom_index",
         "_frac_index",
         "_free_epoch",
-        "_free_total",
         "_gpu_frac",
         "_group_dirty",
         "_group_filed",
         "_group_syncs",
         "_held_on",
         "_jobs",
+        "_node_acc",
         "_node_doms",
         "_node_frac",
         "_node_free",
         "_node_idx_of",
         "_node_index",
         "_node_mask",
+        "_node_size",
         "_shares",
         "_slice_free",
         "_slice_holder",
@@ -642,7 +673,6 @@ class State(StateView):
         # whole-GPU free counts: per node (count + bitmask), per group aggregate, per domain
         self._node_free: list[int] = []
         self._node_mask: list[int] = []
-        self._free_total: dict[str, int] = {}
         for n, node in enumerate(nodes):
             mask = 0
             for g in range(node.gpus):
@@ -650,9 +680,8 @@ class State(StateView):
                     mask |= 1 << g
             self._node_mask.append(mask)
             self._node_free.append(mask.bit_count())
-            self._free_total[node.accelerator] = (
-                self._free_total.get(node.accelerator, 0) + mask.bit_count()
-            )
+        self._node_acc: list[str] = t.node_acc
+        self._node_size: list[int] = [node.gpus for node in nodes]
         self._agg_free: list[int] = [0] * len(t.agg_level)
         for n in range(len(nodes)):
             for a in t.node_aggs[n]:
@@ -785,7 +814,8 @@ class State(StateView):
 
     def allocate(self, job: str, *claims: Claim) -> None:
         """Give `job` everything in `claims`, all or nothing (a gang never half-lands)."""
-        self._writable(None)
+        if self._branches:
+            self._writable(None)
         self._apply(job, claims, release=False)
 
     def release(self, job: str, *claims: Claim) -> None:
@@ -803,7 +833,8 @@ class State(StateView):
     def release_all(self, job: str) -> None:
         """`release_job` without building the `Holdings` it returns: the simulator's
         commonest move (a job finishes) and what-ifs' (a victim is taken out)."""
-        self._writable(None)
+        if self._branches:
+            self._writable(None)
         self._release_all(job)
 
     def branch(self) -> Branch:
@@ -842,15 +873,17 @@ class State(StateView):
         if h is None:
             return
         log: list[_Record] = []
-        for n, bits in sorted(h.nodes.items()):
+        nodes = h.nodes
+        for n, bits in sorted(nodes.items()) if len(nodes) > 1 else tuple(nodes.items()):
             self._give_whole(job, n, bits)
             log.append((_GIVE_WHOLE, job, n, bits))
-        if h.slices:
-            for sid in sorted(h.slices):
+        parts = h.parts
+        if parts.slices:
+            for sid in sorted(parts.slices):
                 self._give_slice(job, sid)
                 log.append((_GIVE_SLICE, job, sid, None))
-        if h.shares:
-            for g, m in sorted(h.shares.items()):
+        if parts.shares:
+            for g, m in sorted(parts.shares.items()):
                 self._sub_share(job, g, m)
                 log.append((_SUB_SHARE, job, g, m))
         if self._branches:
@@ -906,12 +939,11 @@ class State(StateView):
         test against the node's free mask or the job's mask there; the slow path
         (`_gpus_of` and the per-GPU checks) only runs to word the error when this says no.
         """
-        t = self._cluster.tables
-        n = t.node_by_name.get(claim.node)
+        n = self._cluster.tables.node_by_name.get(claim.node)
         gpus = claim.gpus
         if n is None or not _INT.issuperset(map(type, gpus)):
             return None  # (exact type: a bool or a float index is refused)
-        bits = _gpu_bits(gpus, t.gpu_base[n + 1] - t.gpu_base[n])
+        bits = _gpu_bits(gpus, self._node_size[n])
         if bits <= 0:
             return None  # none, repeated, or out of range
         have = self._node_mask[n] if job is None else self._held_on[n].get(job, 0)
@@ -1062,18 +1094,17 @@ class State(StateView):
         free (-1) as whole GPUs."""
         if delta > 0:
             self._free_epoch = next(_FREE_EPOCHS)
-            self._node_mask[n] |= bits
+            mask = self._node_mask[n] | bits
         else:
-            self._node_mask[n] &= ~bits
-        k = delta * bits.bit_count()
+            mask = self._node_mask[n] & ~bits
+        self._node_mask[n] = mask
         before = self._node_free[n]
-        self._node_free[n] = before + k
-        self._node_idx_of[n].move(n, before, before + k)
+        after = self._node_free[n] = mask.bit_count()
+        self._node_idx_of[n].move(n, before, after)
         for dirty in self._group_dirty:  # groups catch up when read (`_sync_level`)
             dirty.add(n)
         if self._node_doms[n]:
             self._domains_changed(n, bits, delta, before)
-        self._free_total[self._cluster.tables.node_acc[n]] += k
 
     def _domains_changed(self, n: int, bits: int, delta: int, before: int) -> None:
         """`_whole_changed` for the domains of a node that is not one domain by itself."""
@@ -1103,14 +1134,15 @@ class State(StateView):
         held_on = self._held_on[n]
         held_on[job] = held_on.get(job, 0) | bits
         self._whole_mask[n] |= bits
-        acc = self._cluster.tables.node_acc[n]
+        acc = self._node_acc[n]
         if self._node_frac[n]:  # its GPUs that are not MIG take fractions: these close
             self._fractions_closed(n, bits, acc, True)
         self._whole_changed(n, bits, -1)
         held = self._jobs.get(job)
         if held is None:
             held = self._jobs[job] = _Held()
-        held.nodes[n] = held.nodes.get(n, 0) | bits
+        nodes = held.nodes
+        nodes[n] = nodes.get(n, 0) | bits
         counts = held.n_gpus
         counts[acc] = counts.get(acc, 0) + bits.bit_count()
 
@@ -1122,18 +1154,24 @@ class State(StateView):
         else:
             del held_on[job]
         self._whole_mask[n] &= ~bits
-        acc = self._cluster.tables.node_acc[n]
+        acc = self._node_acc[n]
         if self._node_frac[n]:
             self._fractions_closed(n, bits, acc, False)
         self._whole_changed(n, bits, +1)
         held = self._jobs[job]
-        left = held.nodes[n] & ~bits
+        nodes = held.nodes
+        left = nodes[n] & ~bits
         if left:
-            held.nodes[n] = left
+            nodes[n] = left
         else:
-            del held.nodes[n]
-        _bump(held.n_gpus, acc, -bits.bit_count())
-        if not (held.nodes or held.slices or held.shares):
+            del nodes[n]
+        counts = held.n_gpus
+        count = counts[acc] - bits.bit_count()
+        if count:
+            counts[acc] = count
+        else:
+            del counts[acc]  # zero entries removed (as `_bump` does)
+        if not nodes and held.empty():
             del self._jobs[job]
 
     def _fractions_closed(self, n: int, bits: int, acc: str, closed: bool) -> None:
@@ -1153,16 +1191,17 @@ class State(StateView):
     def _take_slice(self, job: str, sid: int) -> None:
         self._slice_holder[sid] = job
         self._slice_set_of[sid].remove(sid)
-        held = self._held(job)
-        held.slices.add(sid)
-        _bump(held.n_slices, self._slice_key(sid), 1)
+        parts = self._held(job).own_parts()
+        parts.slices.add(sid)
+        _bump(parts.n_slices, self._slice_key(sid), 1)
 
     def _give_slice(self, job: str, sid: int) -> None:
         self._slice_holder[sid] = None
         self._slice_set_of[sid].add(sid)
         held = self._jobs[job]
-        held.slices.discard(sid)
-        _bump(held.n_slices, self._slice_key(sid), -1)
+        parts = held.own_parts()
+        parts.slices.discard(sid)
+        _bump(parts.n_slices, self._slice_key(sid), -1)
         self._forget_if_empty(job, held)
 
     def _add_share(self, job: str, g: int, milli: int) -> None:
@@ -1177,9 +1216,9 @@ class State(StateView):
         self._frac_index[acc].move(g, MILLI - before, MILLI - before - milli)
         if before == 0:
             self._whole_changed(t.gpu_node[g], 1 << t.gpu_local[g], -1)
-        held = self._held(job)
-        _bump(held.shares, g, milli)
-        _bump(held.n_milli, acc, milli)
+        parts = self._held(job).own_parts()
+        _bump(parts.shares, g, milli)
+        _bump(parts.n_milli, acc, milli)
 
     def _sub_share(self, job: str, g: int, milli: int) -> None:
         t = self._cluster.tables
@@ -1196,8 +1235,9 @@ class State(StateView):
         if after == 0:
             self._whole_changed(t.gpu_node[g], 1 << t.gpu_local[g], +1)
         held = self._jobs[job]
-        _bump(held.shares, g, -milli)
-        _bump(held.n_milli, acc, -milli)
+        parts = held.own_parts()
+        _bump(parts.shares, g, -milli)
+        _bump(parts.n_milli, acc, -milli)
         self._forget_if_empty(job, held)
 
 
@@ -1253,8 +1293,11 @@ class Branch(StateView):
         return len(self._log)
 
     def allocate(self, job: str, *claims: Claim) -> None:
-        self._state._writable(self)
-        self._state._apply(job, claims, release=False)
+        state = self._state
+        branches = state._branches
+        if not branches or branches[-1] is not self:  # not the innermost open branch
+            state._writable(self)
+        state._apply(job, claims, release=False)
 
     def release(self, job: str, *claims: Claim) -> None:
         self._state._writable(self)

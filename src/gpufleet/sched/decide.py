@@ -37,7 +37,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import cast, overload
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, cast, overload
 
 from gpufleet.cluster import (
     MILLI,
@@ -82,6 +84,12 @@ def _what_if(view: StateView) -> Branch:
 
 
 _BRANCHABLE = frozenset({State, Branch})
+_NOTHING: Mapping[str, Any] = MappingProxyType({})  # an empty, shared decision field
+
+
+def _no_share(team: str) -> float:
+    """`OrderContext.share` for an order that never reads it (`QueueOrder.uses_share`)."""
+    return 0.0
 
 
 def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
@@ -141,18 +149,25 @@ def _load(
 class _Cycle:
     """Phases 3 and 4 for one job at a time, accumulating decisions and timings."""
 
+    # what most cycles never change, as class defaults (an instance sets its own when it does)
+    waiting = 0  # jobs left pending so far: "N jobs ahead of you"
+    # backfill: the reservation (running jobs' expected ends are read only to seek one)
+    reservation: backfill.Reservation | None = None
+    reservation_tried = False
+    blocker: str | None = None  # strict FIFO: the job blocking everyone
+    _reserved_now = False
+
     def __init__(
         self,
         b: Branch,
         book: QuotaBook,
         plugins: Resolved,
         timings: dict[str, float],
-        pctx: preempt.PreemptContext,
+        context: tuple[Collection[JobSpec], Mapping[str, int], TeamsSpec, float],
     ) -> None:
-        self.b, self.book, self.plugins, self.timings, self.pctx = b, book, plugins, timings, pctx
+        self.b, self.book, self.plugins, self.timings = b, book, plugins, timings
         self.placement = plugins.placement
-        self.now_s = pctx.now_s
-        self.priority = pctx.priority
+        self.running, self.priority, self.teams, self.now_s = context
         # end of the last timed stretch: each clock reading closes one phase's stretch and
         # opens the next (order, nominate, place), so a job costs three readings
         self.mark = 0.0
@@ -161,15 +176,8 @@ class _Cycle:
         self.flavors: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
         self.considered: list[str] = []  # pending jobs in the order they were looked at
-        self.waiting = 0
-        # backfill: the reservation, and the expected ends of jobs admitted in this cycle
-        # (those of running jobs are read only when a reservation is sought)
-        self.reservation: backfill.Reservation | None = None
-        self.reservation_tried = False
-        self.ends: list[tuple[float, str]] = []
-        # strict FIFO: the job blocking everyone, and per team the job blocking its team
-        self.blocker: str | None = None
-        self.team_blocker: dict[str, str] = {}
+        self.ends: list[tuple[float, str]] = []  # expected ends of jobs admitted in this cycle
+        self.team_blocker: dict[str, str] = {}  # strict FIFO: per team the job blocking it
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, Sequence[Request]] = {}
         self._shapes = b.cluster.derived(_RequestShapes)
@@ -178,7 +186,19 @@ class _Cycle:
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
         self._why: list[str] = []
-        self._reserved_now = False
+
+    @cached_property
+    def pctx(self) -> preempt.PreemptContext:
+        """What preemption plugins read; built when first needed (most cycles evict none)."""
+        b = self.b
+        return preempt.PreemptContext(
+            running=self.running,
+            priority=self.priority,
+            teams=self.teams,
+            held_milli=lambda name: usage_milli(b.usage(name)),
+            book=self.book,
+            now_s=self.now_s,
+        )
 
     def requests(self, job: JobSpec) -> Sequence[Request]:
         found = self._requests.get(job.name)
@@ -368,7 +388,7 @@ class _Cycle:
     def running_ends(self) -> list[tuple[float, str]]:
         """Expected ends of the jobs running at the start of the cycle, then of those admitted."""
         out = []
-        for job in self.pctx.running:
+        for job in self.running:
             end = backfill.expected_end_s(job)
             if end is not None:
                 out.append((end, job.name))
@@ -402,16 +422,18 @@ class _Cycle:
     def _admit(
         self, job: JobSpec, req: Request, need: int, placements: tuple[Placement, ...]
     ) -> None:
+        name = job.name
         if len(placements) == 1:
-            self.b.allocate(job.name, *placements[0].claims())
+            self.b.allocate(name, *placements[0].claims())
         else:  # all workers or nothing: allocate is atomic
-            self.b.allocate(job.name, *[c for p in placements for c in p.claims()])
-        self.book.add(job.team, req.accelerator, need)
-        self.admitted[job.name] = placements
-        self.flavors[job.name] = req.accelerator
-        runtime = backfill.expected_runtime_s(job)
+            self.b.allocate(name, *[c for p in placements for c in p.claims()])
+        flavor = req.accelerator
+        self.book.add(job.team, flavor, need)
+        self.admitted[name] = placements
+        self.flavors[name] = flavor
+        runtime = job.runtime_estimate_s or job.max_runtime_s  # backfill.expected_runtime_s
         if runtime is not None:
-            self.ends.append((self.now_s + runtime, job.name))
+            self.ends.append((self.now_s + runtime, name))
 
     def _preempt_for(
         self, job: JobSpec, targets: list[tuple[Request, int, int]], why: list[str]
@@ -436,7 +458,7 @@ class _Cycle:
                 # A search that failed fails again until the state changes (any allocation,
                 # release or eviction bumps its version): a full cluster with a long queue
                 # must not repeat the same hopeless search for every job of the same shape.
-                mine = self.pctx.priority.get(job.name, 0)
+                mine = self.priority.get(job.name, 0)
                 where = (job.topology.required, job.spot_ok)
                 key = (plugin.name, mine, job.team, req, need, owed, where)
                 failed = self._no_victims.get(key)
@@ -540,24 +562,20 @@ def decide(
         timings["snapshot"] = t1 - t0
         index = team_index(teams)
         priority = _priorities(pending, index)
+        order = plugins.queue_order
         ctx = OrderContext(
             priority,
             now_s,
-            _dominant_share(cluster, book, history, now_s, index),
+            # an order that says it never reads shares gets the context's default
+            _dominant_share(cluster, book, history, now_s, index)
+            if order.uses_share
+            else _no_share,
             cluster_gpus=cluster.gpu_count,
             max_priority=index.max_priority,
         )
-        pctx = preempt.PreemptContext(
-            running=running,
-            priority=priority,
-            teams=teams,
-            held_milli=lambda name: usage_milli(b.usage(name)),
-            book=book,
-            now_s=now_s,
-        )
         plugins = _observed(plugins, pending, cluster)
-        cyc = _Cycle(b, book, plugins, timings, pctx)
-        queue = iter(plugins.queue_order.order(pending, ctx))  # 2. order, lazily
+        cyc = _Cycle(b, book, plugins, timings, (running, priority, teams, now_s))
+        queue = iter(order.order(pending, ctx))  # 2. order, lazily
         cyc.mark = clock()
         timings["order"] = cyc.mark - t1
         deferred: list[JobSpec] = []  # would borrow: after every job within its guarantee
@@ -586,8 +604,8 @@ def decide(
     decisions = Decisions(
         admitted=cyc.admitted,
         preempted=cyc.preempted,
-        reserved={reserved.job: reserved.placements} if reserved else {},
-        reserved_start_s={reserved.job: reserved.start_s} if reserved else {},
+        reserved={reserved.job: reserved.placements} if reserved else _NOTHING,
+        reserved_start_s={reserved.job: reserved.start_s} if reserved else _NOTHING,
         pending_reasons=cyc.reasons,
         flavors=cyc.flavors,
         relayouts=relayouts,
@@ -722,7 +740,7 @@ def _relayouts(b: Branch, cyc: _Cycle, now_s: float) -> tuple[Relayout, ...]:
     """Re-layout proposals for the slice requests that found no free slice this cycle."""
     if not cyc.unplaced_slices:
         return ()
-    ends: dict[str, float | None] = {j.name: backfill.expected_end_s(j) for j in cyc.pctx.running}
+    ends: dict[str, float | None] = {j.name: backfill.expected_end_s(j) for j in cyc.running}
     ends.update({name: end for end, name in cyc.ends})  # admitted in this cycle
     return relayout.propose(b, cyc.unplaced_slices, ends, now_s)
 

@@ -166,7 +166,8 @@ class TopologyBestFit:
     @staticmethod
     def _excluded(info: _ClusterInfo, job: JobSpec, acc: str) -> frozenset[str]:
         """Nodes of `acc` that `filter_node` turns away for this job (spot, unless spot_ok)."""
-        return _NO_NODES if job.spot_ok else info.spot_set.get(acc, _NO_NODES)
+        spot = info.spot_set.get(acc, _NO_NODES)
+        return _NO_NODES if not spot or job.spot_ok else spot
 
     @staticmethod
     def _take(
@@ -196,22 +197,22 @@ class TopologyBestFit:
     def _fit(
         self,
         view: StateView,
-        nodes: Iterable[str],
+        nodes: tuple[str, ...],
         workers: int,
         per: int,
         excluded: frozenset[str] = _NO_NODES,
     ) -> tuple[Placement, ...] | None:
-        """Best fit of `workers` × `per` GPUs onto `nodes`, tightest node first; None if short."""
-        index = view.cluster.tables.node_by_name
-        names = nodes if isinstance(nodes, tuple) else tuple(nodes)
-        cands = sorted(
-            (free, index[name], name)
-            for free, name in zip(view.free_gpus_of(names), names, strict=True)
-            if free >= per and name not in excluded
-        )
-        if sum([free // per for free, _, _ in cands]) < workers:
+        """Best fit of `workers` × `per` GPUs onto `nodes` (a group's or a domain's members,
+        in cluster order), tightest node first, ties in cluster order; None if short."""
+        free = view.free_gpus_of(nodes)
+        if excluded:
+            cands = [i for i, f in enumerate(free) if f >= per and nodes[i] not in excluded]
+        else:
+            cands = [i for i, f in enumerate(free) if f >= per]
+        cands.sort(key=free.__getitem__)  # stable: equal counts stay in cluster order
+        if sum([free[i] // per for i in cands]) < workers:
             return None
-        return self._take(view, (name for _, _, name in cands), workers, per)
+        return self._take(view, [nodes[i] for i in cands], workers, per)
 
     def _room(
         self, view: StateView, info: _ClusterInfo, acc: str, per: int, excluded: frozenset[str]

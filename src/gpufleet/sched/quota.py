@@ -202,7 +202,12 @@ class QuotaBook:
         return Status("wait", f"{why} (this job needs {gpus_text(need)})", QUOTA)
 
     def add(self, team: str, flavor: str, milli: int) -> None:
-        self.changes[team] = self.changes.get(team, 0) + 1
-        self.used[(team, flavor)] = self.used.get((team, flavor), 0) + milli
-        self._pool.clear()
-        self._limit.clear()
+        changes = self.changes
+        changes[team] = changes.get(team, 0) + 1
+        key = (team, flavor)
+        used = self.used
+        used[key] = used.get(key, 0) + milli
+        if self._pool:
+            self._pool.clear()
+        if self._limit:
+            self._limit.clear()

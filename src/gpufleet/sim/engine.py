@@ -231,40 +231,31 @@ class InitialRun:
 
 class _Run:
     """One job's life in the simulation (mutable, private to the engine; one per job, so
-    slotted and built without dataclass machinery)."""
+    the fields that start the same for every job are class defaults, set per job only
+    once they change)."""
 
-    __slots__ = (
-        "attained_gpu_s",
-        "attempt",
-        "first_start_s",
-        "gpus",
-        "held",
-        "milli",
-        "overhead_s",
-        "remaining_s",
-        "served_s",
-        "start_s",
-        "started",
-        "trace",
-        "units",
-    )
+    attempt = 0
+    first_start_s: float | None = None
+    start_s = 0.0  # of the current attempt
+    overhead_s = 0.0  # restart overhead of the current attempt
+    gpus = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
+    attained_gpu_s = 0.0
+    served_s = 0.0  # inference: time running inside its window
+    started = False  # every unit holds its GPUs and the clock runs
 
     def __init__(self, trace: TraceJob, remaining_s: float) -> None:
         self.trace = trace
         self.remaining_s = remaining_s  # useful work still to do
-        self.attempt = 0
-        self.first_start_s: float | None = None
-        self.start_s = 0.0  # of the current attempt
-        self.overhead_s = 0.0  # restart overhead of the current attempt
         self.milli: dict[str, int] = {}  # flavor -> milli-GPUs held now
-        self.gpus = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
-        self.attained_gpu_s = 0.0
-        self.served_s = 0.0  # inference: time running inside its window
         # the scheduler's entities: the job itself, or one pod per worker when the profile
         # binds pods one by one (`Profile.gang` False); their pending views, built at arrival
         self.units: dict[str, JobSpec] = {}
         self.held: set[str] = set()  # units holding GPUs now
-        self.started = False  # every unit holds its GPUs and the clock runs
+
+    def spend(self) -> None:
+        """It completed and never runs again: its pending specs and containers go (a long
+        run would keep them all alive otherwise, for nothing but the collector to walk)."""
+        del self.units, self.held, self.milli
 
 
 @dataclass(frozen=True)
@@ -317,6 +308,7 @@ class Simulation:
         self._history_at = history.at_s
         self._cycle_due: float | None = None
         self._cycle_interval_s = config.cycle_interval_s
+        self._restart_overhead_s = config.restart_overhead_s
         self._last_cycle_s = -math.inf
         self.cycles = self.events = 0
         self.decide_s = 0.0
@@ -493,10 +485,11 @@ class Simulation:
         self._stop(run)
         if run.trace.kind == "inference":
             run.served_s += self.now_s - run.start_s
-        else:
+        elif run.overhead_s:
             self.metrics.lost(gpus * run.overhead_s)  # the restart it paid did no work
         run.remaining_s = 0.0
         self.metrics.completed(run, self.now_s)
+        run.spend()
         self._want_cycle()
 
     def _stop(self, run: _Run, *, released: frozenset[str] = frozenset()) -> None:
@@ -509,20 +502,19 @@ class Simulation:
         held.clear()
         if self._draining:
             self._check_drains()
+        milli = run.milli
+        team = run.trace.team
+        for flavor, m in milli.items():
+            self._account(team, flavor, -m)
+        now = self.now_s
+        self.metrics.released(now, run, sum(milli.values()) / MILLI)
         if run.started:
             self._started -= 1
-        self._account(run.trace.team, run.milli, -1)
-        self.metrics.released(self.now_s, run, sum(run.milli.values()) / MILLI)
-        if run.started:
-            run.attained_gpu_s += run.gpus * (self.now_s - run.start_s)
-        run.started = False
-        run.milli = {}
+            run.attained_gpu_s += run.gpus * (now - run.start_s)
+            run.started = False
+        milli.clear()
 
-    def _account(self, team: str, milli: dict[str, int], sign: int) -> None:
-        for acc, m in milli.items():
-            self._account_one(team, acc, sign * m)
-
-    def _account_one(self, team: str, flavor: str, milli: int) -> None:
+    def _account(self, team: str, flavor: str, milli: int) -> None:
         """The team's usage of one flavor changes by `milli` (the quota book's input)."""
         keeps = self._keeps_history
         if keeps:
@@ -572,14 +564,24 @@ class Simulation:
         self._apply(d)
 
     def _apply(self, d: Decisions) -> None:
+        if d.preempted:
+            self._evict(d.preempted)
+        flavors = d.flavors
+        for unit, placements in d.admitted.items():
+            self._start(unit, placements, flavors[unit])
+        if d.relayouts:
+            self._recut(d)
+
+    def _evict(self, victims: Mapping[str, str]) -> None:
         interrupted: dict[str, set[str]] = {}  # job -> its units the cycle released
-        for victim in d.preempted:
+        for victim in victims:
             interrupted.setdefault(self.owner[victim], set()).add(victim)
         for job, units in interrupted.items():
             self.metrics.preempted()
             self._interrupt(job, notice_saves=False, released=frozenset(units))
-        for unit, placements in d.admitted.items():
-            self._start(unit, placements, d.flavors[unit])
+
+    def _recut(self, d: Decisions) -> None:
+        """MIG re-layouts the cycle proposed: counted, and applied when the config says so."""
         self.metrics.relayouts += len(d.relayouts)
         if self.config.relayout_s is not None:
             for r in d.relayouts:
@@ -660,30 +662,34 @@ class Simulation:
         """A unit was admitted (decide(keep=True) allocated it); the job starts once all
         its units hold their GPUs — at once for a gang, pod by pod otherwise. `started_s`:
         when an initial run really started (before the clock's start); default now."""
-        name = self.owner[unit]
-        run = self.runs[name]
+        now = self.now_s
+        run = self.runs[self.owner[unit]]
         spec = self.pending.pop(unit)
         milli = placements_milli(self.cluster, placements)
-        run.milli[flavor] = run.milli.get(flavor, 0) + milli
-        self._account_one(run.trace.team, flavor, milli)
-        self.metrics.allocated(self.now_s, run, milli / MILLI)
+        held = run.milli
+        held[flavor] = held.get(flavor, 0) + milli
+        trace = run.trace
+        self._account(trace.team, flavor, milli)
+        self.metrics.allocated(now, run, milli / MILLI)
         run.held.add(unit)
-        began_s = self.now_s if started_s is None else started_s
+        began_s = now if started_s is None else started_s
         self.running.add(unit, spec, began_s)
         if len(run.held) < len(run.units):
             return  # a partial gang holds GPUs and waits for the rest of its pods
         run.started = True
         self._started += 1
-        run.gpus = sum(run.milli.values()) / MILLI
-        run.start_s = self.now_s
-        run.overhead_s = self.config.restart_overhead_s if run.attempt > 0 else 0.0
+        run.gpus = (held[flavor] if len(held) == 1 else sum(held.values())) / MILLI
+        run.start_s = now
+        if run.attempt:
+            run.overhead_s = self._restart_overhead_s
         if run.first_start_s is None:
             run.first_start_s = began_s
-        if run.trace.kind == "inference":
-            end = max(self.now_s, run.trace.submit_s + run.trace.duration_s)
+        if trace.kind == "inference":
+            end = max(now, trace.submit_s + trace.duration_s)
         else:
-            end = self.now_s + run.overhead_s + run.remaining_s
-        self._push(end, FINISH, (run, run.attempt))
+            end = now + run.overhead_s + run.remaining_s
+        self._seq += 1
+        heapq.heappush(self._heap, (end, FINISH, self._seq, (run, run.attempt)))
 
     def _interrupt(
         self, name: str, *, notice_saves: bool, released: frozenset[str] = frozenset()
@@ -716,6 +722,7 @@ class Simulation:
         )
         if window_over:
             self.metrics.completed(run, self.now_s)
+            run.spend()
             return
         for unit, spec in run.units.items():
             self.pending[unit] = spec.replaced({"attained_gpu_s": run.attained_gpu_s})

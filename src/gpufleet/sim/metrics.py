@@ -199,13 +199,11 @@ class MetricsRecorder:
         if job.kind == "inference":
             self.inference_wanted_s += job.duration_s
 
-    def allocated(self, t_s: float, run: _Run, gpus: float) -> None:
-        self._move(t_s, run, gpus)
-
     def released(self, t_s: float, run: _Run, gpus: float) -> None:
-        self._move(t_s, run, -gpus)
+        self.allocated(t_s, run, -gpus)
 
-    def _move(self, t_s: float, run: _Run, gpus: float) -> None:
+    def allocated(self, t_s: float, run: _Run, gpus: float) -> None:
+        """`run` holds `gpus` more GPUs from `t_s` (fewer when negative)."""
         self.alloc.move(t_s, gpus)
         area = self.team_alloc.get(run.trace.team)
         if area is None:
