@@ -122,11 +122,13 @@ def _load(
     running: Collection[JobSpec],
     pending: list[JobSpec],
     teams: TeamsSpec,
+    *,
     usage: Mapping[tuple[str, str], int] | None,
+    index: TeamIndex,
 ) -> QuotaBook:
     """Phase 1: running jobs in place (unless already held), usage per team and flavor."""
     if usage is not None:  # the caller keeps it, and vouches for the state (see decide())
-        return QuotaBook(teams, dict(usage))
+        return QuotaBook(teams, dict(usage), index)
     for job in running:
         if b.holds(job.name):
             continue  # the state already holds it
@@ -143,7 +145,7 @@ def _load(
         if team:
             for acc, m in usage_milli(held).items():
                 used[(team, acc)] = m
-    return QuotaBook(teams, used)
+    return QuotaBook(teams, used, index)
 
 
 class _Cycle:
@@ -201,7 +203,9 @@ class _Cycle:
         )
 
     def requests(self, job: JobSpec) -> Sequence[Request]:
-        found = self._requests.get(job.name)
+        if job.workload is None:  # keyed by shape, per cluster
+            return self._shapes.requests(job, self._whole_only)
+        found = self._requests.get(job.name)  # sized from its model: once per cycle
         if found is None:
             found = self._requests[job.name] = self._shapes.requests(job, self._whole_only)
         return found
@@ -556,11 +560,11 @@ def decide(
     plugins = resolve(profile)
     _check_inputs(cluster, state, running, pending, usage=usage, keep=keep)
     t0 = clock()
+    index = team_index(teams)
     with _what_if(state) as b:
-        book = _load(b, running, pending, teams, usage)  # 1. snapshot
+        book = _load(b, running, pending, teams, usage=usage, index=index)  # 1. snapshot
         t1 = clock()
         timings["snapshot"] = t1 - t0
-        index = team_index(teams)
         priority = _priorities(pending, index)
         order = plugins.queue_order
         ctx = OrderContext(

@@ -21,7 +21,7 @@ from gpufleet.catalog.mig import mig_profiles_for
 from gpufleet.cluster import MILLI, Cluster, Usage
 from gpufleet.sched.framework import Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
-from gpufleet.sched.team_index import team_index
+from gpufleet.sched.team_index import TeamIndex, team_index
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import Team, TeamsSpec
 
@@ -78,8 +78,15 @@ _QUOTA_OK = Status(plugin=QUOTA)  # frozen: one instance serves every passed che
 class QuotaBook:
     """Team usage per flavor (milli-GPUs) and the guaranteed + borrowable check."""
 
-    def __init__(self, teams: TeamsSpec, used: dict[tuple[str, str], int]) -> None:
-        index = team_index(teams)  # quotas and fixed limits, shared by every cycle
+    def __init__(
+        self,
+        teams: TeamsSpec,
+        used: dict[tuple[str, str], int],
+        index: TeamIndex | None = None,
+    ) -> None:
+        """`index`: `team_index(teams)`, for a caller that already has it."""
+        if index is None:
+            index = team_index(teams)  # quotas and fixed limits, shared by every cycle
         self.teams = index.by_name
         self.used = used
         self.quota = index.quota
