@@ -450,3 +450,19 @@ def test_unknown_required_level_is_a_reason() -> None:
     c, state = cluster(*leaves(1))
     d = decide(c, state, [], [job("a", gpus=8, topology={"required": "rack"})], PLENTY)
     assert "topology level 'rack' is not in this cluster" in d.pending_reasons["a"]
+
+
+def test_pending_reasons_read_as_a_plain_mapping_and_survive_pickling() -> None:
+    """Reasons are worded when read (a simulator reads none); to a reader they are a
+    mapping of job to sentence like any other, equal to the dict of the same sentences."""
+    import pickle
+
+    c, state = cluster(*leaves(2))
+    pending = [job("big", gpus=8, workers=4), job("small", gpus=1)]
+    d = decide(c, state.snapshot(), [], pending, PLENTY, profile="fifo")
+    assert "big" in d.pending_reasons
+    assert "small" not in d.pending_reasons  # admitted
+    reasons = dict(d.pending_reasons)
+    assert reasons["big"].startswith("waiting: ")
+    assert d.pending_reasons == reasons
+    assert pickle.loads(pickle.dumps(d)).pending_reasons == reasons

@@ -36,10 +36,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cached_property
-from types import MappingProxyType
-from typing import Any, cast, overload
+from typing import cast, overload
 
 from gpufleet.cluster import (
     MILLI,
@@ -84,7 +83,6 @@ def _what_if(view: StateView) -> Branch:
 
 
 _BRANCHABLE = frozenset({State, Branch})
-_NOTHING: Mapping[str, Any] = MappingProxyType({})  # an empty, shared decision field
 
 
 def _no_share(team: str) -> float:
@@ -176,7 +174,7 @@ class _Cycle:
         self.admitted: dict[str, tuple[Placement, ...]] = {}
         self.preempted: dict[str, str] = {}
         self.flavors: dict[str, str] = {}
-        self.reasons: dict[str, str] = {}
+        self.reasons = _Reasons()
         self.considered: list[str] = []  # pending jobs in the order they were looked at
         self.ends: list[tuple[float, str]] = []  # expected ends of jobs admitted in this cycle
         self.team_blocker: dict[str, str] = {}  # strict FIFO: per team the job blocking it
@@ -258,8 +256,9 @@ class _Cycle:
         if key is not None:
             hit = self._memo.get(key)
             if hit is not None and hit[0] == self.b.version:
-                self.unplaced_slices.extend((job.name, r) for r in hit[2])
-                self.reasons[job.name] = _sentence(hit[1], self.waiting)
+                if hit[2]:
+                    self.unplaced_slices.extend((job.name, r) for r in hit[2])
+                self.reasons.note(job.name, hit[1], self.waiting)
                 self.waiting += 1
                 return
         version = self.b.version
@@ -330,7 +329,7 @@ class _Cycle:
             timings["place"] += t - self.mark
             self.mark = t
         self._why = why
-        self.reasons[job.name] = _sentence(why, self.waiting)
+        self.reasons.note(job.name, why, self.waiting)
         self.waiting += 1
 
     # -- head-of-line rules -------------------------------------------------------------
@@ -339,8 +338,10 @@ class _Cycle:
         blocker = self.blocker or self.team_blocker.get(job.team)
         if blocker is None:
             return False
-        self.reasons[job.name] = _sentence(
-            [f"waiting: strict FIFO, '{blocker}' ahead of it cannot start yet"], self.waiting
+        self.reasons.note(
+            job.name,
+            [f"waiting: strict FIFO, '{blocker}' ahead of it cannot start yet"],
+            self.waiting,
         )
         self.waiting += 1
         return True
@@ -608,8 +609,8 @@ def decide(
     decisions = Decisions(
         admitted=cyc.admitted,
         preempted=cyc.preempted,
-        reserved={reserved.job: reserved.placements} if reserved else _NOTHING,
-        reserved_start_s={reserved.job: reserved.start_s} if reserved else _NOTHING,
+        reserved={reserved.job: reserved.placements} if reserved else {},
+        reserved_start_s={reserved.job: reserved.start_s} if reserved else {},
         pending_reasons=cyc.reasons,
         flavors=cyc.flavors,
         relayouts=relayouts,
@@ -747,6 +748,40 @@ def _relayouts(b: Branch, cyc: _Cycle, now_s: float) -> tuple[Relayout, ...]:
     ends: dict[str, float | None] = {j.name: backfill.expected_end_s(j) for j in cyc.running}
     ends.update({name: end for end, name in cyc.ends})  # admitted in this cycle
     return relayout.propose(b, cyc.unplaced_slices, ends, now_s)
+
+
+class _Reasons(Mapping[str, str]):
+    """Pending job -> the sentence saying what binds it, worded when read.
+
+    A cycle over a long queue leaves hundreds of jobs waiting, each with a sentence; the
+    control plane reads them all, a simulator none. The parts of each sentence are kept
+    (shared, never changed after they are noted) and joined on first read.
+    """
+
+    __slots__ = ("_parts", "_worded")
+
+    def __init__(self) -> None:
+        self._parts: dict[str, tuple[list[str], int]] = {}
+        self._worded: dict[str, str] = {}
+
+    def note(self, job: str, why: list[str], ahead: int) -> None:
+        self._parts[job] = (why, ahead)
+
+    def __getitem__(self, job: str) -> str:
+        text = self._worded.get(job)
+        if text is None:
+            why, ahead = self._parts[job]
+            text = self._worded[job] = _sentence(why, ahead)
+        return text
+
+    def __contains__(self, job: object) -> bool:
+        return job in self._parts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
 
 
 def _sentence(why: list[str], ahead: int) -> str:
