@@ -814,8 +814,7 @@ class State(StateView):
 
     def allocate(self, job: str, *claims: Claim) -> None:
         """Give `job` everything in `claims`, all or nothing (a gang never half-lands)."""
-        if self._branches:
-            self._writable(None)
+        self._writable(None)
         self._apply(job, claims, release=False)
 
     def release(self, job: str, *claims: Claim) -> None:
@@ -833,8 +832,7 @@ class State(StateView):
     def release_all(self, job: str) -> None:
         """`release_job` without building the `Holdings` it returns: the simulator's
         commonest move (a job finishes) and what-ifs' (a victim is taken out)."""
-        if self._branches:
-            self._writable(None)
+        self._writable(None)
         self._release_all(job)
 
     def branch(self) -> Branch:
@@ -874,7 +872,7 @@ class State(StateView):
             return
         log: list[_Record] = []
         nodes = h.nodes
-        for n, bits in sorted(nodes.items()) if len(nodes) > 1 else tuple(nodes.items()):
+        for n, bits in sorted(nodes.items()):
             self._give_whole(job, n, bits)
             log.append((_GIVE_WHOLE, job, n, bits))
         parts = h.parts
@@ -1165,12 +1163,7 @@ class State(StateView):
             nodes[n] = left
         else:
             del nodes[n]
-        counts = held.n_gpus
-        count = counts[acc] - bits.bit_count()
-        if count:
-            counts[acc] = count
-        else:
-            del counts[acc]  # zero entries removed (as `_bump` does)
+        _bump(held.n_gpus, acc, -bits.bit_count())
         if not nodes and held.empty():
             del self._jobs[job]
 
@@ -1293,11 +1286,8 @@ class Branch(StateView):
         return len(self._log)
 
     def allocate(self, job: str, *claims: Claim) -> None:
-        state = self._state
-        branches = state._branches
-        if not branches or branches[-1] is not self:  # not the innermost open branch
-            state._writable(self)
-        state._apply(job, claims, release=False)
+        self._state._writable(self)
+        self._state._apply(job, claims, release=False)
 
     def release(self, job: str, *claims: Claim) -> None:
         self._state._writable(self)

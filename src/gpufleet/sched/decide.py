@@ -436,7 +436,7 @@ class _Cycle:
         self.book.add(job.team, flavor, need)
         self.admitted[name] = placements
         self.flavors[name] = flavor
-        runtime = job.runtime_estimate_s or job.max_runtime_s  # backfill.expected_runtime_s
+        runtime = backfill.expected_runtime_s(job)
         if runtime is not None:
             self.ends.append((self.now_s + runtime, name))
 
@@ -754,25 +754,21 @@ class _Reasons(Mapping[str, str]):
     """Pending job -> the sentence saying what binds it, worded when read.
 
     A cycle over a long queue leaves hundreds of jobs waiting, each with a sentence; the
-    control plane reads them all, a simulator none. The parts of each sentence are kept
-    (shared, never changed after they are noted) and joined on first read.
+    control plane reads each once, a simulator none. The parts of each sentence are kept
+    (shared, never changed after they are noted) and joined when read.
     """
 
-    __slots__ = ("_parts", "_worded")
+    __slots__ = ("_parts",)
 
     def __init__(self) -> None:
         self._parts: dict[str, tuple[list[str], int]] = {}
-        self._worded: dict[str, str] = {}
 
     def note(self, job: str, why: list[str], ahead: int) -> None:
         self._parts[job] = (why, ahead)
 
     def __getitem__(self, job: str) -> str:
-        text = self._worded.get(job)
-        if text is None:
-            why, ahead = self._parts[job]
-            text = self._worded[job] = _sentence(why, ahead)
-        return text
+        why, ahead = self._parts[job]
+        return _sentence(why, ahead)
 
     def __contains__(self, job: object) -> bool:
         return job in self._parts

@@ -214,7 +214,5 @@ class QuotaBook:
         key = (team, flavor)
         used = self.used
         used[key] = used.get(key, 0) + milli
-        if self._pool:
-            self._pool.clear()
-        if self._limit:
-            self._limit.clear()
+        self._pool.clear()
+        self._limit.clear()

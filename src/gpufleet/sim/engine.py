@@ -307,8 +307,6 @@ class Simulation:
         self.history = history
         self._history_at = history.at_s
         self._cycle_due: float | None = None
-        self._cycle_interval_s = config.cycle_interval_s
-        self._restart_overhead_s = config.restart_overhead_s
         self._last_cycle_s = -math.inf
         self.cycles = self.events = 0
         self.decide_s = 0.0
@@ -385,13 +383,10 @@ class Simulation:
         heapq.heappush(self._heap, (t, kind, self._seq, payload))
 
     def _want_cycle(self) -> None:
-        t = self._last_cycle_s + self._cycle_interval_s
-        t = max(t, self.now_s)
-        due = self._cycle_due
-        if due is None or t < due:
+        t = max(self.now_s, self._last_cycle_s + self.config.cycle_interval_s)
+        if self._cycle_due is None or t < self._cycle_due:
             self._cycle_due = t
-            self._seq += 1
-            heapq.heappush(self._heap, (t, CYCLE, self._seq, ""))
+            self._push(t, CYCLE, "")
 
     def run(self) -> SimResult:
         # Arrivals are not pushed on the heap: they are already a sorted stream, merged
@@ -485,7 +480,7 @@ class Simulation:
         self._stop(run)
         if run.trace.kind == "inference":
             run.served_s += self.now_s - run.start_s
-        elif run.overhead_s:
+        else:
             self.metrics.lost(gpus * run.overhead_s)  # the restart it paid did no work
         run.remaining_s = 0.0
         self.metrics.completed(run, self.now_s)
@@ -495,7 +490,7 @@ class Simulation:
     def _stop(self, run: _Run, *, released: frozenset[str] = frozenset()) -> None:
         """Release every unit of a job (except those the cycle already released)."""
         held = run.held
-        for unit in sorted(held) if len(held) > 1 else held:
+        for unit in sorted(held):
             self.running.remove(unit)
             if unit not in released:
                 self.state.release_all(unit)
@@ -678,18 +673,17 @@ class Simulation:
             return  # a partial gang holds GPUs and waits for the rest of its pods
         run.started = True
         self._started += 1
-        run.gpus = (held[flavor] if len(held) == 1 else sum(held.values())) / MILLI
+        run.gpus = sum(held.values()) / MILLI
         run.start_s = now
-        if run.attempt:
-            run.overhead_s = self._restart_overhead_s
+        if run.attempt:  # a restart (the class default is no overhead)
+            run.overhead_s = self.config.restart_overhead_s
         if run.first_start_s is None:
             run.first_start_s = began_s
         if trace.kind == "inference":
             end = max(now, trace.submit_s + trace.duration_s)
         else:
             end = now + run.overhead_s + run.remaining_s
-        self._seq += 1
-        heapq.heappush(self._heap, (end, FINISH, self._seq, (run, run.attempt)))
+        self._push(end, FINISH, (run, run.attempt))
 
     def _interrupt(
         self, name: str, *, notice_saves: bool, released: frozenset[str] = frozenset()
