@@ -113,3 +113,22 @@ def test_only_admins_administer(portal: Portal) -> None:
     r = lead.post("/portal/admin/teams", {"name": "sneaky"})
     assert r.status_code == 403
     assert "sneaky" not in portal.as_("admin").get("/portal/admin").text
+
+
+def test_a_token_row_with_an_impossible_expiry_does_not_break_the_page(portal: Portal) -> None:
+    """Older versions stored expiries such as 1e308 and -1e308; the page renders, and lists
+    only the first as live."""
+    from sqlalchemy import update
+
+    from gpufleet.control.models import Token
+
+    admin = portal.as_("admin")
+    for n, expiry in enumerate((1e308, -1e308)):
+        r = admin.post("/portal/admin/tokens", {"user": f"odd{n}", "role": "member", "team": "nlp"})
+        assert r.status_code == 200
+        with portal.plane.sessions.begin() as s:
+            s.execute(update(Token).where(Token.user.has(name=f"odd{n}")).values(expires_s=expiry))
+    page = admin.get("/portal/admin")
+    assert page.status_code == 200, page.text[:500]
+    assert "odd0" in page.text  # 1e308: far in the future, still live
+    assert "1 revoked or expired token not listed" in page.text  # -1e308: long expired

@@ -3,13 +3,19 @@ and Prometheus metrics. `create_app(ctx)` is all a server or a test needs."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from gpufleet import __version__
 from gpufleet.api import routes_admin, routes_cluster, routes_jobs
+from gpufleet.api.body_limit import BodyLimit
 from gpufleet.api.context import AppContext
 from gpufleet.api.deps import RateLimitedError
 from gpufleet.api.metrics import render_metrics
@@ -32,6 +38,28 @@ STATUS: tuple[tuple[type[Exception], int], ...] = (
 )
 
 
+def validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """FastAPI's 422 body (`loc`, `msg`, `type`), with the offending `input` only where it is
+    a short JSON value. The default handler echoed every input back: a NaN it could not
+    encode (a 500 in place of the 422) and whole megabytes of a rejected body."""
+    out: list[dict[str, Any]] = []
+    for e in errors:
+        item = {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e["type"]}
+        value = e.get("input")
+        if _echoable(value):
+            item["input"] = value
+        out.append(item)
+    return out
+
+
+def _echoable(value: object) -> bool:
+    if value is None or isinstance(value, bool | int):
+        return not isinstance(value, int) or abs(value) < 2**63
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str) and len(value) <= 200 and "\x00" not in value
+
+
 def create_app(ctx: AppContext) -> FastAPI:
     app = FastAPI(
         title="gpufleet",
@@ -41,6 +69,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         "/metrics needs `Authorization: Bearer <token>`.",
     )
     app.state.ctx = ctx
+    app.add_middleware(BodyLimit)
     app.include_router(routes_jobs.router)
     app.include_router(routes_cluster.router)
     app.include_router(routes_admin.router)
@@ -51,6 +80,10 @@ def create_app(ctx: AppContext) -> FastAPI:
         status = next(code for kind, code in STATUS if isinstance(exc, kind))
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": validation_details(exc.errors())}, 422)
 
     @app.exception_handler(IntegrityError)
     async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:

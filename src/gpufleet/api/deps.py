@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, Path, Query, Request
+from pydantic import Field
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from gpufleet.api.context import AppContext
 from gpufleet.control.auth import AuthError, Principal, authenticate_cached, digest
+from gpufleet.control.models import MAX_UNIX_S
 from gpufleet.errors import UserError
 from gpufleet.portal.sessions import CSRF_HEADER, SESSION_COOKIE, cookie_principal
 
@@ -99,6 +101,15 @@ Db = Annotated[Session, Depends(session)]
 ReadDb = Annotated[Session, Depends(read_session)]  # a handler that never writes
 Caller = Annotated[Principal, Depends(principal)]
 
-MAX_ID = 2**63 - 1  # ids are 64-bit integers in both stores
+MAX_ID = 2**63 - 1  # ids are 64-bit integers in both stores (migration 0005)
 JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="The job's id.")]
 TokenId = Annotated[int, Path(ge=1, le=MAX_ID, description="The token's id.")]
+
+# Unix times a client may send (`models.MAX_UNIX_S`); a time in the future is clamped where
+# it must not be later than now (a checkpoint)
+UnixTime = Annotated[float, Field(ge=0, le=MAX_UNIX_S, allow_inf_nan=False)]
+# names in list filters: team and project names are DNS labels (`admin.NAME_RE`); anything
+# else (a NUL byte, which PostgreSQL refuses in text) matches no row and is refused at once
+NameFilter = Annotated[
+    str | None, Query(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
-from gpufleet.api.deps import Caller, Ctx, Db, TokenId
+from gpufleet.api.deps import Caller, Ctx, Db, TokenId, UnixTime
 from gpufleet.api.routing import ReleasingRoute
 from gpufleet.control import admin
 from gpufleet.control.models import AuditEntry, FlavorRate, Token
@@ -63,7 +63,7 @@ class TokenIn(BaseModel):
     user: str = Field(max_length=63)
     role: str
     team: str | None = Field(default=None, max_length=63)
-    expires_s: float | None = None
+    expires_s: UnixTime | None = Field(default=None, description="Unix time; default: never.")
 
 
 class TokenOut(BaseModel):
@@ -145,7 +145,7 @@ def set_quota(
 def set_rate(
     flavor: str,
     *,
-    usd_per_gpu_h: Annotated[float, Query(ge=0, le=1e6)],
+    usd_per_gpu_h: Annotated[float, Query(ge=0, le=admin.MAX_RATE_USD_PER_GPU_H)],
     who: Caller,
     ctx: Ctx,
     s: Db,

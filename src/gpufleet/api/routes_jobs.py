@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
-from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId, ReadDb
+from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId, NameFilter, ReadDb, UnixTime
 from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import JobList, JobOut
 from gpufleet.api.views import job_out, queue_index, visible_job_out
@@ -57,7 +57,9 @@ class JobMove(BaseModel):
 class CheckpointIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    at_s: float | None = Field(default=None, description="Default: now.")
+    at_s: UnixTime | None = Field(
+        default=None, description="When the checkpoint was written; default and at most: now."
+    )
 
 
 @router.post("/jobs", status_code=201, response_model=JobOut)
@@ -77,9 +79,9 @@ def list_jobs(
     who: Caller,
     ctx: Ctx,
     s: Db,
-    team: str | None = None,
-    project: str | None = None,
-    state: str | None = None,
+    team: NameFilter = None,
+    project: NameFilter = None,
+    state: lifecycle.JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> JobList:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.control.auth import ROLES, NotFoundError, Principal, Role, new_token
 from gpufleet.control.models import (
+    MAX_UNIX_S,
     AuditEntry,
     FlavorRate,
     NodeRecord,
@@ -32,6 +33,7 @@ from gpufleet.control.models import (
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, TeamsSpec
 
+MAX_RATE_USD_PER_GPU_H = 1e6  # 1e12 micro-dollars: far inside the 64-bit column
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -257,8 +259,8 @@ def set_rate(
     session: Session, actor: Principal, flavor: str, usd_per_gpu_h: float, now_s: float
 ) -> None:
     actor.require("admin")
-    if usd_per_gpu_h < 0:
-        raise AdminError("a rate cannot be negative")
+    if not 0 <= usd_per_gpu_h <= MAX_RATE_USD_PER_GPU_H:  # NaN fails too
+        raise AdminError(f"a rate is between 0 and {MAX_RATE_USD_PER_GPU_H:,.0f} $/GPU-h")
     from gpufleet.catalog.accelerators import get_accelerator
 
     flavor = get_accelerator(flavor).name  # an alias ("H100") is stored by its catalog name
@@ -302,8 +304,8 @@ def create_token(
         raise AdminError(f"role {role!r}: use one of {', '.join(ROLES)}")
     if role != "admin" and team is None:
         raise AdminError(f"a {role} token belongs to a team: add --team")
-    if expires_s is not None and expires_s <= now_s:
-        raise AdminError("the expiry must be in the future")
+    if expires_s is not None and not now_s < expires_s <= MAX_UNIX_S:  # NaN fails too
+        raise UserError("expires_s: the expiry must be in the future and before 2100")
     issued = _issue(
         session,
         actor,

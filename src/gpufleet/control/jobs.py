@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -568,6 +575,15 @@ def spec_of(row: Any, team: str) -> JobSpec:
     return JobSpec.model_validate(data)
 
 
+def spec_error(exc: ValueError) -> str:
+    """The first thing wrong with a row that `spec_of` refused, in one line."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 LIVE_STATES = ("pending", "starting", "running", "stopping")
 
 
@@ -592,7 +608,10 @@ def live_queue(session: Session, cluster: Cluster, now_s: float) -> LiveQueue:
     running: list[RunningJob] = []
     pending: list[JobSpec] = []
     for row in sorted(rows, key=lambda r: (r.queued_s, r.id)):
-        spec = spec_of(row, names[row.team_id])
+        try:
+            spec = spec_of(row, names[row.team_id])
+        except ValueError:
+            continue  # quarantined by the reconciler (`reconciler._quarantine`)
         if row.state == "pending":
             pending.append(spec)
         elif spec.placement:

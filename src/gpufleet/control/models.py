@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -32,6 +33,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAME = 63  # names follow Kubernetes DNS labels: at most 63 characters
 
+# Row ids (and micro-dollar rates) are 64-bit in both stores, as the API's paths are: BIGINT
+# on PostgreSQL (a busy cluster writes 2^31 job events in weeks), SQLite's INTEGER, which is
+# 64-bit already and must stay spelled INTEGER for a primary key to be the rowid (0005).
+Int64 = BigInteger().with_variant(Integer(), "sqlite")
+
+# The latest Unix time a client may store: finite and before 2100, a time the portal can
+# print and `JobSpec` takes (1e308 as a token expiry made the admin page fail to render).
+MAX_UNIX_S = 4_102_444_800.0  # 2100-01-01T00:00:00Z
+
 
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
@@ -40,7 +50,7 @@ class Base(DeclarativeBase):
 class Team(Base):
     __tablename__ = "teams"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
     name: Mapped[str] = mapped_column(String(NAME), unique=True)
     cohort: Mapped[str | None] = mapped_column(String(NAME))
     weight: Mapped[float] = mapped_column(Float, default=1.0)
@@ -61,8 +71,8 @@ class Project(Base):
     __tablename__ = "projects"
     __table_args__ = (UniqueConstraint("team_id", "name"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    team_id: Mapped[int] = mapped_column(Int64, ForeignKey("teams.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(NAME))
 
     team: Mapped[Team] = relationship(back_populates="projects")
@@ -74,8 +84,8 @@ class Quota(Base):
     __tablename__ = "quotas"
     __table_args__ = (UniqueConstraint("team_id", "flavor"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    team_id: Mapped[int] = mapped_column(Int64, ForeignKey("teams.id", ondelete="CASCADE"))
     flavor: Mapped[str] = mapped_column(String(NAME))
     guaranteed_gpus: Mapped[int] = mapped_column(Integer, default=0)
     limit_gpus: Mapped[int | None] = mapped_column(Integer)
@@ -98,9 +108,9 @@ class PriorityClass(Base):
 class User(Base):
     __tablename__ = "users"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
     name: Mapped[str] = mapped_column(String(NAME), unique=True)
-    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id", ondelete="SET NULL"))
+    team_id: Mapped[int | None] = mapped_column(Int64, ForeignKey("teams.id", ondelete="SET NULL"))
     created_s: Mapped[float] = mapped_column(Float)
 
 
@@ -109,11 +119,11 @@ class Token(Base):
 
     __tablename__ = "tokens"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
     digest: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))  # shown in listings to tell tokens apart
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(Int64, ForeignKey("users.id", ondelete="CASCADE"))
+    team_id: Mapped[int | None] = mapped_column(Int64, ForeignKey("teams.id", ondelete="CASCADE"))
     role: Mapped[str] = mapped_column(String(16))
     created_s: Mapped[float] = mapped_column(Float)
     expires_s: Mapped[float | None] = mapped_column(Float)
@@ -131,9 +141,9 @@ class Job(Base):
         Index("ix_jobs_team_state", "team_id", "state"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
     name: Mapped[str] = mapped_column(String(NAME))
-    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    team_id: Mapped[int] = mapped_column(Int64, ForeignKey("teams.id"))
     project: Mapped[str | None] = mapped_column(String(NAME))
     user_name: Mapped[str] = mapped_column(String(NAME))
     kind: Mapped[str] = mapped_column(String(16), default="batch")
@@ -179,8 +189,8 @@ class JobEvent(Base):
     __tablename__ = "job_events"
     __table_args__ = (Index("ix_job_events_job", "job_id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    job_id: Mapped[int] = mapped_column(Int64, ForeignKey("jobs.id", ondelete="CASCADE"))
     at_s: Mapped[float] = mapped_column(Float)
     kind: Mapped[str] = mapped_column(String(24))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
@@ -205,8 +215,8 @@ class Allocation(Base):
         Index("ix_allocations_active", "released_s"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"))
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    job_id: Mapped[int] = mapped_column(Int64, ForeignKey("jobs.id"))
     attempt: Mapped[int] = mapped_column(Integer)
     worker: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(8))  # whole | slice | share
@@ -226,8 +236,8 @@ class UsageEntry(Base):
     __tablename__ = "usage_ledger"
     __table_args__ = (Index("ix_usage_period", "end_s"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    job_id: Mapped[int] = mapped_column(Integer)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    job_id: Mapped[int] = mapped_column(Int64)
     attempt: Mapped[int] = mapped_column(Integer)
     team: Mapped[str] = mapped_column(String(NAME))
     project: Mapped[str | None] = mapped_column(String(NAME))
@@ -246,7 +256,7 @@ class FlavorRate(Base):
     __tablename__ = "flavor_rates"
 
     flavor: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    usd_micro_per_gpu_h: Mapped[int] = mapped_column(Integer)
+    usd_micro_per_gpu_h: Mapped[int] = mapped_column(Int64)
 
 
 class NodeRecord(Base):
@@ -264,7 +274,7 @@ class Device(Base):
     __tablename__ = "devices"
     __table_args__ = (UniqueConstraint("node", "index"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
     node: Mapped[str] = mapped_column(ForeignKey("nodes.name", ondelete="CASCADE"))
     index: Mapped[int] = mapped_column(Integer)
     uuid: Mapped[str] = mapped_column(String(96))
@@ -274,7 +284,7 @@ class Device(Base):
 class AuditEntry(Base):
     __tablename__ = "audit_log"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
     at_s: Mapped[float] = mapped_column(Float)
     actor: Mapped[str] = mapped_column(String(NAME))
     role: Mapped[str] = mapped_column(String(16))
@@ -323,7 +333,7 @@ class PortalSession(Base):
     __table_args__ = (Index("ix_portal_sessions_expires", "expires_s"),)
 
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
-    token_id: Mapped[int] = mapped_column(ForeignKey("tokens.id", ondelete="CASCADE"))
+    token_id: Mapped[int] = mapped_column(Int64, ForeignKey("tokens.id", ondelete="CASCADE"))
     csrf: Mapped[str] = mapped_column(String(64))
     created_s: Mapped[float] = mapped_column(Float)
     expires_s: Mapped[float] = mapped_column(Float)

@@ -49,7 +49,7 @@ from gpufleet.control.executors.base import (
     RunKey,
     Worker,
 )
-from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_of
+from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_error, spec_of
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import close_allocations
 from gpufleet.control.models import Allocation, Job, NodeRecord, QueueSnapshot, Team
@@ -422,12 +422,9 @@ class Reconciler:
                 and head.not_before_s > now
             ):
                 continue  # restart backoff
-            spec = self._specs.get(key)
+            spec = self._specs.get(key) or _fresh_spec(s, fresh.get(key), names, now)
             if spec is None:
-                full = fresh.get(key)
-                if full is None:  # changed between the two reads: next cycle has it
-                    continue
-                spec = spec_of(full, names[full.team_id])
+                continue
             specs[key] = spec
             if head.state == "pending":
                 pending.append(spec)
@@ -637,6 +634,36 @@ class Reconciler:
             data=tuple(DataInput(d["source"], d["target"]) for d in job.data),
             master_port=0,  # the executor picks a port free where rank 0 runs
         )
+
+
+def _fresh_spec(s: Session, row: Any, names: dict[int, str], now_s: float) -> JobSpec | None:
+    """The scheduler's view of a job row read this cycle; None for a row that changed
+    between the two reads (the next cycle has it) or cannot become a spec (quarantined)."""
+    if row is None:
+        return None
+    try:
+        return spec_of(row, names[row.team_id])
+    except ValueError as exc:  # pydantic's ValidationError is one
+        _quarantine(s, row.id, exc, now_s)
+        return None
+
+
+def _quarantine(s: Session, job_id: int, exc: ValueError, now_s: float) -> None:
+    """Set aside a job whose stored row does not make a valid `JobSpec` (a hand edit, or a
+    value an older server let in): it is left out of the cycle, with an event and a reason on
+    the job, instead of failing the cycle for every team. Its GPUs, if it holds any, stay
+    held (the state is rebuilt from the allocation rows), so nothing is double-booked. The
+    event is written once: the reason it sets is compared first."""
+    reason = (
+        f"quarantined: its stored row is not a valid job ({spec_error(exc)}); "
+        "an admin must correct the row or cancel the job"
+    )
+    job = s.get(Job, job_id)
+    if job is None or job.reason == reason:
+        return
+    job.reason = reason
+    lifecycle.record(s, job, "quarantined", now_s, reason)
+    log.warning("job %d quarantined: %s", job_id, reason)
 
 
 def _lost_gpu_s(job: Job, held_gpu_s: float, end_s: float) -> float:

@@ -12,18 +12,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 
+def _datetime(t_s: float) -> datetime | None:
+    """The time as a datetime, or None where it has none (NaN, infinite, past year 9999):
+    a store written by an older version may hold such a value, and one row must not make a
+    whole page fail to render."""
+    try:
+        return datetime.fromtimestamp(t_s, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def when(t_s: float | None) -> str:
     """A Unix time as 'YYYY-MM-DD HH:MM UTC' ('—' for none)."""
     if t_s is None:
         return "—"
-    return datetime.fromtimestamp(t_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    at = _datetime(t_s)
+    return at.strftime("%Y-%m-%d %H:%M UTC") if at else f"{t_s:.4g} (not a date)"
 
 
 def iso(t_s: float | None) -> str:
     """A Unix time as ISO 8601 (for `<time datetime=...>`)."""
-    if t_s is None:
-        return ""
-    return datetime.fromtimestamp(t_s, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    at = None if t_s is None else _datetime(t_s)
+    return at.isoformat(timespec="seconds").replace("+00:00", "Z") if at else ""
 
 
 def duration(seconds: float | None) -> str:

@@ -45,6 +45,7 @@ def _page(
 ) -> HTMLResponse:
     who = me.who
     who.require("admin")
+    tokens, now = api_admin.list_tokens(who, s), ctx.clock()
     return render(
         request,
         "admin.html.j2",
@@ -54,7 +55,8 @@ def _page(
         teams=routes_cluster.teams(who, ctx, s),
         nodes=s.scalars(select(NodeRecord).order_by(NodeRecord.name)).all(),
         rates=api_admin.rates(who, s),
-        tokens=api_admin.list_tokens(who, s),
+        tokens=[t for t in tokens if _live(t, now)],
+        retired_tokens=sum(not _live(t, now) for t in tokens),
         audit=api_admin.audit_log(who, s, limit=AUDIT_ROWS),
         classes=s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all(),
         flavors=sorted(ctx.cluster.gpus_by_accelerator),
@@ -63,6 +65,12 @@ def _page(
         error=error,
         issued=issued,
     )
+
+
+def _live(t: api_admin.TokenInfo, now_s: float) -> bool:
+    """Listed on the page: neither revoked nor expired (those only grow in number; the API
+    and `gpufleet admin token list` still list every token)."""
+    return t.revoked_s is None and (t.expires_s is None or t.expires_s > now_s)
 
 
 @router.get("/admin", name="admin", response_class=HTMLResponse)
