@@ -62,6 +62,7 @@ def start_server(
     grace_s: float = 0.5,
     port: int | None = None,
     name: str = "server",
+    workers: int | None = None,
 ) -> Server:
     cluster = tmp / "cluster.yaml"
     if not cluster.exists():
@@ -87,11 +88,12 @@ def start_server(
         str(grace_s),
         "--runs",
         str(tmp / "runs"),
+        *(("--workers", str(workers)) if workers else ()),
     ]
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
     server = Server(proc, port, log)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # several interpreters import at once on two cores
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited {proc.returncode}:\n{log.read_text()[-3000:]}")

@@ -151,3 +151,26 @@ def test_bodies_over_the_cap_answer_413_before_the_token_is_read(lite: Plane) ->
     )
     assert r.status_code == 413, r.text
     assert lite.client.get("/api/v1/jobs", headers=lite.auth("vision-member")).status_code == 200
+
+
+def test_failed_authentications_are_limited_per_address_without_store_lookups(
+    lite: Plane,
+) -> None:
+    """30 bad tokens at once, then 429 before any lookup; a cached good token still works,
+    and the portal's login page counts its failures in the same bucket."""
+    limiter = lite.client.app.state.ctx.auth_failures
+    limiter.clock = lite.clock
+    bad = {"Authorization": "Bearer gpf_not-a-token"}
+    answers = [lite.client.get("/api/v1/jobs", headers=bad).status_code for _ in range(30)]
+    assert set(answers) == {401}
+    refused = lite.client.get("/api/v1/jobs", headers=bad)
+    assert refused.status_code == 429, refused.text
+    assert "failed authentications" in refused.json()["detail"]
+    member = lite.auth("vision-member")
+    assert lite.client.get("/api/v1/jobs", headers=member).status_code == 429  # not looked up
+    lite.clock.advance(1.0)  # one lookup's worth: a success spends nothing
+    assert lite.client.get("/api/v1/jobs", headers=member).status_code == 200
+    for _ in range(3):  # cached now: never stopped by the address's failures
+        assert lite.client.get("/api/v1/jobs", headers=member).status_code == 200
+    assert lite.client.get("/api/v1/jobs", headers=bad).status_code == 401
+    assert lite.client.get("/api/v1/jobs", headers=bad).status_code == 429

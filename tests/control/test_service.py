@@ -366,3 +366,46 @@ def test_after_a_database_restart_the_api_fails_once_then_reconnects(
         assert again.json()["name"] == "kept"
     finally:
         api_engine.dispose()
+
+
+def test_api_workers_share_the_port_and_a_revocation_reaches_all_at_once(tmp_path: Path) -> None:
+    """`serve --workers 3`: three processes answer on one port (each connection goes to
+    one of them), every worker caches the token, and one revocation through the API is
+    refused by all of them from the next request."""
+    from gpufleet.control import admin
+    from gpufleet.control.db import make_engine, sessions, upgrade
+
+    from .serverproc import start_server
+
+    url = f"sqlite:///{tmp_path}/store.db"
+    engine = make_engine(url)
+    upgrade(engine)
+    with sessions(engine).begin() as s:
+        root = admin.init(s, time.time()).token
+        admin.create_team(s, admin.cli_principal(), "a", time.time())
+        s.flush()
+        token = admin.create_token(
+            s, admin.cli_principal(), time.time(), role="member", team="a", user="u", expires_s=None
+        )
+    engine.dispose()
+    server = start_server(tmp_path, url, executor="emulated", workers=3)
+    member = {"Authorization": f"Bearer {token.token}"}
+    try:
+        pids = set()
+        for _ in range(60):  # a fresh connection each: the kernel spreads them
+            with httpx.Client(base_url=server.url, timeout=5) as c:
+                r = c.get("/api/v1/jobs", headers=member)
+                assert r.status_code == 200, r.text
+                pids.add(c.get("/healthz").json()["pid"])
+        assert len(pids) == 3, pids  # every worker answered, so every worker cached it
+        r = httpx.delete(
+            f"{server.url}/api/v1/admin/tokens/{token.token_id}",
+            headers={"Authorization": f"Bearer {root}"},
+        )
+        assert r.status_code == 204
+        for _ in range(30):
+            with httpx.Client(base_url=server.url, timeout=5) as c:
+                assert c.get("/api/v1/jobs", headers=member).status_code == 401
+    finally:
+        server.terminate()
+    assert server.proc.returncode == 0, server.log.read_text()[-2000:]

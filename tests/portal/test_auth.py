@@ -165,3 +165,22 @@ def test_the_site_root_goes_to_the_portal_with_safe_headers(portal: Portal) -> N
     js = b.get("/portal/static/vendor/htmx.min.js")
     assert js.status_code == 200
     assert "htmx" in js.text[:2000]
+
+
+def test_failed_logins_and_stale_cookies_are_limited_per_address(portal: Portal) -> None:
+    """Wrong tokens on the login page and unknown session cookies share the address's
+    failure bucket (30 at once): past it the login page answers 429 and asks nothing."""
+    client = TestClient(portal.plane.client.app)
+    limiter = portal.plane.client.app.state.ctx.auth_failures
+    limiter.clock = portal.plane.clock
+    for _ in range(25):
+        assert login(client, "gpf_wrong").status_code == 401
+    client.cookies.set("gpufleet_session", "stale")
+    for _ in range(5):
+        r = client.get("/portal/jobs", follow_redirects=False)
+        assert r.status_code == 303  # to the login page
+    refused = login(client, portal.plane.tokens["nlp-member"])
+    assert refused.status_code == 429
+    assert "failed authentications" in refused.text
+    portal.plane.clock.advance(1.0)
+    assert login(client, portal.plane.tokens["nlp-member"]).status_code == 303

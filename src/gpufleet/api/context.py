@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from threading import Lock
 
@@ -17,24 +17,50 @@ from gpufleet.control.executors.base import ExecutorView
 
 @dataclass
 class RateLimiter:
-    """A token bucket per API token: `rate_per_s` sustained, `burst` at once (HTTP 429)."""
+    """A token bucket per key (an API token's id, a client's address): `rate_per_s`
+    sustained, `burst` at once (HTTP 429). Kept in each API worker process's memory."""
 
     rate_per_s: float = 50.0
     burst: float = 100.0
     clock: Callable[[], float] = time.monotonic
-    _buckets: dict[int, tuple[float, float]] = field(default_factory=dict)
+    max_keys: int = 100_000  # bounded: a flood of new keys cannot grow it without end
+    _buckets: dict[Hashable, tuple[float, float]] = field(default_factory=dict)
     _lock: Lock = field(default_factory=Lock)
 
-    def allow(self, key: int) -> bool:
-        now = self.clock()
+    def allow(self, key: Hashable) -> bool:
+        """Take one from `key`'s bucket if it has one."""
         with self._lock:
-            tokens, at = self._buckets.get(key, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - at) * self.rate_per_s)
+            tokens, now = self._refilled(key)
             if tokens < 1:
                 self._buckets[key] = (tokens, now)
                 return False
             self._buckets[key] = (tokens - 1, now)
             return True
+
+    def blocked(self, key: Hashable) -> bool:
+        """`key`'s bucket is empty (nothing taken): for failures, which are counted only
+        after they happen (`spend`)."""
+        with self._lock:
+            return self._refilled(key)[0] < 1
+
+    def spend(self, key: Hashable) -> None:
+        with self._lock:
+            tokens, now = self._refilled(key)
+            self._buckets[key] = (tokens - 1, now)
+
+    def _refilled(self, key: Hashable) -> tuple[float, float]:
+        now = self.clock()
+        if key not in self._buckets and len(self._buckets) >= self.max_keys:
+            self._buckets.clear()  # rather than grow: every key starts full again
+        tokens, at = self._buckets.get(key, (self.burst, now))
+        return min(self.burst, tokens + (now - at) * self.rate_per_s), now
+
+
+def failed_auth_limiter() -> RateLimiter:
+    """Failed authentications per client address: 30 at once, then one a second. Each
+    failure is a store lookup (an unknown token, a stale session cookie, a wrong token on the
+    portal's login page); past the limit the address gets 429 without one."""
+    return RateLimiter(rate_per_s=1.0, burst=30.0)
 
 
 @dataclass
@@ -44,6 +70,7 @@ class AppContext:
     clock: Callable[[], float] = time.time
     executor: ExecutorView | None = None  # its name and logs (the API starts nothing)
     limiter: RateLimiter = field(default_factory=RateLimiter)
+    auth_failures: RateLimiter = field(default_factory=failed_auth_limiter)
     principals: PrincipalCache = field(default_factory=PrincipalCache)
     profile: str = "default"
     leader: Callable[[], bool] = lambda: False

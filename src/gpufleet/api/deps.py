@@ -8,7 +8,8 @@ A cache miss asks the store in a worker thread, never on the event loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Query, Request
@@ -59,7 +60,8 @@ async def principal(
     cookie = request.cookies.get(SESSION_COOKIE)  # the portal's session (issue 9)
     who: Principal | None
     if cookie and not authorization:
-        who = await run_in_threadpool(_cookie_caller, ctx, request, cookie)
+        with failures_counted(ctx, request):
+            who = await run_in_threadpool(_cookie_caller, ctx, request, cookie)
     else:
         token = None
         if authorization:
@@ -70,10 +72,28 @@ async def principal(
         now = ctx.clock()
         who = ctx.principals.get(digest(token), now) if token else None
         if who is None:
-            who = await run_in_threadpool(_bearer_caller, ctx, token, now)
+            with failures_counted(ctx, request):
+                who = await run_in_threadpool(_bearer_caller, ctx, token, now)
     if not ctx.limiter.allow(who.token_id):
         raise RateLimitedError("too many requests for this token; slow down")
     return who
+
+
+@contextmanager
+def failures_counted(ctx: AppContext, request: Request) -> Iterator[None]:
+    """Authenticate inside this block: an address whose failures used up its bucket gets
+    429 before the store is asked, and an AuthError raised inside counts against it. A
+    token the workers have cached is never stopped here (it needs no lookup)."""
+    client = request.client.host if request.client else ""
+    if ctx.auth_failures.blocked(client):
+        raise RateLimitedError(
+            "too many failed authentications from this address; wait a minute and check the token"
+        )
+    try:
+        yield
+    except AuthError:
+        ctx.auth_failures.spend(client)
+        raise
 
 
 def _bearer_caller(ctx: AppContext, token: str | None, now_s: float) -> Principal:

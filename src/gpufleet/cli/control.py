@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -15,6 +15,9 @@ from rich.table import Table
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.cli.slurm import app as slurm_app
 from gpufleet.errors import UserError
+
+if TYPE_CHECKING:
+    from gpufleet.control.server import ServeOptions
 
 DB_HELP = "Store URL (default: $GPUFLEET_DB, else sqlite:///gpufleet.db in this directory)."
 DbOpt = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
@@ -310,6 +313,47 @@ def token_list(db: DbOpt = None) -> None:
     wide_console().print(table)
 
 
+def _supervise(
+    url: str, cluster_path: Path, options: ServeOptions, *, host: str, port: int, workers: int
+) -> None:
+    """`serve` after its checks: listen, start the children, wait for SIGTERM or Ctrl-C."""
+    import signal
+    import threading
+
+    from gpufleet.control.service import (
+        ChildConfig,
+        Supervisor,
+        default_workers,
+        listen,
+        server_targets,
+    )
+    from gpufleet.control.shared import SharedState
+
+    count = workers or default_workers()
+    listeners = listen(host, port, count)
+    shared = SharedState.create()
+    children = Supervisor(
+        ChildConfig(url, cluster_path, options, os.getpid(), shared_fd=shared.fd),
+        targets=server_targets(count),
+        shared=shared,
+        listen_fds=tuple(sock.fileno() for sock in listeners),
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    children.start()
+    plural = "" if count == 1 else "s"
+    log = logging.getLogger("gpufleet.serve")
+    log.info("serving on http://%s:%d with %d API worker%s", host, port, count, plural)
+    try:
+        stop.wait()
+    finally:
+        children.stop()
+        for sock in listeners:
+            sock.close()
+
+
 def _when(t: float | None) -> str:
     return "" if t is None else time.strftime("%Y-%m-%d %H:%M", time.gmtime(t))
 
@@ -357,28 +401,21 @@ def serve(
         list[str] | None,
         typer.Option(help="Slurm: an extra sbatch option, e.g. --mem=64G (repeatable)."),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="API worker processes (0: one per core, at most 4). They share the port."
+        ),
+    ] = 0,
+    access_log: Annotated[
+        bool, typer.Option(help="Log a line per request (costs CPU at high rates).")
+    ] = False,
 ) -> None:
     """Run the control plane: the REST API under /api/v1 and the reconciler (on the leader)."""
-    import uvicorn
-
-    from gpufleet.api.app import create_app
-    from gpufleet.api.context import AppContext
     from gpufleet.cluster import Cluster
     from gpufleet.control import admin
     from gpufleet.control.db import database_url, make_engine, sessions, upgrade
-    from gpufleet.control.server import (
-        ServeOptions,
-        api_view,
-        default_holder,
-        make_executor,
-        sync_nodes,
-    )
-    from gpufleet.control.service import (
-        ChildConfig,
-        Supervisor,
-        holds_lease,
-        tune_gc_for_serving,
-    )
+    from gpufleet.control.server import ServeOptions, default_holder, make_executor, sync_nodes
     from gpufleet.sched.registry import resolve
     from gpufleet.specs.cluster import ClusterSpec
     from gpufleet.specs.load import load
@@ -386,6 +423,8 @@ def serve(
 
     if cycle <= 0 or grace < 0 or speed <= 0:
         raise UserError("--cycle and --speed must be > 0 and --grace >= 0")
+    if not 0 <= workers <= 64:
+        raise UserError("--workers: 0 (one per core) to 64")
     resolve(profile)
     cluster = Cluster.from_spec(load(ClusterSpec, cluster_path))
     teams = load(TeamsSpec, teams_path) if teams_path else None
@@ -397,6 +436,7 @@ def serve(
         speed=speed,
         run_root=runs.resolve(),
         holder=default_holder(),
+        access_log=access_log,
     )
     if executor == "slurm":  # checked against Slurm's nodes here, once, before any process
         from dataclasses import replace
@@ -415,30 +455,13 @@ def serve(
         )
         options = replace(options, slurm=prepare(cluster, slurm, options.run_root))
     url = database_url(db)
-    engine = make_engine(url, pre_ping=False)  # the API's engine: no round trip per checkout
+    engine = make_engine(url)
     upgrade(engine)
     maker = sessions(engine)
     if teams is not None:
         with maker.begin() as s:
             admin.import_teams(s, admin.cli_principal(), teams, time.time())
-    ex, inventory = make_executor(options, time.time)
+    _, inventory = make_executor(options, time.time)  # checks it (Slurm), reads GPU UUIDs
     sync_nodes(maker, cluster, time.time(), inventory)
-    # the reconciler and the queue ETAs in their own processes (control/service.py)
-    children = Supervisor(ChildConfig(url, cluster_path.resolve(), options, os.getpid()))
-    ctx = AppContext(
-        maker,
-        cluster,
-        executor=api_view(options, maker, ex),
-        profile=profile,
-        leader=lambda: holds_lease(maker, options.holder, time.time()),
-        reconciler_running=lambda: children.running("reconciler"),
-    )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    server = uvicorn.Server(uvicorn.Config(create_app(ctx), host=host, port=port))
-    tune_gc_for_serving()
-    # the children import while the API starts (two cores: side by side, not one after another)
-    children.start()
-    try:
-        server.run()
-    finally:
-        children.stop()
+    engine.dispose()  # the supervisor holds no connection: its children open their own
+    _supervise(url, cluster_path.resolve(), options, host=host, port=port, workers=workers)

@@ -22,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpufleet.control.models import Token
+from gpufleet.control.shared import SharedState
 from gpufleet.errors import UserError
 
 Role = Literal["admin", "lead", "member", "viewer"]
@@ -127,14 +128,22 @@ class PrincipalCache:
     """Bearer token digest -> its principal, for `ttl_s` seconds: the API's hot path asks the
     store for a token at most once per `ttl_s` (the lookup and its lazy loads were half of
     a request's store work). Expiry is still checked at every use; a revocation made
-    through this process's API is forgotten at once, one made elsewhere (the CLI, another
+    through this server's API is forgotten at once by every worker process (through
+    `shared`'s epoch, when the server has several), one made elsewhere (the CLI, another
     server) takes effect within `ttl_s`."""
 
     ttl_s: float = 5.0
+    shared: SharedState | None = None
     _entries: dict[str, tuple[Principal, float | None, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _epoch: int = 0
 
     def get(self, token_digest: str, now_s: float) -> Principal | None:
+        if self.shared is not None and self.shared.epoch != self._epoch:
+            with self._lock:  # another worker revoked a token: forget every principal
+                self._epoch = self.shared.epoch
+                self._entries.clear()
+            return None
         entry = self._entries.get(token_digest)
         if entry is None:
             return None
@@ -155,6 +164,8 @@ class PrincipalCache:
         with self._lock:
             for key in [k for k, (w, _, _) in self._entries.items() if w.token_id == token_id]:
                 del self._entries[key]
+            if self.shared is not None:  # every worker, this one too, forgets its cache
+                self.shared.bump_epoch()
 
 
 def authenticate_cached(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import json
@@ -40,7 +41,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -691,14 +692,33 @@ def drive(
 ) -> LoadResult:
     """Open-loop GETs of /api/v1/jobs/{id}: request i is sent at start + i / rate (the
     warm-up's requests first, not counted) and timed from that scheduled instant."""
-    coro = _drive(
+    load = Load("get", get_jobs(targets, seed), rate_per_s)
+    return drive_loads(
         base_url,
-        targets,
-        rate=rate_per_s,
+        [load],
         duration_s=duration_s,
         warmup_s=warmup_s,
         timeout_s=timeout_s,
-        seed=seed,
+        max_in_flight=max_in_flight,
+    )["get"]
+
+
+def drive_loads(
+    base_url: str,
+    loads: Sequence[Load],
+    *,
+    duration_s: float,
+    warmup_s: float = 0.0,
+    timeout_s: float = 10.0,
+    max_in_flight: int = 256,
+) -> dict[str, LoadResult]:
+    """Several open-loop loads at once (GETs beside submits), each timed on its own."""
+    coro = _drive(
+        base_url,
+        loads,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        timeout_s=timeout_s,
         max_in_flight=max_in_flight,
     )
     # a caller with an event loop already running in this thread (Playwright's sync API in
@@ -707,8 +727,19 @@ def drive(
         return pool.submit(asyncio.run, coro).result()
 
 
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request of a load: `headers` are whole lines, each ending in CRLF."""
+
+    method: str
+    path: str
+    headers: str
+    body: bytes = b""
+    expect: int = 200
+
+
 class _Http:
-    """A minimal HTTP/1.1 keep-alive client for GETs to one server.
+    """A minimal HTTP/1.1 keep-alive client for one server.
 
     The generator's own cost per request has to stay far below the server's: httpx's async
     client costs about a millisecond of CPU a request here and more as connections pile up,
@@ -717,29 +748,39 @@ class _Http:
 
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        # oldest first: requests rotate over every open connection, as many clients' would
+        # (reusing the last one sent nearly everything over one or two connections, which a
+        # server with several worker processes cannot spread)
+        self.idle: collections.deque[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
+            collections.deque()
+        )
 
-    async def get(self, path: str, headers: str) -> tuple[int, bytes]:
+    async def open(self, connections: int) -> None:
+        """Open `connections` kept-alive connections before the first request."""
+        for _ in range(connections):
+            self.idle.append(await asyncio.open_connection(self.host, self.port))
+
+    async def send(self, call: Call) -> tuple[int, bytes]:
         if self.idle:  # a kept-alive connection the server may have closed meanwhile
             try:
-                return await self._get(self.idle.pop(), path, headers)
+                return await self._send(self.idle.popleft(), call)
             except (asyncio.IncompleteReadError, ConnectionError):
                 pass
         conn = await asyncio.open_connection(self.host, self.port)
-        return await self._get(conn, path, headers)
+        return await self._send(conn, call)
 
-    async def _get(
-        self,
-        conn: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-        path: str,
-        headers: str,
+    async def _send(
+        self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], call: Call
     ) -> tuple[int, bytes]:
         reader, writer = conn
         try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n{headers}\r\n".encode())
-            head = await reader.readuntil(b"\r\n\r\n")
-            status, length, keep = int(head[9:12]), 0, True
-            for line in head.split(b"\r\n")[1:]:
+            head = f"{call.method} {call.path} HTTP/1.1\r\nHost: {self.host}\r\n{call.headers}"
+            if call.body:
+                head += f"Content-Type: application/json\r\nContent-Length: {len(call.body)}\r\n"
+            writer.write(head.encode() + b"\r\n" + call.body)
+            head_bytes = await reader.readuntil(b"\r\n\r\n")
+            status, length, keep = int(head_bytes[9:12]), 0, True
+            for line in head_bytes.split(b"\r\n")[1:]:
                 name, _, value = line.partition(b":")
                 key = name.strip().lower()
                 if key == b"content-length":
@@ -791,15 +832,12 @@ class _OpenLoop:
         if error is not None:
             self.errors[error] += 1
 
-    async def one(self, i: int, job_id: int, token: str) -> None:
+    async def one(self, i: int, call: Call) -> None:
         self.in_flight += 1
         error: str | None = None
         try:
-            status, body = await asyncio.wait_for(
-                self.http.get(f"/api/v1/jobs/{job_id}", f"Authorization: Bearer {token}\r\n"),
-                self.timeout_s,
-            )
-            if status != 200:
+            status, body = await asyncio.wait_for(self.http.send(call), self.timeout_s)
+            if status != call.expect:
                 error = f"HTTP {status}"
             elif i >= self.warm and b'"queue_position":{' in body:
                 self.positions += 1
@@ -809,44 +847,102 @@ class _OpenLoop:
             self.in_flight -= 1
         self.record(i, self.loop.time(), error)
 
-    async def run(self, targets: Sequence[tuple[int, str]], n: int, rng: random.Random) -> None:
+    async def run(self, calls: Callable[[int], Call], n: int) -> None:
         for i in range(self.warm + n):
             delay = self.due(i) - self.loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             elif i >= self.warm and -delay > 0.005:
                 self.late += 1
-            job_id, token = targets[rng.randrange(len(targets))]
             if self.in_flight >= self.limit:  # a stalled server: do not pile up more
                 self.record(i, self.due(i) + self.timeout_s, "not sent (in-flight limit)")
                 continue
-            self.tasks[asyncio.create_task(self.one(i, job_id, token))] = i
+            self.tasks[asyncio.create_task(self.one(i, calls(i)))] = i
         if self.tasks:
             await asyncio.wait(self.tasks)  # each request times out on its own
+
+    def result(self, n: int) -> LoadResult:
+        span = max(self.done_at - self.measured_from, 1e-9)
+        answered = len(self.samples) - sum(self.errors.values())
+        return LoadResult(
+            self.rate, n, answered / span, self.samples, self.errors, self.positions, self.late
+        )
+
+
+@dataclass(frozen=True)
+class Load:
+    """One open-loop stream of a run: `calls(i)` is request i, sent at start + i / rate."""
+
+    name: str
+    calls: Callable[[int], Call]
+    rate_per_s: float
 
 
 async def _drive(
     base_url: str,
-    targets: Sequence[tuple[int, str]],
+    loads: Sequence[Load],
     *,
-    rate: float,
     duration_s: float,
     warmup_s: float,
     timeout_s: float,
-    seed: int,
     max_in_flight: int,
-) -> LoadResult:
-    n = max(1, int(duration_s * rate))
+    connections: int = 16,
+) -> dict[str, LoadResult]:
+    """Every load at once, each on its own `connections` (more open when all are busy),
+    from one start time."""
     url = httpx.URL(base_url)
-    http = _Http(url.host, url.port or 80)
+    https = [_Http(url.host, url.port or 80) for _ in loads]
+    gens = []
     try:
-        gen = _OpenLoop(http, rate, int(warmup_s * rate), timeout_s, max_in_flight)
-        await gen.run(targets, n, random.Random(seed))
+        for load, http in zip(loads, https, strict=True):
+            await http.open(connections)
+            warm = int(warmup_s * load.rate_per_s)
+            gens.append(_OpenLoop(http, load.rate_per_s, warm, timeout_s, max_in_flight))
+        ns = [max(1, int(duration_s * load.rate_per_s)) for load in loads]
+        await asyncio.gather(
+            *(g.run(load.calls, n) for g, load, n in zip(gens, loads, ns, strict=True))
+        )
     finally:
-        http.close()
-    span = max(gen.done_at - gen.measured_from, 1e-9)
-    answered = len(gen.samples) - sum(gen.errors.values())
-    return LoadResult(rate, n, answered / span, gen.samples, gen.errors, gen.positions, gen.late)
+        for http in https:
+            http.close()
+    return {load.name: g.result(n) for load, g, n in zip(loads, gens, ns, strict=True)}
+
+
+def get_jobs(targets: Sequence[tuple[int, str]], seed: int = 0) -> Callable[[int], Call]:
+    """GET /api/v1/jobs/{id} of a random (job, token of its team) of `targets`."""
+    rng = random.Random(seed)
+
+    def call(_: int) -> Call:
+        job_id, token = targets[rng.randrange(len(targets))]
+        return Call("GET", f"/api/v1/jobs/{job_id}", f"Authorization: Bearer {token}\r\n")
+
+    return call
+
+
+def submit_jobs(tokens: Sequence[str], seed: int = 0) -> Callable[[int], Call]:
+    """POST /api/v1/jobs: a one-to-eight-GPU batch job with a command and an environment, as
+    a training script or a CI pipeline submits it, from a random member token."""
+    rng = random.Random(seed)
+
+    def call(i: int) -> Call:
+        body = {
+            "name": f"load-{i}",
+            "gpus": rng.choice((1, 1, 2, 4, 8)),
+            "command": ["python", "train.py", f"--run={i}"],
+            "env": {"RUN": str(i)},
+            "runtime_estimate_s": 3600.0,
+            "checkpoint_interval_s": 900.0,
+        }
+        token = tokens[rng.randrange(len(tokens))]
+        return Call(
+            "POST",
+            "/api/v1/jobs",
+            f"Authorization: Bearer {token}\r\n",
+            json.dumps(body).encode(),
+            expect=201,
+        )
+
+    return call
 
 
 def request_targets(

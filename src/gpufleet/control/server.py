@@ -42,6 +42,7 @@ class ServeOptions:
     executor: str = "emulated"
     profile: str = "default"
     cycle_interval_s: float = 2.0
+    access_log: bool = False  # a line per request from every API worker (uvicorn's)
     grace_s: float = GRACE_PERIOD_S
     speed: float = 1.0  # emulated executor: emulated seconds per real second
     run_root: Path = Path("gpufleet-runs")
@@ -70,17 +71,25 @@ def make_executor(
     raise UserError(f"executor {options.executor!r}: use one of {', '.join(EXECUTORS)}")
 
 
-def api_view(
-    options: ServeOptions, sessions: sessionmaker[Session], executor: Executor
-) -> ExecutorView:
-    """What the API process shows of the executor. The emulated executor keeps its log lines
-    in the reconciler's process, so the API reads the attempt's events from the store; the
-    others read files any process can (run directories, Slurm's output files)."""
+def api_view(options: ServeOptions, sessions: sessionmaker[Session]) -> ExecutorView:
+    """What an API worker shows of the executor: its name and its logs, built without
+    starting or checking anything (the reconciler's process owns the executor). The emulated
+    executor keeps its log lines in the reconciler's process, so the API reads the
+    attempt's events from the store; the others read files any process can (run
+    directories, Slurm's output files)."""
     if options.executor == "emulated":
         from gpufleet.control.executors.emulated import EmulatedLogView
 
         return EmulatedLogView(sessions)
-    return executor
+    if options.executor == "local":
+        from gpufleet.control.executors.local import LocalExecutor
+
+        return LocalExecutor(options.run_root)
+    if options.executor == "slurm":
+        from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions
+
+        return SlurmExecutor(options.run_root, options.slurm or SlurmOptions())
+    raise UserError(f"executor {options.executor!r}: use one of {', '.join(EXECUTORS)}")
 
 
 def sync_nodes(

@@ -12,7 +12,7 @@ import secrets
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from gpufleet.api.deps import context
+from gpufleet.api.deps import RateLimitedError, context, failures_counted
 from gpufleet.control.auth import AuthError
 from gpufleet.portal import sessions
 from gpufleet.portal.sessions import CSRF_FIELD, SESSION_COOKIE, SESSION_TTL_S, csrf_ok
@@ -67,7 +67,10 @@ async def login(request: Request, s: Db) -> Response:
     token = text(form, "token")
     ctx = context(request)
     try:
-        opened, _ = sessions.open_session(s, token, ctx.clock())
+        with failures_counted(ctx, request):
+            opened, _ = sessions.open_session(s, token, ctx.clock())
+    except RateLimitedError as exc:
+        return _login_page(request, next_url, f"Login refused: {exc}.", 429)
     except AuthError as exc:
         s.rollback()
         return _login_page(request, next_url, f"Login failed: {exc}.", 401)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from gpufleet.api.context import AppContext
-from gpufleet.api.deps import RateLimitedError, context, session
+from gpufleet.api.deps import RateLimitedError, context, failures_counted, session
 from gpufleet.control.auth import AuthError, ForbiddenError, Principal
 from gpufleet.portal import fmt
 from gpufleet.portal.sessions import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, csrf_ok, resolve
@@ -55,8 +55,13 @@ class Me:
 def me(request: Request, s: Annotated[Session, Depends(session)]) -> Me:
     """The page's caller, or LoginRequiredError. Commits the session's last-seen time."""
     ctx = context(request)
+    cookie = request.cookies.get(SESSION_COOKIE)
     try:
-        user = resolve(s, request.cookies.get(SESSION_COOKIE), ctx.clock())
+        if cookie:  # a lookup: failures count against the address (`failures_counted`)
+            with failures_counted(ctx, request):
+                user = resolve(s, cookie, ctx.clock())
+        else:
+            user = resolve(s, cookie, ctx.clock())
     except AuthError as exc:
         raise LoginRequiredError(str(exc)) from None
     s.commit()
