@@ -196,9 +196,11 @@ def _control(name: str) -> float:
 
         from gpufleet.control import bench as cb
 
-        made: cb.SteadyCycle | cb.ApiP99
+        made: cb.SteadyCycle | cb.ApiP99 | cb.MixedP99
         if name == "reconciler":
             made = cb.SteadyCycle("sqlite")
+        elif name.startswith("mixed-"):
+            made = cb.MixedP99(name.removeprefix("mixed-"))
         else:
             # the server on one CPU, the load generator on another (where there are two): a
             # generator sharing the server's CPU measures itself too
@@ -213,6 +215,39 @@ def _control(name: str) -> float:
         atexit.register(made.close)
         bench = _control_plane[name] = made
     return bench()
+
+
+def _mixed_get_p99(kind: str) -> float:
+    """The GETs' p99 of the mixed run just made (the entry before this one)."""
+    from gpufleet.control.bench import MixedP99
+
+    bench = _control_plane.get(f"mixed-{kind}")
+    return bench.get_p99() if isinstance(bench, MixedP99) else float("inf")
+
+
+def _mixed(kind: str, where: str) -> list[Bench]:
+    """Issue 23's pair of entries: submits and GETs at once against one server; the first
+    entry runs the load and records the submits' p99, the second the GETs' of that run."""
+    return [
+        Bench(
+            f"control-submit-p99-{kind}",
+            "POST /api/v1/jobs p99 (s) at 200 submits/s while GETs run at 200 req/s, both open "
+            "loop for 20 s against one real server (API workers, reconciler and ETA processes "
+            f"and the generator on both CPUs), 100,000 jobs ({where}); issue 23: < 100 ms",
+            budget_s=0.100,
+            repeat=1,
+            fn=lambda: _control(f"mixed-{kind}"),
+            self_timed=True,
+        ),
+        Bench(
+            f"control-mixed-get-p99-{kind}",
+            f"GET /api/v1/jobs/{{id}} p99 (s) of that same run ({where}); issue 23: < 50 ms",
+            budget_s=0.050,
+            repeat=1,
+            fn=lambda: _mixed_get_p99(kind),
+            self_timed=True,
+        ),
+    ]
 
 
 def _control_postgresql() -> list[Bench]:
@@ -231,7 +266,8 @@ def _control_postgresql() -> list[Bench]:
             repeat=1,
             fn=lambda: _control("api-postgresql"),
             self_timed=True,
-        )
+        ),
+        *_mixed("postgresql", "PostgreSQL"),
     ]
 
 
@@ -347,6 +383,7 @@ BENCHES = [
         fn=lambda: _control("api-sqlite"),
         self_timed=True,
     ),
+    *_mixed("sqlite", "SQLite"),
 ]
 BENCHES += _control_postgresql()
 

@@ -320,7 +320,7 @@ def test_k8s_default_runs_without_mig_with_open_quotas_and_busy_scaled_by_what_j
     assert k8s.cluster.gpu_count == 256
     assert all(t.quotas[0].guaranteed_gpus == 256 for t in k8s.teams.teams)
     embed = next(j for j in k8s.workload.jobs if j.mig_profile == "1g.10gb")
-    assert embed.busy_fraction == pytest.approx(0.5 * 143 / 1000)
+    assert embed.busy_fraction == pytest.approx(0.5 / 7)  # 1g of an A100's 7 compute slices
     train = next(j for j in k8s.workload.jobs if j.kind == "training")
     assert train.busy_fraction == 0.9
     default = profile_setup("default", cluster, s.teams, workload)
@@ -336,7 +336,7 @@ def test_requested_share_counts_what_a_job_asks_for() -> None:
 
     assert share_of(gpus=8, workers=4) == 32
     assert share_of(gpu_fraction=0.25) == 0.25
-    assert share_of(mig_profile="3g.40gb") == pytest.approx(0.429)
+    assert share_of(mig_profile="3g.40gb") == pytest.approx(3 / 7)  # exact, not 0.429
 
 
 def test_a_one_day_run_reports_the_claim_metrics_per_profile_and_repeats_exactly() -> None:

@@ -4,14 +4,15 @@ and Prometheus metrics. `create_app(ctx)` is all a server or a test needs."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from gpufleet import __version__
 from gpufleet.api import routes_admin, routes_cluster, routes_jobs
@@ -19,6 +20,7 @@ from gpufleet.api.body_limit import BodyLimit
 from gpufleet.api.context import AppContext
 from gpufleet.api.deps import RateLimitedError
 from gpufleet.api.metrics import render_metrics
+from gpufleet.api.schemas import PLAIN_TEXT, ReadyOut, UnreadyOut, errors
 from gpufleet.control.admin import AdminError
 from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
 from gpufleet.control.db import StoreError, require_current
@@ -89,16 +91,35 @@ def create_app(ctx: AppContext) -> FastAPI:
     async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:
         return JSONResponse({"detail": "conflict with the current state; retry"}, 409)
 
+    @app.exception_handler(DataError)
+    async def unstorable(_: Request, exc: DataError) -> JSONResponse:
+        # a value the store refuses (PostgreSQL: a NUL byte in text, a number out of range)
+        # that no check before it caught: the request's fault, never a 500
+        return JSONResponse({"detail": "a value in the request cannot be stored"}, 422)
+
     @app.exception_handler(OperationalError)
     async def unavailable(_: Request, exc: OperationalError) -> JSONResponse:
         return JSONResponse({"detail": "the store is busy or unavailable; retry"}, 503)
 
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
-        """The process is up."""
-        return {"status": "ok"}
+    @app.get("/healthz", tags=["health"], responses=errors(413))
+    def healthz() -> dict[str, str | int]:
+        """The process is up; `pid`: the API worker process that answered (a server runs
+        several, `gpufleet serve --workers`)."""
+        return {"status": "ok", "pid": os.getpid()}
 
-    @app.get("/readyz", tags=["health"])
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        response_model=None,
+        responses={
+            200: {"model": ReadyOut, "description": "Ready."},
+            **errors(413),
+            503: {
+                "model": UnreadyOut,
+                "description": "The store does not answer, or its schema is not this version's.",
+            },
+        },
+    )
     def readyz() -> Response:
         """The store answers and its schema is the one this version needs; `leader`: this
         server's reconciler holds the lease; `reconciler`: its process runs (a standby's
@@ -113,7 +134,12 @@ def create_app(ctx: AppContext) -> FastAPI:
             {"status": "ready", "leader": ctx.leader(), "reconciler": ctx.reconciler_running()}
         )
 
-    @app.get("/metrics", tags=["health"], response_class=PlainTextResponse)
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        response_class=Response,  # no media type of its own: errors stay declared as JSON
+        responses={200: PLAIN_TEXT, **errors(413, 503)},
+    )
     def metrics() -> Response:
         """Prometheus exposition: gpufleet_* gauges and counters in base units."""
         body, content_type = render_metrics(ctx)

@@ -4,37 +4,61 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from gpufleet.api.deps import Caller, Ctx, Db, TokenId, UnixTime
 from gpufleet.api.routing import ReleasingRoute
+from gpufleet.api.schemas import (
+    AUTHED,
+    NAME_PATTERN,
+    TEXT_PATTERN,
+    Name,
+    ShortText,
+    errors,
+)
 from gpufleet.control import admin
+from gpufleet.control.auth import ROLES
 from gpufleet.control.models import AuditEntry, FlavorRate, Token
 
-router = APIRouter(prefix="/api/v1/admin", tags=["admin"], route_class=ReleasingRoute)
+router = APIRouter(
+    prefix="/api/v1/admin",
+    tags=["admin"],
+    route_class=ReleasingRoute,
+    responses=errors(*AUTHED, 403, e403="The token is not an admin's."),
+)
+WRITE = errors(400, 409)  # a JSON body that may not be UTF-8; a conflict with the state
+
+TeamName = Annotated[str, Path(max_length=63, pattern=NAME_PATTERN, description="A team.")]
+Flavor = Annotated[str, Path(max_length=63, pattern=TEXT_PATTERN, description="An accelerator.")]
+NodeName = Annotated[str, Path(max_length=255, pattern=TEXT_PATTERN, description="A node.")]
+# a budget is finite: an infinite one (JSON parsers read `Infinity`) failed every team read
+BudgetGpuH = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class TeamIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(max_length=63)
-    cohort: str | None = Field(default=None, max_length=63)
+    name: Name
+    cohort: Name | None = None
     weight: float = Field(default=1.0, gt=0, le=1e6)
-    default_priority: str = Field(default="standard", max_length=63)
-    projects: list[str] = Field(default_factory=list, max_length=1000)
-    monthly_budget_gpu_h: float | None = Field(default=None, ge=0)
+    default_priority: ShortText = "standard"
+    projects: list[Name] = Field(default_factory=list, max_length=1000)
+    monthly_budget_gpu_h: BudgetGpuH | None = None
     budget_gate: bool = False
 
 
 class TeamPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cohort: str | None = Field(default=None, max_length=63, description="'' leaves the cohort.")
+    cohort: (
+        Annotated[str, Field(max_length=63, json_schema_extra={"pattern": f"^$|{NAME_PATTERN}"})]
+        | None
+    ) = Field(default=None, description="'' leaves the cohort.")
     weight: float | None = Field(default=None, gt=0, le=1e6)
-    default_priority: str | None = Field(default=None, max_length=63)
-    monthly_budget_gpu_h: float | None = Field(default=None, ge=0)
+    default_priority: ShortText | None = None
+    monthly_budget_gpu_h: BudgetGpuH | None = None
     budget_gate: bool | None = None
     clear_budget: bool = False
 
@@ -54,15 +78,15 @@ class NodeIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     state: Literal["up", "down", "drain"]
-    reason: str = Field(default="", max_length=1000)
+    reason: str = Field(default="", max_length=1000, pattern=TEXT_PATTERN)
 
 
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    user: str = Field(max_length=63)
-    role: str
-    team: str | None = Field(default=None, max_length=63)
+    user: Name
+    role: str = Field(json_schema_extra={"enum": list(ROLES)})  # else 409, from the core
+    team: Name | None = Field(default=None, description="Required but for an admin's token.")
     expires_s: UnixTime | None = Field(default=None, description="Unix time; default: never.")
 
 
@@ -87,6 +111,35 @@ class TokenInfo(BaseModel):
     revoked_s: float | None
 
 
+class TeamCreated(BaseModel):
+    name: str
+
+
+class TeamSettings(BaseModel):
+    name: str
+    cohort: str | None
+    weight: float
+    default_priority: str
+    monthly_budget_gpu_h: float | None
+    budget_gate: bool
+
+
+class QuotaSet(BaseModel):
+    team: str
+    flavor: str
+    guaranteed_gpus: int
+
+
+class RateSet(BaseModel):
+    flavor: str
+    usd_per_gpu_h: float
+
+
+class NodeSet(BaseModel):
+    node: str
+    state: Literal["up", "down", "drain"]
+
+
 class AuditOut(BaseModel):
     id: int
     at_s: float
@@ -97,28 +150,28 @@ class AuditOut(BaseModel):
     detail: dict[str, Any]
 
 
-@router.post("/teams", status_code=201)
-def create_team(body: TeamIn, who: Caller, ctx: Ctx, s: Db) -> dict[str, str]:
+@router.post("/teams", status_code=201, response_model=TeamCreated, responses=WRITE)
+def create_team(body: TeamIn, who: Caller, ctx: Ctx, s: Db) -> TeamCreated:
     who.require("admin")
     admin.create_team(s, who, body.name, ctx.clock(), **body.model_dump(exclude={"name"}))
     s.commit()
-    return {"name": body.name}
+    return TeamCreated(name=body.name)
 
 
-@router.patch("/teams/{team}")
-def update_team(team: str, body: TeamPatch, *, who: Caller, ctx: Ctx, s: Db) -> dict[str, Any]:
+@router.patch("/teams/{team}", response_model=TeamSettings, responses=WRITE)
+def update_team(team: TeamName, body: TeamPatch, *, who: Caller, ctx: Ctx, s: Db) -> TeamSettings:
     """Change a team's cohort, weight, default priority, budget or budget gate."""
     who.require("admin")
     row = admin.update_team(s, who, team, ctx.clock(), **body.model_dump())
     s.commit()
-    return {
-        "name": row.name,
-        "cohort": row.cohort,
-        "weight": row.weight,
-        "default_priority": row.default_priority,
-        "monthly_budget_gpu_h": row.monthly_budget_gpu_h,
-        "budget_gate": row.budget_gate,
-    }
+    return TeamSettings(
+        name=row.name,
+        cohort=row.cohort,
+        weight=row.weight,
+        default_priority=row.default_priority,
+        monthly_budget_gpu_h=row.monthly_budget_gpu_h,
+        budget_gate=row.budget_gate,
+    )
 
 
 @router.get("/rates")
@@ -131,42 +184,42 @@ def rates(who: Caller, s: Db) -> dict[str, float]:
     }
 
 
-@router.put("/teams/{team}/quotas/{flavor}")
+@router.put("/teams/{team}/quotas/{flavor}", response_model=QuotaSet, responses=WRITE)
 def set_quota(
-    team: str, flavor: str, *, body: QuotaIn, who: Caller, ctx: Ctx, s: Db
-) -> dict[str, Any]:
+    team: TeamName, flavor: Flavor, *, body: QuotaIn, who: Caller, ctx: Ctx, s: Db
+) -> QuotaSet:
     who.require("admin")
     q = admin.set_quota(s, who, team, flavor, ctx.clock(), **body.model_dump())
     s.commit()
-    return {"team": team, "flavor": q.flavor, "guaranteed_gpus": q.guaranteed_gpus}
+    return QuotaSet(team=team, flavor=q.flavor, guaranteed_gpus=q.guaranteed_gpus)
 
 
-@router.put("/rates/{flavor}")
+@router.put("/rates/{flavor}", response_model=RateSet, responses=errors(409))
 def set_rate(
-    flavor: str,
+    flavor: Flavor,
     *,
     usd_per_gpu_h: Annotated[float, Query(ge=0, le=admin.MAX_RATE_USD_PER_GPU_H)],
     who: Caller,
     ctx: Ctx,
     s: Db,
-) -> dict[str, Any]:
+) -> RateSet:
     who.require("admin")
     admin.set_rate(s, who, flavor, usd_per_gpu_h, ctx.clock())
     s.commit()
-    return {"flavor": flavor, "usd_per_gpu_h": usd_per_gpu_h}
+    return RateSet(flavor=flavor, usd_per_gpu_h=usd_per_gpu_h)
 
 
-@router.put("/nodes/{node}")
-def set_node(node: str, body: NodeIn, *, who: Caller, ctx: Ctx, s: Db) -> dict[str, str]:
+@router.put("/nodes/{node}", response_model=NodeSet, responses=WRITE)
+def set_node(node: NodeName, body: NodeIn, *, who: Caller, ctx: Ctx, s: Db) -> NodeSet:
     """Mark a node down (its jobs are stopped and requeued elsewhere), drained (running jobs
     finish, nothing new lands) or up again."""
     who.require("admin")
     admin.set_node_state(s, who, node, body.state, reason=body.reason, now_s=ctx.clock())
     s.commit()
-    return {"node": node, "state": body.state}
+    return NodeSet(node=node, state=body.state)
 
 
-@router.post("/tokens", status_code=201, response_model=TokenOut)
+@router.post("/tokens", status_code=201, response_model=TokenOut, responses=WRITE)
 def create_token(body: TokenIn, *, who: Caller, ctx: Ctx, s: Db) -> TokenOut:
     who.require("admin")
     issued = admin.create_token(
@@ -208,7 +261,7 @@ def list_tokens(who: Caller, s: Db) -> list[TokenInfo]:
     ]
 
 
-@router.delete("/tokens/{token_id}", status_code=204)
+@router.delete("/tokens/{token_id}", status_code=204, responses=errors(404, 409))
 def revoke_token(token_id: TokenId, who: Caller, ctx: Ctx, s: Db) -> None:
     who.require("admin")
     admin.revoke_token(s, who, token_id, ctx.clock())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal, cast
 
 from fastapi import APIRouter, Query
@@ -14,6 +14,8 @@ from sqlalchemy import func, select
 from gpufleet.api.deps import Caller, Ctx, Db
 from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import (
+    AUTHED,
+    ChargebackOut,
     ClusterOut,
     DeviceOut,
     NodeOut,
@@ -21,14 +23,25 @@ from gpufleet.api.schemas import (
     QueueOut,
     QuotaOut,
     TeamOut,
+    errors,
 )
 from gpufleet.api.views import queue_index
 from gpufleet.control import chargeback as cb
 from gpufleet.control.ledger import month_gpu_hours, month_start_s, usage_records
-from gpufleet.control.models import Allocation, Device, FlavorRate, Job, NodeRecord, Team
+from gpufleet.control.models import (
+    MAX_UNIX_S,
+    Allocation,
+    Device,
+    FlavorRate,
+    Job,
+    NodeRecord,
+    Team,
+)
 from gpufleet.errors import UserError
 
-router = APIRouter(prefix="/api/v1", tags=["cluster"], route_class=ReleasingRoute)
+router = APIRouter(
+    prefix="/api/v1", tags=["cluster"], route_class=ReleasingRoute, responses=errors(*AUTHED)
+)
 
 
 def _held_by_team(s: Db) -> dict[tuple[int, str], float]:
@@ -205,24 +218,38 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
 
 
 def _time(value: str | None, default: float, what: str) -> float:
+    """Unix seconds or an ISO 8601 date (UTC unless it says otherwise), from 1970 to 2100:
+    a period reaching beyond was priced as idle capacity for millennia (1e308 s gave a
+    cost of 9e311 USD) and its CSV header could not print the dates (a 500)."""
     if value is None:
         return default
     try:
-        return float(value)
+        t = float(value)
     except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise UserError(f"{what}: use Unix seconds or an ISO 8601 date, got {value!r}") from None
-    if parsed.tzinfo is None:
-        from datetime import UTC
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            msg = f"{what}: use Unix seconds or an ISO 8601 date, got {value!r}"
+            raise UserError(msg) from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        t = parsed.timestamp()
+    if not 0 <= t <= MAX_UNIX_S:  # NaN fails too
+        raise UserError(f"{what}: a time from 1970 to 2100, got {value!r}")
+    return t
 
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
-
-@router.get("/reports/chargeback", response_model=None)
+@router.get(
+    "/reports/chargeback",
+    response_model=None,
+    responses={
+        200: {
+            "model": ChargebackOut,
+            "description": "The report: JSON, or CSV for `format=csv` and `format=focus`.",
+            "content": {"text/csv": {"schema": {"type": "string"}}},
+        }
+    },
+)
 def chargeback(
     *,
     who: Caller,

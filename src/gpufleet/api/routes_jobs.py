@@ -5,24 +5,26 @@ from __future__ import annotations
 from typing import Annotated, Literal, Self
 
 from fastapi import APIRouter, Query
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId, NameFilter, ReadDb, UnixTime
 from gpufleet.api.routing import ReleasingRoute
-from gpufleet.api.schemas import JobList, JobOut
-from gpufleet.api.views import job_out, queue_index, visible_job_out
+from gpufleet.api.schemas import AUTHED, PLAIN_TEXT, JobList, JobOut, ShortText, errors
+from gpufleet.api.views import job_out, queue_index, submitted_out, visible_job_out
 from gpufleet.control import jobs, lifecycle
 from gpufleet.control.executors.base import RunKey
 from gpufleet.errors import UserError
 
-router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=ReleasingRoute)
+router = APIRouter(
+    prefix="/api/v1", tags=["jobs"], route_class=ReleasingRoute, responses=errors(*AUTHED)
+)
 
 
 class JobPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    priority_class: str = Field(min_length=1, max_length=63)
+    priority_class: ShortText
 
 
 class JobMove(BaseModel):
@@ -62,7 +64,19 @@ class CheckpointIn(BaseModel):
     )
 
 
-@router.post("/jobs", status_code=201, response_model=JobOut)
+@router.post(
+    "/jobs",
+    status_code=201,
+    response_model=JobOut,
+    responses=errors(
+        400,
+        403,
+        404,
+        409,
+        e403="A viewer's token, or the team is over a gated monthly budget.",
+        e404="`team` names no team the caller may see.",
+    ),
+)
 def submit_job(req: jobs.JobRequest, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """Queue a job for the caller's team (or `team`, which admins may name freely)."""
     now = ctx.clock()
@@ -70,7 +84,7 @@ def submit_job(req: jobs.JobRequest, who: Caller, ctx: Ctx, s: Db) -> JobOut:
         raise UserError(f"command: the {ctx.executor.name} executor needs a command to run")
     job = jobs.submit(s, who, req, ctx.cluster, now)
     s.commit()
-    return job_out(s, job, now)
+    return submitted_out(job)
 
 
 @router.get("/jobs", response_model=JobList)
@@ -91,44 +105,47 @@ def list_jobs(
     )
     now = ctx.clock()
     index = queue_index(s)
-    out = [job_out(s, j, now, index=index) for j in rows]
+    out = [job_out(s, j, now, index=index, full=who.is_admin) for j in rows]
     return JobList(jobs=out, next_after_id=rows[-1].id if len(rows) == limit else None)
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut)
+@router.get("/jobs/{job_id}", response_model=JobOut, responses=errors(404))
 def get_job(job_id: JobId, who: Caller, ctx: Ctx, s: ReadDb) -> JobOut:
     """State, queue position, ETA (an estimate), reason, placement and the event history."""
     return visible_job_out(s, who, job_id, ctx.clock())
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+@router.post("/jobs/{job_id}/cancel", response_model=JobOut, responses=errors(403, 404, 409))
 def cancel_job(job_id: JobId, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     now = ctx.clock()
     job = jobs.cancel(s, who, job_id, now)
     s.commit()
-    return job_out(s, job, now)
+    return job_out(s, job, now, full=who.is_admin)
 
 
-@router.patch("/jobs/{job_id}", response_model=JobOut)
+@router.patch("/jobs/{job_id}", response_model=JobOut, responses=errors(400, 403, 404, 409))
 def patch_job(job_id: JobId, patch: JobPatch, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """Change the priority class (team leads within their team, admins anywhere)."""
     now = ctx.clock()
     job = jobs.set_priority(s, who, job_id, patch.priority_class, now)
     s.commit()
-    return job_out(s, job, now)
+    return job_out(s, job, now, full=who.is_admin)
 
 
 @router.post(
     "/jobs/{job_id}/move",
     response_model=JobOut,
-    responses={
-        403: {"description": "The token is a member's or a viewer's."},
-        404: {"description": "No such job, or another team's (the job or `before`)."},
-        422: {
-            "description": "Not waiting, another priority class, or a profile whose queue "
-            "order a move cannot change."
-        },
-    },
+    responses=errors(
+        400,
+        403,
+        404,
+        409,
+        422,
+        e403="The token is a member's or a viewer's.",
+        e404="No such job, or another team's (the job or `before`).",
+        e422="Not valid; or not waiting, another priority class, or a profile whose queue "
+        "order a move cannot change.",
+    ),
 )
 def move_job(job_id: JobId, body: JobMove, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """Reorder a waiting job among its team's waiting jobs of the same priority class (team
@@ -142,10 +159,14 @@ def move_job(job_id: JobId, body: JobMove, who: Caller, ctx: Ctx, s: Db) -> JobO
     now = ctx.clock()
     job = jobs.move_job(s, who, job_id, body.where, now, profile=ctx.profile)
     s.commit()
-    return job_out(s, job, now)
+    return job_out(s, job, now, full=who.is_admin)
 
 
-@router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
+@router.get(
+    "/jobs/{job_id}/logs",
+    response_class=Response,  # no media type of its own: errors stay declared as JSON
+    responses={200: PLAIN_TEXT, **errors(404)},
+)
 def job_logs(
     job_id: JobId,
     *,
@@ -153,14 +174,17 @@ def job_logs(
     ctx: Ctx,
     s: Db,
     tail_bytes: Annotated[int, Query(ge=1, le=4 * 1024 * 1024)] = 65536,
-) -> str:
+) -> Response:
+    """The last `tail_bytes` of the current attempt's output (empty before a first start)."""
     job = jobs.visible_job(s, who, job_id)
     if ctx.executor is None or job.attempt == 0:
-        return ""
-    return ctx.executor.logs(RunKey(job.id, job.attempt), tail_bytes)
+        return PlainTextResponse("")
+    return PlainTextResponse(ctx.executor.logs(RunKey(job.id, job.attempt), tail_bytes))
 
 
-@router.post("/jobs/{job_id}/checkpoints", response_model=JobOut)
+@router.post(
+    "/jobs/{job_id}/checkpoints", response_model=JobOut, responses=errors(400, 403, 404, 409)
+)
 def checkpoint(job_id: JobId, body: CheckpointIn, who: Caller, ctx: Ctx, s: Db) -> JobOut:
     """A job (with its team's token) acknowledges a checkpoint it has written."""
     job = jobs.visible_job(s, who, job_id)
@@ -173,4 +197,4 @@ def checkpoint(job_id: JobId, body: CheckpointIn, who: Caller, ctx: Ctx, s: Db) 
     job.version += 1  # the scheduler's view (victim choice) reads it
     lifecycle.record(s, job, "checkpointed", at, f"acknowledged by {who.user}")
     s.commit()
-    return job_out(s, job, now)
+    return job_out(s, job, now, full=who.is_admin)

@@ -1,10 +1,25 @@
-"""Response bodies of the API (requests are `gpufleet.control.jobs.JobRequest` and friends)."""
+"""Response bodies of the API and its error surface (requests are `control.jobs.JobRequest`,
+the models beside each route, and the string rules below)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpufleet.control.admin import NAME_RE
+
+# Strings in requests. Team, project, cohort and user names are DNS labels (`admin.NAME_RE`):
+# the schema states the rule so that clients and fuzzers see it, and the core enforces it
+# (`admin.check_name`: a 409 whose sentence says the rule), so the API and the portal, which
+# validates its forms with these models, answer alike. Other text that reaches the store must
+# not hold a NUL byte: PostgreSQL refuses it in text (that was a 500), SQLite stored it.
+NAME_PATTERN = NAME_RE.pattern
+TEXT_PATTERN = r"^[^\x00]*$"
+Name = Annotated[
+    str, Field(max_length=63, json_schema_extra={"minLength": 1, "pattern": NAME_PATTERN})
+]
+ShortText = Annotated[str, Field(min_length=1, max_length=63, pattern=TEXT_PATTERN)]
 
 
 class QueuePosition(BaseModel):
@@ -123,3 +138,136 @@ class ClusterOut(BaseModel):
         default=None, description="Busy share of the GPUs; None until utilisation is collected."
     )
     nodes: list[NodeOut]
+
+
+class ChargebackRowOut(BaseModel):
+    """One group of the report; the group's keys (`team`, `project`, ...) come first."""
+
+    model_config = ConfigDict(extra="allow")
+
+    flavors: list[str]
+    gpu_hours_allocated: float
+    gpu_hours_used: float | None
+    gpu_efficiency: float | None
+    rate_usd_per_gpu_h: str | None = Field(description="A decimal string (exact).")
+    cost_usd: str = Field(description="A decimal string (exact).")
+    idle_cost_usd: str
+    total_cost_usd: str
+
+
+class ChargebackOut(BaseModel):
+    period_start_s: float
+    period_end_s: float
+    basis: Literal["allocation", "usage"]
+    basis_note: str
+    group_by: list[str]
+    idle_method: Literal["none", "uniform", "proportional"]
+    rows: list[ChargebackRowOut]
+    totals: ChargebackRowOut
+    idle: ChargebackRowOut | None
+    idle_gpu_hours: float
+    capacity_gpu_hours: float
+    unpriced_flavors: list[str]
+
+
+class ReadyOut(BaseModel):
+    status: Literal["ready"]
+    leader: bool = Field(description="This server's reconciler holds the lease.")
+    reconciler: bool = Field(description="This server's reconciler process runs.")
+
+
+class UnreadyOut(BaseModel):
+    status: Literal["unavailable"]
+    detail: str
+
+
+# The error surface (docs/design/0010-control-plane.md, "Errors and status codes"): what
+# `app.py`'s handlers, `deps.principal` and the body cap really send, declared once here and
+# attached per router and per route with `errors(...)`.
+
+
+class ErrorOut(BaseModel):
+    """Every error but a request that failed validation: one sentence for a person."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    detail: str
+
+
+class ValidationIssue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    loc: list[str | int] = Field(description='Where: ["body", "gpus"], ["query", "limit"], ...')
+    msg: str
+    type: str = Field(description="Pydantic's error type, e.g. `missing`, `int_parsing`.")
+    input: Any = Field(
+        default=None,
+        description="The value refused, only where it is a short JSON scalar (absent else).",
+    )
+
+
+class ValidationErrorOut(BaseModel):
+    """422: the request failed validation (a list, one item per problem), or it was valid
+    but cannot be done as asked (one sentence: an unknown name, a state that forbids it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    detail: list[ValidationIssue] | str
+
+
+_ERRORS: dict[int, tuple[type[BaseModel], str]] = {
+    400: (ErrorOut, "The body cannot be read as text (it is not UTF-8)."),
+    401: (ErrorOut, "No token, or an unknown, expired or revoked one."),
+    403: (
+        ErrorOut,
+        "The token's role may not do this (or a budget gate, or a session cookie without "
+        "its CSRF header).",
+    ),
+    404: (ErrorOut, "No such object, or one of another team."),
+    409: (
+        ErrorOut,
+        "Conflicts with the current state (an admin request that cannot be done as asked, "
+        "or a write that lost a race: retry).",
+    ),
+    413: (ErrorOut, "The request body is larger than 1 MiB."),
+    422: (ValidationErrorOut, "The request is not valid, or cannot be done as asked."),
+    429: (ErrorOut, "Too many requests for this token; slow down."),
+    503: (ErrorOut, "The store is busy or unavailable, or its schema is not this version's."),
+}
+_WWW_AUTHENTICATE = {
+    "WWW-Authenticate": {
+        "description": "`Bearer`",
+        "required": True,
+        "schema": {"type": "string"},
+    }
+}
+
+
+def errors(*codes: int, **described: str) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a router or route for these error codes; `described` overrides a
+    description by code (`e403="..."`) where a route can say more than the generic one."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        model, description = _ERRORS[code]
+        entry: dict[str, Any] = {
+            "model": model,
+            "description": described.pop(f"e{code}", description),
+        }
+        if code == 401:
+            entry["headers"] = dict(_WWW_AUTHENTICATE)
+        out[code] = entry
+    if described:
+        raise TypeError(f"descriptions for codes not asked for: {', '.join(described)}")
+    return out
+
+
+# a 200 of plain text, for a route whose `response_class` has no media type (`Response`),
+# so that FastAPI declares its error bodies as JSON rather than as the route's media type
+PLAIN_TEXT: dict[str, Any] = {
+    "description": "Plain text.",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+}
+
+# every operation behind a token: the token (401), its rate (429), the body cap (413),
+# validation (422) and the store (503)
+AUTHED = (401, 413, 422, 429, 503)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -15,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from gpufleet.api.schemas import EventOut, JobOut, QueuePosition
 from gpufleet.control.auth import Principal
-from gpufleet.control.jobs import require_visible
+from gpufleet.control.jobs import Submitted, require_visible
 from gpufleet.control.lifecycle import FINAL
-from gpufleet.control.models import Allocation, Job, JobEvent, QueueSnapshot, Team
+from gpufleet.control.models import Allocation, AuditEntry, Job, JobEvent, QueueSnapshot, Team
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,60 @@ class QueueIndex:
     reasons: dict[str, str]
     etas: dict[str, float | None]
     order: tuple[tuple[int, str], ...]  # (job id, team), first considered first
+    team_of: dict[int, str] = field(init=False, repr=False, compare=False)  # from `order`
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "team_of", dict(self.order))
 
     def first_of_team(self, team: str, n: int) -> Iterator[int]:
         return itertools.islice((j for j, t in self.order if t == team), n)
+
+
+# A pending job's reason may name other waiting jobs ("strict FIFO, '12' ahead of it", "a
+# reservation for '12'"): the control plane's job names are ids, quoted
+_QUOTED_JOB = re.compile(r"'(\d+)'")
+_TEAMS_LISTED = re.compile(r" is not in the teams file \([^)]*\)")
+PREEMPTED = "job.preempted"  # `control.reconciler.PREEMPTED`: the audit action
+
+
+def public_reason(reason: str, team: str, index: QueueIndex | None) -> str:
+    """A pending job's reason as its own team may read it: another team's job id becomes
+    "another team's job" (its own team's stay; they are on its queue page anyway), and no
+    list of team names. Admins read the scheduler's sentence as it is."""
+    if "'" not in reason and "teams file" not in reason:
+        return reason
+    team_of = index.team_of if index is not None else {}
+
+    def named(m: re.Match[str]) -> str:
+        return m[0] if team_of.get(int(m[1])) == team else "another team's job"
+
+    return _TEAMS_LISTED.sub(" is not in the teams file", _QUOTED_JOB.sub(named, reason))
+
+
+def attributed(s: Session, job_id: int, events: list[EventOut]) -> list[EventOut]:
+    """Events with the full preemption sentences (the preemptor's id and team), for admins:
+    the stored `stopping` message is the one the victim's team may read, the full one is
+    in the audit log (`control.reconciler`). One query, only for a job preempted before."""
+    if not any(e.kind == "stopping" and e.message.startswith("preempted") for e in events):
+        return events
+    rows = s.execute(
+        select(AuditEntry.detail).where(
+            AuditEntry.action == PREEMPTED, AuditEntry.target == f"job/{job_id}"
+        )
+    )
+    full: dict[object, str] = {}
+    for (d,) in rows:
+        if not isinstance(d, dict) or not isinstance(d.get("message"), str):
+            continue
+        message, by, team = d["message"], d.get("preemptor"), d.get("preemptor_team")
+        if by is not None and team and f"team {team}" not in message:
+            message += f" (job {by} of team {team})"  # a priority reason names no team
+        full[d.get("attempt")] = message
+    out = []
+    for e in events:
+        message = full.get(e.attempt) if e.kind == "stopping" else None
+        out.append(e.model_copy(update={"message": message}) if message else e)
+    return out
 
 
 @dataclass
@@ -153,17 +205,53 @@ class FinalJobs:
 final_jobs = FinalJobs()
 
 
+def submitted_out(job: Submitted) -> JobOut:
+    """POST /jobs's body, from the values just stored: a job submitted since the last cycle
+    is pending with no queue position, ETA or GPU time, so nothing is read back."""
+    v = job.values
+    return JobOut(
+        id=job.id,
+        name=v["name"],
+        team=job.team,
+        project=v["project"],
+        user=v["user_name"],
+        kind=v["kind"],
+        state=v["state"],
+        priority_class=v["priority_class"],
+        preemptible=v["preemptible"],
+        request=v["request"],
+        command=[str(c) for c in v["command"]],
+        attempt=0,
+        submitted_s=v["submitted_s"],
+        queued_s=v["queued_s"],
+        started_s=None,
+        finished_s=None,
+        exit_code=None,
+        flavor=None,
+        placement=[],
+        reason=v["reason"],
+        last_checkpoint_s=None,
+        checkpoint_interval_s=v["checkpoint_interval_s"],
+        runtime_estimate_s=v["runtime_estimate_s"],
+    )
+
+
 def visible_job_out(s: Session, who: Principal, job_id: int, now_s: float) -> JobOut:
     """GET /jobs/{id}'s body: a finished job's from `final_jobs`, else built from the store.
-    Another team's job is a 404 either way."""
+    Another team's job is a 404 either way. The cache holds the body a team member reads;
+    an admin's (`full`) is built on top of it and never cached."""
     hit = final_jobs.get(s, job_id)
     if hit is not None:
         team_id, body = hit
         require_visible(who, job_id, team_id)
+        if who.is_admin and body.events:
+            return body.model_copy(update={"events": attributed(s, body.id, body.events)})
         return body
     job = s.execute(_JOB_ROW, {"id": job_id}).first()
     require_visible(who, job_id, None if job is None else job.team_id)
     assert job is not None
+    if who.is_admin:
+        return job_out(s, job, now_s, events=True, full=True)
     body = job_out(s, job, now_s, events=True)
     final_jobs.put(s, job.team_id, body)
     return body
@@ -190,7 +278,10 @@ def job_out(
     *,
     events: bool = False,
     index: QueueIndex | None = None,
+    full: bool = False,
 ) -> JobOut:
+    """A job's API body. Reasons and events name no other team's job or team unless `full`
+    (pass `who.is_admin`): the body a team member may read is the default."""
     team = _team_name(s, job.team_id)
     position = None
     reason = job.reason
@@ -200,6 +291,8 @@ def job_out(
         if index is not None and job.id in index.cluster_pos:
             position = QueuePosition(team=index.team_pos[job.id], cluster=index.cluster_pos[job.id])
             reason = index.reasons.get(str(job.id), reason)
+            if not full:
+                reason = public_reason(reason, team, index)
             eta = index.etas.get(str(job.id))
         if job.not_before_s is not None and job.not_before_s > now_s:
             reason = f"restart backoff: eligible in {job.not_before_s - now_s:.0f} s"
@@ -246,4 +339,6 @@ def job_out(
             EventOut(at_s=at_s, kind=kind, attempt=attempt, message=message)
             for at_s, kind, attempt, message in history
         ]
+        if full:
+            out.events = attributed(s, job.id, out.events)
     return out

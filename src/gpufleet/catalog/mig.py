@@ -205,6 +205,60 @@ def _whole_gpu(profiles: tuple[MigProfile, ...]) -> MigProfile:
     return max(profiles, key=lambda p: (p.compute_slices, p.memory_bytes))
 
 
+def whole_gpu_slices(accelerator: str) -> int:
+    """Compute slices of the whole GPU under MIG (7 on every catalog GPU so far): the
+    denominator of every slice's share of the GPU; 1 for an accelerator without MIG."""
+    profiles = mig_profiles_for(accelerator)
+    return _whole_gpu(profiles).compute_slices if profiles else 1
+
+
+def span_share(start: int, size: int, whole: int, scale: int) -> int:
+    """What compute slices [start, start + size) of a `whole`-slice GPU weigh, in units of
+    which the GPU has `scale`: floor(scale * end / whole) - floor(scale * start / whole).
+
+    The weights telescope: slices laid end to end over a GPU add up to exactly `scale`
+    (1000 thousandths for 7 slices: 142 + 143 + 286 + 429 for 1g+1g+2g+3g), where each
+    slice's own rounded share (ceil: 143 + 143 + 286 + 429 = 1001) would not; and each
+    weight is within 1 of scale * size / whole, at most its ceiling.
+    """
+    if not (start >= 0 and size > 0 and start + size <= whole):
+        raise ValueError(f"slices [{start}, {start + size}) do not lie on a {whole}-slice GPU")
+    return scale * (start + size) // whole - scale * start // whole
+
+
+def layout_starts(accelerator: str, instances: Iterable[tuple[str, int]]) -> tuple[int, ...]:
+    """Where each instance of a layout begins on the GPU (its first compute slice), instances
+    laid end to end in layout order: profile by profile as listed, `count` times each.
+
+    This is gpufleet's convention, not NVIDIA's placement table (which the sources lack,
+    see `check_layout`); it only has to be fixed per layout, so that each slice of a GPU
+    covers its own compute slices and `span_share` adds up over the GPU.
+    """
+    out: list[int] = []
+    at = 0
+    for name, count in instances:
+        size = get_mig_profile(accelerator, name).compute_slices
+        for _ in range(count):
+            out.append(at)
+            at += size
+    return tuple(out)
+
+
+def layout_shares(
+    accelerator: str, instances: Iterable[tuple[str, int]], scale: int
+) -> tuple[int, ...]:
+    """`span_share` of each instance of a layout, in layout order (`layout_starts`): they add
+    up to exactly `scale` when the layout uses every compute slice of the GPU, and to
+    floor(scale * used / whole) otherwise (the idle slices weigh the rest)."""
+    pairs = tuple(instances)
+    whole = whole_gpu_slices(accelerator)
+    sizes = [
+        get_mig_profile(accelerator, name).compute_slices for name, n in pairs for _ in range(n)
+    ]
+    starts = layout_starts(accelerator, pairs)
+    return tuple(span_share(at, size, whole, scale) for at, size in zip(starts, sizes, strict=True))
+
+
 def _gb(size_bytes: int) -> str:
     return f"{size_bytes / GB:g}"
 

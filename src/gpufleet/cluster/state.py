@@ -120,22 +120,29 @@ class Holdings:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What a job (or a team, via `usage_by`) holds, counted per accelerator."""
+    """What a job (or a team, via `usage_by`) holds, counted per accelerator.
+
+    `slice_milli` weighs the slices exactly, each by where it lies on its GPU
+    (`SliceInfo.milli`): a GPU's slices add up to 1000, which counts per profile cannot.
+    """
 
     gpus: Mapping[str, int]  # accelerator -> whole GPUs
     slices: Mapping[tuple[str, str], int]  # (accelerator, profile) -> MIG slices
     milli: Mapping[str, int]  # accelerator -> thousandths of a GPU held as fractions
+    # accelerator -> thousandths of a GPU held as MIG slices
+    slice_milli: Mapping[str, int]
 
 
 class _Parts:
     """A job's MIG slices and GPU shares, and their counts per profile and accelerator."""
 
-    __slots__ = ("n_milli", "n_slices", "shares", "slices")
+    __slots__ = ("n_milli", "n_slice_milli", "n_slices", "shares", "slices")
 
     def __init__(self) -> None:
         self.slices: set[int] = set()
         self.shares: dict[int, int] = {}  # GPU -> thousandths held as a share
         self.n_slices: dict[tuple[str, str], int] = {}
+        self.n_slice_milli: dict[str, int] = {}  # accelerator -> the slices' exact weight
         self.n_milli: dict[str, int] = {}
 
     def empty(self) -> bool:
@@ -565,30 +572,41 @@ class StateView(ABC):
     def usage(self, job: str) -> Usage:
         held = self._core()._jobs.get(job)
         if held is None:
-            return Usage(MappingProxyType({}), MappingProxyType({}), MappingProxyType({}))
+            empty: Mapping[Any, int] = MappingProxyType({})
+            return Usage(empty, empty, empty, empty)
         return Usage(
             MappingProxyType(dict(held.n_gpus)),
             MappingProxyType(dict(held.parts.n_slices)),
             MappingProxyType(dict(held.parts.n_milli)),
+            MappingProxyType(dict(held.parts.n_slice_milli)),
         )
 
     def usage_by(self, key: Callable[[str], K]) -> dict[K, Usage]:
         """Usage summed over jobs grouped by `key(job)` (team, project, user): O(jobs)."""
-        sums: dict[K, tuple[dict[str, int], dict[tuple[str, str], int], dict[str, int]]] = {}
+        sums: dict[
+            K, tuple[dict[str, int], dict[tuple[str, str], int], dict[str, int], dict[str, int]]
+        ] = {}
         s = self._core()
         for job in sorted(s._jobs):
             held = s._jobs[job]
-            gpus, slices, milli = sums.setdefault(key(job), ({}, {}, {}))
+            gpus, slices, milli, slice_milli = sums.setdefault(key(job), ({}, {}, {}, {}))
             for acc, n in held.n_gpus.items():
                 gpus[acc] = gpus.get(acc, 0) + n
             parts = held.parts
             for ap, n in parts.n_slices.items():
                 slices[ap] = slices.get(ap, 0) + n
+            for acc, n in parts.n_slice_milli.items():
+                slice_milli[acc] = slice_milli.get(acc, 0) + n
             for acc, n in parts.n_milli.items():
                 milli[acc] = milli.get(acc, 0) + n
         return {
-            k: Usage(MappingProxyType(g), MappingProxyType(sl), MappingProxyType(m))
-            for k, (g, sl, m) in sums.items()
+            k: Usage(
+                MappingProxyType(g),
+                MappingProxyType(sl),
+                MappingProxyType(m),
+                MappingProxyType(sm),
+            )
+            for k, (g, sl, m, sm) in sums.items()
         }
 
     def dump(self) -> dict[str, dict[str, list[Any]]]:
@@ -1186,7 +1204,9 @@ class State(StateView):
         self._slice_set_of[sid].remove(sid)
         parts = self._held(job).own_parts()
         parts.slices.add(sid)
-        _bump(parts.n_slices, self._slice_key(sid), 1)
+        key = self._slice_key(sid)
+        _bump(parts.n_slices, key, 1)
+        _bump(parts.n_slice_milli, key[0], self._cluster.tables.slice_span[sid][1])
 
     def _give_slice(self, job: str, sid: int) -> None:
         self._slice_holder[sid] = None
@@ -1194,7 +1214,9 @@ class State(StateView):
         held = self._jobs[job]
         parts = held.own_parts()
         parts.slices.discard(sid)
-        _bump(parts.n_slices, self._slice_key(sid), -1)
+        key = self._slice_key(sid)
+        _bump(parts.n_slices, key, -1)
+        _bump(parts.n_slice_milli, key[0], -self._cluster.tables.slice_span[sid][1])
         self._forget_if_empty(job, held)
 
     def _add_share(self, job: str, g: int, milli: int) -> None:

@@ -36,6 +36,7 @@ Capacity = Literal["reserved", "on-demand", "spot"]
 # One GPU's MIG layout: (profile, count) pairs in a fixed order; () = not partitioned.
 GpuLayout = tuple[tuple[str, int], ...]
 NODE_LEVEL = "node"
+_MILLI = 1000  # `state.MILLI` (that module imports this one): a whole GPU in thousandths
 T = TypeVar("T")
 
 _SLICE_ID = re.compile(r"(?P<node>.+)/gpu(?P<gpu>\d+)/mig:(?P<profile>[^#/]+)#(?P<k>\d+)")
@@ -103,6 +104,8 @@ class SliceInfo:
     index: int
     compute_slices: int
     memory_bytes: int
+    first_slice: int  # its first compute slice on the GPU (instances end to end, layout order)
+    milli: int  # its weight in thousandths of the GPU: a whole GPU's slices add up to 1000
 
 
 class Tables:
@@ -139,10 +142,18 @@ class Tables:
         self.slice_gpu: list[int] = []
         self.slice_profile: list[str] = []
         self.slice_k: list[int] = []
+        # per slice (its first compute slice on the GPU, instances end to end in layout order;
+        # its weight in thousandths of the GPU, `catalog.mig.span_share`: a GPU's slices add
+        # up to exactly 1000 when they use all of it); the pairs are shared per layout
+        self.slice_span: list[tuple[int, int]] = []
         self.gpu_slice_start: list[int] = []
         self.gpu_slice_offsets: list[Mapping[str, tuple[int, int]] | None] = []
         self.profile_info: dict[tuple[str, str], tuple[int, int]] = {}
-        self._offsets: dict[GpuLayout, Mapping[str, tuple[int, int]]] = {}
+        # per (accelerator, layout): profile offsets and slice spans, checked once per shape
+        self._layouts: dict[
+            tuple[str, GpuLayout],
+            tuple[Mapping[str, tuple[int, int]], tuple[tuple[int, int], ...]],
+        ] = {}
         for n, node in enumerate(nodes):
             if node.name in self.node_by_name:
                 raise InvalidClusterError(f"node name '{node.name}' is used twice")
@@ -236,10 +247,15 @@ class Tables:
         if not layout:
             self.gpu_slice_offsets.append(None)
             return
-        offsets = self._offsets.get(layout)
-        if offsets is None:
-            offsets = self._offsets[layout] = _layout_offsets(node.accelerator, layout)
-        self.gpu_slice_offsets.append(offsets)
+        key = (node.accelerator, layout)
+        known = self._layouts.get(key)
+        if known is None:
+            known = self._layouts[key] = (
+                _layout_offsets(node.accelerator, layout),
+                _layout_spans(node.accelerator, layout),
+            )
+        self.gpu_slice_offsets.append(known[0])
+        self.slice_span.extend(known[1])
         for profile, count in layout:
             self.profile_info.setdefault(
                 (node.accelerator, profile), _profile_size(node.accelerator, profile)
@@ -256,6 +272,14 @@ def _profile_size(accelerator: str, profile: str) -> tuple[int, int]:
 
     row = get_mig_profile(accelerator, profile)
     return row.compute_slices, row.memory_bytes
+
+
+def _layout_spans(accelerator: str, layout: GpuLayout) -> tuple[tuple[int, int], ...]:
+    """(first compute slice, weight in thousandths) of each instance, in layout order."""
+    from gpufleet.catalog.mig import layout_shares, layout_starts
+
+    starts = layout_starts(accelerator, layout)
+    return tuple(zip(starts, layout_shares(accelerator, layout, _MILLI), strict=True))
 
 
 def _layout_offsets(accelerator: str, layout: GpuLayout) -> Mapping[str, tuple[int, int]]:
@@ -458,7 +482,15 @@ class Cluster:
         acc = self.nodes[t.gpu_node[t.slice_gpu[sid]]].accelerator
         compute, memory = t.profile_info[(acc, t.slice_profile[sid])]
         return SliceInfo(
-            name, node, gpu, acc, t.slice_profile[sid], t.slice_k[sid], compute, memory
+            name,
+            node,
+            gpu,
+            acc,
+            t.slice_profile[sid],
+            t.slice_k[sid],
+            compute,
+            memory,
+            *t.slice_span[sid],
         )
 
 

@@ -67,6 +67,8 @@ GPUS_PER_NODE = 8
 NODES_PER_LEAF = 32
 API_P99_TARGET_S = 0.050
 API_RATE_TARGET = 200.0
+SUBMIT_P99_TARGET_S = 0.100
+SUBMIT_RATE_TARGET = 200.0
 CYCLE_TARGET_S = 1.0
 PG_ADMIN_URL = os.environ.get(
     "GPUFLEET_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -625,6 +627,7 @@ def serve(
     cycle_s: float = 2.0,
     cpus: str | None = None,
     ready_timeout_s: float = 120.0,
+    workers: int | None = None,
 ) -> Iterator[ServerProc]:
     """A real `gpufleet serve --executor emulated` on the store, pinned to `cpus` (taskset
     list) if given; yields once it answers and its reconciler holds the lease."""
@@ -649,6 +652,7 @@ def serve(
         str(cycle_s),
         "--runs",
         str(workdir / "runs"),
+        *(("--workers", str(workers)) if workers else ()),
     ]
     if cpus:
         cmd = ["taskset", "-c", cpus, *cmd]
@@ -1018,6 +1022,93 @@ def api_latency(
     )
 
 
+@dataclass
+class MixedResult:
+    db: str
+    jobs: int
+    submits: LoadResult
+    gets: LoadResult
+    server_cpu_s: dict[str, float]  # by process role, over the run (warm-up included)
+    pool_timeouts: int = 0
+
+    def ok(self, load: LoadResult, p99_target_s: float) -> bool:
+        return (
+            not load.errors
+            and load.pct(99) < p99_target_s
+            and load.achieved_per_s >= 0.97 * load.rate_per_s
+        )
+
+    @property
+    def target_met(self) -> bool:
+        """Issue 23's target: both loads at their rates, each under its p99."""
+        return (
+            self.ok(self.submits, SUBMIT_P99_TARGET_S)
+            and self.ok(self.gets, API_P99_TARGET_S)
+            and self.submits.rate_per_s >= SUBMIT_RATE_TARGET
+            and self.gets.rate_per_s >= API_RATE_TARGET
+        )
+
+
+def mixed_load(
+    seeded: Seeded,
+    *,
+    submit_rate_per_s: float = SUBMIT_RATE_TARGET,
+    get_rate_per_s: float = API_RATE_TARGET,
+    duration_s: float = 20.0,
+    warmup_s: float = 5.0,
+    cycle_s: float = 2.0,
+    workers: int | None = None,
+) -> MixedResult:
+    """Serve a seeded, settled store and drive submits and GETs at once (issue 23's (c)).
+    Nothing is pinned: the server's processes and the generator share every CPU, as they
+    would on one small machine; the server's CPU time is read from /proc per process."""
+    if not seeded.jobs:
+        load_targets(seeded)
+    targets = request_targets(seeded)
+    tokens = [t for team in seeded.tokens.values() for t in team]
+    loads = [
+        Load("submit", submit_jobs(tokens), submit_rate_per_s),
+        Load("get", get_jobs(targets), get_rate_per_s),
+    ]
+    with (
+        tempfile.TemporaryDirectory(prefix="gpufleet-bench-serve-") as tmp,
+        serve(seeded.url, seeded.nodes, Path(tmp), cycle_s=cycle_s, workers=workers) as srv,
+    ):
+        _progress(
+            f"server up at {srv.url}; driving {submit_rate_per_s:.0f} submits/s and "
+            f"{get_rate_per_s:.0f} GETs/s"
+        )
+        before = _cpu_by_role(srv.proc.pid)
+        results = drive_loads(srv.url, loads, duration_s=duration_s, warmup_s=warmup_s)
+        after = _cpu_by_role(srv.proc.pid)
+        pool_timeouts = srv.log.read_text(errors="replace").count("QueuePool limit")
+    db = seeded.url.split(":", 1)[0].split("+", 1)[0]
+    used = {role: after[role] - before.get(role, 0.0) for role in after}
+    return MixedResult(db, len(seeded.jobs), results["submit"], results["get"], used, pool_timeouts)
+
+
+def _cpu_by_role(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of a server's processes, summed by role: supervisor,
+    api (every worker), reconciler, eta. Linux /proc; empty elsewhere."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ppid = int(stat[1])
+        if int(entry.name) != pid and ppid != pid:
+            continue
+        role = "supervisor"
+        for name in ("api_main", "reconciler_main", "eta_main"):
+            if name in cmdline:
+                role = name.removesuffix("_main")
+        out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+    return out
+
+
 def _cpu_list(spec: str) -> set[int]:
     out: set[int] = set()
     for part in spec.split(","):
@@ -1059,7 +1150,30 @@ class SteadyCycle:
         self._stack.close()
 
 
-class ApiP99:
+class _SeededOnce:
+    """A `make bench` entry on one store: seeded and settled at the first call (the runner's
+    warm-up), served by each later call; `close` drops the scratch database."""
+
+    def __init__(self, kind: str, config: SeedConfig) -> None:
+        self.kind, self.config = kind, config
+        self._stack = contextlib.ExitStack()
+        self._seeded: Seeded | None = None
+
+    def _seeded_store(self) -> Seeded | None:
+        """The store, or None at the first call, which seeds it."""
+        if self._seeded is not None:
+            return self._seeded
+        url = self._stack.enter_context(scratch_db(self.kind))
+        self._seeded = seed_store(url, self.config)
+        self._seeded.settle = settle(url, self.config.nodes)
+        load_targets(self._seeded)
+        return None
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+class ApiP99(_SeededOnce):
     """The API's p99 in seconds at `rate_per_s`: the first call seeds and settles the store
     (the runner's warm-up), each later call serves it and drives the load."""
 
@@ -1074,26 +1188,21 @@ class ApiP99:
         server_cpus: str | None = None,
         client_cpus: str | None = None,
     ) -> None:
-        self.kind, self.config = kind, config
+        super().__init__(kind, config)
         self.server_cpus, self.client_cpus = server_cpus, client_cpus
         self.rate_per_s, self.duration_s, self.warmup_s = rate_per_s, duration_s, warmup_s
-        self._stack = contextlib.ExitStack()
-        self._seeded: Seeded | None = None
         self.last: ApiResult | None = None
 
     def __call__(self) -> float:
-        if self._seeded is None:
-            url = self._stack.enter_context(scratch_db(self.kind))
-            self._seeded = seed_store(url, self.config)
-            self._seeded.settle = settle(url, self.config.nodes)
-            load_targets(self._seeded)
+        seeded = self._seeded_store()
+        if seeded is None:
             return 0.0
         self.last = api_latency(
-            self._seeded.url,
+            seeded.url,
             rate_per_s=self.rate_per_s,
             duration_s=self.duration_s,
             warmup_s=self.warmup_s,
-            seeded=self._seeded,
+            seeded=seeded,
             server_cpus=self.server_cpus,
             client_cpus=self.client_cpus,
         )
@@ -1107,8 +1216,41 @@ class ApiP99:
         )
         return load.pct(99) if not errors else max(load.pct(99), 1.0)
 
-    def close(self) -> None:
-        self._stack.close()
+
+class MixedP99(_SeededOnce):
+    """Issue 23's mixed load: the first call seeds and settles the store (the runner's
+    warm-up), each later call serves it, drives 200 submits/s and 200 GETs/s at once, and
+    returns the submits' p99 (1 s when a rate was not met or a request failed);
+    `get_p99` returns the GETs' of the same run."""
+
+    def __init__(self, kind: str = "sqlite", config: SeedConfig = SeedConfig()) -> None:
+        super().__init__(kind, config)
+        self.last: MixedResult | None = None
+
+    def __call__(self) -> float:
+        seeded = self._seeded_store()
+        if seeded is None:
+            return 0.0
+        self.last = result = mixed_load(seeded)
+        for label, load in (("submits", result.submits), ("GETs", result.gets)):
+            print(
+                f"  {self.kind} {label}: {load.achieved_per_s:.0f} of {load.rate_per_s:.0f}/s "
+                f"answered, p50 {load.pct(50) * 1000:.1f} ms, p99 {load.pct(99) * 1000:.1f} ms, "
+                f"{sum(load.errors.values())} errors, {load.late_sends} late sends",
+                flush=True,
+            )
+        cpu = ", ".join(f"{role} {s:.1f} s" for role, s in sorted(result.server_cpu_s.items()))
+        print(f"  {self.kind} server CPU over the run: {cpu}", flush=True)
+        return self._judged(result.submits, SUBMIT_P99_TARGET_S)
+
+    def get_p99(self) -> float:
+        if self.last is None:
+            return math.inf
+        return self._judged(self.last.gets, API_P99_TARGET_S)
+
+    def _judged(self, load: LoadResult, target_s: float) -> float:
+        assert self.last is not None
+        return load.pct(99) if self.last.ok(load, target_s) else max(load.pct(99), 1.0)
 
 
 # -- the command line -----------------------------------------------------------------------
@@ -1146,6 +1288,37 @@ def _print_api(result: ApiResult) -> None:
     )
 
 
+def _print_mixed(result: MixedResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"submits and GETs at once on {result.db}, {result.jobs:,} jobs stored")
+    table.add_column("measure")
+    table.add_column("POST /api/v1/jobs", justify="right")
+    table.add_column("GET /api/v1/jobs/{id}", justify="right")
+    loads = (result.submits, result.gets)
+    rows = [
+        ("asked rate, requests/s", [f"{x.rate_per_s:.0f}" for x in loads]),
+        ("answered per s", [f"{x.achieved_per_s:.1f}" for x in loads]),
+        *((f"p{q} ms", [f"{x.pct(q) * 1000:.1f}" for x in loads]) for q in (50, 95, 99)),
+        ("errors", [str(sum(x.errors.values())) for x in loads]),
+        ("generator late sends (> 5 ms)", [str(x.late_sends) for x in loads]),
+        (
+            "target",
+            [
+                "met" if result.ok(result.submits, SUBMIT_P99_TARGET_S) else "NOT met",
+                "met" if result.ok(result.gets, API_P99_TARGET_S) else "NOT met",
+            ],
+        ),
+    ]
+    for label, (a, b) in rows:
+        table.add_row(label, a, b)
+    console = Console(width=120)
+    console.print(table)
+    cpu = ", ".join(f"{role} {s:.1f} s" for role, s in sorted(result.server_cpu_s.items()))
+    console.print(f"server CPU over the run: {cpu}; pool timeouts: {result.pool_timeouts}")
+
+
 def _print_cycle(result: CycleResult, db: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -1177,12 +1350,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m gpufleet.control.bench", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("what", choices=("api", "reconciler"))
+    parser.add_argument("what", choices=("api", "reconciler", "mixed"))
     parser.add_argument("--db", default="sqlite", help="sqlite, postgresql or a store URL")
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=API_RATE_TARGET)
+    parser.add_argument("--submit-rate", type=float, default=SUBMIT_RATE_TARGET, help="mixed")
+    parser.add_argument("--workers", type=int, help="the server's API workers (default: auto)")
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--cycle", type=float, default=2.0, help="server's reconciler period")
@@ -1210,6 +1385,22 @@ def main(argv: list[str] | None = None) -> int:
             )
             _print_cycle(cycle, args.db)
             return 0 if cycle.ok else 1
+        if args.what == "mixed":
+            seeded = seed_store(
+                url, SeedConfig(jobs=args.jobs, pending=args.pending, nodes=args.nodes)
+            )
+            seeded.settle = settle(url, args.nodes)
+            mixed = mixed_load(
+                seeded,
+                submit_rate_per_s=args.submit_rate,
+                get_rate_per_s=args.rate,
+                duration_s=args.duration,
+                warmup_s=args.warmup,
+                cycle_s=args.cycle,
+                workers=args.workers,
+            )
+            _print_mixed(mixed)
+            return 0 if mixed.target_met else 1
         api = api_latency(
             url,
             jobs=args.jobs,

@@ -49,11 +49,17 @@ RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPUFLEET_")
 EMULATION_ENV = "GPUFLEET_EMULATE_"  # the emulated executor's failure knobs (demos, tests)
 
 
+# Text a client sends that names something in the store: no NUL (PostgreSQL refuses it in
+# text and answered 500) and no other control character
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"  # team and project names (admin.NAME_RE)
+
+
 class DataSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    source: str = Field(min_length=1, max_length=4096)
-    target: str = Field(min_length=1, max_length=4096)
+    source: str = Field(min_length=1, max_length=4096, pattern=PRINTABLE)
+    target: str = Field(min_length=1, max_length=4096, pattern=PRINTABLE)
 
 
 class JobRequest(BaseModel):
@@ -62,17 +68,21 @@ class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=63, description="Letters, digits, . _ -")
-    team: str | None = Field(default=None, description="Default: the token's team.")
-    project: str | None = Field(default=None, max_length=63)
+    team: str | None = Field(
+        default=None, max_length=63, pattern=DNS_LABEL, description="Default: the token's team."
+    )
+    project: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL)
     kind: Literal["training", "inference", "interactive", "batch"] = "batch"
     gpus: int | None = Field(default=None, ge=1, le=1024, description="Whole GPUs per worker.")
-    mig_profile: str | None = Field(default=None, max_length=32, description="e.g. 3g.40gb")
+    mig_profile: str | None = Field(
+        default=None, max_length=32, pattern=PRINTABLE, description="e.g. 3g.40gb"
+    )
     gpu_fraction: float | None = Field(default=None, gt=0, lt=1)
     accelerator: str | list[str] | None = Field(
         default=None, description="Acceptable accelerator(s); default: any in the cluster."
     )
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
-    priority_class: str | None = Field(default=None, max_length=63)
+    priority_class: str | None = Field(default=None, max_length=63, pattern=PRINTABLE)
     preemptible: bool = True
     checkpoint_interval_s: float | None = Field(default=None, gt=0, le=30 * 86400)
     runtime_estimate_s: float | None = Field(default=None, gt=0, le=365 * 86400)

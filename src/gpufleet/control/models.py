@@ -283,6 +283,8 @@ class Device(Base):
 
 class AuditEntry(Base):
     __tablename__ = "audit_log"
+    # an admin's view of a preempted job reads its `job.preempted` entries by target
+    __table_args__ = (Index("ix_audit_target", "target"),)
 
     id: Mapped[int] = mapped_column(Int64, primary_key=True)
     at_s: Mapped[float] = mapped_column(Float)

@@ -24,6 +24,7 @@ twice (ignored by the executor): never a job started twice or a GPU held twice.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -52,13 +53,12 @@ from gpufleet.control.executors.base import (
 from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_error, spec_of
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import close_allocations
-from gpufleet.control.models import Allocation, Job, NodeRecord, QueueSnapshot, Team
+from gpufleet.control.models import Allocation, AuditEntry, Job, NodeRecord, QueueSnapshot, Team
 from gpufleet.sched.apply import placement_spec
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Decisions
 from gpufleet.sched.framework import Placement as Placed
 from gpufleet.sched.preempt import GRACE_PERIOD_S
-from gpufleet.sched.quota import slice_milli
 from gpufleet.specs.jobs import JobSpec
 
 log = logging.getLogger(__name__)
@@ -543,7 +543,26 @@ class Reconciler:
             # the core states its default grace; this service's is its own setting
             reason = why.split("; grace period", 1)[0]
             reason += f"; grace period {self.config.grace_s:g} s"
-            lifecycle.move(s, victim, "stopping", now, reason)
+            by = _preemptor(reason, jobs)
+            # the victim's team reads its events: another team's job and team stay out of
+            # them (and of logs and the CLI); the full sentence is the admins' (audit log)
+            shown = reason if by is not None and by.team_id == victim.team_id else None
+            lifecycle.move(s, victim, "stopping", now, shown or _public_preemption(reason))
+            s.add(
+                AuditEntry(
+                    at_s=now,
+                    actor="scheduler",
+                    role="system",
+                    action=PREEMPTED,
+                    target=f"job/{victim.id}",
+                    detail={
+                        "attempt": victim.attempt,
+                        "message": reason,
+                        "preemptor": None if by is None else by.id,
+                        "preemptor_team": None if by is None else self._team_name(s, by.team_id),
+                    },
+                )
+            )
             signals.append(
                 (RunKey(victim.id, victim.attempt), victim.checkpoint_interval_s is not None)
             )
@@ -677,6 +696,37 @@ def _lost_gpu_s(job: Job, held_gpu_s: float, end_s: float) -> float:
     return held_gpu_s * min(1.0, unsaved_s / ran_s)
 
 
+# -- preemption messages ------------------------------------------------------------------
+
+PREEMPTED = "job.preempted"  # audit action: the full preemption sentence, for admins
+_PREEMPTOR = re.compile(r"^preempted by '(\d+)'")
+_FREES = re.compile(r"\bfrees [^;]*")
+_LOST = re.compile(r"\blost work [^;]*")
+_GRACE = re.compile(r"\bgrace period [^;]*")
+
+
+def _preemptor(reason: str, jobs: dict[int, Job]) -> Job | None:
+    """The job a preemption reason names (`sched.preempt` reasons start "preempted by
+    '<job>'"; the control plane's job names are ids), when it is one of this cycle's."""
+    found = _PREEMPTOR.match(reason)
+    return None if found is None else jobs.get(int(found[1]))
+
+
+def _public_preemption(reason: str) -> str:
+    """A preemption reason as the victim's team may read it: why, in general terms, and what
+    it costs (GPUs freed, work lost, grace) — never the preemptor's id, team or guarantee.
+    Built from the known parts only, so a reason worded differently tomorrow loses detail
+    rather than leak it."""
+    if "reclaims its guaranteed" in reason:
+        head = "preempted: another team of its cohort reclaims the guaranteed GPUs it borrowed"
+    elif "(priority " in reason:
+        head = "preempted by a higher-priority job"
+    else:
+        head = "preempted to make room for another job"
+    parts = [head] + [m[0] for m in (p.search(reason) for p in (_FREES, _LOST, _GRACE)) if m]
+    return "; ".join(parts)
+
+
 # -- placements <-> allocation rows ---------------------------------------------------------
 
 
@@ -706,8 +756,9 @@ def _rows(cluster: Cluster, placement: list[Any]) -> list[tuple[str, str, dict[s
                 )
             )
         for sid in p.get("mig_slices", ()):
-            info = cluster.slice_info(sid)
-            milli = slice_milli(info.accelerator, info.profile)
+            # exact, by where the slice lies on its GPU: a fully sliced GPU's rows add up to
+            # 1000, so allocation never shows more than the GPU and the ledger bills no extra
+            milli = cluster.slice_info(sid).milli
             out.append(
                 ("slice", sid, {"worker": worker, "node": node, "slice_id": sid, "milli": milli})
             )

@@ -40,7 +40,10 @@ class Resource:
     accelerator: str
     profile: str | None  # MIG profile (catalog spelling, e.g. 1g.10gb+me); None: whole GPUs
     capacity: int  # units of it in the cluster (GPUs, or slices)
-    milli: int  # what one unit weighs against the accelerator's quota, in thousandths of a GPU
+    # what one unit weighs against the accelerator's quota, in thousandths of a GPU: for a
+    # slice, what a request for one is charged before it is placed (`sched.quota.slice_milli`
+    # without a place: the ceiling of its share; placed slices weigh exactly, 1000 per GPU)
+    milli: int
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from gpufleet.api.deps import RateLimitedError, context
 from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
 from gpufleet.errors import UserError
 from gpufleet.portal import (
+    heavy,
     routes_admin,
     routes_auth,
     routes_chargeback,
@@ -57,6 +58,7 @@ def create_portal(ctx: AppContext) -> FastAPI:
     """The portal application (mount it at `PREFIX`)."""
     portal = FastAPI(title="gpufleet portal", docs_url=None, redoc_url=None, openapi_url=None)
     portal.state.ctx = ctx
+    heavy.install(portal, ctx)  # the planner's and what-if's runner and its limits
     static = resources.files("gpufleet.portal") / "static"
     portal.mount("/static", StaticFiles(directory=str(static)), name="static")
     for module in (

@@ -3,7 +3,8 @@
 The form covers one training or one inference workload; anything more (several
 workloads, teams, on-prem prices) goes in the spec box as YAML, which then replaces the
 form. Validation is the spec's own (`specs.load.validate`); its problems, one line per
-field path, are put next to the form field they name.
+field path, are put next to the form field they name. The plan itself (`compute`) runs in
+the portal's worker (`portal.heavy`), so it and what it returns must pickle.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import yaml
 
 from gpufleet.catalog.models import load_model_presets
 from gpufleet.errors import SpecError
-from gpufleet.plan.planner import DEFAULT_ACCELERATORS
+from gpufleet.plan.model import Plan
+from gpufleet.plan.planner import DEFAULT_ACCELERATORS, InfeasiblePlanError, plan
+from gpufleet.report.render import render_html
 from gpufleet.specs.inference import Engine, ServingPrecision
 from gpufleet.specs.load import validate
 from gpufleet.specs.plan import Deployment, PlanSpec
@@ -72,6 +75,25 @@ class PlanForm:
 
     spec: PlanSpec | None = None
     errors: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A plan and its report, or the advice of a plan that cannot be met."""
+
+    result: Plan | None
+    report_html: str | None
+    advice: tuple[str, ...] = ()
+
+
+def compute(spec: PlanSpec) -> Planned:
+    """`gpufleet plan` on `spec`: the plan and its HTML report (the same file the command
+    writes). Infeasibility is an answer here, not an error (its advice is shown)."""
+    try:
+        result = plan(spec)
+    except InfeasiblePlanError as exc:
+        return Planned(None, None, tuple(exc.advice))
+    return Planned(result, render_html(result))
 
 
 def options() -> dict[str, Any]:

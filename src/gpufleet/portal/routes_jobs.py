@@ -2,7 +2,8 @@
 
 Jobs are read and changed through `control.jobs` and presented by `api.views.job_out`,
 exactly as the API does: another team's job is "not found" here too, positions and
-reasons come from the scheduler's last cycle, and ETAs are the forward simulation's.
+reasons come from the scheduler's last cycle, and ETAs are the forward simulation's. As
+in the API, reasons and events name no other team's job or team except to an admin.
 """
 
 from __future__ import annotations
@@ -42,21 +43,21 @@ def my_jobs(request: Request, me: Caller, ctx: Ctx, s: Db, mine: bool = False) -
 
     pending = keep(
         [
-            job_out(s, j, now, index=index)
+            job_out(s, j, now, index=index, full=who.is_admin)
             for j in jobs.list_jobs(s, who, state="pending", limit=1000)
         ]
     )
     pending.sort(key=lambda j: (j.queue_position.cluster if j.queue_position else 10**9, j.id))
     active = keep(
         [
-            job_out(s, j, now, index=index)
+            job_out(s, j, now, index=index, full=who.is_admin)
             for state in ACTIVE_STATES
             for j in jobs.list_jobs(s, who, state=state, limit=500)
         ]
     )
     recent = keep(
         [
-            job_out(s, j, now, index=index)
+            job_out(s, j, now, index=index, full=who.is_admin)
             for j in jobs.list_jobs(s, who, limit=200)
             if j.state in lifecycle.FINAL
         ]
@@ -113,7 +114,8 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
     now = ctx.clock()
     job = jobs.visible_job(s, who, job_id)  # another team's job: NotFoundError, a 404
     index = queue_index(s)
-    out = job_out(s, job, now, events=True, index=index)
+    # a member reads no other team's job or team in reasons and events; an admin all of it
+    out = job_out(s, job, now, events=True, index=index, full=who.is_admin)
     logs = ""
     if ctx.executor is not None and job.attempt > 0:
         logs = ctx.executor.logs(RunKey(job.id, job.attempt), LOG_TAIL_BYTES)

@@ -2,20 +2,28 @@
 
 The same engine and report as `gpufleet plan` (`plan.planner.plan`, `report.render`): the
 report is shown in a sandboxed frame (its own stylesheet, no scripts) and can be
-downloaded as the same HTML file the command writes.
+downloaded as the same HTML file the command writes. A plan takes seconds of CPU, so it is
+computed through `portal.heavy` (a worker process, a few at a time, a budget per person);
+a refusal is shown on this page, with the form as the person filled it in.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from gpufleet.plan.planner import InfeasiblePlanError, plan
-from gpufleet.portal.planner import DEFAULTS, FIELDS, options, read_form
+from gpufleet.plan.model import Plan
+from gpufleet.portal.heavy import Heavy, HeavyError, heavy_of
+from gpufleet.portal.planner import DEFAULTS, FIELDS, compute, options, read_form
 from gpufleet.portal.web import Caller, Form, render, text
-from gpufleet.report.render import render_html
 
 router = APIRouter()
+
+
+def _heavy(request: Request) -> Heavy:
+    return heavy_of(request)
 
 
 @router.get("/planner", name="planner", response_class=HTMLResponse)
@@ -31,37 +39,41 @@ def planner_form(request: Request, me: Caller) -> HTMLResponse:
         result=None,
         report_html=None,
         advice=[],
+        refused=None,
         **options(),
     )
 
 
 @router.post("/planner", name="planner_post", response_model=None)
-def run_planner(request: Request, me: Caller, form: Form) -> Response:
+def run_planner(
+    request: Request, me: Caller, form: Form, heavy: Annotated[Heavy, Depends(_heavy)]
+) -> Response:
     """Plan the workload; `action=download` answers with the report file itself."""
     values = {name: text(form, name) for name in FIELDS}
     values["spec_yaml"] = str(form.get("spec_yaml") or "")  # keep its indentation
     chosen = [str(a) for a in form.getlist("accelerators") if str(a)]
     parsed = read_form(values, chosen)
-    result = None
+    result: Plan | None = None
     report_html = None
     advice: list[str] = []
+    refused: HeavyError | None = None
     errors = parsed.errors
     if parsed.spec is not None:
         try:
-            result = plan(parsed.spec, lambda _: None)
-        except InfeasiblePlanError as exc:
-            advice = list(exc.advice)
+            planned = heavy.run(me.who.user, compute, parsed.spec)
+        except HeavyError as exc:
+            refused = exc
         else:
-            report_html = render_html(result)
-            if text(form, "action") == "download":
+            result, report_html, advice = planned.result, planned.report_html, list(planned.advice)
+            if report_html is not None and text(form, "action") == "download":
                 name = f"plan-{parsed.spec.name}.html".replace("/", "-")
                 return Response(
                     report_html,
                     media_type="text/html; charset=utf-8",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'},
                 )
-    status = 422 if errors else 200
-    return render(
+    status = refused.status_code if refused else 422 if errors else 200
+    response = render(
         request,
         "planner.html.j2",
         me,
@@ -73,5 +85,9 @@ def run_planner(request: Request, me: Caller, form: Form) -> Response:
         result=result,
         report_html=report_html,
         advice=advice,
+        refused=refused,
         **options(),
     )
+    if refused:
+        response.headers.update(refused.headers)
+    return response

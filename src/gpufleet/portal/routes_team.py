@@ -50,7 +50,7 @@ def team_page(
     now = ctx.clock()
     index = queue_index(s)
     rows = jobs.list_jobs(s, who, team=found.name, state="pending", limit=1000)
-    pending = [job_out(s, j, now, index=index) for j in rows]
+    pending = [job_out(s, j, now, index=index, full=who.is_admin) for j in rows]
     pending.sort(key=lambda j: (j.queue_position.team if j.queue_position else 10**9, j.id))
     classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
     names = [c.name for c in classes]

@@ -1,25 +1,39 @@
 """What-if: the current cluster and queue under another profile or with more GPUs.
 
 A read (GET): it changes nothing, so a scenario is a link that can be shared. The
-simulation runs only when the form is sent (`run=1`), not on every visit.
+simulation runs only when the form is sent (`run=1`), not on every visit, and through
+`portal.heavy` (a worker process, a few at a time, a budget per person); a refusal is
+shown on this page.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
 from gpufleet.control.jobs import live_queue
 from gpufleet.control.models import Team
 from gpufleet.errors import UserError
+from gpufleet.portal.heavy import Heavy, HeavyError, heavy_of
 from gpufleet.portal.web import Caller, Ctx, Db, render
-from gpufleet.portal.whatif import MAX_ADDED_GPUS, Scenario, run
+from gpufleet.portal.whatif import (
+    MAX_ADDED_GPUS,
+    Inputs,
+    PortableCluster,
+    Scenario,
+    Visible,
+    compute,
+)
 from gpufleet.sched.registry import PROFILES
 
 router = APIRouter()
+
+
+def _heavy(request: Request) -> Heavy:
+    return heavy_of(request)
 
 
 @router.get("/whatif", name="whatif", response_class=HTMLResponse)
@@ -28,6 +42,7 @@ def whatif(
     me: Caller,
     ctx: Ctx,
     s: Db,
+    heavy: Annotated[Heavy, Depends(_heavy)],
     *,
     profile: str | None = None,
     add_gpus: str = "0",
@@ -42,6 +57,7 @@ def whatif(
         to_team = who.team or next(iter(teams), "")
     error = None
     result = None
+    refused: HeavyError | None = None
     try:
         n = int(add_gpus or "0")
     except ValueError:
@@ -55,22 +71,28 @@ def whatif(
     )
     if run_ is not None and error is None:
         try:
+            heavy.check(who.user)  # over budget: refused before the queue is read
             now = ctx.clock()
-            result = run(
-                live_queue(s, ctx.cluster, now),
-                ctx.cluster,
+            snap = live_queue(s, ctx.cluster, now)
+            s.rollback()  # ends the read: no connection is held while the simulation runs
+            inputs = Inputs(
+                snap,
+                PortableCluster.of(ctx.cluster),
                 chosen,
-                now_s=now,
-                baseline_profile=ctx.profile,
-                visible=lambda team: who.is_admin or team == who.team,
+                now,
+                ctx.profile,
+                Visible(who.is_admin, who.team),
             )
+            result = heavy.run(who.user, compute, inputs)
+        except HeavyError as exc:
+            refused = exc
         except UserError as exc:
             error = str(exc)
-    return render(
+    response = render(
         request,
         "whatif.html.j2",
         me,
-        422 if error else 200,
+        refused.status_code if refused else 422 if error else 200,
         nav="whatif",
         scenario=chosen,
         profiles=PROFILES,
@@ -80,4 +102,8 @@ def whatif(
         max_gpus=MAX_ADDED_GPUS,
         result=result,
         error=error,
+        refused=refused,
     )
+    if refused:
+        response.headers.update(refused.headers)
+    return response

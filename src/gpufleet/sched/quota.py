@@ -1,7 +1,10 @@
 """Quota arithmetic: what a team uses of each flavor and what it may use now (design 0009).
 
 Units: thousandths of a GPU ("milli"): a whole GPU is 1000, a GPU fraction its
-share, a MIG slice its share of the GPU's compute slices.
+share, a MIG slice its share of the GPU's compute slices — exactly, by where it lies
+on its GPU (`slice_milli` with `first`), so that a GPU's slices add up to 1000 in the
+quota as in the ledger; a slice not yet placed is charged the most any slice of its
+profile weighs (`slice_milli` without `first`).
 
 A team may always use its guaranteed GPUs of a flavor; beyond that it may borrow
 what the other teams of its cohort lend and do not use themselves, capped by its
@@ -14,10 +17,9 @@ which another team outside the cohort may be owed and could not reclaim.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from gpufleet.catalog.mig import mig_profiles_for
+from gpufleet.catalog.mig import mig_profiles_for, span_share, whole_gpu_slices
 from gpufleet.cluster import MILLI, Cluster, Usage
 from gpufleet.sched.framework import Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
@@ -36,12 +38,23 @@ def gpus_text(milli: int) -> str:
     return f"{milli / MILLI:.3f}".rstrip("0")
 
 
-def slice_milli(accelerator: str, profile: str) -> int:
-    """A MIG slice's weight against quota: its share of the GPU's compute slices."""
+def slice_milli(accelerator: str, profile: str, first: int | None = None) -> int:
+    """A MIG slice's weight against quota: its share of the GPU's compute slices.
+
+    With `first` (where the slice begins on its GPU, `SliceInfo.first_slice`), the exact
+    weight that the allocation rows and the ledger bill: floor(1000 * end / whole) -
+    floor(1000 * first / whole), so a GPU's slices add up to exactly 1000
+    (`catalog.mig.span_share`). Without it — a request not placed yet, or a count of
+    slices with no place (exports) — the ceiling of the share, which no slice of the
+    profile exceeds: a quota check that passes with it still holds once the slice is
+    placed and weighed exactly (143 for a 1g slice of 7, which then weighs 142 or 143).
+    """
     profiles = mig_profiles_for(accelerator)
-    whole = max((p.compute_slices for p in profiles), default=1)
+    whole = whole_gpu_slices(accelerator)
     compute = next((p.compute_slices for p in profiles if p.profile == profile), whole)
-    return math.ceil(MILLI * compute / whole)
+    if first is None:
+        return -(-MILLI * compute // whole)
+    return span_share(first, compute, whole, MILLI)
 
 
 def request_milli(request: Request) -> int:
@@ -53,20 +66,21 @@ def request_milli(request: Request) -> int:
 
 
 def placements_milli(cluster: Cluster, placements: Sequence[Placement]) -> int:
-    """Milli-GPUs a placement holds, weighing MIG slices by their share of the GPU."""
+    """Milli-GPUs a placement holds, weighing MIG slices exactly by where they lie (what the
+    ledger bills: `SliceInfo.milli`)."""
     total = 0
     for p in placements:
         total += len(p.gpus) * MILLI + p.milli
         for sid in p.mig_slices:
-            info = cluster.slice_info(sid)
-            total += slice_milli(info.accelerator, info.profile)
+            total += cluster.slice_info(sid).milli
     return total
 
 
 def usage_milli(usage: Usage) -> dict[str, int]:
+    """Milli-GPUs held per accelerator, slices weighed exactly (`Usage.slice_milli`)."""
     out = {acc: n * MILLI for acc, n in usage.gpus.items()}
-    for (acc, profile), n in usage.slices.items():
-        out[acc] = out.get(acc, 0) + n * slice_milli(acc, profile)
+    for acc, m in usage.slice_milli.items():
+        out[acc] = out.get(acc, 0) + m
     for acc, m in usage.milli.items():
         out[acc] = out.get(acc, 0) + m
     return out

@@ -36,10 +36,11 @@ from typing import Any, Final, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
+from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI, Cluster, Node, State
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sched.framework import PlacementPlugin
-from gpufleet.sched.quota import placements_milli, request_milli, slice_milli
+from gpufleet.sched.quota import placements_milli, request_milli
 from gpufleet.sched.registry import PROFILES, resolve
 from gpufleet.sched.requests import FRACTION_STEPS, Request, requests_for, whole_gpus
 from gpufleet.sched.scoring import Fgd
@@ -473,14 +474,23 @@ def profile_setup(
 
 def requested_share(job: TraceJob, accelerator: str) -> float:
     """GPUs one job asks for: whole GPUs × workers, its fraction, or its MIG slice's compute
-    share (3g.40gb on an A100: 3/7) — what it needs, not what a profile makes it hold."""
+    share (3g.40gb on an A100: 3/7) — what it needs, not what a profile makes it hold.
+
+    The share is exact: a placed slice is weighed within a thousandth of it, and a fully
+    sliced GPU's slices weigh exactly one GPU (`sched.quota.slice_milli`), so the work
+    counted from it matches the GPU time held. (Until slices were weighed by position it
+    was rounded up to thousandths, 1g of 7 = 0.143, as the quota then weighed them.)
+    """
     if job.gpus:
         return float(job.gpus * job.workers)
     if job.gpu_fraction is not None:
         return job.gpu_fraction
     if job.mig_profile is not None:
         acc = job.accelerators[0] if job.accelerators else accelerator
-        return slice_milli(acc, job.mig_profile) / MILLI
+        whole = whole_gpu_slices(acc)
+        profiles = mig_profiles_for(acc)
+        compute = next((p.compute_slices for p in profiles if p.profile == job.mig_profile), whole)
+        return compute / whole
     return 0.0
 
 

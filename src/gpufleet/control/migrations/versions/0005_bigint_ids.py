@@ -1,4 +1,4 @@
-"""64-bit row ids and rates on PostgreSQL
+"""64-bit row ids and rates on PostgreSQL; the audit log indexed by target
 
 Revision ID: 0005
 Revises: 0004
@@ -8,7 +8,8 @@ The API takes ids up to 2^63 - 1 in its paths, but PostgreSQL's `serial` columns
 an id from 2^31 on failed in the driver (a 500, and the connection reset). Ids, the columns
 that refer to them, and the micro-dollar rates (2,147.48 $/GPU-h was the largest rate a
 32-bit column held) become BIGINT, and each id sequence `AS bigint`. SQLite's INTEGER is
-already 64-bit, so nothing changes there.
+already 64-bit, so nothing changes there. On both stores the audit log gets an index on
+`target`: an admin's view of a preempted job reads that job's `job.preempted` entries.
 """
 
 from __future__ import annotations
@@ -63,7 +64,11 @@ def _alter(kind: str) -> None:
 
 def upgrade() -> None:
     _alter("bigint")
+    with op.batch_alter_table("audit_log", schema=None) as batch_op:
+        batch_op.create_index("ix_audit_target", ["target"], unique=False)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("audit_log", schema=None) as batch_op:
+        batch_op.drop_index("ix_audit_target")
     _alter("integer")
