@@ -1220,7 +1220,7 @@ class ApiP99(_SeededOnce):
 class MixedP99(_SeededOnce):
     """Issue 23's mixed load: the first call seeds and settles the store (the runner's
     warm-up), each later call serves it, drives 200 submits/s and 200 GETs/s at once, and
-    returns the submits' p99 (1 s when a rate was not met or a request failed);
+    returns the submits' p99 (at least 1 s when a rate was not met or a request failed);
     `get_p99` returns the GETs' of the same run."""
 
     def __init__(self, kind: str = "sqlite", config: SeedConfig = SeedConfig()) -> None:
@@ -1241,16 +1241,19 @@ class MixedP99(_SeededOnce):
             )
         cpu = ", ".join(f"{role} {s:.1f} s" for role, s in sorted(result.server_cpu_s.items()))
         print(f"  {self.kind} server CPU over the run: {cpu}", flush=True)
-        return self._judged(result.submits, SUBMIT_P99_TARGET_S)
+        return self._judged(result.submits)
 
     def get_p99(self) -> float:
         if self.last is None:
             return math.inf
-        return self._judged(self.last.gets, API_P99_TARGET_S)
+        return self._judged(self.last.gets)
 
-    def _judged(self, load: LoadResult, target_s: float) -> float:
-        assert self.last is not None
-        return load.pct(99) if self.last.ok(load, target_s) else max(load.pct(99), 1.0)
+    @staticmethod
+    def _judged(load: LoadResult) -> float:
+        """The p99 the budget judges; 1 s at least when a request failed or the rate was not
+        answered (a p99 of what was answered would hide those)."""
+        served = not load.errors and load.achieved_per_s >= 0.97 * load.rate_per_s
+        return load.pct(99) if served else max(load.pct(99), 1.0)
 
 
 # -- the command line -----------------------------------------------------------------------
