@@ -75,7 +75,9 @@ class Limits:
     """The limits of one server process (see the module's docstring)."""
 
     concurrency: int = 1  # runs at once
-    queue: int = 4  # runs waiting for one of those
+    # runs waiting for one of those: each waits in one of the worker's request threads
+    # (`service.API_THREADS`, 8), so at most 1 + 2 of them are ever tied up here
+    queue: int = 2
     wait_s: float = 20.0  # how long one waits before it is refused (503)
     budget_cpu_s: float = 30.0  # a person's bucket of CPU-seconds; 0: no budget
     window_s: float = 600.0  # the bucket refills `budget_cpu_s` in this long
