@@ -52,7 +52,9 @@ def _check(accelerator: str, order: list[str]) -> None:
     for profile, size, first, weight in zip(order, sizes, starts, weights, strict=True):
         exact = Fraction(MILLI * size, whole)
         assert abs(weight - exact) < 1, (profile, first, weight, exact)
-        assert weight == slice_milli(accelerator, profile, first)
+        assert weight == span_share(
+            first, get_mig_profile(accelerator, profile).compute_slices, whole, MILLI
+        )
         assert weight <= slice_milli(accelerator, profile)  # the charge before placing
 
 

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from gpufleet.api.context import AppContext
+from gpufleet.control.admin import NAME_RE
 from gpufleet.control.auth import AuthError, Principal, authenticate_cached, digest
 from gpufleet.control.models import MAX_UNIX_S
 from gpufleet.errors import UserError
@@ -130,6 +131,4 @@ TokenId = Annotated[int, Path(ge=1, le=MAX_ID, description="The token's id.")]
 UnixTime = Annotated[float, Field(ge=0, le=MAX_UNIX_S, allow_inf_nan=False)]
 # names in list filters: team and project names are DNS labels (`admin.NAME_RE`); anything
 # else (a NUL byte, which PostgreSQL refuses in text) matches no row and is refused at once
-NameFilter = Annotated[
-    str | None, Query(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-]
+NameFilter = Annotated[str | None, Query(min_length=1, max_length=63, pattern=NAME_RE.pattern)]

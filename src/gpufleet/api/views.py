@@ -6,7 +6,8 @@ import itertools
 import re
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from threading import Lock
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 from gpufleet.api.schemas import EventOut, JobOut, QueuePosition
 from gpufleet.control.auth import Principal
 from gpufleet.control.jobs import Submitted, require_visible
-from gpufleet.control.lifecycle import FINAL
+from gpufleet.control.lifecycle import FINAL, PREEMPTED_AUDIT
 from gpufleet.control.models import Allocation, AuditEntry, Job, JobEvent, QueueSnapshot, Team
 
 
@@ -33,10 +34,12 @@ class QueueIndex:
     reasons: dict[str, str]
     etas: dict[str, float | None]
     order: tuple[tuple[int, str], ...]  # (job id, team), first considered first
-    team_of: dict[int, str] = field(init=False, repr=False, compare=False)  # from `order`
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "team_of", dict(self.order))
+    @cached_property
+    def team_of(self) -> dict[int, str]:
+        """Job id -> team, made only when a reason quotes a job (`public_reason`): not at
+        every rebuild, which each worker does once a cycle on the requests' path."""
+        return dict(self.order)
 
     def first_of_team(self, team: str, n: int) -> Iterator[int]:
         return itertools.islice((j for j, t in self.order if t == team), n)
@@ -46,7 +49,6 @@ class QueueIndex:
 # reservation for '12'"): the control plane's job names are ids, quoted
 _QUOTED_JOB = re.compile(r"'(\d+)'")
 _TEAMS_LISTED = re.compile(r" is not in the teams file \([^)]*\)")
-PREEMPTED = "job.preempted"  # `control.reconciler.PREEMPTED`: the audit action
 
 
 def public_reason(reason: str, team: str, index: QueueIndex | None) -> str:
@@ -71,7 +73,7 @@ def attributed(s: Session, job_id: int, events: list[EventOut]) -> list[EventOut
         return events
     rows = s.execute(
         select(AuditEntry.detail).where(
-            AuditEntry.action == PREEMPTED, AuditEntry.target == f"job/{job_id}"
+            AuditEntry.action == PREEMPTED_AUDIT, AuditEntry.target == f"job/{job_id}"
         )
     )
     full: dict[object, str] = {}

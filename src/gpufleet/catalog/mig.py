@@ -13,6 +13,7 @@ caller's job, so this module stays independent of the accelerator table.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
@@ -250,12 +251,11 @@ def layout_shares(
     """`span_share` of each instance of a layout, in layout order (`layout_starts`): they add
     up to exactly `scale` when the layout uses every compute slice of the GPU, and to
     floor(scale * used / whole) otherwise (the idle slices weigh the rest)."""
-    pairs = tuple(instances)
     whole = whole_gpu_slices(accelerator)
     sizes = [
-        get_mig_profile(accelerator, name).compute_slices for name, n in pairs for _ in range(n)
+        get_mig_profile(accelerator, name).compute_slices for name, n in instances for _ in range(n)
     ]
-    starts = layout_starts(accelerator, pairs)
+    starts = list(itertools.accumulate(sizes, initial=0))[:-1]  # as `layout_starts` lays them
     return tuple(span_share(at, size, whole, scale) for at, size in zip(starts, sizes, strict=True))
 
 

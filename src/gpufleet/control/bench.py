@@ -975,6 +975,16 @@ class ApiResult:
     pool_timeouts: int = 0  # "QueuePool limit ... reached" errors in the server's log
 
 
+def seeded_and_settled(url: str, config: SeedConfig) -> Seeded:
+    """`seed_store`, then `settle`: the store as a live server would have it."""
+    _progress(f"seeding {config.jobs:,} jobs")
+    seeded = seed_store(url, config)
+    _progress(f"seeded in {seeded.seed_s:.1f} s; settling (reconciler cycles)")
+    seeded.settle = settle(url, config.nodes)
+    _progress("settled: " + ", ".join(f"{r.wall_s:.2f} s" for r in seeded.settle))
+    return seeded
+
+
 def api_latency(
     url: str,
     *,
@@ -992,11 +1002,7 @@ def api_latency(
     """Seed `url` (unless `seeded` is given: a store already seeded and settled), serve it
     and drive it at `rate_per_s` for `warmup_s` + `duration_s` seconds."""
     if seeded is None:
-        _progress(f"seeding {jobs:,} jobs")
-        seeded = seed_store(url, SeedConfig(jobs=jobs, pending=pending, nodes=nodes))
-        _progress(f"seeded in {seeded.seed_s:.1f} s; settling (reconciler cycles)")
-        seeded.settle = settle(url, nodes)
-        _progress("settled: " + ", ".join(f"{r.wall_s:.2f} s" for r in seeded.settle))
+        seeded = seeded_and_settled(url, SeedConfig(jobs=jobs, pending=pending, nodes=nodes))
     if not seeded.jobs:
         load_targets(seeded)
     targets = request_targets(seeded)
@@ -1164,8 +1170,7 @@ class _SeededOnce:
         if self._seeded is not None:
             return self._seeded
         url = self._stack.enter_context(scratch_db(self.kind))
-        self._seeded = seed_store(url, self.config)
-        self._seeded.settle = settle(url, self.config.nodes)
+        self._seeded = seeded_and_settled(url, self.config)
         load_targets(self._seeded)
         return None
 
@@ -1389,12 +1394,9 @@ def main(argv: list[str] | None = None) -> int:
             _print_cycle(cycle, args.db)
             return 0 if cycle.ok else 1
         if args.what == "mixed":
-            seeded = seed_store(
-                url, SeedConfig(jobs=args.jobs, pending=args.pending, nodes=args.nodes)
-            )
-            seeded.settle = settle(url, args.nodes)
+            config = SeedConfig(jobs=args.jobs, pending=args.pending, nodes=args.nodes)
             mixed = mixed_load(
-                seeded,
+                seeded_and_settled(url, config),
                 submit_rate_per_s=args.submit_rate,
                 get_rate_per_s=args.rate,
                 duration_s=args.duration,

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.cluster import Cluster
 from gpufleet.control import lifecycle
-from gpufleet.control.admin import audit, priority_class
+from gpufleet.control.admin import NAME_RE, audit, priority_class
 from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
 from gpufleet.control.eta import RunningJob
 from gpufleet.control.models import Job, JobEvent, PriorityClass, Project, Team
@@ -52,7 +52,7 @@ EMULATION_ENV = "GPUFLEET_EMULATE_"  # the emulated executor's failure knobs (de
 # Text a client sends that names something in the store: no NUL (PostgreSQL refuses it in
 # text and answered 500) and no other control character
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"  # team and project names (admin.NAME_RE)
+DNS_LABEL = NAME_RE.pattern  # team and project names
 
 
 class DataSpec(BaseModel):

@@ -18,6 +18,9 @@ JobState = Literal[
 ACTIVE: frozenset[str] = frozenset({"admitted", "starting", "running", "stopping"})
 HOLDING: frozenset[str] = frozenset({"starting", "running", "stopping"})  # allocation rows live
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+# the audit action that keeps a preemption's full sentence (the preemptor's id and team) for
+# admins; the victim's own event says only what its team may read (`reconciler._write`)
+PREEMPTED_AUDIT = "job.preempted"
 
 TRANSITIONS: dict[str, dict[str, str]] = {
     "pending": {

@@ -553,7 +553,7 @@ class Reconciler:
                     at_s=now,
                     actor="scheduler",
                     role="system",
-                    action=PREEMPTED,
+                    action=lifecycle.PREEMPTED_AUDIT,
                     target=f"job/{victim.id}",
                     detail={
                         "attempt": victim.attempt,
@@ -698,7 +698,6 @@ def _lost_gpu_s(job: Job, held_gpu_s: float, end_s: float) -> float:
 
 # -- preemption messages ------------------------------------------------------------------
 
-PREEMPTED = "job.preempted"  # audit action: the full preemption sentence, for admins
 _PREEMPTOR = re.compile(r"^preempted by '(\d+)'")
 _FREES = re.compile(r"\bfrees [^;]*")
 _LOST = re.compile(r"\blost work [^;]*")

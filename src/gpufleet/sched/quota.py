@@ -2,9 +2,9 @@
 
 Units: thousandths of a GPU ("milli"): a whole GPU is 1000, a GPU fraction its
 share, a MIG slice its share of the GPU's compute slices — exactly, by where it lies
-on its GPU (`slice_milli` with `first`), so that a GPU's slices add up to 1000 in the
-quota as in the ledger; a slice not yet placed is charged the most any slice of its
-profile weighs (`slice_milli` without `first`).
+on its GPU (`SliceInfo.milli`, `catalog.mig.span_share`), so that a GPU's slices add up to
+1000 in the quota as in the ledger; a slice not yet placed is charged the most any slice
+of its profile weighs (`slice_milli`).
 
 A team may always use its guaranteed GPUs of a flavor; beyond that it may borrow
 what the other teams of its cohort lend and do not use themselves, capped by its
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpufleet.catalog.mig import mig_profiles_for, span_share, whole_gpu_slices
+from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI, Cluster, Usage
 from gpufleet.sched.framework import Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
@@ -38,23 +38,16 @@ def gpus_text(milli: int) -> str:
     return f"{milli / MILLI:.3f}".rstrip("0")
 
 
-def slice_milli(accelerator: str, profile: str, first: int | None = None) -> int:
-    """A MIG slice's weight against quota: its share of the GPU's compute slices.
-
-    With `first` (where the slice begins on its GPU, `SliceInfo.first_slice`), the exact
-    weight that the allocation rows and the ledger bill: floor(1000 * end / whole) -
-    floor(1000 * first / whole), so a GPU's slices add up to exactly 1000
-    (`catalog.mig.span_share`). Without it — a request not placed yet, or a count of
-    slices with no place (exports) — the ceiling of the share, which no slice of the
-    profile exceeds: a quota check that passes with it still holds once the slice is
-    placed and weighed exactly (143 for a 1g slice of 7, which then weighs 142 or 143).
-    """
+def slice_milli(accelerator: str, profile: str) -> int:
+    """A MIG slice's weight against quota before it has a place (a request, or a count of
+    slices in an export): the ceiling of its share of the GPU's compute slices, which no
+    placed slice of the profile exceeds, so a quota check that passes with it still holds
+    once the slice is placed and weighed exactly (`SliceInfo.milli`: 143 for a 1g slice of
+    7, which then weighs 142 or 143)."""
     profiles = mig_profiles_for(accelerator)
     whole = whole_gpu_slices(accelerator)
     compute = next((p.compute_slices for p in profiles if p.profile == profile), whole)
-    if first is None:
-        return -(-MILLI * compute // whole)
-    return span_share(first, compute, whole, MILLI)
+    return -(-MILLI * compute // whole)
 
 
 def request_milli(request: Request) -> int:
