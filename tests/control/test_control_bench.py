@@ -42,7 +42,7 @@ def test_seeded_store_is_consistent(tmp_path: Path) -> None:
         with sessions(engine)() as s:
             snapshot = s.get(QueueSnapshot, "main")
             assert snapshot is not None
-            assert snapshot.order
+            assert snapshot.order["jobs"]
     finally:
         engine.dispose()
     assert reports[0].running > 0

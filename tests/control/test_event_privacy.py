@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 
 from gpufleet.api.views import QueueIndex, public_reason
 from gpufleet.cluster import Cluster
+from gpufleet.control.snapshot import Queue, encode
 
 from .conftest import Plane, build_plane
 
@@ -199,11 +200,8 @@ INDEX = QueueIndex(
     cycle=1,
     at_s=0.0,
     eta_at_s=None,
-    cluster_pos={11: 1, 12: 2, 13: 3},
-    team_pos={11: 1, 12: 1, 13: 2},
-    reasons={},
+    queue=Queue.decode(*encode([(11, "vision"), (12, "nlp"), (13, "nlp")], {})),
     etas={},
-    order=((11, "vision"), (12, "nlp"), (13, "nlp")),
 )
 
 

@@ -339,3 +339,39 @@ def test_the_portal_installs_a_process_runner_by_default(portal: Portal) -> None
     assert isinstance(heavy, Heavy)
     assert heavy.limits == Limits.from_env()
     assert heavy.isolation == "process"
+
+
+def test_pages_wait_for_runs_on_threads_of_their_own(gate: Gate) -> None:
+    """A page that waits for a run (`Heavy.call`) holds none of the request threads the API
+    has so few of (`service.API_THREADS`), and the runner's own threads are bounded."""
+    import anyio
+    import anyio.to_thread
+
+    heavy = Heavy(Limits(concurrency=1, queue=1, wait_s=WAIT_S, isolation="thread"), Clock())
+    seen: dict[str, float] = {}
+    answers: list[object] = []
+
+    async def page(user: str) -> None:
+        try:
+            answers.append(await heavy.call(heavy.run, user, gate.work))
+        except BusyError as exc:
+            answers.append(exc)
+
+    async def main() -> None:
+        request_threads = anyio.to_thread.current_default_thread_limiter()
+        async with anyio.create_task_group() as tg:
+            for user in ("ana", "ben", "cai", "dan"):
+                tg.start_soon(page, user)
+            with anyio.fail_after(WAIT_S):  # one runs, one waits, two were refused
+                while not (gate.started.is_set() and heavy._waiting == 1):
+                    await anyio.sleep(0.01)
+                while heavy._threads.borrowed_tokens > 2:
+                    await anyio.sleep(0.01)
+            seen["request threads"] = request_threads.borrowed_tokens
+            seen["runner threads"] = heavy._threads.borrowed_tokens
+            gate.open.set()
+
+    anyio.run(main)
+    assert sorted(type(a).__name__ for a in answers) == ["BusyError", "BusyError", "str", "str"]
+    assert seen == {"request threads": 0, "runner threads": 2}
+    assert heavy._threads.total_tokens == 1 + 1 + 2  # runs, waiters, two to answer refusals

@@ -12,6 +12,7 @@ from control.conftest import CLUSTER, build_plane
 from gpufleet.api.views import QueueIndex
 from gpufleet.cluster import Cluster
 from gpufleet.control.auth import Principal
+from gpufleet.control.snapshot import Queue, encode
 from gpufleet.portal.queue import ahead_of
 from gpufleet.specs.cluster import ClusterSpec
 
@@ -80,11 +81,8 @@ def test_jobs_ahead_of_other_teams_are_counted_not_named() -> None:
         cycle=1,
         at_s=0.0,
         eta_at_s=None,
-        cluster_pos={1: 1, 2: 2, 3: 3},
-        team_pos={1: 1, 2: 1, 3: 2},
-        reasons={},
+        queue=Queue.decode(*encode([(1, "vision"), (2, "nlp"), (3, "vision")], {})),
         etas={},
-        order=((1, "vision"), (2, "nlp"), (3, "vision")),
     )
     member = Principal(user="u", role="member", team_id=1, team="vision", token_id=1)
 

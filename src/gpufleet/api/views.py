@@ -7,7 +7,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
 from threading import Lock
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -20,29 +19,29 @@ from gpufleet.control.auth import Principal
 from gpufleet.control.jobs import Submitted, require_visible
 from gpufleet.control.lifecycle import FINAL, PREEMPTED_AUDIT
 from gpufleet.control.models import Allocation, AuditEntry, Job, JobEvent, QueueSnapshot, Team
+from gpufleet.control.snapshot import Queue
 
 
 @dataclass(frozen=True)
 class QueueIndex:
-    """Positions by job id, computed once per reconciler cycle (not per request)."""
+    """The last cycle's queue and the latest ETAs, decoded once per cycle (not per request).
+
+    `queue` holds positions and reasons (`control.snapshot.Queue`), `etas` pending job id
+    (text) -> expected start or None."""
 
     cycle: int
     at_s: float
     eta_at_s: float | None
-    cluster_pos: dict[int, int]
-    team_pos: dict[int, int]
-    reasons: dict[str, str]
+    queue: Queue
     etas: dict[str, float | None]
-    order: tuple[tuple[int, str], ...]  # (job id, team), first considered first
 
-    @cached_property
-    def team_of(self) -> dict[int, str]:
-        """Job id -> team, made only when a reason quotes a job (`public_reason`): not at
-        every rebuild, which each worker does once a cycle on the requests' path."""
-        return dict(self.order)
+    @property
+    def order(self) -> Iterator[tuple[int, str]]:
+        """(job id, team), first considered first."""
+        return iter(self.queue)
 
     def first_of_team(self, team: str, n: int) -> Iterator[int]:
-        return itertools.islice((j for j, t in self.order if t == team), n)
+        return itertools.islice((j for j, t in self.queue if t == team), n)
 
 
 # A pending job's reason may name other waiting jobs ("strict FIFO, '12' ahead of it", "a
@@ -57,10 +56,10 @@ def public_reason(reason: str, team: str, index: QueueIndex | None) -> str:
     list of team names. Admins read the scheduler's sentence as it is."""
     if "'" not in reason and "teams file" not in reason:
         return reason
-    team_of = index.team_of if index is not None else {}
 
     def named(m: re.Match[str]) -> str:
-        return m[0] if team_of.get(int(m[1])) == team else "another team's job"
+        quoted = index.queue.team_of(int(m[1])) if index is not None else None
+        return m[0] if quoted == team else "another team's job"
 
     return _TEAMS_LISTED.sub(" is not in the teams file", _QUOTED_JOB.sub(named, reason))
 
@@ -102,21 +101,25 @@ class _Cached:
 _cache: WeakKeyDictionary[Any, _Cached] = WeakKeyDictionary()
 _lock = Lock()
 _HEAD = text("SELECT cycle, at_s, eta_at_s FROM queue_snapshot WHERE name = 'main'")
+_ASK = object()  # `queue_index`: the caller has not read the snapshot's head
 
 
-def queue_index(s: Session) -> QueueIndex | None:
+def queue_index(s: Session, head: Any = _ASK) -> QueueIndex | None:
     """The last cycle's queue, indexed once per cycle (or ETA refresh), not per request.
 
-    Each request compares the store's snapshot head (one small query, a plain text
-    statement: the hot path's cheapest); when a cycle wrote a new snapshot, the first
-    request to see it rebuilds the index while concurrent ones keep answering from the
-    previous one (a cycle older). Only the very first build makes others wait."""
+    Each request compares the store's snapshot head (cycle, at_s, eta_at_s): read here (one
+    small query, a plain text statement), or passed as `head` by a caller that read it with
+    its own row (`_JOB_ROW`; all None when there is no snapshot). When a cycle wrote a new
+    snapshot, the first request to see it rebuilds the index while concurrent ones keep
+    answering from the previous one (a cycle older). Only the very first build makes others
+    wait."""
     key = s.get_bind()
     cached = _cache.get(key)
     if cached is not None and cached.rebuilding:
         return cached.index
-    head = s.execute(_HEAD).first()
-    if head is None:
+    if head is _ASK:
+        head = s.execute(_HEAD).first()
+    if head is None or head[0] is None:
         return None
     if cached is not None and _head(cached.index) == tuple(head):
         return cached.index
@@ -144,28 +147,26 @@ def _head(index: QueueIndex) -> tuple[int, float, float | None]:
 def _build(s: Session) -> QueueIndex:
     row = s.get(QueueSnapshot, "main")
     assert row is not None
-    order = tuple((int(job_id), str(team)) for job_id, team in row.order)
-    per_team: dict[str, int] = {}
-    team_pos: dict[int, int] = {}
-    for job_id, team in order:
-        per_team[team] = per_team.get(team, 0) + 1
-        team_pos[job_id] = per_team[team]
-    return QueueIndex(
-        row.cycle,
-        row.at_s,
-        row.eta_at_s,
-        {job_id: i + 1 for i, (job_id, _) in enumerate(order)},
-        team_pos,
-        dict(row.reasons),
-        dict(row.etas),
-        order,
-    )
+    queue = Queue.decode(row.order, row.reasons)
+    queue.cluster_pos  # noqa: B018 - built here, once, not on the first request that asks
+    return QueueIndex(row.cycle, row.at_s, row.eta_at_s, queue, dict(row.etas))
 
 
 # The hot path reads the job as a plain row (a Core statement, compiled once): an ORM load
 # of a `Job` (identity map, instance state, attribute instrumentation) was the largest
 # single cost of GET /jobs/{id} after the framework's own
-_JOB_ROW = select(Job.__table__).where(Job.__table__.c.id == bindparam("id"))
+# of a job, with the queue snapshot's head (`queue_index`) in the same round trip
+_SNAPSHOT = QueueSnapshot.__table__
+_JOB_ROW = (
+    select(
+        Job.__table__,
+        _SNAPSHOT.c.cycle.label("snapshot_cycle"),
+        _SNAPSHOT.c.at_s.label("snapshot_at_s"),
+        _SNAPSHOT.c.eta_at_s.label("snapshot_eta_at_s"),
+    )
+    .select_from(Job.__table__.outerjoin(_SNAPSHOT, _SNAPSHOT.c.name == "main"))
+    .where(Job.__table__.c.id == bindparam("id"))
+)
 _EVENTS = (
     select(JobEvent.at_s, JobEvent.kind, JobEvent.attempt, JobEvent.message)
     .where(JobEvent.job_id == bindparam("id"))
@@ -252,9 +253,13 @@ def visible_job_out(s: Session, who: Principal, job_id: int, now_s: float) -> Jo
     job = s.execute(_JOB_ROW, {"id": job_id}).first()
     require_visible(who, job_id, None if job is None else job.team_id)
     assert job is not None
+    index = None
+    if job.state == "pending":
+        head = (job.snapshot_cycle, job.snapshot_at_s, job.snapshot_eta_at_s)
+        index = queue_index(s, head)
     if who.is_admin:
-        return job_out(s, job, now_s, events=True, full=True)
-    body = job_out(s, job, now_s, events=True)
+        return job_out(s, job, now_s, events=True, index=index, full=True)
+    body = job_out(s, job, now_s, events=True, index=index)
     final_jobs.put(s, job.team_id, body)
     return body
 
@@ -290,9 +295,10 @@ def job_out(
     eta = None
     if job.state == "pending":
         index = index or queue_index(s)
-        if index is not None and job.id in index.cluster_pos:
-            position = QueuePosition(team=index.team_pos[job.id], cluster=index.cluster_pos[job.id])
-            reason = index.reasons.get(str(job.id), reason)
+        if index is not None and job.id in index.queue.cluster_pos:
+            queue = index.queue
+            position = QueuePosition(team=queue.team_pos[job.id], cluster=queue.cluster_pos[job.id])
+            reason = queue.reason(job.id) or reason
             if not full:
                 reason = public_reason(reason, team, index)
             eta = index.etas.get(str(job.id))

@@ -23,7 +23,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, exists, func, insert, select
 from sqlalchemy.orm import Session
 
 from gpufleet.cluster import Cluster
@@ -150,19 +150,17 @@ def submit(
     (the job and its `submitted` event, in the caller's transaction).
 
     The hot path of a busy API: Core statements, each compiled once, and no ORM objects to
-    flush or reload. It reads the team, its projects (only when the request names one) and
-    the priority class, then inserts two rows."""
-    team = _team_for(session, who, req.team)
+    flush or reload. One read (the team, the priority class and the project check), then
+    two inserts."""
+    team = _team_for(session, who, req.team, {"wanted": req.priority_class, "project": req.project})
     if who.role == "viewer":
         raise ForbiddenError("a viewer token can only read")
-    if req.project is not None:
+    if req.project is not None and team.has_projects and not team.project_listed:
         projects = session.scalars(_PROJECTS, {"team": team.id}).all()
-        if projects and req.project not in projects:
-            raise UnknownNameError(f"project of team {team.name}", req.project, projects)
-    wanted = req.priority_class or team.default_priority
-    klass = session.execute(_PRIORITY_CLASS, {"name": wanted}).first()
-    if klass is None:
+        raise UnknownNameError(f"project of team {team.name}", req.project, projects)
+    if team.class_name is None:
         known = session.scalars(select(PriorityClass.name)).all()
+        wanted = req.priority_class or team.default_priority
         raise UnknownNameError("priority class", wanted, known)
     request = _request(req, cluster)
     _check_budget(session, team, now_s)
@@ -172,12 +170,12 @@ def submit(
         "project": req.project,
         "user_name": who.user,
         "kind": req.kind,
-        "priority_class": klass.name,
+        "priority_class": team.class_name,
         "request": request,
         "command": list(req.command),
         "env": dict(req.env),
         "data": [d.model_dump() for d in req.data],
-        "preemptible": req.preemptible and klass.preemptible,
+        "preemptible": req.preemptible and team.class_preemptible,
         "checkpoint_interval_s": req.checkpoint_interval_s,
         "runtime_estimate_s": req.runtime_estimate_s,
         "state": "pending",
@@ -217,27 +215,43 @@ class Submitted:
     values: dict[str, Any]
 
 
-_TEAM = select(Team.id, Team.name, Team.default_priority, Team.budget_gate).add_columns(
-    Team.monthly_budget_gpu_h
+# A submit's one read (one round trip, not three): the team, the priority class the job gets
+# (the one asked for, else the team's default; NULL when there is none of that name), and
+# whether the team lists projects and the one asked for among them
+_CLASS = PriorityClass.__table__
+_TEAM = (
+    select(Team.id, Team.name, Team.default_priority, Team.budget_gate)
+    .add_columns(
+        Team.monthly_budget_gpu_h,
+        _CLASS.c.name.label("class_name"),
+        _CLASS.c.preemptible.label("class_preemptible"),
+        exists().where(Project.team_id == Team.id).label("has_projects"),
+        exists()
+        .where(Project.team_id == Team.id, Project.name == bindparam("project"))
+        .label("project_listed"),
+    )
+    .select_from(
+        Team.__table__.outerjoin(
+            _CLASS, _CLASS.c.name == func.coalesce(bindparam("wanted"), Team.default_priority)
+        )
+    )
 )
 _TEAM_BY_ID = _TEAM.where(Team.id == bindparam("id"))
 _TEAM_BY_NAME = _TEAM.where(Team.name == bindparam("name"))
 _PROJECTS = select(Project.name).where(Project.team_id == bindparam("team"))
-_PRIORITY_CLASS = select(PriorityClass.name, PriorityClass.preemptible).where(
-    PriorityClass.name == bindparam("name")
-)
 _INSERT_JOB = insert(Job).returning(Job.id)
 _INSERT_EVENT = insert(JobEvent)
 
 
-def _team_for(session: Session, who: Principal, name: str | None) -> Any:
-    """The team a job is submitted to (a row of `_TEAM`): the caller's own, or one an admin
-    names; another team's is 'not found' for everyone else."""
+def _team_for(session: Session, who: Principal, name: str | None, asked: dict[str, Any]) -> Any:
+    """The team a job is submitted to (a row of `_TEAM`, for the priority class and project
+    `asked`): the caller's own, or one an admin names; another team's is 'not found' for
+    everyone else."""
     if name is None:
         if who.team_id is None:
             raise UserError("say which team the job is for (`team`): an admin token has none")
-        return session.execute(_TEAM_BY_ID, {"id": who.team_id}).one()
-    team = session.execute(_TEAM_BY_NAME, {"name": name}).first()
+        return session.execute(_TEAM_BY_ID, {"id": who.team_id, **asked}).one()
+    team = session.execute(_TEAM_BY_NAME, {"name": name, **asked}).first()
     if team is None:
         if who.is_admin:
             raise UnknownNameError("team", name, session.scalars(select(Team.name)).all())

@@ -306,8 +306,9 @@ class QueueSnapshot(Base):
     name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     cycle: Mapped[int] = mapped_column(Integer)
     at_s: Mapped[float] = mapped_column(Float)
-    order: Mapped[list[Any]] = mapped_column(JSON)  # [job id, team], first considered first
-    reasons: Mapped[dict[str, Any]] = mapped_column(JSON)  # job id (text) -> reason
+    # the queue in `control.snapshot`'s form: job ids, their teams and reasons as columns
+    order: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reasons: Mapped[dict[str, Any]] = mapped_column(JSON)
     etas: Mapped[dict[str, Any]] = mapped_column(JSON)  # job id (text) -> start_s or None
     eta_at_s: Mapped[float | None] = mapped_column(Float)
 

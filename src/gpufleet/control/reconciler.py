@@ -27,7 +27,7 @@ import logging
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
-from gpufleet.control import lifecycle
+from gpufleet.control import lifecycle, snapshot
 from gpufleet.control.admin import teams_spec
 from gpufleet.control.engine_nodes import apply_node_states
 from gpufleet.control.eta import refresh_etas
@@ -456,7 +456,7 @@ class Reconciler:
         looked = set(d.considered)
         ranked = [*d.considered, *(n for n in team_of if n not in looked)]
         order = [(int(n), team_of[n]) for n in ranked if n not in d.admitted]
-        self._snapshot(s, now, order, {int(k): v for k, v in d.pending_reasons.items()})
+        self._snapshot(s, now, order, d.pending_reasons)
         return d
 
     # -- queue ETAs (off the cycle: the server runs them on their own thread) --------------
@@ -505,16 +505,17 @@ class Reconciler:
         return {n.name for n in self.cluster.nodes}
 
     def _snapshot(
-        self, s: Session, now: float, order: list[tuple[int, str]], reasons: dict[int, str]
+        self, s: Session, now: float, order: list[tuple[int, str]], reasons: Mapping[str, str]
     ) -> None:
+        """The queue as the API reads it (`control.snapshot`): (job id, team) in queue order
+        and each waiting job's reason (keyed by job name)."""
         row = s.get(QueueSnapshot, "main")
         if row is None:
             row = QueueSnapshot(name="main", etas={}, eta_at_s=None)
             s.add(row)
         row.cycle = self.cycles
         row.at_s = now
-        row.order = [list(entry) for entry in order]  # (job id, team), in queue order
-        row.reasons = {str(k): v for k, v in reasons.items()}
+        row.order, row.reasons = snapshot.encode(order, reasons)
 
     # -- 5. commit ------------------------------------------------------------------------
 

@@ -246,13 +246,15 @@ def api_main(config: ChildConfig, ready: Callable[[], None]) -> None:
     server.run(sockets=[sock])
 
 
-# Threads per API worker for sync handlers (anyio's default is 40). Under load, 40 threads of
+# Threads per API worker for sync handlers (anyio's default is 40). Under load, the threads of
 # one process convoy on its GIL: each gives it up at every database round trip and waits for
-# it again behind the others, so every request slows together and an overload feeds on itself
-# (measured: 200 submits/s + 200 reads/s on SQLite, p99 269-383 ms with 40 threads, 112-162 ms
-# with 8, in alternating runs; docs/benchmarks.md). Requests beyond the limit wait in the
-# event loop instead, in arrival order.
-API_THREADS = 8
+# it again behind the others, so every request slows together and an overload feeds on itself.
+# Measured, 200 submits/s + 200 reads/s, alternating runs (docs/benchmarks.md): on SQLite p99
+# 269-383 ms with 40 threads, 112-162 ms with 8; on PostgreSQL, submit/read p99 39-59/32-55 ms
+# with 3 threads against 63-174/52-171 ms with 8, the same CPU. Requests beyond the limit
+# wait in the event loop instead, in arrival order. Nothing slow may hold one: the portal's
+# planner and what-if wait for their runs on threads of their own (`portal.heavy`).
+API_THREADS = 3
 
 
 def with_thread_limit(app: Any, threads: int) -> Any:

@@ -16,13 +16,16 @@ waiting took 210 CPU-seconds. So:
 - **A few at a time.** At most `concurrency` runs at once (default 1) and `queue` more waiting
   (default 4), each for at most `wait_s`; beyond that the answer is **503** with Retry-After:
   the server is busy for everyone, which is not this person's doing (429 would say they sent
-  too much). Bounding the waiters also bounds the request threads they hold.
+  too much). Bounding the waiters also bounds the threads they hold.
 - **A budget per person.** A token bucket of CPU-seconds per user name: `budget_cpu_s`
   (default 30) at most, refilled at `budget_cpu_s` per `window_s` (default 10 minutes). A run
   may start while the bucket is not negative and is charged its measured CPU time afterwards
   (so one long run can overdraw it); over budget the answer is **429** with Retry-After and
   the time the person can run again. A refused request computes nothing and is charged
   nothing.
+- **Threads of their own.** A page that runs one calls `Heavy.call`, which runs the page's
+  handler on this runner's own few threads: a request waiting for a run never holds one of
+  the API worker's request threads, of which there are only a few (`service.API_THREADS`).
 - **A cap per run.** A run is stopped after `max_run_cpu_s` CPU-seconds (default 60; the
   worker's CPU timer) and answers 422; its worker is replaced, since it was interrupted
   anywhere.
@@ -51,6 +54,8 @@ from dataclasses import dataclass, field, fields
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+import anyio.to_thread
+
 from gpufleet.errors import UserError
 from gpufleet.portal import fmt
 
@@ -65,6 +70,7 @@ T = TypeVar("T")
 Isolation = Literal["process", "thread"]
 ENV_PREFIX = "GPUFLEET_PORTAL_HEAVY_"
 WORKER_NICE = 10  # below the API (0) and the reconciler (+5); a person waits, so not SCHED_IDLE
+REFUSING_THREADS = 2  # threads beyond runs and waiters, so a refusal is answered at once
 BUSY_RETRY_S = 10
 PARENT_CHECK_S = 2.0
 MAX_BUCKETS = 10_000
@@ -237,10 +243,17 @@ class Heavy:
         self._lock = threading.Lock()
         self._waiting = 0
         self._isolation: Isolation = limits.isolation
+        # runs, waiters, and a few more that only get their refusal
+        self._threads = anyio.CapacityLimiter(limits.concurrency + limits.queue + REFUSING_THREADS)
 
     @property
     def isolation(self) -> Isolation:
         return self._isolation
+
+    async def call(self, handler: Callable[..., T], *args: Any) -> T:
+        """`handler(*args)` (a page's sync handler that calls `run`) on this runner's own
+        threads. Requests beyond them wait in the event loop, holding no thread."""
+        return await anyio.to_thread.run_sync(handler, *args, limiter=self._threads)
 
     def check(self, user: str) -> None:
         """Refuse now (OverBudgetError) rather than after reading inputs for nothing."""

@@ -13,11 +13,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
+from starlette.datastructures import FormData
 
 from gpufleet.plan.model import Plan
 from gpufleet.portal.heavy import Heavy, HeavyError, heavy_of
 from gpufleet.portal.planner import DEFAULTS, FIELDS, compute, options, read_form
-from gpufleet.portal.web import Caller, Form, render, text
+from gpufleet.portal.web import Caller, Form, Me, render, text
 
 router = APIRouter()
 
@@ -45,10 +46,15 @@ def planner_form(request: Request, me: Caller) -> HTMLResponse:
 
 
 @router.post("/planner", name="planner_post", response_model=None)
-def run_planner(
+async def run_planner(
     request: Request, me: Caller, form: Form, heavy: Annotated[Heavy, Depends(_heavy)]
 ) -> Response:
-    """Plan the workload; `action=download` answers with the report file itself."""
+    """Plan the workload; `action=download` answers with the report file itself. On the
+    heavy runner's own threads (`Heavy.call`): waiting for a run holds no request thread."""
+    return await heavy.call(_run_planner, request, me, form, heavy)
+
+
+def _run_planner(request: Request, me: Me, form: FormData, heavy: Heavy) -> Response:
     values = {name: text(form, name) for name in FIELDS}
     values["spec_yaml"] = str(form.get("spec_yaml") or "")  # keep its indentation
     chosen = [str(a) for a in form.getlist("accelerators") if str(a)]

@@ -8,17 +8,20 @@ shown on this page.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from gpufleet.api.context import AppContext
 from gpufleet.control.jobs import live_queue
 from gpufleet.control.models import Team
 from gpufleet.errors import UserError
 from gpufleet.portal.heavy import Heavy, HeavyError, heavy_of
-from gpufleet.portal.web import Caller, Ctx, Db, render
+from gpufleet.portal.web import Caller, Ctx, Db, Me, render
 from gpufleet.portal.whatif import (
     MAX_ADDED_GPUS,
     Inputs,
@@ -37,7 +40,7 @@ def _heavy(request: Request) -> Heavy:
 
 
 @router.get("/whatif", name="whatif", response_class=HTMLResponse)
-def whatif(
+async def whatif(
     request: Request,
     me: Caller,
     ctx: Ctx,
@@ -50,6 +53,29 @@ def whatif(
     to_team: str | None = None,
     run_: Annotated[str | None, Query(alias="run")] = None,
 ) -> HTMLResponse:
+    """On the heavy runner's own threads (`Heavy.call`): waiting for a run holds no request
+    thread."""
+    visit = _Visit(request, me, ctx, s, heavy, profile, add_gpus, accelerator, to_team, run_)
+    return await heavy.call(_whatif, visit)
+
+
+@dataclass(frozen=True)
+class _Visit:
+    request: Request
+    me: Me
+    ctx: AppContext
+    s: Session
+    heavy: Heavy
+    profile: str | None
+    add_gpus: str
+    accelerator: str | None
+    to_team: str | None
+    run_: str | None
+
+
+def _whatif(v: _Visit) -> HTMLResponse:
+    request, me, ctx, s, heavy = v.request, v.me, v.ctx, v.s, v.heavy
+    profile, add_gpus, accelerator, to_team = v.profile, v.add_gpus, v.accelerator, v.to_team
     who = me.who
     accelerators = list(ctx.cluster.gpus_by_accelerator)
     teams = [t.name for t in s.scalars(select(Team).order_by(Team.name)) if who.sees_team(t.id)]
@@ -69,7 +95,7 @@ def whatif(
         accelerator=accelerator if accelerator in accelerators else next(iter(accelerators), None),
         to_team=to_team if to_team in teams else None,
     )
-    if run_ is not None and error is None:
+    if v.run_ is not None and error is None:
         try:
             heavy.check(who.user)  # over budget: refused before the queue is read
             now = ctx.clock()
@@ -88,6 +114,7 @@ def whatif(
             refused = exc
         except UserError as exc:
             error = str(exc)
+    s.close()  # nothing more to read: the connection goes back before the page is made
     response = render(
         request,
         "whatif.html.j2",

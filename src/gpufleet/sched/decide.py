@@ -785,6 +785,22 @@ def _sentence(why: list[str], ahead: int) -> str:
     text = parts[0] + "".join(
         "; " + p.removeprefix("waiting: ").removeprefix("cannot run: ") for p in parts[1:]
     )
+    return with_ahead(text, ahead)
+
+
+def with_ahead(reason: str, ahead: int) -> str:
+    """A pending reason with the count of jobs still waiting ahead of the job, the one
+    wording of it (the control plane stores the two apart and joins them when read)."""
     if ahead:
-        text += f"; {ahead} job{'s' if ahead > 1 else ''} ahead of you"
-    return text
+        return f"{reason}; {ahead} job{'s' if ahead > 1 else ''} ahead of you"
+    return reason
+
+
+def reason_parts(reasons: Mapping[str, str], job: str) -> tuple[str, int]:
+    """`reasons[job]` as (its sentence without the jobs-ahead count, that count), so that a
+    long queue's sentences, which differ only in the count, are kept once each: a reader
+    joins them with `with_ahead`. Reasons not made by `decide` have no count apart."""
+    if isinstance(reasons, _Reasons):
+        why, ahead = reasons._parts[job]
+        return _sentence(why, 0), ahead
+    return reasons[job], 0
