@@ -6,7 +6,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 
 from gpufleet.cluster import Cluster
 
@@ -530,3 +532,33 @@ def test_members_reports_carry_no_cluster_idle(lite: Plane) -> None:
     ).json()
     assert mine["idle"] is None
     assert float(mine["totals"]["total_cost_usd"]) == 2.0
+
+
+def test_readiness_says_what_is_wrong_without_the_store_s_address(
+    plane: Plane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/readyz answers anyone: the store's address, user and driver text stay in the log."""
+    import gpufleet.api.app as app_module
+    from gpufleet.control.db import SchemaMismatchError
+
+    def unreachable(_: object) -> None:
+        raise OperationalError("SELECT 1", {}, Exception('host "db.internal" user "gpufleet"'))
+
+    monkeypatch.setattr(app_module, "require_current", unreachable)
+    r = plane.client.get("/readyz")
+    assert r.status_code == 503
+    assert r.json() == {
+        "status": "unavailable",
+        "detail": "the store does not answer (the server's log says why)",
+    }
+
+    def behind(_: object) -> None:
+        raise SchemaMismatchError("postgresql://db.internal/x is at 0004", "0004", "0005")
+
+    monkeypatch.setattr(app_module, "require_current", behind)
+    r = plane.client.get("/readyz")
+    assert r.status_code == 503
+    assert "db.internal" not in r.text
+    assert r.json()["detail"] == (
+        "the store is at schema 0004, this version needs 0005: run `gpufleet db upgrade`"
+    )

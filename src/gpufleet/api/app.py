@@ -3,6 +3,7 @@ and Prometheus metrics. `create_app(ctx)` is all a server or a test needs."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from gpufleet.api.metrics import render_metrics
 from gpufleet.api.schemas import PLAIN_TEXT, ReadyOut, UnreadyOut, errors
 from gpufleet.control.admin import AdminError
 from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
-from gpufleet.control.db import StoreError, require_current
+from gpufleet.control.db import SchemaMismatchError, StoreError, require_current
 from gpufleet.errors import SpecError, UnknownNameError, UserError
 from gpufleet.portal.app import install_portal
 
@@ -38,6 +39,9 @@ STATUS: tuple[tuple[type[Exception], int], ...] = (
     (StoreError, 503),
     (UserError, 422),
 )
+
+
+log = logging.getLogger(__name__)
 
 
 def validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
@@ -129,7 +133,15 @@ def create_app(ctx: AppContext) -> FastAPI:
                 s.execute(text("SELECT 1"))
                 require_current(s.get_bind())  # type: ignore[arg-type]
         except (StoreError, OperationalError) as exc:
-            return JSONResponse({"status": "unavailable", "detail": str(exc)}, 503)
+            # anyone may ask: the store's address, user and error text go to the log only
+            log.warning("not ready: %s", exc)
+            detail = (
+                f"the store is at schema {exc.current or 'none'}, this version needs "
+                f"{exc.needed}: run `gpufleet db upgrade`"
+                if isinstance(exc, SchemaMismatchError)
+                else "the store does not answer (the server's log says why)"
+            )
+            return JSONResponse({"status": "unavailable", "detail": detail}, 503)
         return JSONResponse(
             {"status": "ready", "leader": ctx.leader(), "reconciler": ctx.reconciler_running()}
         )

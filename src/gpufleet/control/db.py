@@ -31,6 +31,14 @@ class StoreError(UserError):
     """The store cannot be opened or is not at the schema this version needs."""
 
 
+class SchemaMismatchError(StoreError):
+    """The store answers, at another schema revision than this version's (`current`, `needed`)."""
+
+    def __init__(self, message: str, current: str | None, needed: str | None) -> None:
+        super().__init__(message)
+        self.current, self.needed = current, needed
+
+
 def database_url(url: str | None = None) -> str:
     """`url`, else `$GPUFLEET_DB`, else a SQLite file in the working directory."""
     chosen = url or os.environ.get("GPUFLEET_DB") or f"sqlite:///{DEFAULT_SQLITE}"
@@ -134,9 +142,11 @@ def require_current(engine: Engine) -> None:
         raise StoreError(f"cannot open {_safe(engine)}: {exc.orig}") from None
     head = head_revision()
     if current != head:
-        raise StoreError(
+        raise SchemaMismatchError(
             f"{_safe(engine)} is at schema {current or 'none'}, this gpufleet needs {head}: "
-            "run `gpufleet db upgrade`"
+            "run `gpufleet db upgrade`",
+            current,
+            head,
         )
 
 
