@@ -16,11 +16,19 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpufleet.control.chargeback import UsageRecord
-from gpufleet.control.models import Allocation, Job, Team, UsageEntry
+from gpufleet.control.models import Allocation, Job, JobEvent, Team, UsageEntry
+
+# the job event of an attempt that never ran on the engine, so was not billed (`close_allocations`)
+UNBILLED = "unbilled"
 
 
-def close_allocations(session: Session, job: Job, team: str, now_s: float) -> float:
-    """Release the job's live allocations and append their ledger rows; GPU-seconds closed."""
+def close_allocations(
+    session: Session, job: Job, team: str, now_s: float, *, billed: bool = True
+) -> float:
+    """Release the job's live allocations and append their ledger rows; GPU-seconds held.
+    `billed=False` (an attempt that never ran on the engine): released, no ledger row; the
+    caller records the `unbilled` event that `balance_problems` reads, and the time they
+    were held shows as idle capacity, not as anyone's use."""
     rows = session.scalars(
         select(Allocation).where(Allocation.job_id == job.id, Allocation.released_s.is_(None))
     ).all()
@@ -28,6 +36,11 @@ def close_allocations(session: Session, job: Job, team: str, now_s: float) -> fl
     for row in rows:
         row.released_s = now_s
         groups[(row.attempt, row.flavor, row.allocated_s)] += row.milli
+    if not billed:
+        session.flush()
+        return sum(
+            milli / 1000 * max(0.0, now_s - start_s) for (_, _, start_s), milli in groups.items()
+        )
     total = 0.0
     for (attempt, flavor, start_s), milli in sorted(groups.items()):
         session.add(
@@ -129,11 +142,18 @@ def month_gpu_hours(session: Session, team: str, now_s: float) -> float:
 
 def balance_problems(session: Session) -> list[str]:
     """Invariant check (tests, `gpufleet db check`): every released allocation is in the
-    ledger with the same GPU-seconds, and no ledger row lacks its allocations."""
+    ledger with the same GPU-seconds, and no ledger row lacks its allocations. An attempt
+    with an `unbilled` event (it never ran on the engine) has no ledger rows at all."""
+    unbilled = set(
+        session.execute(
+            select(JobEvent.job_id, JobEvent.attempt).where(JobEvent.kind == UNBILLED)
+        ).tuples()
+    )
     released: dict[tuple[int, int], float] = defaultdict(float)
     for a in session.scalars(select(Allocation).where(Allocation.released_s.is_not(None))):
         assert a.released_s is not None
-        released[(a.job_id, a.attempt)] += a.milli / 1000 * (a.released_s - a.allocated_s)
+        if (a.job_id, a.attempt) not in unbilled:
+            released[(a.job_id, a.attempt)] += a.milli / 1000 * (a.released_s - a.allocated_s)
     ledger: dict[tuple[int, int], float] = defaultdict(float)
     for u in session.scalars(select(UsageEntry)):
         ledger[(u.job_id, u.attempt)] += u.gpu_milli / 1000 * (u.end_s - u.start_s)

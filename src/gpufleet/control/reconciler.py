@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpufleet.cluster import Claim, Cluster, MigSlice, Share, State, Whole
+from gpufleet.cluster import Branch, Claim, Cluster, MigSlice, Share, State, Whole
 from gpufleet.control import lifecycle, snapshot
 from gpufleet.control.admin import teams_spec
 from gpufleet.control.engine_nodes import apply_node_states
@@ -52,13 +52,14 @@ from gpufleet.control.executors.base import (
 )
 from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_error, spec_of
 from gpufleet.control.leader import LeaseLost, renew
-from gpufleet.control.ledger import close_allocations
+from gpufleet.control.ledger import UNBILLED, close_allocations
 from gpufleet.control.models import Allocation, AuditEntry, Job, NodeRecord, QueueSnapshot, Team
 from gpufleet.sched.apply import placement_spec
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Decisions
 from gpufleet.sched.framework import Placement as Placed
 from gpufleet.sched.preempt import GRACE_PERIOD_S
+from gpufleet.sched.quota import usage_milli
 from gpufleet.specs.jobs import JobSpec
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,18 @@ class ReconcilerConfig:
     lease_s: float = 6.0
     holder: str = "local"
     eta_interval_s: float = 30.0  # how often the server re-simulates queue ETAs
+
+
+@dataclass
+class _Live:
+    """A cycle's live jobs: pending ones, running ones (starting and stopping included, those
+    two as no victims), the stopping ones' names, and admitted jobs -> (team, whole
+    placement)."""
+
+    pending: list[JobSpec] = field(default_factory=list)
+    running: list[JobSpec] = field(default_factory=list)
+    stopping: set[str] = field(default_factory=set)
+    admitted: dict[str, tuple[str, list[Claim]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,8 +214,9 @@ class Reconciler:
             if job is None or job.attempt != ev.key.attempt or job.state in lifecycle.FINAL:
                 continue  # stale: an earlier attempt, or already settled
             if ev.kind == "started":
+                if job.started_s is None and job.state in ("starting", "stopping"):
+                    job.started_s = ev.at_s  # a job stopped while starting may start anyway
                 if job.state == "starting":
-                    job.started_s = ev.at_s
                     lifecycle.move(s, job, "running", ev.at_s)
             elif ev.kind == "staged":
                 lifecycle.record(
@@ -242,11 +256,27 @@ class Reconciler:
 
     def _ended(self, s: Session, job: Job, ev: ExecEvent, observed: float) -> None:
         """The attempt is over: its GPUs were free from when it ended, not from when we
-        noticed, so the ledger bills exactly the time held."""
+        noticed, so the ledger bills exactly the time held. An attempt the engine never ran
+        (never reported started, and gone without an exit code: stopped while starting,
+        so preempted, cancelled or its node lost) is billed nothing: the engine has no job
+        to account for it (`admin slurm reconcile`). An exit code means it ran, even where a
+        server killed at the wrong moment missed its start."""
         now = min(observed, ev.at_s) if ev.at_s > 0 else observed
         team = self._team_name(s, job.team_id)
-        held_gpu_s = close_allocations(s, job, team, now)
-        job.attained_gpu_s += held_gpu_s
+        ran = job.started_s is not None or ev.kind == "exited"
+        held_gpu_s = close_allocations(s, job, team, now, billed=ran)
+        if ran:
+            job.attained_gpu_s += held_gpu_s
+        else:
+            lifecycle.record(
+                s,
+                job,
+                UNBILLED,
+                now,
+                f"attempt {job.attempt} never ran on the engine: the {held_gpu_s:,.0f} GPU-s "
+                "its GPUs were held while it started are not billed",
+            )
+            held_gpu_s = 0.0
         lost = _lost_gpu_s(job, held_gpu_s, now)
         job.placement = []
         job.stop_deadline_s = None
@@ -389,51 +419,9 @@ class Reconciler:
         teams = teams_spec(s)
         if teams is None:
             return None
-        names = {t.id: t.name for t in s.scalars(select(Team))}
         state = self._state(s)
-        live = ("pending", *lifecycle.ACTIVE)
-        heads = s.execute(
-            select(Job.id, Job.version, Job.state, Job.queued_s, Job.not_before_s).where(
-                Job.state.in_(live)
-            )
-        ).all()
-        # full rows (JSON decoded, validated) only for jobs new or changed since last cycle
-        missing = [h.id for h in heads if (h.id, h.version) not in self._specs]
-        fresh: dict[tuple[int, int], Any] = {}
-        for chunk in range(0, len(missing), 5000):
-            ids = missing[chunk : chunk + 5000]
-            for row in s.execute(select(*SPEC_COLUMNS).where(Job.id.in_(ids))):
-                fresh[(row.id, row.version)] = row
-        running: list[JobSpec] = []
-        pending: list[JobSpec] = []
-        specs: dict[tuple[int, int], JobSpec] = {}
-        for head in sorted(heads, key=lambda r: (r.queued_s, r.id)):
-            key = (head.id, head.version)
-            if head.state == "admitted":  # never cached, so always freshly read
-                full = fresh.get(key)
-                placement = full.placement if full is not None else []
-                planned = [c for c in _claims(self.cluster, placement) if _free(state, c)]
-                if planned:
-                    state.allocate(WAITING + str(head.id), *planned)
-                continue
-            if (
-                head.state == "pending"
-                and head.not_before_s is not None
-                and head.not_before_s > now
-            ):
-                continue  # restart backoff
-            spec = self._specs.get(key) or _fresh_spec(s, fresh.get(key), names, now)
-            if spec is None:
-                continue
-            specs[key] = spec
-            if head.state == "pending":
-                pending.append(spec)
-            elif head.state == "stopping":
-                running.append(spec.model_copy(update={"preemptible": False}))  # going anyway
-            else:
-                running.append(spec)
-        self._specs = specs  # jobs that left the queue drop out of the cache
-        pending = in_lead_order(pending)  # leads' moves, on their teams' own places
+        live = self._live(s, state, now)
+        running, pending = live.running, in_lead_order(live.pending)  # leads' moves
         report.pending, report.running = len(pending), len(running)
         if not pending:
             self._snapshot(s, now, [], {})
@@ -448,6 +436,7 @@ class Reconciler:
             profile=self.config.profile,
             now_s=now,
             cycle=self.cycles,
+            usage=committed_usage(state, running, live.stopping, live.admitted),
         )
         report.decide_s = time.perf_counter() - t0
         # the order the cycle looked at them (priority within a team, fair share across
@@ -458,6 +447,58 @@ class Reconciler:
         order = [(int(n), team_of[n]) for n in ranked if n not in d.admitted]
         self._snapshot(s, now, order, d.pending_reasons)
         return d
+
+    def _live(self, s: Session, state: State, now: float) -> _Live:
+        """The live jobs as the cycle sees them; admitted jobs' free planned GPUs are held in
+        `state` (a `WAITING` placeholder) so nothing else is placed on them."""
+        names = {t.id: t.name for t in s.scalars(select(Team))}
+        heads = s.execute(
+            select(Job.id, Job.version, Job.state, Job.queued_s, Job.not_before_s).where(
+                Job.state.in_(("pending", *lifecycle.ACTIVE))
+            )
+        ).all()
+        # full rows (JSON decoded, validated) only for jobs new or changed since last cycle
+        missing = [h.id for h in heads if (h.id, h.version) not in self._specs]
+        fresh: dict[tuple[int, int], Any] = {}
+        for chunk in range(0, len(missing), 5000):
+            ids = missing[chunk : chunk + 5000]
+            for row in s.execute(select(*SPEC_COLUMNS).where(Job.id.in_(ids))):
+                fresh[(row.id, row.version)] = row
+        live = _Live()
+        specs: dict[tuple[int, int], JobSpec] = {}
+        for head in sorted(heads, key=lambda r: (r.queued_s, r.id)):
+            key = (head.id, head.version)
+            if head.state == "admitted":  # never cached, so always freshly read
+                full = fresh.get(key)
+                if full is None:
+                    continue
+                claims = _claims(self.cluster, full.placement)
+                planned = [c for c in claims if _free(state, c)]
+                if planned:
+                    state.allocate(WAITING + str(head.id), *planned)
+                live.admitted[str(head.id)] = (names[full.team_id], claims)
+                continue
+            if (
+                head.state == "pending"
+                and head.not_before_s is not None
+                and head.not_before_s > now
+            ):
+                continue  # restart backoff
+            spec = self._specs.get(key) or _fresh_spec(s, fresh.get(key), names, now)
+            if spec is None:
+                continue
+            specs[key] = spec
+            if head.state == "pending":
+                live.pending.append(spec)
+            elif head.state == "stopping":
+                live.running.append(spec.model_copy(update={"preemptible": False}))  # going
+                live.stopping.add(spec.name)
+            elif head.state == "starting":  # never a victim before the engine runs it
+                live.running.append(spec.model_copy(update={"preemptible": False}))
+            else:
+                live.running.append(spec)
+        self._specs = specs  # jobs that left the queue drop out of the cache
+        return live
 
     # -- queue ETAs (off the cycle: the server runs them on their own thread) --------------
 
@@ -765,6 +806,43 @@ def _rows(cluster: Cluster, placement: list[Any]) -> list[tuple[str, str, dict[s
     return out
 
 
+def committed_usage(
+    state: State,
+    running: Sequence[JobSpec],
+    stopping: set[str],
+    admitted: Mapping[str, tuple[str, Sequence[Claim]]],
+) -> dict[tuple[str, str], int]:
+    """(team, accelerator) -> milli-GPUs the team is committed to, for `decide()`'s quota
+    checks: its running and starting jobs, and its admitted jobs at their whole placement,
+    but not its stopping jobs. Between a preemption and its victim's exit (the grace period,
+    often several cycles) the victim's GPUs are promised to its preemptor: counted for the
+    victim's team, or for neither, the preemptor's team looked as far below its guarantee as
+    before and reclaimed again in the next cycle (issue 24's thrash). Each GPU is counted
+    once: the victims are released and the admitted jobs placed whole on a what-if branch of
+    `state`, which is rolled back."""
+    team_of = {j.name: j.team for j in running if j.name not in stopping}
+    b = state.branch()
+    try:
+        for name in stopping:
+            if b.holds(name):
+                b.release_job(name)
+        for name, (team, claims) in admitted.items():
+            if b.holds(WAITING + name):
+                b.release_job(WAITING + name)
+            free = [c for c in claims if _free(b, c)]  # a GPU gone down since stays out
+            if free:
+                b.allocate(name, *free)
+            team_of[name] = team
+        used: dict[tuple[str, str], int] = {}
+        for team, held in b.usage_by(lambda j: team_of.get(j, "")).items():
+            if team:
+                for acc, milli in usage_milli(held).items():
+                    used[(team, acc)] = milli
+        return used
+    finally:
+        b.rollback()
+
+
 def _claims(cluster: Cluster, placement: list[Any]) -> list[Claim]:
     claims: list[Claim] = []
     for kind, device, row in _rows(cluster, placement):
@@ -788,7 +866,7 @@ def _claim(a: Allocation) -> Claim:
     return Share(a.node, a.gpu, a.milli)
 
 
-def _free(state: State, claim: Claim) -> bool:
+def _free(state: State | Branch, claim: Claim) -> bool:
     if isinstance(claim, Whole):
         return all(g in state.free_gpu_ids(claim.node) for g in claim.gpus)
     if isinstance(claim, MigSlice):
