@@ -78,15 +78,18 @@ def test_slurm_conf_follows_the_profile() -> None:
 
 def test_qos_preempt_only_lower_preemptible_classes() -> None:
     script = files("h100-no-mig")["sacctmgr.sh"]
-    lines = {
-        ln.split(" where name=")[1].split()[0]: ln
-        for ln in script.splitlines()
-        if "modify qos" in ln
-    }
-    assert "Preempt=scavenger" in lines["serving"]
+    lines: dict[str, str] = {}
+    for ln in script.splitlines():
+        if "modify qos" in ln:
+            name = ln.split(" where name=")[1].split()[0]
+            lines[name] = lines.get(name, "") + ln + "\n"
+    assert "Preempt=scavenger\n" in lines["serving"]
     assert "Preempt=scavenger,serving" not in lines["critical"]  # serving is not preemptible
-    assert "Preempt=scavenger,batch-high" in lines["critical"]
-    assert "Preempt=''" in lines["scavenger"]
+    assert "Preempt=scavenger,batch-high\n" in lines["critical"]
+    assert "Preempt=" not in lines["scavenger"]  # emptied by removal: Slurm 22.05 (issue 24)
+    assert "Preempt-=serving,batch-high,critical" in lines["scavenger"]
+    assert script.index("Preempt-=") < script.index("Preempt=scavenger")  # emptied, then set
+    assert "set -eu" in script
 
 
 def test_accounts_caps_and_shares() -> None:

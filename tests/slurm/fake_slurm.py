@@ -283,7 +283,8 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={dbd_port}
 AccountingStoragePass={socket_path}
-AccountingStorageTRES=gres/gpu
+# the typed TRES too: the exported QOS script sets GrpTRES on it (tests/slurm/test_slurm_qos.py)
+AccountingStorageTRES=gres/gpu,gres/gpu:h100_sxm5_80gb
 JobCompType=jobcomp/filetxt
 JobCompLoc={r}/log/jobcomp.txt
 PreemptType=preempt/none

@@ -307,24 +307,40 @@ def sacctmgr_script(fleet: Fleet, origin: Origin, cluster: str, notes: list[str]
     lines = [
         "#!/bin/sh",
         *origin.header(),
-        "# Run as a Slurm administrator. Each entity is added (an error if it exists is",
-        "# harmless) and then set, so the script can be run again after the teams change.",
-        "set -u",
+        "# Run as a Slurm administrator (accounting through slurmdbd is required: Slurm",
+        "# refuses TRES gres/gpu limits without it). Each entity is added (an error if it",
+        "# exists is harmless) and then set, so the script can be run again after the teams",
+        "# change; any other error stops it with a non-zero status.",
+        "set -eu",
         f"sacctmgr -i add cluster {cluster} || true",
     ]
     classes = sorted(fleet.priority_classes, key=lambda c: (c.value, c.name))
+    # Every QOS is added before any is set (a list may only name existing ones). Preemption
+    # lists are emptied first, then set: Slurm refuses a list that would close
+    # a loop with another QOS's current one (after a change of priorities on a second run),
+    # and an empty `Preempt=` leaves slurmdbd (22.05) refusing every later list as a loop,
+    # so a list is emptied by removing every other name (`Preempt-=`), never by `Preempt=`.
+    lines.extend(f"sacctmgr -i add qos {qos[c.name]} || true" for c in classes)  # all named
     for c in classes:
         value = c.value
         if value < 0:
             notes.append(f"QOS {qos[c.name]}: Slurm priorities are not negative; {value} -> 0.")
             value = 0
-        victims = [qos[v.name] for v in classes if v.preemptible and v.value < c.value]
         settings = [f"Priority={value}"]
+        others = [qos[o.name] for o in classes if o.name != c.name]
         if preempt:
             settings.append(f"GraceTime={int(GRACE_PERIOD_S)}")
-            settings.append(f"Preempt={','.join(victims)}" if victims else "Preempt=''")
-        lines.append(f"sacctmgr -i add qos {qos[c.name]} || true")
+        if others:
+            settings.append(f"Preempt-={','.join(others)}")
         lines.append(f"sacctmgr -i modify qos where name={qos[c.name]} set {' '.join(settings)}")
+    if preempt:
+        for c in classes:
+            victims = [qos[v.name] for v in classes if v.preemptible and v.value < c.value]
+            if victims:
+                lines.append(
+                    f"sacctmgr -i modify qos where name={qos[c.name]} set "
+                    f"Preempt={','.join(victims)}"
+                )
     shares = integer_weights([t.weight for t in teams])
     all_qos = ",".join(sorted(qos.values()))
     for team, share in zip(teams, shares, strict=True):
