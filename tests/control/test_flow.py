@@ -562,3 +562,16 @@ def test_readiness_says_what_is_wrong_without_the_store_s_address(
     assert r.json()["detail"] == (
         "the store is at schema 0004, this version needs 0005: run `gpufleet db upgrade`"
     )
+
+
+def test_readiness_checks_the_schema_once_a_minute(
+    plane: Plane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe every few seconds must not re-read Alembic's scripts each time (~0.7 s)."""
+    import gpufleet.api.app as app_module
+
+    calls: list[object] = []
+    real = app_module.require_current
+    monkeypatch.setattr(app_module, "require_current", lambda e: (calls.append(e), real(e)))
+    assert [plane.client.get("/readyz").status_code for _ in range(3)] == [200] * 3
+    assert len(calls) == 1  # the first probe checks; the next two within the minute do not

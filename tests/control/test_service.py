@@ -409,3 +409,48 @@ def test_api_workers_share_the_port_and_a_revocation_reaches_all_at_once(tmp_pat
     finally:
         server.terminate()
     assert server.proc.returncode == 0, server.log.read_text()[-2000:]
+
+
+def test_serve_on_a_taken_port_fails_before_taking_the_lease(tmp_path: Path) -> None:
+    """Exit 2 with what to change, before any child starts: no reconciler ran, so the lease
+    is free for the server that does listen (issue 24)."""
+    import socket
+
+    from .serverproc import CLUSTER_YAML
+
+    url = f"sqlite:///{tmp_path / 'taken.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    (tmp_path / "cluster.yaml").write_text(CLUSTER_YAML)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpufleet.cli.main",
+                "serve",
+                "--cluster",
+                str(tmp_path / "cluster.yaml"),
+                "--db",
+                url,
+                "--executor",
+                "emulated",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM leases")).scalar_one() == 0
+    engine.dispose()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ STATUS: tuple[tuple[type[Exception], int], ...] = (
 
 
 log = logging.getLogger(__name__)
+SCHEMA_RECHECK_S = 60.0  # /readyz: how long a passed schema check stands
 
 
 def validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
@@ -111,6 +113,9 @@ def create_app(ctx: AppContext) -> FastAPI:
         several, `gpufleet serve --workers`)."""
         return {"status": "ok", "pid": os.getpid()}
 
+    # the schema check reads Alembic's scripts (~0.7 s): done once a minute, not per probe
+    schema_checked_at = [-math.inf]
+
     @app.get(
         "/readyz",
         tags=["health"],
@@ -131,8 +136,12 @@ def create_app(ctx: AppContext) -> FastAPI:
         try:
             with ctx.sessions() as s:
                 s.execute(text("SELECT 1"))
-                require_current(s.get_bind())  # type: ignore[arg-type]
+                now = time.monotonic()
+                if now - schema_checked_at[0] > SCHEMA_RECHECK_S:
+                    require_current(s.get_bind())  # type: ignore[arg-type]
+                    schema_checked_at[0] = now
         except (StoreError, OperationalError) as exc:
+            schema_checked_at[0] = -math.inf  # checked again at the next call
             # anyone may ask: the store's address, user and error text go to the log only
             log.warning("not ready: %s", exc)
             detail = (
