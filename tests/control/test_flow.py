@@ -575,3 +575,17 @@ def test_readiness_checks_the_schema_once_a_minute(
     monkeypatch.setattr(app_module, "require_current", lambda e: (calls.append(e), real(e)))
     assert [plane.client.get("/readyz").status_code for _ in range(3)] == [200] * 3
     assert len(calls) == 1  # the first probe checks; the next two within the minute do not
+
+
+def test_a_job_submitted_while_a_cycle_runs_has_its_events_in_order(plane: Plane) -> None:
+    """The cycle reads its clock when it begins; a job submitted after that and seen by the
+    same cycle is admitted no earlier than it was submitted (issue 24)."""
+    plane.clock.advance(5)
+    j = submit(plane, "vision-member", name="late", gpus=1)["id"]
+    plane.clock.advance(-5)  # the cycle began 5 s before the submit
+    plane.reconciler.cycle()
+    plane.cycle(1)
+    events = job(plane, "vision-member", j)["events"]
+    times = [e["at_s"] for e in events]
+    assert [e["kind"] for e in events][:2] == ["submitted", "starting"]
+    assert times == sorted(times), events

@@ -78,6 +78,10 @@ def record(session: Session, job: Job, kind: str, at_s: float, message: str = ""
     job's whole history to append one row."""
     if job.id is None:
         session.flush()
+    # Never before the job entered the queue: a cycle's clock is read when the cycle begins,
+    # and a job submitted (or requeued) while it ran is still seen by it; its `admitted` must
+    # not read as earlier than its `submitted` (issue 24). Times within a cycle keep order.
+    at_s = max(at_s, job.queued_s or 0.0, job.submitted_s or 0.0)
     event = JobEvent(job_id=job.id, at_s=at_s, kind=kind, attempt=job.attempt, message=message)
     session.add(event)
     return event
