@@ -30,7 +30,8 @@ from .conftest import Waiter, age_job
 from .fake_slurm import FakeSlurm
 
 # A job that writes its environment, then runs for $RUN_S seconds (attempt 1) or $AGAIN_S
-# (later attempts); SIGUSR1 writes a marker and acknowledges a checkpoint, SIGTERM exits.
+# (later attempts); SIGUSR1 writes a marker and acknowledges a checkpoint, SIGTERM exits
+# ($TERM_S seconds later: a job that takes part of its grace period to save its work).
 JOB = r"""
 vars='RANK|LOCAL_RANK|NODE_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT'
 vars="$vars|CUDA_VISIBLE_DEVICES|SLURMD_NODENAME|SLURM_JOB_ID|GPUFLEET_ATTEMPT"
@@ -40,7 +41,7 @@ on_usr1() {
   [ "$RANK" = 0 ] && touch "$GPUFLEET_CHECKPOINT_DIR/gpufleet.ack"
 }
 trap on_usr1 USR1
-trap 'echo "rank $RANK: SIGTERM"; exit 143' TERM
+trap 'echo "rank $RANK: SIGTERM"; sleep "${TERM_S:-0}"; exit 143' TERM
 run=$RUN_S; [ "$GPUFLEET_ATTEMPT" = 1 ] || run=$AGAIN_S
 end=$(( $(date +%s) + run ))
 while [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
@@ -74,8 +75,7 @@ def tick(plane: Plane) -> None:
 def submit(plane: Plane, who: str, **body: Any) -> int:
     run_s, again_s = body.pop("run_s", 2), body.pop("again_s", 1)
     body.setdefault("command", ["/bin/bash", "-c", JOB])
-    body.setdefault("env", {})
-    body["env"] |= {"RUN_S": str(run_s), "AGAIN_S": str(again_s)}
+    body["env"] = {**body.get("env", {}), "RUN_S": str(run_s), "AGAIN_S": str(again_s)}
     r = plane.client.post("/api/v1/jobs", json=body, headers=plane.auth(who))
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
@@ -348,3 +348,51 @@ def test_start_adopts_a_job_submitted_before_a_crash_and_a_new_root_finds_its_jo
             assert time.monotonic() < deadline, accounting
             time.sleep(0.3)
         assert (end.kind, end.exit_code) == ("exited", 0), accounting
+
+
+def test_a_reclaim_waiting_for_its_victim_does_not_reclaim_again_on_slurm(
+    live: Live, slurm: FakeSlurm
+) -> None:
+    """Issue 24's thrash, on Slurm, with victims that take their time to exit on SIGTERM:
+    prod (nlp) reclaims research's (vision's) 1-GPU job for its 8-GPU job and, while that
+    victim exits, does not preempt research's 16-GPU gang for its own 2x8 gang; nothing is
+    preempted twice, and the ledger matches sacct after the cancels at the end."""
+    began = time.time()
+    executor, plane, wait = live.executor, live.plane, live.wait
+    quotas = {
+        "vision": {"guaranteed_gpus": 16, "borrowing_limit_gpus": 16},
+        "nlp": {"guaranteed_gpus": 16, "lending_limit_gpus": 16},
+    }
+    for team, body in quotas.items():
+        r = plane.client.put(
+            f"/api/v1/admin/teams/{team}/quotas/h100-sxm5-80gb",
+            json=body,
+            headers=plane.auth("admin"),
+        )
+        assert r.status_code == 200, r.text
+    slow_exit = {"env": {"TERM_S": "3"}}  # 3 s to exit after SIGTERM, within the 5 s grace
+    research = [
+        submit(plane, "vision-member", name="gang16", gpus=8, workers=2, run_s=300, **slow_exit),
+        submit(plane, "vision-member", name="one", gpus=1, run_s=300, **slow_exit),
+        submit(plane, "vision-member", name="gang8", gpus=4, workers=2, run_s=300, **slow_exit),
+    ]
+    wait.until("research's jobs run", lambda: {state(plane, j) for j in research} == {"running"})
+    gang16, one, gang8 = research
+    p8 = submit(plane, "nlp-member", name="p8", gpus=8, run_s=300)
+    p16 = submit(plane, "nlp-member", name="p16", gpus=8, workers=2, run_s=300)
+    wait.until("prod's 8-GPU job runs", lambda: state(plane, p8) == "running")
+    for _ in range(10):  # more cycles: nothing else may move
+        tick(plane)
+        time.sleep(0.2)
+    states = {j: state(plane, j) for j in (*research, p8, p16)}
+    assert states[gang16] == states[gang8] == "running", jobs_now(plane)
+    assert states[p16] == "pending", jobs_now(plane)
+    stops = {j: [e["kind"] for e in get(plane, j)["events"]].count("stopping") for j in states}
+    assert stops[one] == 1, stops
+    assert sum(stops.values()) == 1, stops
+    for j in states:
+        plane.client.post(f"/api/v1/jobs/{j}/cancel", headers=plane.auth("admin"))
+    wait.until("every job ends", lambda: all(state(plane, j) == "cancelled" for j in states), 60)
+    ledger_matches_sacct(plane, executor, began)
+    with plane.sessions() as s:
+        assert balance_problems(s) == []
