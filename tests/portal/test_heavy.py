@@ -3,6 +3,7 @@ on an injected clock, refusals that compute and charge nothing, and the pages' m
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import pickle
 import threading
@@ -371,7 +372,10 @@ def test_pages_wait_for_runs_on_threads_of_their_own(gate: Gate) -> None:
             seen["runner threads"] = heavy._threads.borrowed_tokens
             gate.open.set()
 
-    anyio.run(main)
+    # a loop of its own, in a thread of its own: another test may have left one running in
+    # this worker's thread
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, main).result(timeout=WAIT_S * 3)
     assert sorted(type(a).__name__ for a in answers) == ["BusyError", "BusyError", "str", "str"]
     assert seen == {"request threads": 0, "runner threads": 2}
     assert heavy._threads.total_tokens == 1 + 1 + 2  # runs, waiters, two to answer refusals

@@ -293,6 +293,7 @@ class _Cycle:
         # lent, and for which evicting may help
         blocked: list[tuple[Request, int, int]] = []  # no room
         reclaim: list[tuple[Request, int, int]] = []  # room, but the guarantee is lent
+        over: list[tuple[Request, int]] = []  # beyond the team's quota: its own jobs may yield
         for req in requests:
             need = request_milli(req)
             status = self.book.check(job, req.accelerator, need)
@@ -304,6 +305,7 @@ class _Cycle:
                 why.append(status.reason)
                 owed = self.book.reclaim_milli(job.team, req.accelerator, need)
                 if not owed:
+                    over.append((req, need))
                     continue
             placed = self._place(job, req)
             if placed.status.ok and not owed:
@@ -322,6 +324,8 @@ class _Cycle:
             self.mark = t
         try:
             if (blocked or reclaim) and self._preempt_for(job, blocked + reclaim, why):
+                return
+            if over and self._preempt_own(job, over, why):
                 return
             self._blocked(job, blocked, why)
         finally:
@@ -482,23 +486,78 @@ class _Cycle:
                 if chosen is None:
                     self._no_victims[key] = (self.b.version, True)
                     continue
-                freed = {v.name: usage_milli(self.b.usage(v.name)) for v in chosen}
-                with self.b.branch() as w:  # evict, then place; kept only if the placement holds
-                    for v in chosen:
-                        w.release_all(v.name)
-                    placed = self.placement.place(w, job, req)
-                    if not placed.status.ok:  # not expected: choose_victims checked it
-                        continue
-                    w.commit()
-                for v in chosen:
-                    for acc, m in freed[v.name].items():
-                        self.book.add(v.job.team, acc, -m)
-                    self.preempted[v.name] = plugin.reason(job, v, req, self.pctx)
-                self._admit(job, req, need, placed.placements)
+                if self._evict_and_admit(job, req, need, chosen, plugin):
+                    return True
+        if tried:
+            why.append(preempt.WOULD_NOT_HELP)
+        return False
+
+    def _preempt_own(
+        self, job: JobSpec, targets: list[tuple[Request, int]], why: list[str]
+    ) -> bool:
+        """A job beyond its team's quota evicts the team's own lower-priority jobs until it
+        fits the quota and the cluster (Kueue's `withinClusterQueue: LowerPriority`), in
+        profiles that preempt by priority; the priority plugin's rules hold (a strictly
+        lower, preemptible class; the minimum runtime)."""
+        plugin = next((p for p in self.plugins.preemptions if p.name == "priority"), None)
+        if plugin is None:
+            return False
+        tried = False
+        for req, need in targets:
+            cands = [
+                c for c in plugin.candidates(job, req, need, self.pctx) if c.job.team == job.team
+            ]
+            if not cands:
+                continue
+            tried = True
+            enough = self._fits_quota_without(job, req.accelerator, need)
+            chosen = preempt.choose_victims(self.b, self.placement, job, req, cands, enough=enough)
+            if chosen is not None and self._evict_and_admit(job, req, need, chosen, plugin):
                 return True
         if tried:
             why.append(preempt.WOULD_NOT_HELP)
         return False
+
+    def _fits_quota_without(
+        self, job: JobSpec, flavor: str, need: int
+    ) -> Callable[[Sequence[preempt.Candidate]], bool]:
+        """Whether the team's quota admits `job` once the given victims (its own) are gone."""
+        book = self.book
+
+        def enough(victims: Sequence[preempt.Candidate]) -> bool:
+            freed = sum(v.milli for v in victims if v.job.team == job.team)
+            book.add(job.team, flavor, -freed)
+            try:
+                return book.check(job, flavor, need).ok
+            finally:
+                book.add(job.team, flavor, freed)
+
+        return enough
+
+    def _evict_and_admit(
+        self,
+        job: JobSpec,
+        req: Request,
+        need: int,
+        chosen: Sequence[preempt.Candidate],
+        plugin: preempt.PreemptionPlugin,
+    ) -> bool:
+        """Evict `chosen`, place `job` and admit it; False (nothing changed) if it then does
+        not fit after all."""
+        freed = {v.name: usage_milli(self.b.usage(v.name)) for v in chosen}
+        with self.b.branch() as w:  # evict, then place; kept only if the placement holds
+            for v in chosen:
+                w.release_all(v.name)
+            placed = self.placement.place(w, job, req)
+            if not placed.status.ok:  # not expected: choose_victims checked it
+                return False
+            w.commit()
+        for v in chosen:
+            for acc, m in freed[v.name].items():
+                self.book.add(v.job.team, acc, -m)
+            self.preempted[v.name] = plugin.reason(job, v, req, self.pctx)
+        self._admit(job, req, need, placed.placements)
+        return True
 
     def _gives_back(self, flavor: str, owed: int) -> Callable[[Sequence[preempt.Candidate]], bool]:
         """Whether evicting some victims returns `owed` milli-GPUs of `flavor` to the
