@@ -457,10 +457,18 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 1:
         print("usage: python tests/slurm/fake_slurm.py DIR", file=sys.stderr)
         return 2
+
+    def stopped(signum: int, _: object) -> None:
+        raise SystemExit(128 + signum)
+
+    # SIGTERM and SIGHUP stop the daemons too, not only Ctrl-C: run in the background and
+    # killed, it must not leave munged, slurmdbd, slurmctld and the slurmds behind
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stopped)
     cluster = FakeSlurm(Path(argv[0]).resolve())
-    cluster.start()
-    print(f"export SLURM_CONF={cluster.conf}   # started in {cluster.started_s:.1f} s")
     try:
+        cluster.start()
+        print(f"export SLURM_CONF={cluster.conf}   # started in {cluster.started_s:.1f} s")
         signal.pause()
     except KeyboardInterrupt:
         pass
