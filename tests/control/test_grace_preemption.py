@@ -4,8 +4,10 @@ no job is preempted before it starts, and an attempt the engine never ran is not
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -16,6 +18,8 @@ from gpufleet.api.context import AppContext, RateLimiter
 from gpufleet.cluster import Cluster
 from gpufleet.control import admin
 from gpufleet.control.db import sessions
+from gpufleet.control.executors.base import Executor
+from gpufleet.control.executors.local import LocalExecutor
 from gpufleet.control.ledger import UNBILLED, balance_problems
 from gpufleet.control.models import Job, JobEvent, Team, UsageEntry
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
@@ -57,7 +61,7 @@ class Live:
 
     client: TestClient
     reconciler: Reconciler
-    executor: GraceExecutor
+    executor: Executor
     clock: Clock
     tokens: dict[str, str]
     engine: Engine
@@ -66,7 +70,7 @@ class Live:
 
     def submit(self, team: str, name: str, gpus: int, workers: int = 1, **kw: Any) -> int:
         body = {"name": name, "gpus": gpus, "workers": workers, "accelerator": H100,
-                "command": ["train"], **kw}  # fmt: skip
+                "command": kw.pop("command", ["train"]), **kw}  # fmt: skip
         r = self.client.post(
             "/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {self.tokens[team]}"}
         )
@@ -186,6 +190,7 @@ def test_an_attempt_the_engine_never_ran_is_not_billed(engine: Engine) -> None:
         kinds = [e.kind for e in s.scalars(select(JobEvent).where(JobEvent.job_id == j))]
         assert UNBILLED in kinds
         assert not balance_problems(s)
+    assert isinstance(live.executor, GraceExecutor)
     assert not live.executor.ran
 
 
@@ -210,3 +215,42 @@ def test_an_attempt_that_ran_is_billed_from_allocation_to_exit(engine: Engine) -
         )
         assert not balance_problems(s)
     assert billed == job.attained_gpu_s > 0
+
+
+def test_the_same_on_the_local_executor_with_real_processes(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
+    """The thrash scenario with real processes that take a second to exit on SIGTERM, on
+    the real clock: one reclaim, research's gang untouched, prod's gang waits."""
+    live = live_plane(sqlite_engine, lambda c: LocalExecutor(tmp_path / "runs"))
+    slow = ["/bin/sh", "-c", "trap 'sleep 1; exit 143' TERM; while :; do sleep 0.1; done"]
+
+    def cycles(n: int) -> None:
+        for _ in range(n):
+            live.clock.now_s = time.time()
+            live.preempted.update(live.reconciler.cycle().preempted)
+            time.sleep(0.2)
+
+    try:
+        gang = live.submit("research", "gang16", 8, workers=2, command=slow)
+        one = live.submit("research", "one", 1, command=slow)
+        gang8 = live.submit("research", "gang8", 4, workers=2, command=slow)
+        for _ in range(50):
+            cycles(1)
+            if {live.rows()[j].state for j in (gang, one, gang8)} == {"running"}:
+                break
+        p8 = live.submit("prod", "p8", 8, command=slow)
+        p16 = live.submit("prod", "p16", 8, workers=2, command=slow)
+        for _ in range(50):
+            cycles(1)
+            if live.rows()[p8].state == "running":
+                break
+        cycles(5)
+        rows = live.rows()
+        assert rows[p8].state == "running"
+        assert rows[p16].state == "pending"
+        assert rows[gang].state == rows[gang8].state == "running"
+        assert dict(live.preempted) == {one: 1}
+    finally:
+        for key in list(live.executor.active()):
+            live.executor.stop(key)
