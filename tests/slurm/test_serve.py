@@ -8,7 +8,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -172,3 +174,75 @@ def test_serve_without_slurm_is_a_clear_user_error(
     assert message in err
     assert "Traceback" not in err + out
     assert not (tmp_path / "x.db").exists()  # nothing written
+
+
+COHORT = (
+    "kind: teams\nteams:\n"
+    "  - {name: vision, cohort: ml, quota: {h100-sxm5-80gb: 16}}\n"
+    "  - {name: nlp, cohort: ml, quota: {h100-sxm5-80gb: 16}}\n"
+)
+# runs $RUN_S seconds; exits 143 a moment after SIGTERM (inside gpufleet's 5 s grace)
+SLEEPER = "trap 'sleep 0.5; exit 143' TERM; end=$(( $(date +%s) + RUN_S )); "
+SLEEPER += 'while [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done'
+
+
+def test_reconcile_agrees_after_a_reclaim_a_server_kill_and_a_cancel(
+    slurm: FakeSlurm,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 24: `admin slurm reconcile` exits 0 after a run with a preemption (a quota
+    reclaim), a SIGKILL of the server mid-run and a cancel."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    db = f"sqlite:///{tmp_path}/serve.db"
+    tag = f"s{uuid.uuid4().hex[:8]}"
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    (tmp_path / "teams.yaml").write_text(COHORT)
+    code, out, _ = cli(capsys, "admin", "init", "--db", db)
+    assert code == 0
+    headers = {"Authorization": f"Bearer {out.strip().splitlines()[-1]}"}
+    assert cli(capsys, "admin", "team", "import", str(tmp_path / "teams.yaml"), "--db", db)[0] == 0
+
+    def submit(url: str, team: str, name: str, workers: int, run_s: int) -> int:
+        body = {
+            "name": name, "team": team, "gpus": 8, "workers": workers,
+            "command": ["/bin/bash", "-c", SLEEPER], "env": {"RUN_S": str(run_s)},
+        }  # fmt: skip
+        r = httpx.post(f"{url}/jobs", json=body, headers=headers)
+        assert r.status_code == 201, r.text
+        return int(r.json()["id"])
+
+    def until(url: str, job_id: int, ok: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        deadline = time.monotonic() + 90
+        while not ok(job := httpx.get(f"{url}/jobs/{job_id}", headers=headers).json()):
+            assert time.monotonic() < deadline, job
+            time.sleep(0.3)
+        return job
+
+    server, port = start_serve(tmp_path, db, slurm, tag)
+    url = f"http://127.0.0.1:{port}/api/v1"
+    try:
+        big = submit(url, "vision", "big", 4, 600)  # borrows nlp's 16
+        until(url, big, lambda j: j["state"] == "running")
+        mine = submit(url, "nlp", "mine", 2, 3)  # reclaims them
+        until(url, mine, lambda j: j["state"] == "succeeded")
+        until(url, big, lambda j: j["state"] == "running" and j["attempt"] == 2)
+        server.kill()  # SIGKILL mid-run
+        server.wait()
+        server, port = start_serve(tmp_path, db, slurm, tag)
+        url = f"http://127.0.0.1:{port}/api/v1"
+        time.sleep(2)  # a few cycles of the new leader
+        r = httpx.post(f"{url}/jobs/{big}/cancel", headers=headers)
+        assert r.status_code == 200, r.text
+        done = until(url, big, lambda j: j["state"] == "cancelled")
+        assert done["attempt"] == 2
+    finally:
+        stop_serve(server)
+    for _ in range(40):  # sacct may lag slurmctld
+        code, out, _ = cli(capsys, "admin", "slurm", "reconcile", "--db", db, "--tag", tag)
+        if code == 0:
+            break
+        time.sleep(0.25)
+    assert code == 0, out
+    assert "3 attempts, 0 with differences" in out  # big 1 (preempted), mine 1, big 2 (cancelled)
