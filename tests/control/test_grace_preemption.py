@@ -66,7 +66,6 @@ class Live:
     tokens: dict[str, str]
     engine: Engine
     preempted: Counter[int] = field(default_factory=Counter)
-    preemptors: dict[int, int] = field(default_factory=dict)  # victim -> its preemptor
 
     def submit(self, team: str, name: str, gpus: int, workers: int = 1, **kw: Any) -> int:
         body = {"name": name, "gpus": gpus, "workers": workers, "accelerator": H100,

@@ -58,3 +58,25 @@ def test_only_the_team_s_own_jobs_yield_to_its_quota() -> None:
     high = job("high", gpus=8, team="research", priority_class="production", submitted_s=NOW_S)
     d = decide(c, state.snapshot(), [own, other], [high], quota, profile="default", now_s=NOW_S)
     assert set(d.preempted) == {"own"}
+
+
+def test_the_fast_lowest_evictable_agrees_with_the_ranked_list() -> None:
+    """`PreemptContext.lowest_evictable` writes `_evictable`'s rule out for speed."""
+    from gpufleet.sched.preempt import PreemptContext
+
+    quota = teams(
+        team("research", {H100: 8}), team("prod", {H100: 8}, default_priority="opportunistic")
+    )
+    running_jobs = [
+        running("a", "h-0", [0], team="research", priority_class="standard"),
+        running("b", "h-0", [1], team="research", priority_class="opportunistic"),
+        running("c", "h-0", [2], team="research", priority_class="production"),
+        running("d", "h-0", [3], team="prod"),  # the team's default class
+        running("e", "h-0", [4], team="prod", priority_class="standard", preemptible=False),
+        running("f", "h-0", [5], team="ghost", priority_class="standard"),  # no such team
+    ]
+    ctx = PreemptContext(running_jobs, {}, quota, lambda _: {}, None, NOW_S)  # type: ignore[arg-type]
+    ranked: dict[str, int] = {}
+    for j, cls in ctx.evictable_by_priority[1]:
+        ranked.setdefault(j.team, cls.value)
+    assert ctx.lowest_evictable == ranked == {"research": 100, "prod": 100, "ghost": 500}

@@ -30,6 +30,24 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def new_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], teams: str
+) -> tuple[str, str, dict[str, str]]:
+    """A store set up as a user would (`admin init`, `admin team import`), a Slurm tag of
+    its own, and the admin's auth header; the cluster file beside it."""
+    db = f"sqlite:///{tmp_path}/serve.db"
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    (tmp_path / "teams.yaml").write_text(teams)
+    code, out, _ = cli(capsys, "admin", "init", "--db", db)
+    assert code == 0
+    assert cli(capsys, "admin", "team", "import", str(tmp_path / "teams.yaml"), "--db", db)[0] == 0
+    return (
+        db,
+        f"s{uuid.uuid4().hex[:8]}",
+        {"Authorization": f"Bearer {out.strip().splitlines()[-1]}"},
+    )
+
+
 def start_serve(
     tmp_path: Path, db: str, slurm: FakeSlurm, tag: str
 ) -> tuple[subprocess.Popen[bytes], int]:
@@ -77,14 +95,7 @@ def test_serve_runs_a_job_on_slurm_and_the_ledger_matches_sacct(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
-    db = f"sqlite:///{tmp_path}/serve.db"
-    tag = f"s{uuid.uuid4().hex[:8]}"
-    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
-    (tmp_path / "teams.yaml").write_text(TEAMS)
-    code, out, _ = cli(capsys, "admin", "init", "--db", db)
-    assert code == 0
-    headers = {"Authorization": f"Bearer {out.strip().splitlines()[-1]}"}
-    assert cli(capsys, "admin", "team", "import", str(tmp_path / "teams.yaml"), "--db", db)[0] == 0
+    db, tag, headers = new_store(tmp_path, capsys, TEAMS)
     server, port = start_serve(tmp_path, db, slurm, tag)
     url = f"http://127.0.0.1:{port}/api/v1"
     try:
@@ -195,14 +206,7 @@ def test_reconcile_agrees_after_a_reclaim_a_server_kill_and_a_cancel(
     """Issue 24: `admin slurm reconcile` exits 0 after a run with a preemption (a quota
     reclaim), a SIGKILL of the server mid-run and a cancel."""
     monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
-    db = f"sqlite:///{tmp_path}/serve.db"
-    tag = f"s{uuid.uuid4().hex[:8]}"
-    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
-    (tmp_path / "teams.yaml").write_text(COHORT)
-    code, out, _ = cli(capsys, "admin", "init", "--db", db)
-    assert code == 0
-    headers = {"Authorization": f"Bearer {out.strip().splitlines()[-1]}"}
-    assert cli(capsys, "admin", "team", "import", str(tmp_path / "teams.yaml"), "--db", db)[0] == 0
+    db, tag, headers = new_store(tmp_path, capsys, COHORT)
 
     def submit(url: str, team: str, name: str, workers: int, run_s: int) -> int:
         body = {

@@ -59,7 +59,7 @@ from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Decisions
 from gpufleet.sched.framework import Placement as Placed
 from gpufleet.sched.preempt import GRACE_PERIOD_S
-from gpufleet.sched.quota import usage_milli
+from gpufleet.sched.quota import team_usage_milli
 from gpufleet.specs.jobs import JobSpec
 
 log = logging.getLogger(__name__)
@@ -833,12 +833,7 @@ def committed_usage(
             if free:
                 b.allocate(name, *free)
             team_of[name] = team
-        used: dict[tuple[str, str], int] = {}
-        for team, held in b.usage_by(lambda j: team_of.get(j, "")).items():
-            if team:
-                for acc, milli in usage_milli(held).items():
-                    used[(team, acc)] = milli
-        return used
+        return team_usage_milli(b, team_of)
     finally:
         b.rollback()
 

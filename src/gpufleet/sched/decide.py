@@ -34,6 +34,7 @@ ahead of it in this cycle's order.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -65,7 +66,7 @@ from gpufleet.sched.framework import (
     Placement,
     Relayout,
 )
-from gpufleet.sched.quota import QuotaBook, request_milli, usage_milli
+from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for, whole_gpus
 from gpufleet.sched.team_index import TeamIndex, team_index
@@ -137,12 +138,7 @@ def _load(
     for job in pending:
         if b.holds(job.name):
             raise UserError(f"decide(): pending job {job.name} already holds GPUs")
-    team_of = {j.name: j.team for j in running}
-    used: dict[tuple[str, str], int] = {}
-    for team, held in b.usage_by(lambda j: team_of.get(j, "")).items():
-        if team:
-            for acc, m in usage_milli(held).items():
-                used[(team, acc)] = m
+    used = team_usage_milli(b, {j.name: j.team for j in running})
     return QuotaBook(teams, used, index)
 
 
@@ -186,6 +182,12 @@ class _Cycle:
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
         self._why: list[str] = []
+
+    @cached_property
+    def _lowest_preemptible_class(self) -> float:
+        """The lowest value of a preemptible priority class (infinite: none is)."""
+        values = [c.value for c in self.teams.priority_classes if c.preemptible]
+        return min(values, default=math.inf)
 
     @cached_property
     def pctx(self) -> preempt.PreemptContext:
@@ -499,20 +501,36 @@ class _Cycle:
         fits the quota and the cluster (Kueue's `withinClusterQueue: LowerPriority`), in
         profiles that preempt by priority; the priority plugin's rules hold (a strictly
         lower, preemptible class; the minimum runtime)."""
-        plugin = next((p for p in self.plugins.preemptions if p.name == "priority"), None)
+        name = preempt.PriorityPreemption.name
+        plugin = next((p for p in self.plugins.preemptions if p.name == name), None)
         if plugin is None:
             return False
+        mine = self.priority.get(job.name, 0)
+        if self._lowest_preemptible_class >= mine:
+            return False  # no class below it may be evicted: nothing to scan
+        if self.pctx.lowest_evictable.get(job.team, mine) >= mine:
+            return False  # nothing of its own below it
         tried = False
         for req, need in targets:
+            # as in `_preempt_for`: a search that failed fails again until the state changes
+            where = (job.topology.required, job.spot_ok)
+            key = ("own", mine, job.team, req, need, where)
+            failed = self._no_victims.get(key)
+            if failed is not None and failed[0] == self.b.version:
+                tried |= failed[1]
+                continue
             cands = [
                 c for c in plugin.candidates(job, req, need, self.pctx) if c.job.team == job.team
             ]
             if not cands:
+                self._no_victims[key] = (self.b.version, False)
                 continue
             tried = True
             enough = self._fits_quota_without(job, req.accelerator, need)
             chosen = preempt.choose_victims(self.b, self.placement, job, req, cands, enough=enough)
-            if chosen is not None and self._evict_and_admit(job, req, need, chosen, plugin):
+            if chosen is None:
+                self._no_victims[key] = (self.b.version, True)
+            elif self._evict_and_admit(job, req, need, chosen, plugin):
                 return True
         if tried:
             why.append(preempt.WOULD_NOT_HELP)

@@ -17,10 +17,10 @@ which another team outside the cohort may be owed and could not reclaim.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
-from gpufleet.cluster import MILLI, Cluster, Usage
+from gpufleet.cluster import MILLI, Cluster, StateView, Usage
 from gpufleet.sched.framework import Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
 from gpufleet.sched.team_index import TeamIndex, team_index
@@ -67,6 +67,17 @@ def placements_milli(cluster: Cluster, placements: Sequence[Placement]) -> int:
         for sid in p.mig_slices:
             total += cluster.slice_info(sid).milli
     return total
+
+
+def team_usage_milli(view: StateView, team_of: Mapping[str, str]) -> dict[tuple[str, str], int]:
+    """(team, accelerator) -> milli-GPUs held by the jobs `team_of` names a team for; the
+    others (placeholders, jobs of no team) count for nobody."""
+    used: dict[tuple[str, str], int] = {}
+    for team, held in view.usage_by(lambda j: team_of.get(j, "")).items():
+        if team:
+            for acc, milli in usage_milli(held).items():
+                used[(team, acc)] = milli
+    return used
 
 
 def usage_milli(usage: Usage) -> dict[str, int]:
