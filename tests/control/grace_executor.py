@@ -47,6 +47,11 @@ class GraceExecutor:
             elif run.term_s is None:
                 run.term_s = self.clock()
 
+    def ask_to_stop(self, key: RunKey, checkpoint_signal: str | None) -> None:
+        if checkpoint_signal is not None:
+            self.signal(key, checkpoint_signal)
+        self.signal(key, "SIGTERM")
+
     def stop(self, key: RunKey) -> None:
         run = self.runs.get(key)
         if run is None or run.ended:

@@ -47,15 +47,15 @@ CLUSTER = {
 CYCLE_S = 0.3
 
 
-@pytest.fixture(scope="session")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeSlurm]:
+def running_slurm(cluster: FakeSlurm) -> Iterator[FakeSlurm]:
+    """Start `cluster`, yield it, stop it (also when the start fails); skip, or fail under
+    GPUFLEET_REQUIRE_SLURM, where Slurm is not installed."""
     missing = missing_binaries()
     if missing:
         reason = f"Slurm is not installed here (missing {', '.join(missing)})"
         if os.environ.get("GPUFLEET_REQUIRE_SLURM"):
             pytest.fail(f"{reason}, and GPUFLEET_REQUIRE_SLURM is set", pytrace=False)
         pytest.skip(f"{reason}; .ci/run installs it (set GPUFLEET_REQUIRE_SLURM=1 to require)")
-    cluster = FakeSlurm(tmp_path_factory.mktemp("slurm"))
     try:
         cluster.start()
     except BaseException:
@@ -63,6 +63,11 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeSlurm]:
         raise
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeSlurm]:
+    yield from running_slurm(FakeSlurm(tmp_path_factory.mktemp("slurm")))
 
 
 @pytest.fixture

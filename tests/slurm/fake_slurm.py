@@ -175,6 +175,20 @@ class FakeSlurm:
     database: str = ""
     started_s: float = 0.0
     socket_dir: Path = Path("/nonexistent")
+    # `gpufleet export slurm`'s files (name -> text), to run this cluster on them instead
+    # of its own scheduling settings, nodes, partitions and gres.conf (see `_exported`)
+    exported: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.exported is not None:
+            conf = self.exported["slurm.conf"]
+            self.cluster_name = _setting(conf, "ClusterName") or self.cluster_name
+            self.nodes = [
+                node
+                for line in conf.splitlines()
+                if line.startswith("NodeName=")
+                for node in _expand(line.split()[0].removeprefix("NodeName="))
+            ]
 
     @property
     def conf(self) -> Path:
@@ -259,9 +273,7 @@ class FakeSlurm:
             for n, p in slurmd_ports.items()
         )
         names = ",".join(self.nodes)
-        (r / "etc" / "slurm.conf").write_text(
-            f"""\
-ClusterName={self.cluster_name}
+        site = f"""\
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmUser=root
@@ -287,27 +299,34 @@ AccountingStoragePass={socket_path}
 AccountingStorageTRES=gres/gpu,gres/gpu:h100_sxm5_80gb
 JobCompType=jobcomp/filetxt
 JobCompLoc={r}/log/jobcomp.txt
-PreemptType=preempt/none
-SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1,bf_interval=1
-SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=1
 SlurmdTimeout=10
-KillWait=2
 MinJobAge=300
 MpiDefault=none
+"""
+        if self.exported is not None:
+            self._exported(site, slurmd_ports)
+        else:
+            (r / "etc" / "slurm.conf").write_text(
+                f"""\
+ClusterName={self.cluster_name}
+{site}PreemptType=preempt/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+KillWait=2
 GresTypes=gpu
 {nodes}
 PartitionName={self.partition} Nodes={names} Default=YES MaxTime=INFINITE State=UP
 """
-        )
-        (r / "etc" / "gres.conf").write_text(
-            "AutoDetect=off\n"
-            f"NodeName={names} Name=gpu Type={self.gres_type} "
-            f"File={r}/dev/nvidia[0-{self.gpus_per_node - 1}]\n"
-        )
+            )
+            (r / "etc" / "gres.conf").write_text(
+                "AutoDetect=off\n"
+                f"NodeName={names} Name=gpu Type={self.gres_type} "
+                f"File={r}/dev/nvidia[0-{self.gpus_per_node - 1}]\n"
+            )
         assert self.mysql is not None
         dbd = r / "etc" / "slurmdbd.conf"
         dbd.write_text(
@@ -328,6 +347,33 @@ StorageLoc={self.database}
 """
         )
         dbd.chmod(0o600)
+
+    def _exported(self, site: str, slurmd_ports: Mapping[str, int]) -> None:
+        """The exported files as a site would install them: its slurm.conf after this
+        host's own settings (paths, ports, accounting; none the export sets), each node with
+        what the export says to add (address, CPUs, memory: here one slurmd per node, all
+        on this host), gres.conf's device files under this cluster's fake /dev, and
+        topology.conf as it is."""
+        assert self.exported is not None
+        r = self.root
+        conf = self.exported["slurm.conf"]
+        theirs = {line.split("=", 1)[0] for line in conf.splitlines() if "=" in line}
+        lines = [line for line in site.splitlines() if line.split("=", 1)[0] not in theirs]
+        for line in conf.splitlines():
+            if line.startswith("NodeName="):
+                first, _, rest = line.partition(" ")
+                for node in _expand(first.removeprefix("NodeName=")):
+                    lines.append(
+                        f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                        f"Port={slurmd_ports[node]} CPUs=16 RealMemory=4000 {rest}"
+                    )
+            else:
+                lines.append(line)
+        (r / "etc" / "slurm.conf").write_text("\n".join(lines) + "\n")
+        gres = self.exported["gres.conf"].replace("File=/dev/", f"File={r}/dev/")
+        (r / "etc" / "gres.conf").write_text(gres)
+        if "topology.conf" in self.exported:
+            (r / "etc" / "topology.conf").write_text(self.exported["topology.conf"])
 
     def _start_slurmdbd(self) -> None:
         self.run("slurmdbd")
@@ -411,6 +457,21 @@ StorageLoc={self.database}
             if self.mysql.private_pid is not None:
                 _terminate(self.mysql.private_pid)
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def _setting(conf: str, key: str) -> str | None:
+    for line in conf.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name == key:
+            return value.strip()
+    return None
+
+
+def _expand(hostlist: str) -> list[str]:
+    """A Slurm hostlist (``dgx-[0-3,7]``) as node names; the executor's own parser."""
+    from gpufleet.control.executors.slurm_text import expand_hostlist
+
+    return expand_hostlist(hostlist)
 
 
 def _environ_has(pid: int, entry: bytes) -> bool:

@@ -217,11 +217,27 @@ def test_cluster_from_slurm_maps_back_onto_the_same_nodes() -> None:
         cluster_spec_from_slurm(slurm, {})
 
 
-def _job(job_id: str, key: RunKey, start: float | None, end: float, gpus: int) -> SlurmJob:
+def _job(
+    job_id: str,
+    key: RunKey,
+    start: float | None,
+    end: float,
+    gpus: int,
+    *,
+    state: str = "COMPLETED",
+) -> SlurmJob:
     elapsed = end - start if start is not None else 0.0
     nodes = ("n1",) if start is not None else ()
     name = f"gpufleet-job-{key.job_id}-{key.attempt}"
-    return SlurmJob(job_id, name, "COMPLETED", "", start, end, nodes, 0, gpus, elapsed)
+    return SlurmJob(job_id, name, state, "", start, end, nodes, 0, gpus, elapsed)
+
+
+def _stopped(key: RunKey, gpus: int, start: float, end: float) -> LedgerAttempt:
+    return LedgerAttempt(key, gpus, start, end, gpus * (end - start), stopped=True)
+
+
+def _ran(key: RunKey, gpus: int, start: float, end: float, succeeded: bool) -> LedgerAttempt:
+    return LedgerAttempt(key, gpus, start, end, gpus * (end - start), succeeded=succeeded)
 
 
 K1, K2, K3 = RunKey(1, 1), RunKey(2, 1), RunKey(3, 1)
@@ -231,19 +247,19 @@ K1, K2, K3 = RunKey(1, 1), RunKey(2, 1), RunKey(3, 1)
     ("ledger", "slurm", "problems"),
     [
         pytest.param(
-            [LedgerAttempt(K1, 16, 1000.0, 1102.0, 16 * 102.0)],
+            [LedgerAttempt(K1, 16, 1000.0, 1102.0, 16 * 102.0, succeeded=True)],
             {K1: _job("5", K1, 1002.0, 1102.0, 16)},
             [""],
             id="agree-startup-2s",
         ),
         pytest.param(
-            [LedgerAttempt(K1, 8, 1000.0, 1100.0, 800.0)],
+            [LedgerAttempt(K1, 8, 1000.0, 1100.0, 800.0, succeeded=True)],
             {K1: _job("5", K1, 1000.0, 1100.0, 16)},
             ["GPUs: ledger 8, Slurm 16; GPU-s: ledger 800, Slurm 1600 + startup 8 x 0 s"],
             id="other-gpus",
         ),
         pytest.param(
-            [LedgerAttempt(K1, 8, 1000.0, 1200.0, 1600.0)],
+            [LedgerAttempt(K1, 8, 1000.0, 1200.0, 1600.0, succeeded=True)],
             {K1: _job("5", K1, 1000.0, 1100.0, 8)},
             ["end: ledger 1200, Slurm 1100.0; GPU-s: ledger 1600, Slurm 800 + startup 8 x 0 s"],
             id="billed-past-the-end",
@@ -261,10 +277,46 @@ K1, K2, K3 = RunKey(1, 1), RunKey(2, 1), RunKey(3, 1)
             id="not-billed",
         ),
         pytest.param(
-            [LedgerAttempt(K1, 8, 1000.0, 1005.0, 40.0)],
-            {K1: _job("5", K1, None, 1005.0, 8)},
+            [_stopped(K1, 8, 1000.0, 1005.0)],
+            {K1: _job("5", K1, None, 1005.0, 8, state="CANCELLED")},
             [""],
             id="cancelled-before-it-started",
+        ),
+        pytest.param(
+            [_stopped(K1, 8, 1000.0, 1100.0)],
+            {K1: _job("5", K1, 1000.0, 1100.0, 8, state="CANCELLED")},
+            [""],
+            id="preempted-ends-cancelled",
+        ),
+        pytest.param(
+            [_stopped(K1, 8, 1000.0, 1100.0)],
+            {K1: _job("5", K1, 1000.0, 1100.0, 8, state="COMPLETED")},
+            [""],
+            id="finished-within-its-grace",
+        ),
+        pytest.param(
+            [_stopped(K1, 8, 1000.0, 1100.0)],
+            {K1: _job("5", K1, 1000.0, 1100.0, 8, state="FAILED")},
+            ["state: gpufleet stopped it, Slurm says FAILED (expected CANCELLED)"],
+            id="stopped-but-failed",
+        ),
+        pytest.param(
+            [_ran(K1, 8, 1000.0, 1100.0, succeeded=False)],
+            {K1: _job("5", K1, 1000.0, 1100.0, 8, state="CANCELLED")},
+            ["state: Slurm says CANCELLED, gpufleet never stopped it"],
+            id="cancelled-outside-gpufleet",
+        ),
+        pytest.param(
+            [_ran(K1, 8, 1000.0, 1100.0, succeeded=False), _ran(K2, 8, 1000.0, 1100.0, True)],
+            {
+                K1: _job("5", K1, 1000.0, 1100.0, 8, state="COMPLETED"),
+                K2: _job("6", K2, 1000.0, 1100.0, 8, state="FAILED"),
+            },
+            [
+                "state: gpufleet says failed, Slurm says COMPLETED",
+                "state: gpufleet says succeeded, Slurm says FAILED",
+            ],
+            id="other-outcome",
         ),
     ],
 )

@@ -68,9 +68,9 @@ def reconcile(
 ) -> None:
     """Compare the usage ledger's GPU-seconds per attempt with sacct's elapsed x gres/gpu.
 
-    They agree when the GPU counts and end times match; the ledger then exceeds Slurm by
-    the GPUs x the startup (allocation in gpufleet to start in Slurm). Exits 1 if any
-    attempt differs."""
+    They agree when the GPU counts, end times and end states match (an attempt gpufleet
+    stopped ends CANCELLED); the ledger then exceeds Slurm by the GPUs x the startup
+    (allocation in gpufleet to start in Slurm). Exits 1 if any attempt differs."""
     from rich.table import Table
 
     from gpufleet.cli.output import check_format, wide_console
@@ -100,6 +100,7 @@ def reconcile(
                 "slurm_gpus": c.slurm_gpus,
                 "ledger_gpu_s": c.ledger_gpu_s,
                 "slurm_gpu_s": c.slurm_gpu_s,
+                "slurm_state": c.slurm_state,
                 "startup_s": c.startup_s,
                 "problem": c.problem,
             }
@@ -111,6 +112,7 @@ def reconcile(
         for col in ("job", "attempt", "slurm job", "GPUs", "ledger GPU-s", "sacct GPU-s"):
             table.add_column(col, justify="right")
         table.add_column("startup s", justify="right")
+        table.add_column("Slurm state")
         table.add_column("difference")
 
         def num(x: float | None, fmt_: str = ".0f") -> str:
@@ -125,6 +127,7 @@ def reconcile(
                 num(c.ledger_gpu_s),
                 num(c.slurm_gpu_s),
                 num(c.startup_s),
+                c.slurm_state or "",
                 c.problem or "ok",
             )
         wide_console().print(table)

@@ -41,7 +41,6 @@ from gpufleet.control.engine_nodes import apply_node_states
 from gpufleet.control.eta import refresh_etas
 from gpufleet.control.executors.base import (
     CHECKPOINT_SIGNAL,
-    STOP_SIGNAL,
     DataInput,
     ExecEvent,
     Executor,
@@ -73,7 +72,6 @@ class ReconcilerConfig:
     profile: str = "default"
     grace_s: float = GRACE_PERIOD_S  # checkpoint grace between the stop signal and the kill
     max_restarts: int = 3  # crash restarts before a job fails
-    stop_signal: str = STOP_SIGNAL
     checkpoint_signal: str = CHECKPOINT_SIGNAL
     lease_s: float = 6.0
     holder: str = "local"
@@ -200,9 +198,7 @@ class Reconciler:
     def _ask_to_stop(self, key: RunKey, checkpoints: bool) -> None:
         """A job that checkpoints gets the checkpoint signal first (save now), then the stop
         signal; the kill follows when the grace period is over."""
-        if checkpoints:
-            self.executor.signal(key, self.config.checkpoint_signal)
-        self.executor.signal(key, self.config.stop_signal)
+        self.executor.ask_to_stop(key, self.config.checkpoint_signal if checkpoints else None)
 
     # -- 1. observe -----------------------------------------------------------------------
 

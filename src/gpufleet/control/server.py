@@ -67,7 +67,18 @@ def make_executor(
 
         # check() fails early (UserError) when sbatch/squeue are missing or slurmctld is down
         executor = SlurmExecutor(options.run_root, options.slurm or SlurmOptions(), clock=clock)
-        return executor.check(), None  # Slurm sets CUDA_VISIBLE_DEVICES itself: no inventory
+        executor.check()
+        if executor.kill_wait_s is not None and executor.kill_wait_s < options.grace_s:
+            log.warning(
+                "Slurm's KillWait is %g s, shorter than the grace period (%g s): a stopped "
+                "job gets SIGKILL after %g s; set KillWait=%d in slurm.conf (gpufleet export "
+                "slurm does)",
+                executor.kill_wait_s,
+                options.grace_s,
+                executor.kill_wait_s,
+                round(options.grace_s),
+            )
+        return executor, None  # Slurm sets CUDA_VISIBLE_DEVICES itself: no inventory
     raise UserError(f"executor {options.executor!r}: use one of {', '.join(EXECUTORS)}")
 
 

@@ -12,6 +12,13 @@ with ``startup`` = Slurm's start - gpufleet's allocation (or Slurm's end for a j
 cancelled before it started), to within sacct's one-second resolution. Anything else is
 a difference worth a look: a job Slurm ran that the ledger does not bill, an attempt
 billed without a Slurm job, other GPU counts, other end times.
+
+The end states must agree too. An attempt gpufleet stopped (a preemption, a cancel, its
+node marked down: the ``stopping`` event) ends CANCELLED in Slurm (the executor stops
+jobs with ``scancel``), COMPLETED when it finished within its grace, or NODE_FAIL when
+Slurm lost the node first; one that succeeded
+ends COMPLETED; one gpufleet never stopped must not read CANCELLED (someone cancelled it
+outside gpufleet) nor COMPLETED when gpufleet recorded a failure.
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpufleet.control.executors.base import RunKey
-from gpufleet.control.executors.slurm_text import SlurmJob, by_name
-from gpufleet.control.models import UsageEntry
+from gpufleet.control.executors.slurm_text import NODE_LOSS_STATES, SlurmJob, by_name
+from gpufleet.control.models import JobEvent, UsageEntry
 
 RESOLUTION_S = 1.0  # sacct's times are whole seconds
+# Slurm's end states of a job gpufleet stopped: scancel'd, preempted by Slurm itself,
+# finished on its own within the grace period, or ended by the node failure it was
+# stopped for
+STOPPED_STATES = frozenset({"CANCELLED", "PREEMPTED", "COMPLETED", *NODE_LOSS_STATES})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +50,8 @@ class LedgerAttempt:
     start_s: float
     end_s: float
     gpu_s: float
+    stopped: bool = False  # gpufleet asked it to stop (the attempt had a `stopping` event)
+    succeeded: bool = False  # gpufleet recorded it as succeeded
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +66,7 @@ class UsageCheck:
     slurm_gpu_s: float | None
     startup_s: float | None
     problem: str = ""
+    slurm_state: str | None = None
 
 
 def ledger_attempts(session: Session, since_s: float, until_s: float) -> list[LedgerAttempt]:
@@ -69,6 +83,7 @@ def ledger_attempts(session: Session, since_s: float, until_s: float) -> list[Le
         lo, hi = spans.get(key, [r.start_s, r.end_s])
         spans[key] = [min(lo, r.start_s), max(hi, r.end_s)]
         gpu_s[key] += r.gpu_milli / 1000 * (r.end_s - r.start_s)
+    ends = _end_events(session, {key.job_id for key in spans})
     return [
         LedgerAttempt(
             key=key,
@@ -76,9 +91,41 @@ def ledger_attempts(session: Session, since_s: float, until_s: float) -> list[Le
             start_s=spans[key][0],
             end_s=spans[key][1],
             gpu_s=gpu_s[key],
+            stopped="stopping" in ends.get(key, ()),
+            succeeded="succeeded" in ends.get(key, ()),
         )
         for key in sorted(spans)
     ]
+
+
+def _end_events(session: Session, job_ids: set[int]) -> dict[RunKey, set[str]]:
+    """The `stopping` and `succeeded` events of these jobs, by attempt."""
+    found: dict[RunKey, set[str]] = defaultdict(set)
+    ids = sorted(job_ids)
+    for i in range(0, len(ids), 500):  # bounded IN lists
+        rows = session.execute(
+            select(JobEvent.job_id, JobEvent.attempt, JobEvent.kind).where(
+                JobEvent.job_id.in_(ids[i : i + 500]),
+                JobEvent.kind.in_(("stopping", "succeeded")),
+            )
+        )
+        for job_id, attempt, kind in rows:
+            found[RunKey(job_id, attempt)].add(kind)
+    return found
+
+
+def end_state_problem(attempt: LedgerAttempt, slurm_state: str) -> str:
+    """'' when Slurm's end state says what gpufleet recorded (see the module doc)."""
+    if attempt.stopped:
+        if slurm_state not in STOPPED_STATES:
+            return f"state: gpufleet stopped it, Slurm says {slurm_state} (expected CANCELLED)"
+        return ""
+    if slurm_state in ("CANCELLED", "PREEMPTED"):
+        return f"state: Slurm says {slurm_state}, gpufleet never stopped it"
+    if attempt.succeeded != (slurm_state == "COMPLETED"):
+        said = "succeeded" if attempt.succeeded else "failed"
+        return f"state: gpufleet says {said}, Slurm says {slurm_state}"
+    return ""
 
 
 def compare(
@@ -105,6 +152,7 @@ def compare(
                     slurm_gpu_s,
                     None,
                     "Slurm ran it; the ledger has no row (not yet observed, or lost)",
+                    job.state,
                 )
             )
             continue
@@ -129,6 +177,8 @@ def compare(
             problems.append(f"GPUs: ledger {attempt.gpus:g}, Slurm {job.gpus}")
         if job.end_s is None or abs(attempt.end_s - job.end_s) > resolution_s:
             problems.append(f"end: ledger {attempt.end_s:.0f}, Slurm {job.end_s}")
+        if state := end_state_problem(attempt, job.state):
+            problems.append(state)
         expected = (slurm_gpu_s or 0.0) + attempt.gpus * startup_s
         if abs(attempt.gpu_s - expected) > attempt.gpus * 2 * resolution_s:
             problems.append(
@@ -145,6 +195,7 @@ def compare(
                 slurm_gpu_s,
                 startup_s,
                 "; ".join(problems),
+                job.state,
             )
         )
     return checks

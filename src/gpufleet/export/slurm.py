@@ -4,7 +4,8 @@
   Slurm's NVML detection names them), one partition per accelerator (spot nodes apart);
 - `PriorityType=priority/multifactor` with weights from the profile's queue order,
   `SchedulerType` from its head-of-line rule, `PreemptType=preempt/qos` with
-  `PreemptMode=REQUEUE` when it preempts by priority;
+  `PreemptMode=REQUEUE` when it preempts by priority; `KillWait` at the checkpoint grace
+  (gpufleet stops a job with scancel: SIGTERM, then SIGKILL after KillWait);
 - `TopologyPlugin=topology/tree` with a switch per topology group;
 - accounts per team (projects as sub-accounts), a QOS per priority class that
   preempts the lower preemptible ones, fair-share from the team weights and
@@ -184,6 +185,9 @@ def slurm_conf(fleet: Fleet, origin: Origin, cluster: str, notes: list[str]) -> 
             "Quota reclaim has no Slurm equivalent: accounts do not lend guarantees, so "
             "nothing is taken back; GrpTRES caps what each team holds."
         )
+    # SIGTERM to SIGKILL when a job is cancelled: gpufleet stops a job with scancel (its
+    # accounting then says CANCELLED), so this is the checkpoint grace its jobs get
+    lines.append(f"KillWait={int(GRACE_PERIOD_S)}")
     if topology_switches(fleet):
         lines.append("TopologyPlugin=topology/tree")
     lines.append("")

@@ -102,6 +102,12 @@ class Executor(Protocol):
     def signal(self, key: RunKey, signal: str = CHECKPOINT_SIGNAL) -> None:
         """Send a signal (checkpoint request, SIGTERM) to every worker; no-op if not running."""
 
+    def ask_to_stop(self, key: RunKey, checkpoint_signal: str | None) -> None:
+        """Begin the attempt's grace period: the checkpoint signal first (when given), then
+        the engine's own way of ending a job (SIGTERM to the workers; on Slurm ``scancel``,
+        so its accounting says CANCELLED rather than FAILED). `stop` follows when the grace
+        period is over."""
+
     def stop(self, key: RunKey) -> None:
         """Kill every worker of the attempt now; no-op if it is not running."""
 

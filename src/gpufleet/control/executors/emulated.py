@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpufleet.control.executors.base import CHECKPOINT_SIGNAL, ExecEvent, Launch, RunKey
+from gpufleet.control.executors.base import (
+    CHECKPOINT_SIGNAL,
+    STOP_SIGNAL,
+    ExecEvent,
+    Launch,
+    RunKey,
+)
 from gpufleet.control.executors.local import signal_number
 
 EXIT_CODE_ENV = "GPUFLEET_EMULATE_EXIT_CODE"
@@ -130,6 +136,12 @@ class EmulatedExecutor:
             elif signum not in _HARMLESS:
                 name = _signal.Signals(signum).name
                 attempt.ended_by = (now_s, -signum, name)
+
+    def ask_to_stop(self, key: RunKey, checkpoint_signal: str | None) -> None:
+        """The checkpoint request (when given), then SIGTERM: the attempt ends with -15."""
+        if checkpoint_signal is not None:
+            self.signal(key, checkpoint_signal)
+        self.signal(key, STOP_SIGNAL)
 
     def stop(self, key: RunKey) -> None:
         """End the attempt now with -9, as a SIGKILL would."""

@@ -52,6 +52,7 @@ from typing import Any
 from gpufleet.control.executors import runner
 from gpufleet.control.executors.base import (
     CHECKPOINT_SIGNAL,
+    STOP_SIGNAL,
     DataInput,
     ExecEvent,
     Launch,
@@ -298,6 +299,12 @@ class LocalExecutor:
                 return
             for rank in self._ranks(rd):
                 self._send(rd, rank, signum)
+
+    def ask_to_stop(self, key: RunKey, checkpoint_signal: str | None) -> None:
+        """The checkpoint signal (when given), then SIGTERM, to every live worker."""
+        if checkpoint_signal is not None:
+            self.signal(key, checkpoint_signal)
+        self.signal(key, STOP_SIGNAL)
 
     def stop(self, key: RunKey) -> None:
         """SIGKILL every worker's process group (runner, job and its children).

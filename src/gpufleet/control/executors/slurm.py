@@ -19,7 +19,13 @@ Slurm carries the decision out. So the executor pins everything:
   like ``--kill-on-bad-exit`` across steps) and exits with the failing code.
 * **signal** is ``scancel --signal=NAME`` to the job's steps (the workers), or to the
   batch shell (``--batch``, which passes it on to the steps) or to both (``--full``):
-  `SlurmOptions.signal_scope`. **stop** is ``scancel``.
+  `SlurmOptions.signal_scope`. **ask_to_stop** (a preemption, a cancel: the grace period
+  begins) sends the checkpoint signal, then ``scancel``s the job: Slurm sends SIGTERM to
+  every step and SIGKILL after its ``KillWait``, and its accounting says CANCELLED (a
+  SIGTERM of gpufleet's own would end the job FAILED, exit 143). **stop** (the grace is
+  over) is ``scancel`` again. The grace a job gets is therefore the shorter of gpufleet's
+  and Slurm's KillWait; `check` reads KillWait (`kill_wait_s`), the server warns when it is
+  the shorter, and the exported slurm.conf sets it to the profile's grace.
 * **poll** reads ``squeue`` for live states, ``scontrol show job`` for exact exit codes,
   and ``sacct`` (slurmdbd) or ``sacct -c`` (jobcomp/filetxt) for jobs slurmctld has
   forgotten. Checkpoints use the local executor's ack marker
@@ -86,6 +92,7 @@ from gpufleet.control.executors.slurm_text import (
     parse_nodes,
     parse_sacct,
     parse_scontrol_job,
+    parse_seconds,
     parse_squeue,
 )
 from gpufleet.errors import UserError
@@ -240,6 +247,8 @@ class SlurmExecutor:
         self._lock = threading.RLock()
         self.accounting: Accounting = options.accounting
         self._queue: dict[str, SlurmJob] | None = None  # squeue of the last `active()`
+        # Slurm's KillWait, read by `check` (None: unknown): SIGTERM to SIGKILL of a scancel
+        self.kill_wait_s: float | None = None
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -259,6 +268,9 @@ class SlurmExecutor:
             raise UserError(f"cannot read Slurm's nodes (is slurmctld up?): {exc}") from None
         if self.accounting == "auto":
             self.accounting = self._detect_accounting()
+        config = self._cmd(["scontrol", "show", "config"])
+        if config.returncode == 0:
+            self.kill_wait_s = parse_seconds(config_value(config.stdout, "KillWait") or "")
         return self
 
     def _detect_accounting(self) -> Accounting:
@@ -383,6 +395,13 @@ class SlurmExecutor:
             done = self._cmd(["scancel", f"--signal={name}", *scope, job_id])
             if done.returncode != 0:
                 log.info("%s: scancel --signal=%s: %s", key.name, name, done.stderr.strip())
+
+    def ask_to_stop(self, key: RunKey, checkpoint_signal: str | None) -> None:
+        """The checkpoint signal to the workers (when given), then ``scancel`` (see the
+        module doc: Slurm's own SIGTERM, KillWait and CANCELLED state)."""
+        if checkpoint_signal is not None:
+            self.signal(key, checkpoint_signal)
+        self.stop(key)
 
     def stop(self, key: RunKey) -> None:
         """``scancel`` the job (Slurm sends SIGTERM, then SIGKILL after its KillWait); the

@@ -350,6 +350,16 @@ def config_value(text: str, key: str) -> str | None:
     return None
 
 
+def parse_seconds(text: str) -> float | None:
+    """A duration setting of `scontrol show config` (``30 sec``, ``30``), None if it is
+    something else."""
+    number = text.strip().removesuffix("sec").strip()
+    try:
+        return float(number)
+    except ValueError:
+        return None
+
+
 # -- gpufleet's job names ---------------------------------------------------------------------
 
 
