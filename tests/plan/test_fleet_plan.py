@@ -68,6 +68,23 @@ def test_quotas_partition_the_cluster_and_are_checked(plans: tuple[FleetPlan, Fl
     assert plan.quotas.verified.nodes == plan.recommendation.nodes
 
 
+def test_allocation_and_gpus_held_are_counted_wherever_jobs_run(
+    plans: tuple[FleetPlan, FleetPlan],
+) -> None:
+    """Every size of every search, and the quotas' measured use, count what teams held
+    (the plan once printed "GPU allocation 0.0 % [0.0 %, 0.0 %]" and 0 GPUs held for
+    every team without a service, its change log counting each release twice)."""
+    plan = plans[0]
+    for search in plan.candidates:
+        for p in search.points:
+            assert p.running_jobs_mean > 0
+            assert (p.allocation.mean or 0.0) > 0, (search.profile, p.nodes)
+            assert all(t.held_gpus_mean > 0 for t in p.teams), (search.profile, p.nodes)
+    assert plan.quotas is not None
+    assert all(q.mean_gpus_held > 0 for q in plan.quotas.teams)
+    assert not re.search(r"\b0\.0 ?% \[0\.0 ?%, 0\.0 ?%\]", render_markdown(plan))
+
+
 def test_the_policy_and_sensitivity_runs(plans: tuple[FleetPlan, FleetPlan]) -> None:
     plan = plans[0]
     assert [p.profile for p in plan.policies] == ["k8s-default"]

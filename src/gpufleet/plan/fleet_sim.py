@@ -5,8 +5,10 @@ The run is the simulator's own engine (`sim.engine.Simulation`, which calls the 
 `decide()` as the scheduler and the control plane's queue ETAs), on the cluster, teams and
 workload `plan.fleet_setup` builds, set up per profile as the simulator's experiments do
 (`sim.experiments.profile_setup`: a whole-GPU-only profile such as `k8s-default` runs
-without MIG and with open quotas). Its metrics recorder is the engine's, extended to keep
-every change of a team's held GPUs, so usage over time can be read per team.
+without MIG and with open quotas). The engine keeps every change of a team's held GPUs
+(`Simulation(keep_changes=True)`), so usage over time can be read per team; the
+conservation checks (`sim.conservation`, on in the tests and with GPUFLEET_DEBUG_CHECKS)
+hold that log to the engine's own integrals and to each job's GPU-seconds.
 
 What is measured, over jobs arriving in [warmup, horizon):
 
@@ -33,10 +35,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpufleet.plan.fleet_setup import Variant, build_cluster, build_teams, draw_workload
-from gpufleet.sim.metrics import MetricsRecorder
+from gpufleet.sim.metrics import HeldChange
+from gpufleet.sim.workload import Workload
 
 if TYPE_CHECKING:
-    from gpufleet.sim.engine import _Run
+    from gpufleet.sim.engine import SimResult
 
 FloatArray = NDArray[np.float64]
 LONG_RUN_QUANTILE = 0.9
@@ -86,40 +89,48 @@ class SeedResult:
     cpu_s: float = 0.0
 
 
-class _UsageRecorder(MetricsRecorder):
-    """The engine's recorder, also keeping each (time, team, kind, ΔGPUs) it is told."""
+@dataclass(frozen=True)
+class VariantRun:
+    """One simulation of a variant, before it is reduced: the jobs it replayed (as the
+    profile runs them), the engine's result with its change log, and the time each
+    service's replicas served inside their windows."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.changes: list[tuple[float, str, float]] = []
-
-    def allocated(self, t_s: float, run: _Run, gpus: float) -> None:
-        super().allocated(t_s, run, gpus)
-        self.changes.append((t_s, _usage_key(run.trace.team, run.trace.kind), gpus))
-
-    def released(self, t_s: float, run: _Run, gpus: float) -> None:
-        super().released(t_s, run, gpus)
-        self.changes.append((t_s, _usage_key(run.trace.team, run.trace.kind), -gpus))
+    workload: Workload
+    result: SimResult
+    served_s: Mapping[str, float]  # inference job -> seconds served
+    gpus: int
 
 
 def _usage_key(team: str, kind: str) -> str:
     return f"{team}\x00{INFERENCE}" if kind == INFERENCE else team
 
 
-def run_seed(variant: Variant, nodes: int, seed: int) -> SeedResult:
-    """Simulate `variant` on `nodes` nodes with `seed` and reduce the run."""
+def simulate_variant(variant: Variant, nodes: int, seed: int) -> VariantRun:
+    """Simulate `variant` on `nodes` nodes with `seed`, keeping the change log."""
     from gpufleet.sim.engine import SimConfig, Simulation
     from gpufleet.sim.experiments import profile_setup
 
-    t0, c0 = time.perf_counter(), time.process_time()
     cluster = build_cluster(variant, nodes)
     workload = draw_workload(variant, seed)
     setup = profile_setup(variant.profile, cluster, build_teams(variant, cluster), workload)
     config = SimConfig(profile=variant.profile, seed=seed, horizon_s=variant.end_s)
-    sim = Simulation(setup.cluster, setup.teams, setup.workload, config)
-    recorder = _UsageRecorder(setup.cluster, setup.teams, setup.workload)
-    sim.metrics = recorder
+    sim = Simulation(setup.cluster, setup.teams, setup.workload, config, keep_changes=True)
     result = sim.run()
+    served = {
+        j.name: sim.runs[j.name].served_s
+        for j in setup.workload.jobs
+        if j.kind == INFERENCE and j.name in sim.runs
+    }
+    return VariantRun(setup.workload, result, served, setup.cluster.gpu_count)
+
+
+def run_seed(variant: Variant, nodes: int, seed: int) -> SeedResult:
+    """Simulate `variant` on `nodes` nodes with `seed` and reduce the run."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    run = simulate_variant(variant, nodes, seed)
+    result = run.result
+    assert result.ledger is not None
+    assert result.ledger.changes is not None
     starts = result.first_start_s
     lo, hi, end = variant.warmup_s, variant.horizon_s, variant.end_s
     waits: dict[str, list[float]] = {}
@@ -127,10 +138,10 @@ def run_seed(variant: Variant, nodes: int, seed: int) -> SeedResult:
     unstarted: dict[str, int] = {}
     wanted: dict[str, float] = {}
     served: dict[str, float] = {}
-    for job in setup.workload.jobs:
+    for job in run.workload.jobs:
         if job.kind == INFERENCE:
             wanted[job.team] = wanted.get(job.team, 0.0) + job.duration_s
-            served[job.team] = served.get(job.team, 0.0) + sim.runs[job.name].served_s
+            served[job.team] = served.get(job.team, 0.0) + run.served_s.get(job.name, 0.0)
             continue
         if not lo <= job.submit_s < hi:
             continue
@@ -139,8 +150,8 @@ def run_seed(variant: Variant, nodes: int, seed: int) -> SeedResult:
             unstarted[job.team] = unstarted.get(job.team, 0) + 1
         waits.setdefault(job.team, []).append((end if start is None else start) - job.submit_s)
         sizes.setdefault(job.team, []).append(job.total_gpus * job.duration_s)
-    levels = _levels(recorder.changes, lo, hi)
-    capacity = float(setup.cluster.gpu_count)
+    levels = _levels(result.ledger.changes, lo, hi)
+    capacity = float(run.gpus)
     total = levels.get("", _Level.zero())
     teams: dict[str, TeamSeed] = {}
     for name, _, _ in variant.teams:
@@ -160,10 +171,10 @@ def run_seed(variant: Variant, nodes: int, seed: int) -> SeedResult:
             held_p99=_combined_quantile(levels, name, 0.99),
             held_max=_combined_quantile(levels, name, 1.0),
             inference_held_mean=inf.mean,
-            median_job_gpus=_median_job(setup.workload.jobs, name, lo, hi),
+            median_job_gpus=_median_job(run.workload.jobs, name, lo, hi),
         )
-    running = [float(s.running) for s in recorder.samples if lo <= s.t_s <= hi] or [0.0]
     metrics = result.metrics
+    running = [float(s.running) for s in metrics.samples if lo <= s.t_s <= hi] or [0.0]
     return SeedResult(
         nodes=nodes,
         gpus=int(capacity),
@@ -175,7 +186,7 @@ def run_seed(variant: Variant, nodes: int, seed: int) -> SeedResult:
         running_max=float(np.max(running)),
         preemptions=metrics.preemptions,
         lost_gpu_hours=metrics.lost_gpu_hours,
-        jobs=len(setup.workload.jobs),
+        jobs=len(run.workload.jobs),
         wall_s=time.perf_counter() - t0,
         cpu_s=time.process_time() - c0,
     )
@@ -229,11 +240,13 @@ class _Level:
         return float((self.values * w).sum() / span) if span > 0 else 0.0
 
 
-def _levels(changes: Sequence[tuple[float, str, float]], lo: float, hi: float) -> dict[str, _Level]:
-    """Each key's level over time (and "" for the total), as step functions."""
+def _levels(changes: Sequence[HeldChange], lo: float, hi: float) -> dict[str, _Level]:
+    """Each team's level over time (its services apart, under `_usage_key`; "" for the
+    total), as step functions. Levels are clipped at 0 only against float rounding: the
+    conservation checks hold the log itself to the engine's integrals."""
     by_key: dict[str, list[tuple[float, float]]] = {}
-    for t, key, delta in changes:
-        by_key.setdefault(key, []).append((t, delta))
+    for t, team, kind, delta in changes:
+        by_key.setdefault(_usage_key(team, kind), []).append((t, delta))
         by_key.setdefault("", []).append((t, delta))
     out: dict[str, _Level] = {}
     for key, rows in by_key.items():

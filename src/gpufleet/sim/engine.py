@@ -42,6 +42,11 @@ already running there on known placements for a known remaining time, and `specs
 may hand the scheduler each job's own `JobSpec` instead of `TraceJob.to_job_spec()`
 (a live job carries what a trace cannot: topology constraints, spot preference, a
 maximum runtime, an inference load). Without them a run is exactly as before.
+
+Conservation: besides the recorder's integrals, each job keeps its own GPU-seconds
+held, and the result carries both (`SimResult.ledger`); with GPUFLEET_DEBUG_CHECKS set
+(the test suite sets it) every run is checked by `sim.conservation` and raises
+`ConservationError` when they disagree, rather than report a broken metric.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
-from gpufleet.sim.metrics import MetricsRecorder, SimMetrics
+from gpufleet.sim import conservation
+from gpufleet.sim.metrics import JobHeld, Ledger, MetricsRecorder, SimMetrics
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -242,6 +248,12 @@ class _Run:
     attained_gpu_s = 0.0
     served_s = 0.0  # inference: time running inside its window
     started = False  # every unit holds its GPUs and the clock runs
+    # its own account of what it held (the conservation checks hold the recorder to it):
+    # GPU-seconds up to `held_since_s`, and the milli-GPUs its units hold since then
+    held_gpu_s = 0.0
+    held_milli = 0
+    held_since_s = 0.0
+    flavor: str | None = None  # accelerator of its last full start
 
     def __init__(self, trace: TraceJob, remaining_s: float) -> None:
         self.trace = trace
@@ -266,6 +278,8 @@ class SimResult:
     decide_s: float  # wall time inside decide(), for the benchmark
     # job -> when it first held all its GPUs (queue ETAs read it); jobs never started absent
     first_start_s: Mapping[str, float] = field(default_factory=dict)
+    # the integrals behind the metrics, for `sim.conservation` (None: not kept)
+    ledger: Ledger | None = field(default=None, repr=False)
 
 
 class Simulation:
@@ -282,12 +296,15 @@ class Simulation:
         start_s: float = 0.0,
         specs: Mapping[str, JobSpec] | None = None,
         history: DecayedUsage | None = None,
+        keep_changes: bool = False,
     ) -> None:
         """`initial`, `start_s`, `specs` and `history` start the run from a live cluster
         (see the module docstring): jobs running at `start_s`, the clock's start, every
         arrival at or after it; the scheduler's view of some jobs; the teams' decayed past
         use as of `history.at_s` <= `start_s`. Invalid placements raise
-        `InvalidPlacementError`, inconsistent inputs `ValueError`."""
+        `InvalidPlacementError`, inconsistent inputs `ValueError`. `keep_changes`: the
+        ledger keeps every change of a team's held GPUs (usage over time; debug checks
+        keep it anyway, to check it)."""
         self.cluster, self.teams, self.workload, self.config = cluster, teams, workload, config
         self.rng = np.random.default_rng(config.seed)
         self.state = State(cluster)
@@ -330,7 +347,10 @@ class Simulation:
             # the recorder's span and entitled teams include the running jobs, from the start
             started = tuple(replace(r.trace, submit_s=start_s) for r in initial)
             workload = Workload((*workload.jobs, *started), workload.report, workload.nodes)
-        self.metrics = MetricsRecorder(cluster, teams, workload)
+        self._checks = conservation.enabled()
+        self.metrics = MetricsRecorder(
+            cluster, teams, workload, keep_changes=keep_changes or self._checks
+        )
         for r in initial:
             self._place_initial(r)
 
@@ -437,12 +457,30 @@ class Simulation:
         end = self.now_s if self.config.horizon_s is None else self.config.horizon_s
         self.metrics.close(end, self._jobs)
         first = {n: r.first_start_s for n, r in self.runs.items() if r.first_start_s is not None}
-        return SimResult(
+        result = SimResult(
             self.metrics.result(),
             self.cycles,
             self.events,
             self.decide_s,
             first_start_s=MappingProxyType(first),
+            ledger=self.metrics.ledger(self.config.profile, self._held(self.metrics.end_s)),
+        )
+        if self._checks:
+            conservation.enforce(result)
+        return result
+
+    def _held(self, end_s: float) -> Mapping[str, JobHeld]:
+        """Each job's GPU-seconds held, from its own account, up to `end_s`."""
+        return MappingProxyType(
+            {
+                name: JobHeld(
+                    r.trace,
+                    r.held_gpu_s + r.held_milli / MILLI * (end_s - r.held_since_s),
+                    r.gpus,
+                    r.flavor,
+                )
+                for name, r in self.runs.items()
+            }
         )
 
     def _has_work(self) -> bool:
@@ -502,6 +540,9 @@ class Simulation:
         for flavor, m in milli.items():
             self._account(team, flavor, -m)
         now = self.now_s
+        run.held_gpu_s += run.held_milli / MILLI * (now - run.held_since_s)
+        run.held_milli = 0
+        run.held_since_s = now
         self.metrics.released(now, run, sum(milli.values()) / MILLI)
         if run.started:
             self._started -= 1
@@ -665,6 +706,9 @@ class Simulation:
         held[flavor] = held.get(flavor, 0) + milli
         trace = run.trace
         self._account(trace.team, flavor, milli)
+        run.held_gpu_s += run.held_milli / MILLI * (now - run.held_since_s)
+        run.held_milli += milli
+        run.held_since_s = now
         self.metrics.allocated(now, run, milli / MILLI)
         run.held.add(unit)
         began_s = now if started_s is None else started_s
@@ -674,6 +718,7 @@ class Simulation:
         run.started = True
         self._started += 1
         run.gpus = sum(held.values()) / MILLI
+        run.flavor = flavor
         run.start_s = now
         if run.attempt:  # a restart (the class default is no overhead)
             run.overhead_s = self.config.restart_overhead_s
@@ -816,7 +861,8 @@ def simulate(
     specs: Mapping[str, JobSpec] | None = None,
     history: DecayedUsage | None = None,
 ) -> SimResult:
-    """Run one simulation (see the module docstring; `Simulation` for the live-start options)."""
+    """Run one simulation (see the module docstring; `Simulation` for the live-start options
+    and the change log)."""
     sim = Simulation(
         cluster,
         teams,

@@ -28,6 +28,12 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
   when nothing is pending.
 - `jobs_completed`, `gpu_hours_completed` — and `jobs_unfinished` (never started or
   still running at the end).
+
+Besides the metrics, a run hands back its `Ledger`: the raw GPU-second integrals the
+ratios above are made of (cluster and per team), each job's GPU-seconds from the
+engine's own per-job bookkeeping and, when asked for, every change of a team's held
+GPUs. `sim.conservation` checks that these add up (a metric fed twice, or not at all,
+fails the check instead of printing 0 %).
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ if TYPE_CHECKING:
     from gpufleet.sim.engine import _Run
 
 FloatArray = npt.NDArray[np.float64]
+# one change of the GPUs a job's team holds: (time, team, job kind, GPUs; < 0: released)
+HeldChange = tuple[float, str, str, float]
 
 
 def percentiles(values: Iterable[float] | FloatArray) -> dict[str, float | None]:
@@ -141,6 +149,32 @@ class SimMetrics:
         return out
 
 
+@dataclass(frozen=True)
+class JobHeld:
+    """One job's holdings over a run, kept by the engine per job (not by the recorder), so
+    the recorder's team integrals can be checked against them."""
+
+    trace: TraceJob
+    held_gpu_s: float  # GPU-seconds its units held (every attempt, partial gangs too)
+    placed_gpus: float  # GPUs its last full start held, as quotas weigh them (0: never)
+    flavor: str | None  # the accelerator of that start
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The integrals behind a run's ratios, in GPU-seconds over [start_s, end_s], for
+    `sim.conservation`; `changes` only when the run was asked to keep them."""
+
+    profile: str
+    capacity_gpus: float
+    start_s: float
+    end_s: float
+    held_gpu_s: float  # the cluster's GPUs held by jobs, integrated
+    team_held_gpu_s: Mapping[str, float]
+    jobs: Mapping[str, JobHeld]
+    changes: tuple[HeldChange, ...] | None = field(default=None, repr=False)
+
+
 class _Area:
     """A piecewise-constant level and its integral over time."""
 
@@ -158,9 +192,17 @@ class _Area:
 
 
 class MetricsRecorder:
-    """Fed by the engine as things happen; `result()` once at the end."""
+    """Fed by the engine as things happen; `result()` once at the end.
 
-    def __init__(self, cluster: Cluster, teams: TeamsSpec, workload: Workload) -> None:
+    `allocated` is the one place held GPUs are fed (`released` is `allocated` with fewer
+    GPUs), so a team's integral, the cluster's and the change log (`keep_changes`: each
+    change of a team's held GPUs, which the multi-team plan reads as usage over time)
+    all see each change exactly once.
+    """
+
+    def __init__(
+        self, cluster: Cluster, teams: TeamsSpec, workload: Workload, *, keep_changes: bool = False
+    ) -> None:
         self.cluster = cluster
         self.capacity_gpus = float(sum(n.gpus for n in cluster.nodes))
         self.start_s = workload.jobs[0].submit_s if workload.jobs else 0.0
@@ -180,6 +222,7 @@ class MetricsRecorder:
         self.inference_wanted_s = 0.0
         self.demand: dict[str, float] = {}  # team -> GPU-seconds its jobs asked for
         self.inference_served_s = 0.0
+        self.changes: list[HeldChange] | None = [] if keep_changes else None
 
     @staticmethod
     def _entitlements(teams: TeamsSpec, workload: Workload) -> dict[str, float]:
@@ -205,11 +248,14 @@ class MetricsRecorder:
     def allocated(self, t_s: float, run: _Run, gpus: float) -> None:
         """`run` holds `gpus` more GPUs from `t_s` (fewer when negative)."""
         self.alloc.move(t_s, gpus)
-        area = self.team_alloc.get(run.trace.team)
+        trace = run.trace
+        area = self.team_alloc.get(trace.team)
         if area is None:
-            area = self.team_alloc[run.trace.team] = _Area(self.start_s)
+            area = self.team_alloc[trace.team] = _Area(self.start_s)
         area.move(t_s, gpus)
-        busy = run.trace.busy_fraction
+        if self.changes is not None:
+            self.changes.append((t_s, trace.team, trace.kind, gpus))
+        busy = trace.busy_fraction
         if busy is not None:
             self.busy.move(t_s, gpus * busy)
             self.declared.move(t_s, gpus)
@@ -271,6 +317,19 @@ class MetricsRecorder:
         self.unfinished = jobs - len(self.completed_runs)
 
     # -- result --------------------------------------------------------------------------
+
+    def ledger(self, profile: str, jobs: Mapping[str, JobHeld]) -> Ledger:
+        """The integrals behind `result()`, once `close()` has run."""
+        return Ledger(
+            profile=profile,
+            capacity_gpus=self.capacity_gpus,
+            start_s=self.start_s,
+            end_s=self.end_s,
+            held_gpu_s=self.alloc.area,
+            team_held_gpu_s={t: a.area for t, a in sorted(self.team_alloc.items())},
+            jobs=jobs,
+            changes=None if self.changes is None else tuple(self.changes),
+        )
 
     def result(self) -> SimMetrics:
         span = self.end_s - self.start_s
