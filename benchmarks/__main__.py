@@ -182,6 +182,25 @@ def _fleet_whatif() -> float:
     return result.wall_s
 
 
+def _plan_example(name: str) -> float:
+    """Wall seconds of `gpufleet plan examples/NAME --workers 2` as a user runs it (reports
+    included), in a process of its own."""
+    import tempfile
+
+    exe = Path(sys.executable).with_name("gpufleet")
+    with tempfile.TemporaryDirectory() as out:
+        began = time.perf_counter()
+        done = subprocess.run(
+            [str(exe), "plan", str(ROOT / "examples" / name), "--out", out, "--workers", "2"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        wall_s = time.perf_counter() - began
+    print(f"  {name}: {done.stdout.strip().splitlines()[-1]}", flush=True)
+    return wall_s
+
+
 # -- control plane (issue 8) ----------------------------------------------------------------
 # These entries keep a seeded store between calls (seeding 100,000 jobs takes 10-20 s): the
 # runner's warm-up call seeds it, the timed calls measure. Stores are dropped at exit.
@@ -358,6 +377,16 @@ BENCHES = [
         budget_s=60.0,
         repeat=1,
         fn=_fleet_whatif,
+        self_timed=True,
+    ),
+    Bench(
+        "plan-multi-team-example",
+        "gpufleet plan examples/plan-multi-team.yaml (4 teams, 2 accelerators and their "
+        "mixes, k8s-default, +/-20 %, quotas), 5 seeds, 2 workers, reports included; "
+        "issue 25: <= 30 s (compare with plan-multi-team-whatif, same run)",
+        budget_s=30.0,
+        repeat=1,
+        fn=lambda: _plan_example("plan-multi-team.yaml"),
         self_timed=True,
     ),
     Bench(

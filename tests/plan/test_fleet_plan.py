@@ -168,3 +168,23 @@ def test_unreadable_trace_is_a_user_error(tmp_path: Path) -> None:
     data["teams"][1]["trace"] = {"path": "missing.sacct", "format": "sacct"}
     with pytest.raises(UserError, match=r"missing\.sacct"):
         plan_fleet(spec(data), tmp_path, seeds=1)
+
+
+def test_the_queue_policies_run_at_the_quotas_size_and_the_sentence_says_what_they_show(
+    plans: tuple[FleetPlan, FleetPlan],
+) -> None:
+    """Fair share, priority and FIFO side by side (issue 25): each at the size the quotas are
+    for, with them in force when they were verified; the summary sentence is built from the
+    rows, so a policy is said to meet every target exactly when its row does."""
+    plan = plans[0]
+    assert plan.quotas is not None
+    assert [q.profile for q in plan.queue_policies] == ["default", "priority", "fifo"]
+    for q in plan.queue_policies:
+        assert q.point.gpus == plan.quotas.gpus
+        assert len(q.point.teams) == len(plan.teams)
+        said = f"{q.profile} ({q.queue_order}) meets every target" in plan.queue_policy_summary
+        assert said == q.point.passed
+    default = plan.queue_policies[0]
+    if plan.quotas.recommended:  # the plan's own profile with its quotas is the check run
+        assert plan.quotas.verified is not None
+        assert default.point == plan.quotas.verified

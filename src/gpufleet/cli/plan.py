@@ -1,14 +1,15 @@
 """`gpufleet plan SPEC.yaml --out DIR`: the capacity plan, as JSON, Markdown, HTML and PDF.
 
 A spec with `workloads:` is sized by the estimators (`plan.planner`); one with `teams:` is a
-shared cluster sized by simulation (`plan.fleet`), with `--seeds` and `--workers`.
+shared cluster sized by simulation (`plan.fleet`), with `--seeds` and `--workers`, or
+`--ray ADDRESS` to run the simulations on a Ray cluster.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -25,6 +26,9 @@ from gpufleet.cli.output import wide_console
 from gpufleet.errors import UserError
 from gpufleet.specs.fleet import FleetPlanSpec, load_plan
 
+if TYPE_CHECKING:
+    from gpufleet.plan.fleet_model import FleetPlan
+
 EXIT_INFEASIBLE = 1
 
 
@@ -35,6 +39,7 @@ def run_plan(
     *,
     seeds: int | None = None,
     workers: int | None = None,
+    ray: str | None = None,
 ) -> int:
     """Plan `spec_path`, write the reports to `out_dir`, print a summary; return the exit code.
 
@@ -49,7 +54,16 @@ def run_plan(
         raise UserError(f"--out {out_dir}: exists and is not a folder")
     spec = load_plan(spec_path)
     if isinstance(spec, FleetPlanSpec):
-        return run_fleet_plan(spec, spec_path, out_dir, out, seeds=seeds, workers=workers)
+        if ray is not None and workers is not None:
+            raise UserError(
+                "--workers and --ray: give one; on Ray every CPU of the cluster runs a simulation"
+            )
+        return run_fleet_plan(spec, spec_path, out_dir, out, seeds=seeds, workers=workers, ray=ray)
+    if ray is not None:
+        raise UserError(
+            f"--ray is for multi-team plans (a spec with teams:); {spec_path} plans workloads "
+            "with the estimators, which simulate nothing"
+        )
     if seeds is not None or workers is not None:
         raise UserError(
             "--seeds and --workers are for multi-team plans (a spec with teams:); "
@@ -117,9 +131,12 @@ def run_fleet_plan(
     *,
     seeds: int | None,
     workers: int | None,
+    ray: str | None = None,
 ) -> int:
     """A multi-team plan: simulate, write the reports, print the answer; 1 when no candidate
-    meets every target (the reports say what was tried), 2 (a UserError) for bad input."""
+    meets every target (the reports say what was tried), 2 (a UserError) for bad input.
+    With `ray`, the simulations run on that Ray cluster and `workers` is unused (`run_plan`
+    refuses both: Ray runs one simulation per CPU of its nodes)."""
     import os
 
     from gpufleet.plan.fleet import DEFAULT_SEEDS, InfeasibleFleetError, plan_fleet
@@ -162,6 +179,7 @@ def run_fleet_plan(
                 workers=n_workers,
                 on_submit=submitted,
                 on_done=done,
+                ray_address=ray,
             )
         except InfeasibleFleetError as exc:
             bar.stop()
@@ -175,33 +193,46 @@ def run_fleet_plan(
         paths = write_fleet_reports(result, out_dir)
     elapsed = time.perf_counter() - started
     rec = result.recommendation
-    if rec is None:
-        out.print("[bold red]no candidate met every target within the search limit[/bold red]")
-    else:
-        cost = "" if rec.cost_usd is None else f", ${rec.cost_usd:,.0f} ({rec.deployment})"
-        out.print(
-            f"[bold]{spec.name}[/bold]: {rec.cluster_text}{cost}: every team meets its "
-            f"targets under {rec.profile}",
-            highlight=False,
-        )
-    for sentence in result.sensitive_to:
-        out.print(f"  • {sentence}", highlight=False)
-    if result.quotas is not None:
-        quotas = ", ".join(
-            f"{q.team} {q.guaranteed_gpus}/{q.burst_limit_gpus}" for q in result.quotas.teams
-        )
-        out.print(f"  quotas (guaranteed/burst GPUs): {quotas}", highlight=False)
+    _print_fleet_answer(result, spec.name, out)
     out.print(f"reports in {out_dir}/: " + ", ".join(p.name for p in paths.values()))
     missing_pdf = pdf_available()
     if missing_pdf is not None:
         out.print(missing_pdf, style="yellow")
     out.print(
-        f"{simulations:,} simulations ({n_seeds} seeds, {n_workers} worker"
-        f"{'s' * (n_workers != 1)}) in {elapsed:.1f} s; this process used "
-        f"{time.process_time() - cpu0:.1f} s of CPU",
+        f"{simulations:,} simulations ({n_seeds} seeds, "
+        + (f"{n_workers} worker{'s' * (n_workers != 1)}" if ray is None else f"on Ray at {ray}")
+        + f") in {elapsed:.1f} s; this process used {time.process_time() - cpu0:.1f} s of CPU",
         style="dim",
     )
     return 0 if rec is not None else EXIT_INFEASIBLE
+
+
+def _print_fleet_answer(result: FleetPlan, name: str, out: Console) -> None:
+    """The answer, where it is sensitive, the quotas (and whether a check run verified
+    them) and the queue policies: each line is a sentence the plan built from its numbers."""
+    rec = result.recommendation
+    if rec is None:
+        out.print("[bold red]no candidate met every target within the search limit[/bold red]")
+    else:
+        cost = "" if rec.cost_usd is None else f", ${rec.cost_usd:,.0f} ({rec.deployment})"
+        out.print(
+            f"[bold]{name}[/bold]: {rec.cluster_text}{cost}: every team meets its "
+            f"targets under {rec.profile}",
+            highlight=False,
+        )
+    for sentence in result.sensitive_to:
+        out.print(f"  • {sentence}", highlight=False)
+    q = result.quotas
+    if q is not None:
+        quotas = ", ".join(f"{t.team} {t.guaranteed_gpus}/{t.burst_limit_gpus}" for t in q.teams)
+        if q.recommended:
+            out.print(f"  quotas at {q.gpus:,} GPUs (guaranteed/burst): {quotas}", highlight=False)
+            out.print(f"    {q.verdict}", highlight=False)
+        else:
+            out.print(f"  quotas NOT verified (guaranteed/burst GPUs): {quotas}", style="yellow")
+            out.print(f"    {q.verdict}", style="yellow", highlight=False)
+    if result.queue_policy_summary:
+        out.print(f"  queue policies: {result.queue_policy_summary}", highlight=False)
 
 
 def plan_command(
@@ -226,6 +257,18 @@ def plan_command(
             show_default=False,
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Multi-team plans: run the simulations on a Ray cluster instead of local "
+            "workers (not with --workers); same plan.json. ADDRESS: the head's HOST:PORT "
+            "(`ray start --head` prints it) from a machine of the cluster, 'auto' (the "
+            "cluster `ray start` joined here), or 'local' (a private Ray for this run).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Plan hardware, cluster and cost; write plan.json/md/html/pdf.
 
@@ -234,6 +277,6 @@ def plan_command(
     targets, quotas, policy comparison). Exit code 1 when nothing meets the constraints;
     2 for bad input (nothing is written).
     """
-    code = run_plan(spec_path, out, seeds=seeds, workers=workers)
+    code = run_plan(spec_path, out, seeds=seeds, workers=workers, ray=ray)
     if code:
         raise typer.Exit(code)

@@ -39,6 +39,7 @@ from gpufleet.plan.fleet_model import (
     FleetRecommendation,
     Interval,
     PolicyComparison,
+    QueuePolicy,
     Quotas,
     SearchResult,
     Sensitivity,
@@ -46,6 +47,7 @@ from gpufleet.plan.fleet_model import (
     SizePoint,
     TeamInput,
     TeamQuota,
+    mix_label,
 )
 from gpufleet.plan.fleet_search import Bisection, Evaluator, run_searches, runner
 from gpufleet.plan.fleet_setup import (
@@ -70,6 +72,9 @@ GUESS_UTILISATION = 0.8
 # Without max_gpus the search stops at this multiple of the offered load.
 MAX_LOAD_MULTIPLE = 8
 HOURS_PER_YEAR = 8_760.0
+# the steps of a search started from an informed guess (the arrival sensitivity's)
+INFORMED_GROW = 1.1
+INFORMED_SHRINK = 0.9
 QUOTA_METHOD = (
     "Kueue-style: the guarantees partition the cluster and every team is in one cohort, "
     "lending its idle guarantee and borrowing up to its burst limit. Guaranteed = the "
@@ -79,11 +84,38 @@ QUOTA_METHOD = (
     "remainder). Burst limit = the 99th percentile over time of all the GPUs it held (the "
     "largest over seeds, rounded up), at least its guarantee, at most the cluster. Sizing "
     "ran with open quotas (each team guaranteed the whole cluster, fair share by weight); "
-    "the recommended size is then simulated again with exactly these quotas. In a mix, "
+    "the recommended size is then simulated again with exactly these quotas (same seeds). "
+    "When a team misses a target with them, two more splits are tried: the same "
+    "guarantees with no burst limit, then guarantees in proportion to each team's 99th "
+    "percentile of GPUs held (its peaks) with no burst limit; when none meets every target, "
+    "the same at up to three larger sizes, each 5 % of the nodes apart. In a mix, "
     "the service pool is split among the teams with services (their peaks, the rest in "
     "proportion to them) and the training pool by training use alone; the burst limit "
     "caps the training pool."
 )
+
+
+@dataclass(frozen=True)
+class QuotaRule:
+    """One way to split the cluster into quotas (`_quotas`), tried in `QUOTA_RULES` order."""
+
+    name: str
+    by_peak: bool  # training guarantees by the 99th percentile held, not the mean
+    open_burst: bool  # no burst limit (the whole cluster)
+    text: str
+
+
+QUOTA_RULES = (
+    QuotaRule("mean", by_peak=False, open_burst=False, text="guarantees by mean use, burst at p99"),
+    QuotaRule(
+        "mean-open", by_peak=False, open_burst=True, text="guarantees by mean use, no burst limit"
+    ),
+    QuotaRule(
+        "peak-open", by_peak=True, open_burst=True, text="guarantees by peak use, no burst limit"
+    ),
+)
+QUOTA_LARGER_SIZES = 3  # sizes beyond the answer tried when no split meets the targets there
+QUOTA_SIZE_STEP = 0.05  # ... each this share of the answer's nodes apart (at least one node)
 
 Tick = Callable[[int], None]
 
@@ -106,11 +138,14 @@ def plan_fleet(
     workers: int = 1,
     on_submit: Tick | None = None,
     on_done: Tick | None = None,
+    ray_address: str | None = None,
 ) -> FleetPlan:
     """Size, price and check a shared cluster for `spec` (see the module docstring).
 
     `base_dir` resolves trace paths; `on_submit(n)` / `on_done(n)` count simulations as
-    they are queued and finish (a progress bar). The result does not depend on `workers`.
+    they are queued and finish (a progress bar). The result does not depend on `workers`,
+    nor on `ray_address` (the simulations run on that Ray cluster instead of a local pool:
+    `fleet_search.ray_runner`).
     """
     if seeds < 1:
         raise UserError(f"--seeds: must be at least 1, got {seeds}")
@@ -121,7 +156,7 @@ def plan_fleet(
     if not feasible:
         raise InfeasibleFleetError([p for c in candidates for p in c.problems])
     seed_list = list(range(seeds))
-    with runner(workers, on_done) as run:
+    with runner(workers, on_done, ray_address) as run:
         ev = Evaluator(spec, run, seed_list, on_submit)
         base = {c.label: make_variant(spec, c, traces, profile=spec.profile) for c in feasible}
         searches = {
@@ -147,36 +182,17 @@ def plan_fleet(
         assert rec.nodes is not None
         n = rec.nodes
         v0 = base[rec.label]
-        extra: dict[str, tuple[Variant, Bisection]] = {}
-        for profile in dict.fromkeys(p for p in spec.compare_profiles if p != spec.profile):
-            v = make_variant(spec, c, traces, profile=profile)
-            extra[f"profile:{profile}"] = (v, _bisection(spec, c, v, guess=n))
-        s = spec.arrival_sensitivity
-        if s > 0:
-            up = make_variant(spec, c, traces, profile=spec.profile, arrival_scale=1 + s)
-            b_up = _bisection(spec, c, up, guess=n)
-            below = ev.points.get((v0.key, n - 1))
-            if below is not None and not below.passed:
-                b_up.fail = n - 1  # fails at the base load, so at a higher one (monotone)
-            extra["up"] = (up, b_up)
-            down = make_variant(spec, c, traces, profile=spec.profile, arrival_scale=1 - s)
-            extra["down"] = (down, _bisection(spec, c, down, guess=n))
-        quotas = _quotas(spec, c, ev.results[(v0.key, n)], rec.gpus or 0)
-        training_quotas, service_quotas = _variant_quotas(c, quotas)
-        qv = make_variant(
-            spec,
-            c,
-            traces,
-            profile=spec.profile,
-            quotas=training_quotas,
-            service_quotas=service_quotas,
-            tag="|quotas",
+        extra = _extra_searches(spec, c, traces, base_fails_below=_fails(ev, v0, n - 1), nodes=n)
+        # the first split, and the queue policies with it, join the first round of the extra
+        # searches (more to run at once): the split usually meets the targets
+        split = _quotas(spec, c, ev.results[(v0.key, n)], rec.gpus or 0).model_copy(
+            update={"nodes": n}
         )
-        run_searches(ev, extra, also=[(qv, n)])
-        verified = ev.point(qv, n)
-        quotas = quotas.model_copy(
-            update={"verified": verified, "notes": _quota_notes(verified, quotas.notes)}
-        )
+        guess = [_quota_variant(spec, c, traces, split)]
+        guess += list(_queue_variants(spec, c, traces, split).values())
+        run_searches(ev, extra, also=[(v, n) for v in guess])
+        quotas = _search_quotas(spec, c, traces=traces, ev=ev, v0=v0, nodes=n)
+        queue = _queue_policies(spec, c, traces=traces, ev=ev, quotas=quotas, nodes=n)
         more = {key: _search_result(spec, c, ev, vb, log) for key, vb in extra.items()}
         results += list(more.values())
         policies = [
@@ -205,6 +221,8 @@ def plan_fleet(
         capacity=_capacity(c, ev.results[(v0.key, n)], point),
         quotas=quotas,
         policies=policies,
+        queue_policies=queue,
+        queue_policy_summary=_queue_summary(queue),
         sensitivity=sens,
         sensitive_to=sentences,
         assumptions=[Assumption(name=a.name, value=a.value, source=a.source) for a in log.frozen()],
@@ -232,8 +250,10 @@ def sweep(
     seeds: int = DEFAULT_SEEDS,
     workers: int = 1,
     on_done: Tick | None = None,
+    ray_address: str | None = None,
 ) -> Sweep:
-    """Every size in `nodes` on seeds 0 … `seeds` − 1 under the spec's profile, no search."""
+    """Every size in `nodes` on seeds 0 … `seeds` − 1 under the spec's profile, no search
+    (on the Ray cluster at `ray_address` when given, as `plan_fleet`)."""
     import time
 
     t0 = time.perf_counter()
@@ -243,8 +263,8 @@ def sweep(
     if not c.feasible:
         raise InfeasibleFleetError(list(c.problems))
     v = make_variant(spec, c, traces, profile=spec.profile)
-    with runner(workers, on_done) as run:
-        ev = Evaluator(spec, run, list(range(seeds)))
+    with runner(workers, on_done, ray_address) as run:
+        ev = Evaluator(spec, run, list(range(seeds)), staged=False)
         ev.evaluate([(v, n) for n in nodes])
         cpu = run.cpu_s
         runs = run.runs
@@ -287,6 +307,44 @@ def _cost_key(r: SearchResult) -> float:
     return math.inf if total is None else total
 
 
+def _fails(ev: Evaluator, v: Variant, nodes: int) -> bool:
+    point = ev.points.get((v.key, nodes))
+    return point is not None and not point.passed
+
+
+def _extra_searches(
+    spec: FleetPlanSpec,
+    c: Candidate,
+    traces: Sequence[TraceInput],
+    *,
+    base_fails_below: bool,
+    nodes: int,
+) -> dict[str, tuple[Variant, Bisection]]:
+    """The searches around the answer (`nodes`): each comparison profile, and training
+    arrivals x (1 +- arrival_sensitivity), which start from what the base load showed (more
+    arrivals fail where it failed, fewer pass where it passed: assumed monotone)."""
+    extra: dict[str, tuple[Variant, Bisection]] = {}
+    for profile in dict.fromkeys(p for p in spec.compare_profiles if p != spec.profile):
+        v = make_variant(spec, c, traces, profile=profile)
+        extra[f"profile:{profile}"] = (v, _bisection(spec, c, v, guess=nodes))
+    s = spec.arrival_sensitivity
+    if s > 0:
+        # first guesses in proportion to the load: with the base's bound known, the gap to
+        # halve is small
+        up = make_variant(spec, c, traces, profile=spec.profile, arrival_scale=1 + s)
+        b_up = _bisection(spec, c, up, guess=math.ceil(nodes * (1 + s)))
+        b_up.grow, b_up.shrink = INFORMED_GROW, INFORMED_SHRINK
+        if base_fails_below:
+            b_up.fail = nodes - 1
+        extra["up"] = (up, b_up)
+        down = make_variant(spec, c, traces, profile=spec.profile, arrival_scale=1 - s)
+        b_down = _bisection(spec, c, down, guess=max(1, math.floor(nodes * (1 - s))))
+        b_down.ok = nodes
+        b_down.grow, b_down.shrink = INFORMED_GROW, INFORMED_SHRINK
+        extra["down"] = (down, b_down)
+    return extra
+
+
 def _bisection(
     spec: FleetPlanSpec, c: Candidate, v: Variant, guess: int | None = None
 ) -> Bisection:
@@ -308,6 +366,8 @@ def _search_result(
     log: Assumptions,
 ) -> SearchResult:
     v, b = search
+    if b.answer is not None:
+        ev.evaluate([(v, b.answer)])  # a bound taken as known (the -x% search's) never ran
     points = sorted((p for (k, _), p in ev.points.items() if k == v.key), key=lambda p: p.nodes)
     n = b.answer
     binding: list[str] = []
@@ -516,7 +576,13 @@ def combined_cost(spec: FleetPlanSpec, a: ClusterCost, b: ClusterCost) -> Cluste
 # -- phase 2 -----------------------------------------------------------------------------
 
 
-def _quotas(spec: FleetPlanSpec, c: Candidate, rows: Sequence[SeedResult], gpus: int) -> Quotas:
+def _quotas(
+    spec: FleetPlanSpec,
+    c: Candidate,
+    rows: Sequence[SeedResult],
+    gpus: int,
+    rule: QuotaRule = QUOTA_RULES[0],
+) -> Quotas:
     inference_peak: dict[str, float] = {}
     for s in c.services:
         inference_peak[s.team] = inference_peak.get(s.team, 0.0) + s.quota_gpus
@@ -533,7 +599,10 @@ def _quotas(spec: FleetPlanSpec, c: Candidate, rows: Sequence[SeedResult], gpus:
     room = gpus - sum(peak.values()) if pool == 0 else pool - sum(peak.values())
     if room < 0:
         notes.append("the services' peaks alone exceed their GPUs; guarantees cover them first")
-    training_use = {n: st[1] for n, st in stats.items()}
+    if rule.by_peak:  # the GPUs a team's jobs hold at their peaks, less its services'
+        training_use = {n: max(0.0, st[2] - peak[n]) for n, st in stats.items()}
+    else:
+        training_use = {n: st[1] for n, st in stats.items()}
     if pool == 0:
         service = peak
         training = split_whole(max(0, room), training_use)
@@ -551,14 +620,185 @@ def _quotas(spec: FleetPlanSpec, c: Candidate, rows: Sequence[SeedResult], gpus:
             TeamQuota(
                 team=name,
                 guaranteed_gpus=guaranteed,
-                burst_limit_gpus=min(gpus, max(guaranteed, math.ceil(p99 - 1e-9))),
+                burst_limit_gpus=gpus
+                if rule.open_burst
+                else min(gpus, max(guaranteed, math.ceil(p99 - 1e-9))),
                 mean_gpus_held=held,
                 p99_gpus_held=p99,
                 inference_peak_gpus=inference_peak.get(name, 0.0),
                 guaranteed_by_accelerator=by_acc,
             )
         )
-    return Quotas(method=QUOTA_METHOD, teams=teams, verified=None, notes=notes)
+    return Quotas(
+        method=QUOTA_METHOD, teams=teams, verified=None, notes=notes, gpus=gpus, rule=rule.name
+    )
+
+
+def _quota_variant(
+    spec: FleetPlanSpec,
+    c: Candidate,
+    traces: Sequence[TraceInput],
+    quotas: Quotas,
+    profile: str | None = None,
+) -> Variant:
+    training, service = _variant_quotas(c, quotas)
+    return make_variant(
+        spec,
+        c,
+        traces,
+        profile=profile or spec.profile,
+        quotas=training,
+        service_quotas=service,
+        tag=f"|quotas:{quotas.rule}",
+    )
+
+
+def _search_quotas(
+    spec: FleetPlanSpec,
+    c: Candidate,
+    *,
+    traces: Sequence[TraceInput],
+    ev: Evaluator,
+    v0: Variant,
+    nodes: int,
+) -> Quotas:
+    """The first split of `QUOTA_RULES` whose check run meets every target at the answer's
+    size, else at the next larger sizes; each check is a simulation on the plan's seeds (common
+    random numbers with the sizing). The result says which, in `verdict`."""
+    step = max(1, round(nodes * QUOTA_SIZE_STEP))
+    sizes = [nodes + k * step for k in range(QUOTA_LARGER_SIZES + 1)]
+    first: Quotas | None = None
+    misses: list[str] = []
+    for size in sizes:
+        ev.evaluate([(v0, size)])  # open-quota use at this size, what the splits derive from
+        rows = ev.results[(v0.key, size)]
+        splits = [
+            _quotas(spec, c, rows, rows[0].gpus, rule).model_copy(update={"nodes": size})
+            for rule in QUOTA_RULES
+        ]
+        variants = [_quota_variant(spec, c, traces, q) for q in splits]
+        ev.evaluate([(variants[0], size)])  # the first split usually meets the targets
+        if not ev.points[(variants[0].key, size)].passed:
+            ev.evaluate([(v, size) for v in variants[1:]])  # else the others, at once
+        for rule, split, v in zip(QUOTA_RULES, splits, variants, strict=True):
+            point = ev.points[(v.key, size)]
+            q = split.model_copy(update={"verified": point})
+            if first is None:
+                first = q
+            if point.passed:
+                verdict = _quota_verdict(q, nodes_gpus=ev.results[(v0.key, nodes)][0].gpus)
+                return q.model_copy(
+                    update={
+                        "verdict": verdict,
+                        "tried": [*misses, f"{q.gpus:,} GPUs, {rule.text}: meets every target"],
+                        "notes": [*q.notes, verdict],
+                    }
+                )
+            short = ", ".join(t.team for t in point.teams if not t.passed)
+            misses.append(f"{q.gpus:,} GPUs, {rule.text}: {short} miss")
+    assert first is not None
+    assert first.verified is not None
+    largest = ev.results[(v0.key, sizes[-1])][0].gpus
+    failing = "; ".join(
+        f"{t.team}: {', '.join(t.reasons)}" for t in first.verified.teams if not t.passed
+    )
+    verdict = (
+        f"not a recommendation: no quota split tried meets every target at {first.gpus:,} to "
+        f"{largest:,} GPUs, so the size above assumes no hard quotas (fair share only); the "
+        f"split shown is the first tried, and with it {failing}"
+    )
+    return first.model_copy(
+        update={"verdict": verdict, "tried": misses, "notes": [*first.notes, verdict]}
+    )
+
+
+def _queue_variants(
+    spec: FleetPlanSpec, c: Candidate, traces: Sequence[TraceInput], quotas: Quotas | None
+) -> dict[str, Variant]:
+    """`spec.queue_policies` as variants: with `quotas` in force, or open quotas (None)."""
+    return {
+        p: make_variant(spec, c, traces, profile=p)
+        if quotas is None
+        else _quota_variant(spec, c, traces, quotas, profile=p)
+        for p in dict.fromkeys(spec.queue_policies)
+    }
+
+
+def _queue_policies(
+    spec: FleetPlanSpec,
+    c: Candidate,
+    *,
+    traces: Sequence[TraceInput],
+    ev: Evaluator,
+    quotas: Quotas,
+    nodes: int,
+) -> list[QueuePolicy]:
+    """Each queue policy at the quotas' size with those quotas in force (open quotas at the
+    answer's size when no split was verified), on the plan's seeds."""
+    from gpufleet.sched.registry import PROFILES
+
+    kept = quotas.recommended
+    size = quotas.nodes if kept else nodes
+    variants = _queue_variants(spec, c, traces, quotas if kept else None)
+    ev.evaluate([(v, size) for v in variants.values()])
+    return [
+        QueuePolicy(
+            profile=p,
+            queue_order=PROFILES[p].queue_order,
+            preemption=list(PROFILES[p].preemption),
+            quotas="the recommended quotas" if kept else "open quotas",
+            point=ev.points[(v.key, size)],
+        )
+        for p, v in variants.items()
+    ]
+
+
+def _queue_summary(rows: Sequence[QueuePolicy]) -> str:
+    """One sentence from the rows: which policies keep every target, and who misses where."""
+    if not rows:
+        return ""
+    parts = []
+    for r in rows:
+        pt = r.point
+        alloc = f"allocation {pt.allocation.mean:.1%}" if pt.allocation.mean is not None else ""
+        if pt.passed:
+            parts.append(f"{r.profile} ({r.queue_order}) meets every target, {alloc}")
+        else:
+            misses = "; ".join(
+                f"{t.team}: {', '.join(t.reasons)}" for t in pt.teams if not t.passed
+            )
+            parts.append(f"{r.profile} ({r.queue_order}) misses ({misses}), {alloc}")
+    return f"At {rows[0].point.gpus:,} GPUs with {rows[0].quotas}: " + "; ".join(parts)
+
+
+def quota_check_variant(
+    spec: FleetPlanSpec, base_dir: Path, plan: FleetPlan
+) -> tuple[Variant, int]:
+    """The simulation that checks a plan's printed quotas (`plan.quotas`, as read back from
+    plan.json): the recommended candidate with exactly those quotas, and its size in nodes.
+    Run it on the plan's seeds (`fleet_sim.run_seed`) and `assess` it to repeat the check."""
+    rec = plan.recommendation
+    if plan.quotas is None or rec is None:
+        raise UserError("the plan has no quotas to check (no accelerator met the targets)")
+    log = Assumptions()
+    traces = [read_team_trace(t, base_dir) for t in spec.teams if t.trace is not None]
+    candidates = [prepare_candidate(spec, acc, traces, log) for acc in spec.accelerators]
+    label = mix_label(rec.accelerator, rec.service_accelerator)
+    c = _candidate([*candidates, *_mixes(spec, candidates, traces)], label)
+    return _quota_variant(spec, c, traces, plan.quotas), plan.quotas.nodes
+
+
+def _quota_verdict(q: Quotas, nodes_gpus: int) -> str:
+    """The sentence a reader sees first about the quotas, from the numbers it summarises."""
+    if q.gpus == nodes_gpus:
+        return (
+            f"verified: with these quotas every team meets its targets at {q.gpus:,} GPUs "
+            "(a check run on the same seeds)"
+        )
+    return (
+        f"no quota split tried meets every target at {nodes_gpus:,} GPUs (the size found "
+        f"without quotas); {q.gpus:,} GPUs do, with these quotas (a check run on the same seeds)"
+    )
 
 
 def _variant_quotas(
@@ -599,17 +839,6 @@ def split_whole(total: int, weights: dict[str, float]) -> dict[str, int]:
     for n in sorted(names, key=lambda n: (-(exact[n] - out[n]), n))[:left]:
         out[n] += 1
     return out
-
-
-def _quota_notes(verified: SizePoint, notes: list[str]) -> list[str]:
-    if verified.passed:
-        return [*notes, "verified: with these quotas every team still meets its targets"]
-    failing = "; ".join(f"{t.team}: {', '.join(t.reasons)}" for t in verified.teams if not t.passed)
-    return [
-        *notes,
-        f"not verified: with these quotas some teams miss their targets ({failing}); raise "
-        "their burst limits (or leave them unlimited) and re-check",
-    ]
 
 
 def _status(r: SearchResult, b: Bisection) -> str:

@@ -133,8 +133,18 @@ class TeamQuota(PlanPart):
 class Quotas(PlanPart):
     method: str
     teams: list[TeamQuota]
-    verified: SizePoint | None  # the answer's size, run with these quotas
+    verified: SizePoint | None  # the check run: `gpus` GPUs with exactly these quotas
     notes: list[str] = Field(default_factory=list)
+    gpus: int = 0  # the cluster size the quotas split (the answer's, or a larger one)
+    nodes: int = 0  # ... in nodes of the searched accelerator (a mix: its training pool)
+    rule: str = "mean"  # the `fleet.QUOTA_RULES` entry that made them
+    verdict: str = ""  # one sentence: verified at which size, or not a recommendation
+    tried: list[str] = Field(default_factory=list)  # each split checked, in order
+
+    @property
+    def recommended(self) -> bool:
+        """Whether a check run met every target with them (else they are only shown)."""
+        return self.verified is not None and self.verified.passed
 
 
 class PolicyComparison(PlanPart):
@@ -145,6 +155,17 @@ class PolicyComparison(PlanPart):
     cost_usd: float | None
     extra_gpus: int | None  # over the plan's profile
     extra_cost_usd: float | None
+
+
+class QueuePolicy(PlanPart):
+    """One queue policy at the answer's size with the printed quotas (or open quotas where no
+    split was verified): what a platform lead compares before choosing one."""
+
+    profile: str
+    queue_order: str  # fair-share, priority, fifo, ...
+    preemption: list[str]
+    quotas: str  # "the recommended quotas" or "open quotas"
+    point: SizePoint
 
 
 class Sensitivity(PlanPart):
@@ -212,6 +233,8 @@ class FleetPlan(PlanPart):
     capacity: Capacity | None
     quotas: Quotas | None
     policies: list[PolicyComparison]
+    queue_policies: list[QueuePolicy] = Field(default_factory=list)
+    queue_policy_summary: str = ""  # one sentence from `queue_policies`
     sensitivity: list[Sensitivity]
     sensitive_to: list[str]  # sentences: which target binds, what moves the answer
     assumptions: list[Assumption]

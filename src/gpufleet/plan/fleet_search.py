@@ -13,7 +13,9 @@ drawn from `default_rng(seed)`), and results are put back in task order, so the
 answer does not depend on the number of workers or on which finishes first. Several
 searches advance in lockstep (`run_searches`): each round submits the next size of
 every unfinished search at once, which keeps both cores busy where one search's five
-seeds would leave one idle.
+seeds would leave one idle. `RayRunner` does the same on a Ray cluster (`--ray ADDRESS`),
+for users with more than one machine: the same tasks, the results put back by index, so
+the plan is byte-identical to the local pool's.
 
 `assess` turns the seeds of one size into a verdict against every team's targets:
 
@@ -27,15 +29,18 @@ seeds would leave one idle.
 
 from __future__ import annotations
 
+import logging
 import math
 import multiprocessing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import socket
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gpufleet.errors import UserError
 from gpufleet.plan.fleet_model import Interval, SizePoint, TeamPoint
 from gpufleet.plan.fleet_setup import Variant
 from gpufleet.plan.fleet_sim import SeedResult, run_seed
@@ -56,6 +61,10 @@ class Bisection:
     fail: int | None = None  # largest size known to fail
     ok: int | None = None  # smallest size known to pass
     order: list[int] = field(default_factory=list)
+    # the steps while only one side is known: smaller when the guess is informed (a search
+    # started next to a known answer, `fleet._extra_searches`)
+    grow: float = GROW
+    shrink: float = SHRINK
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -69,13 +78,17 @@ class Bisection:
             return None
         if fail is not None and fail >= self.max_nodes:
             return None
-        if ok is None and self.guess not in self.order and (fail is None or self.guess > fail):
-            return self.guess  # the guess first, also when a failing size is already known
+        if (
+            self.guess not in self.order
+            and (fail is None or self.guess > fail)
+            and (ok is None or self.guess < ok)
+        ):
+            return self.guess  # the guess first, also when a bound is already known
         if ok is None:
             assert fail is not None
-            return min(self.max_nodes, max(fail + 1, math.ceil(fail * GROW)))
+            return min(self.max_nodes, max(fail + 1, math.ceil(fail * self.grow)))
         if fail is None:
-            return max(self.min_nodes, min(ok - 1, math.floor(ok * SHRINK)))
+            return max(self.min_nodes, min(ok - 1, math.floor(ok * self.shrink)))
         if ok - fail <= 1:
             return None
         return (fail + ok) // 2
@@ -127,11 +140,15 @@ class Runner:
         self.runs = 0
 
     def run(self, tasks: Sequence[Task]) -> list[SeedResult]:
-        out: list[SeedResult | None] = [None] * len(tasks)
         if self._pool is None:
             items: Iterator[tuple[int, SeedResult]] = map(_indexed, enumerate(tasks))
         else:
             items = self._pool.imap_unordered(_indexed, list(enumerate(tasks)), chunksize=1)
+        return self._collect(items, len(tasks))
+
+    def _collect(self, items: Iterable[tuple[int, SeedResult]], n: int) -> list[SeedResult]:
+        """(task index, result) pairs as they finish, placed by index; ticks the counters."""
+        out: list[SeedResult | None] = [None] * n
         for i, result in items:
             out[i] = result
             self.cpu_s += result.cpu_s
@@ -142,10 +159,128 @@ class Runner:
         return [r for r in out if r is not None]
 
 
+class RayRunner(Runner):
+    """Runs tasks as Ray remote tasks (one CPU each) on a cluster this process is connected
+    to. Results are placed by task index as they finish, so the answer is the local
+    pool's; `on_done`, `cpu_s` and `runs` tick per finished task as there."""
+
+    def __init__(self, ray: Any, on_done: Callable[[int], None] | None = None) -> None:
+        super().__init__(None, on_done)
+        self._ray = ray
+        # run_seed pickles by reference: the workers import it from their own gpufleet
+        self._remote = ray.remote(num_cpus=1)(run_seed)
+        # one copy of each variant in the object store, not one per task (a trace's jobs
+        # would otherwise travel with every seed and size); the variant is kept so its
+        # id is not reused while the runner lives
+        self._stored: dict[int, tuple[Variant, Any]] = {}
+
+    def _ref(self, variant: Variant) -> Any:
+        kept = self._stored.get(id(variant))
+        if kept is None:
+            kept = self._stored[id(variant)] = (variant, self._ray.put(variant))
+        return kept[1]
+
+    def run(self, tasks: Sequence[Task]) -> list[SeedResult]:
+        refs = [self._remote.remote(self._ref(v), nodes, seed) for v, nodes, seed in tasks]
+        return self._collect(self._finished(refs), len(tasks))
+
+    def _finished(self, refs: list[Any]) -> Iterator[tuple[int, SeedResult]]:
+        ray = self._ray
+        index = {ref: i for i, ref in enumerate(refs)}
+        pending = list(refs)
+        while pending:
+            # block for one, then take every other one already done without waiting
+            done, pending = ray.wait(pending, num_returns=1)
+            if pending:
+                more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                done += more
+            for ref, result in zip(done, ray.get(done), strict=True):
+                yield index[ref], result
+
+
+RAY_ADDRESSES = (
+    "ADDRESS: the head's HOST:PORT (what `ray start --head` prints; port 6379 by default) "
+    "from a machine of the cluster, 'auto' (the cluster `ray start` joined on this machine, "
+    "or $RAY_ADDRESS), or 'local' (a private Ray on this machine for this run only)"
+)
+RAY_CHECKS = (
+    "check that the cluster is up (`ray status` on the head); that this machine is one of "
+    "its nodes (`ray start --address=HEAD:6379` here), with the same Ray and gpufleet; and, "
+    "if the cluster uses token authentication, that RAY_AUTH_MODE=token and its token "
+    "(~/.ray/auth_token or $RAY_AUTH_TOKEN) are set here too"
+)
+
+
+def _ray_error(address: str, problem: str, hint: str = RAY_CHECKS) -> UserError:
+    return UserError(f"--ray {address}: {problem}\n  {hint}")
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on an address nothing listens at: Ray itself retries such a connection for
+    minutes, printing warnings, before it gives up."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise _ray_error(address, "not HOST:PORT, 'auto' or 'local'", RAY_ADDRESSES)
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            pass
+    except OSError as exc:
+        raise _ray_error(address, f"no Ray head answers there ({exc})") from None
+
+
 @contextmanager
-def runner(workers: int, on_done: Callable[[int], None] | None = None) -> Iterator[Runner]:
+def ray_runner(address: str, on_done: Callable[[int], None] | None = None) -> Iterator[RayRunner]:
+    """A `RayRunner` connected to the cluster at `address` (see `RAY_ADDRESSES`; Ray Client's
+    ray://, which needs ray[client], is not supported), disconnected on exit: `ray.shutdown`
+    leaves a cluster that was already running up, and stops the one 'local' started. A
+    process already connected to Ray (a notebook, a Ray job) keeps its connection open."""
+    if address.startswith("ray://"):
+        raise _ray_error(
+            address,
+            "Ray Client (ray://) is not supported: run gpufleet on a machine of the cluster",
+            RAY_ADDRESSES,
+        )
+    if address not in ("auto", "local"):
+        _check_reachable(address)
+    import ray  # here, not at the top: importing Ray takes seconds the local path never needs
+
+    connected = ray.is_initialized()
+    if not connected:
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            text = str(exc).strip()
+            if text.startswith("Could not find any running Ray instance"):
+                # 'auto' with nothing to find; Ray's own advice names its flags, not ours
+                problem = "no Ray cluster on this machine (`ray start` did not run here)"
+            else:  # Ray's "Failed to connect" says why in the last line of its cause
+                why = [text.splitlines()[0]] if text else [type(exc).__name__]
+                cause = str(exc.__cause__ or "").strip()
+                if cause:
+                    why.append(cause.splitlines()[-1])
+                problem = "Ray could not connect: " + ": ".join(why)
+            raise _ray_error(address, problem) from None
+    try:
+        yield RayRunner(ray, on_done)
+    finally:
+        if not connected:
+            ray.shutdown()
+
+
+@contextmanager
+def runner(
+    workers: int,
+    on_done: Callable[[int], None] | None = None,
+    ray_address: str | None = None,
+) -> Iterator[Runner]:
     """A `Runner` with a pool of `workers` processes (fork where the platform has it, so
-    workers start without re-importing), or in-process for one worker."""
+    workers start without re-importing), or in-process for one worker; with `ray_address`,
+    on that Ray cluster instead (`ray_runner`; `workers` is then unused: Ray runs one task
+    per CPU its nodes offer)."""
+    if ray_address is not None:
+        with ray_runner(ray_address, on_done) as ray_run:
+            yield ray_run
+        return
     if workers <= 1:
         yield Runner(None, on_done)
         return
@@ -167,19 +302,55 @@ class Evaluator:
     variants: dict[str, Variant] = field(default_factory=dict)
     points: dict[tuple[str, int], SizePoint] = field(default_factory=dict)
 
+    staged: bool = True  # False: every point on every seed (a what-if sweep shows them all)
+    # points whose first seeds did not settle them, waiting for the rest of the seeds
+    partial: dict[tuple[str, int], list[SeedResult]] = field(default_factory=dict)
+
     def evaluate(self, wanted: Sequence[tuple[Variant, int]]) -> None:
-        todo = list(dict.fromkeys((v.key, n) for v, n in wanted if (v.key, n) not in self.points))
-        variants = {v.key: v for v, _ in wanted}
-        self.variants.update(variants)
-        tasks = [(variants[k], n, s) for k, n in todo for s in self.seeds]
-        if self.on_submit is not None and tasks:
+        """Run the wanted points to the end (see `advance`)."""
+        keys = [(v.key, n) for v, n in wanted]
+        while any(k not in self.points for k in keys):
+            self.advance(wanted)
+
+    def advance(self, wanted: Sequence[tuple[Variant, int]]) -> None:
+        """One batch for the pool: the first `early_seeds(len(seeds))` seeds of every wanted
+        point not yet started, and the remaining seeds of every wanted point those did not
+        settle (`decided`). A point is in `points` once complete. Which seeds run depends
+        only on results, never on timing, so the answer does not depend on the worker
+        count; one batch for both kinds keeps the pool's barriers to one per round."""
+        keys = list(dict.fromkeys((v.key, n) for v, n in wanted if (v.key, n) not in self.points))
+        self.variants.update({v.key: v for v, _ in wanted})
+        n_first = early_seeds(len(self.seeds)) if self.staged else len(self.seeds)
+        first = list(self.seeds[:n_first])
+        rest = list(self.seeds[n_first:])
+        fresh = [k for k in keys if k not in self.partial]
+        waiting = [k for k in keys if k in self.partial]
+        tasks = [(k, s) for k in fresh for s in first] + [(k, s) for k in waiting for s in rest]
+        if not tasks:
+            return
+        if self.on_submit is not None:
             self.on_submit(len(tasks))
-        results = self.runner.run(tasks)
-        per = len(self.seeds)
-        for i, (k, n) in enumerate(todo):
-            rs = results[i * per : (i + 1) * per]
-            self.results[(k, n)] = rs
-            self.points[(k, n)] = assess(self.spec, rs)
+        # the longest first (a smaller cluster queues more and simulates longer), so the
+        # pool's last tasks are short ones; the order of the results does not depend on it
+        order = sorted(range(len(tasks)), key=lambda i: (tasks[i][0][1], i))
+        ran = self.runner.run(
+            [(self.variants[tasks[i][0][0]], tasks[i][0][1], tasks[i][1]) for i in order]
+        )
+        by_task = dict(zip(order, ran, strict=True))
+        found: dict[tuple[str, int], list[SeedResult]] = {k: [] for k in keys}
+        for i, (key, _) in enumerate(tasks):
+            found[key].append(by_task[i])
+        for key in fresh:
+            if rest and not decided(assess(self.spec, found[key])):
+                self.partial[key] = found[key]
+            else:
+                self._complete(key, found[key])
+        for key in waiting:
+            self._complete(key, self.partial.pop(key) + found[key])
+
+    def _complete(self, key: tuple[str, int], results: list[SeedResult]) -> None:
+        self.results[key] = results
+        self.points[key] = assess(self.spec, results)
 
     def point(self, variant: Variant, nodes: int) -> SizePoint:
         self.evaluate([(variant, nodes)])
@@ -195,15 +366,15 @@ def run_searches(
     (points wanted anyway, so the pool has more to do at once)."""
     extra = list(also)
     while True:
+        extra = [(v, n) for v, n in extra if (v.key, n) not in evaluator.points]
         wanted = extra + [
             (variant, n)
             for variant, search in searches.values()
             if (n := search.next()) is not None
         ]
-        extra = []
         if not wanted:
             return
-        evaluator.evaluate(wanted)
+        evaluator.advance(wanted)
         for variant, search in searches.values():
             n = search.next()
             if n is not None and (variant.key, n) in evaluator.points:
@@ -211,6 +382,36 @@ def run_searches(
 
 
 # -- verdicts ------------------------------------------------------------------------------
+
+
+def early_seeds(seeds: int) -> int:
+    """How many seeds run first at every point: three of five (all of up to three). They
+    settle the clear cases, most of a bisection's points: sizes far too small, or large
+    enough that nobody waits. (Two would settle a few more but move an answer: the +20 %
+    sensitivity of plan-multi-team.yaml passed one node early on two seeds.)"""
+    return seeds if seeds <= 3 else max(3, math.ceil(0.6 * seeds))
+
+
+def decided(point: SizePoint) -> bool:
+    """Whether the seeds run so far settle a point, so the others need not run: it passes
+    (every bound already on the right side of its target: with fewer seeds the bounds are
+    only wider), or some team clearly fails (its p95 wait's *lower* bound above its target,
+    or its services' *upper* bound of attainment below theirs). A point near its targets
+    runs on every seed."""
+    if point.passed:
+        return True
+    for t in point.teams:
+        wait = t.wait_p95_s
+        if t.wait_target_s is not None and wait is not None:
+            low = _lower(wait)
+            if low is not None and low > t.wait_target_s:
+                return True
+        slo = t.slo_attainment
+        if t.slo_target is not None and slo is not None:
+            high = _upper(slo)
+            if high is not None and high < t.slo_target:
+                return True
+    return False
 
 
 def interval(

@@ -288,6 +288,28 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         }
         for p in plan.policies
     ]
+    queue_rows = [
+        {
+            "team": name,
+            "cells": [
+                next(
+                    ((_interval(t.wait_p95_s), t.passed) for t in q.point.teams if t.team == name),
+                    (MISSING, True),
+                )
+                for q in plan.queue_policies
+            ],
+        }
+        for name in team_names
+    ]
+    queue_heads = [
+        {
+            "profile": q.profile,
+            "order": q.queue_order,
+            "allocation": _pct_interval(q.point.allocation),
+            "passed": "yes" if q.point.passed else "no",
+        }
+        for q in plan.queue_policies
+    ]
     sensitivity = [
         {
             "scale": f"× {s.arrival_scale:g}",
@@ -371,6 +393,8 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         "quota_rows": quota_rows,
         "verified_rows": verified_rows,
         "policies": policies,
+        "queue_rows": queue_rows,
+        "queue_heads": queue_heads,
         "sensitivity": sensitivity,
         "cost_rows": cost_rows,
         "method_rows": method_rows,

@@ -248,6 +248,12 @@ class FleetPlanSpec(Spec):
         default_factory=lambda: ["k8s-default"],
         description="Profiles whose cluster size is compared with the profile's.",
     )
+    queue_policies: list[str] = Field(
+        default_factory=lambda: ["default", "priority", "fifo"],
+        description="Profiles run side by side at the answer's size with its quotas: each "
+        "team's p95 wait and the allocation under fair share (default), priority and FIFO "
+        "queues. Empty skips it.",
+    )
     max_gpus: PositiveInt | None = Field(
         default=None, description="Largest cluster the search tries. Default: 8 × the offered load."
     )
@@ -271,6 +277,7 @@ class FleetPlanSpec(Spec):
         for field, profiles in (
             ("profile", [self.profile]),
             ("compare_profiles", self.compare_profiles),
+            ("queue_policies", self.queue_policies),
         ):
             for p in profiles:
                 if p not in PROFILES:
