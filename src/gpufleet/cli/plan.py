@@ -140,6 +140,7 @@ def run_fleet_plan(
     import os
 
     from gpufleet.plan.fleet import DEFAULT_SEEDS, InfeasibleFleetError, plan_fleet
+    from gpufleet.plan.fleet_specs import answer_specs
     from gpufleet.report.fleet import write_fleet_reports
     from gpufleet.report.render import pdf_available
 
@@ -190,7 +191,9 @@ def run_fleet_plan(
         simulations = int(bar.tasks[0].completed)
         bar.update(task, description="writing reports")
         bar.refresh()
-        paths = write_fleet_reports(result, out_dir)
+        paths = write_fleet_reports(
+            result, out_dir, extra=answer_specs(spec, spec_path.parent, result)
+        )
     elapsed = time.perf_counter() - started
     rec = result.recommendation
     _print_fleet_answer(result, spec.name, out)

@@ -12,7 +12,7 @@ WeasyPrint printing it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +262,23 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         if quotas
         else []
     )
+    engine_rows = []
+    if quotas is not None and plan.recommendation is not None:
+        acc = plan.recommendation.accelerator
+        tres = acc.replace("-", "_")
+        for q in quotas.teams:
+            # a mix: the training pool's guarantee; its limit is the burst less the
+            # services' guarantee (as `fleet._variant_quotas` simulated them)
+            g = q.guaranteed_by_accelerator.get(acc, q.guaranteed_gpus)
+            limit = max(g, q.burst_limit_gpus - (q.guaranteed_gpus - g))
+            engine_rows.append(
+                {
+                    "team": q.team,
+                    "kueue": f"nominalQuota {g:,}, borrowingLimit {limit - g:,}",
+                    "volcano": f"deserved {g:,}, capability {limit:,}",
+                    "slurm": f"GrpTRES=gres/gpu:{tres}={limit:,}",
+                }
+            )
     verified_rows = []
     if quotas is not None and quotas.verified is not None:
         for t in quotas.verified.teams:
@@ -392,6 +409,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         "quotas": quotas,
         "quota_rows": quota_rows,
         "verified_rows": verified_rows,
+        "engine_rows": engine_rows,
         "policies": policies,
         "queue_rows": queue_rows,
         "queue_heads": queue_heads,
@@ -434,9 +452,12 @@ def render_pdf(plan: FleetPlan) -> bytes:
     return pdf
 
 
-def write_fleet_reports(plan: FleetPlan, out_dir: Path, *, pdf: bool = True) -> dict[str, Path]:
+def write_fleet_reports(
+    plan: FleetPlan, out_dir: Path, *, pdf: bool = True, extra: Mapping[str, str] | None = None
+) -> dict[str, Path]:
     """plan.json, plan.md, plan.html and (when WeasyPrint can run and `pdf`) plan.pdf, all
-    rendered in memory first and written whole (see `report.render.write_files`)."""
+    rendered in memory first and written whole with the `extra` files (name -> text: the
+    answer's cluster.yaml and teams.yaml) (see `report.render.write_files`)."""
     contents: dict[str, bytes] = {
         "json": render_json(plan).encode("utf-8"),
         "md": render_markdown(plan).encode("utf-8"),
@@ -444,6 +465,7 @@ def write_fleet_reports(plan: FleetPlan, out_dir: Path, *, pdf: bool = True) -> 
     }
     if pdf and pdf_available() is None:
         contents["pdf"] = render_pdf(plan)
+    contents.update({name: text.encode("utf-8") for name, text in (extra or {}).items()})
     return write_files(contents, out_dir)
 
 

@@ -355,14 +355,14 @@ def write_reports(plan: Plan, out_dir: Path) -> dict[str, Path]:
 
 
 def write_files(contents: Mapping[str, bytes], out_dir: Path) -> dict[str, Path]:
-    """Write rendered reports (by format: json, md, html, pdf) into `out_dir` (created),
-    each as `NAME.partial`, synced, then renamed over `NAME` once all are written; a
-    failure leaves no `.partial` behind. Returns the paths by format."""
+    """Write rendered reports (by format: json, md, html, pdf; any other key is a file name)
+    into `out_dir` (created), each as `NAME.partial`, synced, then renamed over `NAME` once
+    all are written; a failure leaves no `.partial` behind. Returns the paths by key."""
     out_dir.mkdir(parents=True, exist_ok=True)
     partials: list[Path] = []
     try:
         for kind, data in contents.items():
-            partial = out_dir / f"{REPORT_FILES[kind]}.partial"
+            partial = out_dir / f"{REPORT_FILES.get(kind, kind)}.partial"
             partials.append(partial)
             with partial.open("wb") as handle:
                 handle.write(data)
@@ -370,8 +370,8 @@ def write_files(contents: Mapping[str, bytes], out_dir: Path) -> dict[str, Path]
                 os.fsync(handle.fileno())
         written: dict[str, Path] = {}
         for kind in contents:
-            final = out_dir / REPORT_FILES[kind]
-            (out_dir / f"{REPORT_FILES[kind]}.partial").replace(final)
+            final = out_dir / REPORT_FILES.get(kind, kind)
+            (out_dir / f"{final.name}.partial").replace(final)
             written[kind] = final
     finally:
         for partial in partials:
