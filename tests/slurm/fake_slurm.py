@@ -182,7 +182,9 @@ class FakeSlurm:
     def __post_init__(self) -> None:
         if self.exported is not None:
             conf = self.exported["slurm.conf"]
-            self.cluster_name = _setting(conf, "ClusterName") or self.cluster_name
+            from gpufleet.control.executors.slurm_text import config_value
+
+            self.cluster_name = config_value(conf, "ClusterName") or self.cluster_name
             self.nodes = [
                 node
                 for line in conf.splitlines()
@@ -457,14 +459,6 @@ StorageLoc={self.database}
             if self.mysql.private_pid is not None:
                 _terminate(self.mysql.private_pid)
         shutil.rmtree(self.socket_dir, ignore_errors=True)
-
-
-def _setting(conf: str, key: str) -> str | None:
-    for line in conf.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name == key:
-            return value.strip()
-    return None
 
 
 def _expand(hostlist: str) -> list[str]:

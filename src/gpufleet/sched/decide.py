@@ -38,7 +38,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from typing import cast, overload
 
 from gpufleet.cluster import (
@@ -466,30 +466,20 @@ class _Cycle:
             for req, need, owed in targets:
                 if owed and not reclaims:
                     continue
-                # A search that failed fails again until the state changes (any allocation,
-                # release or eviction bumps its version): a full cluster with a long queue
-                # must not repeat the same hopeless search for every job of the same shape.
                 mine = self.priority.get(job.name, 0)
                 where = (job.topology.required, job.spot_ok)
-                key = (plugin.name, mine, job.team, req, need, owed, where)
-                failed = self._no_victims.get(key)
-                if failed is not None and failed[0] == self.b.version:
-                    tried |= failed[1]
-                    continue
-                cands = plugin.candidates(job, req, need, self.pctx)
-                if not cands:
-                    self._no_victims[key] = (self.b.version, False)
-                    continue
-                tried = True
-                enough = self._gives_back(req.accelerator, owed)
-                chosen = preempt.choose_victims(
-                    self.b, self.placement, job, req, cands, enough=enough
+                admitted, searched = self._search_victims(
+                    (plugin.name, mine, job.team, req, need, owed, where),
+                    job,
+                    req,
+                    need,
+                    plugin,
+                    partial(plugin.candidates, job, req, need, self.pctx),
+                    partial(self._gives_back, req.accelerator, owed),
                 )
-                if chosen is None:
-                    self._no_victims[key] = (self.b.version, True)
-                    continue
-                if self._evict_and_admit(job, req, need, chosen, plugin):
+                if admitted:
                     return True
+                tried |= searched
         if tried:
             why.append(preempt.WOULD_NOT_HELP)
         return False
@@ -512,29 +502,55 @@ class _Cycle:
             return False  # nothing of its own below it
         tried = False
         for req, need in targets:
-            # as in `_preempt_for`: a search that failed fails again until the state changes
             where = (job.topology.required, job.spot_ok)
-            key = ("own", mine, job.team, req, need, where)
-            failed = self._no_victims.get(key)
-            if failed is not None and failed[0] == self.b.version:
-                tried |= failed[1]
-                continue
-            cands = [
-                c for c in plugin.candidates(job, req, need, self.pctx) if c.job.team == job.team
-            ]
-            if not cands:
-                self._no_victims[key] = (self.b.version, False)
-                continue
-            tried = True
-            enough = self._fits_quota_without(job, req.accelerator, need)
-            chosen = preempt.choose_victims(self.b, self.placement, job, req, cands, enough=enough)
-            if chosen is None:
-                self._no_victims[key] = (self.b.version, True)
-            elif self._evict_and_admit(job, req, need, chosen, plugin):
+            admitted, searched = self._search_victims(
+                ("own", mine, job.team, req, need, where),
+                job,
+                req,
+                need,
+                plugin,
+                partial(self._own_candidates, plugin, job, req, need),
+                partial(self._fits_quota_without, job, req.accelerator, need),
+            )
+            if admitted:
                 return True
+            tried |= searched
         if tried:
             why.append(preempt.WOULD_NOT_HELP)
         return False
+
+    def _own_candidates(
+        self, plugin: preempt.PreemptionPlugin, job: JobSpec, req: Request, need: int
+    ) -> list[preempt.Candidate]:
+        return [c for c in plugin.candidates(job, req, need, self.pctx) if c.job.team == job.team]
+
+    def _search_victims(  # noqa: PLR0917 - one search's parts, as its callers hold them
+        self,
+        key: tuple[object, ...],
+        job: JobSpec,
+        req: Request,
+        need: int,
+        plugin: preempt.PreemptionPlugin,
+        candidates: Callable[[], Sequence[preempt.Candidate]],
+        enough: Callable[[], Callable[[Sequence[preempt.Candidate]], bool]],
+    ) -> tuple[bool, bool]:
+        """One victim search for `job`'s request: (admitted, searched), searched meaning some
+        candidates existed. A search that failed fails again until the state changes (any
+        allocation, release or eviction bumps its version), so it is remembered by `key`: a
+        full cluster with a long queue must not repeat the same hopeless search for every
+        job of the same shape."""
+        failed = self._no_victims.get(key)
+        if failed is not None and failed[0] == self.b.version:
+            return False, failed[1]
+        found = candidates()
+        if not found:
+            self._no_victims[key] = (self.b.version, False)
+            return False, False
+        chosen = preempt.choose_victims(self.b, self.placement, job, req, found, enough=enough())
+        if chosen is None:
+            self._no_victims[key] = (self.b.version, True)
+            return False, True
+        return self._evict_and_admit(job, req, need, chosen, plugin), True
 
     def _fits_quota_without(
         self, job: JobSpec, flavor: str, need: int

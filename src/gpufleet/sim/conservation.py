@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -130,24 +130,36 @@ def _close(a: float, b: float, tol: float) -> bool:
     return abs(a - b) <= tol
 
 
+def _per_team(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    tol: float,
+    rule: str,
+    say: Callable[[str, float, float], str],
+) -> list[Violation]:
+    """A violation of `rule` for every team whose two figures differ (a missing one is 0)."""
+    return [
+        Violation(rule, say(team, a.get(team, 0.0), b.get(team, 0.0)))
+        for team in sorted(set(a) | set(b))
+        if not _close(a.get(team, 0.0), b.get(team, 0.0), tol)
+    ]
+
+
 def _team_integrals(ledger: Ledger, tol: float) -> list[Violation]:
     by_team: dict[str, float] = {}
     for held in ledger.jobs.values():
         team = held.trace.team
         by_team[team] = by_team.get(team, 0.0) + held.held_gpu_s
-    out = []
-    for team in sorted(set(by_team) | set(ledger.team_held_gpu_s)):
-        area = ledger.team_held_gpu_s.get(team, 0.0)
-        jobs = by_team.get(team, 0.0)
-        if not _close(area, jobs, tol):
-            out.append(
-                Violation(
-                    "team-integral",
-                    f"team {team} held {_h(area)} GPU-hours by the recorder but its jobs "
-                    f"held {_h(jobs)} (difference {_h(area - jobs)})",
-                )
-            )
-    return out
+    return _per_team(
+        ledger.team_held_gpu_s,
+        by_team,
+        tol,
+        "team-integral",
+        lambda team, area, jobs: (
+            f"team {team} held {_h(area)} GPU-hours by the recorder "
+            f"but its jobs held {_h(jobs)} (difference {_h(area - jobs)})"
+        ),
+    )
 
 
 def _shares(ledger: Ledger) -> list[Violation]:
@@ -219,17 +231,13 @@ def _team_sums(metrics: SimMetrics, ledger: Ledger, span_s: float, tol: float) -
             )
         )
     reported_teams = {t: float(v.get("gpu_hours", 0.0)) * 3600 for t, v in metrics.per_team.items()}
-    for team in sorted(set(reported_teams) | set(ledger.team_held_gpu_s)):
-        r = reported_teams.get(team, 0.0)
-        area = ledger.team_held_gpu_s.get(team, 0.0)
-        if not _close(r, area, tol):
-            out.append(
-                Violation(
-                    "team-sum",
-                    f"team {team} is reported with {_h(r)} GPU-hours; it held {_h(area)}",
-                )
-            )
-    return out
+    return out + _per_team(
+        reported_teams,
+        ledger.team_held_gpu_s,
+        tol,
+        "team-sum",
+        lambda team, r, area: f"team {team} is reported with {_h(r)} GPU-hours; it held {_h(area)}",
+    )
 
 
 def _change_log(ledger: Ledger, tol: float) -> list[Violation]:
@@ -266,17 +274,16 @@ def _change_log(ledger: Ledger, tol: float) -> list[Violation]:
             break
     else:
         _advance(level, area, ledger.end_s - last_s)
-        for team in sorted(set(area) | set(ledger.team_held_gpu_s)):
-            logged = area.get(team, 0.0)
-            counted = ledger.team_held_gpu_s.get(team, 0.0)
-            if not _close(logged, counted, tol):
-                out.append(
-                    Violation(
-                        "change-log",
-                        f"team {team}'s changes integrate to {_h(logged)} GPU-hours; "
-                        f"the recorder counted {_h(counted)}",
-                    )
-                )
+        out += _per_team(
+            area,
+            ledger.team_held_gpu_s,
+            tol,
+            "change-log",
+            lambda team, logged, counted: (
+                f"team {team}'s changes integrate to "
+                f"{_h(logged)} GPU-hours; the recorder counted {_h(counted)}"
+            ),
+        )
     return out
 
 
