@@ -51,7 +51,7 @@ def _validate_examples() -> object:
 
 
 def _search_405b() -> object:
-    from gpufleet.plan.training_search import search_training
+    from gpufleet.estimate.training_search import search_training
     from gpufleet.specs.kinds import load_spec
     from gpufleet.specs.training import TrainingSpec
 

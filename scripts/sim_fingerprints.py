@@ -30,11 +30,12 @@ from gpufleet.cluster import Cluster
 from gpufleet.cluster.bench import ACCELERATOR, bench_cluster
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Decisions
-from gpufleet.sched.registry import PROFILES
 from gpufleet.sim import engine
 from gpufleet.sim.bench import synthetic_workload
-from gpufleet.sim.engine import FailureModel, SimConfig, SimResult, SpotModel, simulate
+from gpufleet.sim.engine import FailureModel, SimConfig, SpotModel, simulate
+from gpufleet.sim.result import SimResult
 from gpufleet.sim.workload import Workload
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import TeamsSpec
 
 

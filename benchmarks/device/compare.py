@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import efficiency_for, framework_profile
 from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.training import Layouts, TrainingCase, evaluate
-from gpufleet.specs.model import ModelArch
 
 GiB = 2**30
 

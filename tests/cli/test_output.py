@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.cli.output import format_bytes, header, human
+from gpufleet.cli.output import header, human
+from gpufleet.formatting import format_bytes
 
 
 @pytest.mark.parametrize(

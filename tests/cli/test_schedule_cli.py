@@ -150,13 +150,6 @@ def test_backfill_example_reserves_for_the_gang_and_lets_only_short_jobs_jump(
         assert "reservation for 'gang' starts in ~60 min" in jobs[held_back]["reason"]
 
 
-def test_profile_help_names_every_registered_profile() -> None:
-    from gpufleet.cli.schedule import PROFILE_NAMES
-    from gpufleet.sched.registry import PROFILES
-
-    assert set(PROFILE_NAMES) == set(PROFILES)
-
-
 def test_bench_scheduler_busy_and_empty_starts(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["bench", "scheduler", "--nodes", "32", "--pending", "200", "--format", "json"]
     code, out, _ = run([*base, "--start", "empty"], capsys)

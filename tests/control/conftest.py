@@ -17,7 +17,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpufleet.api.app import create_app
 from gpufleet.api.context import AppContext, RateLimiter
 from gpufleet.cluster import Cluster
 from gpufleet.control import admin
@@ -26,6 +25,7 @@ from gpufleet.control.executors.base import Executor
 from gpufleet.control.executors.emulated import EmulatedExecutor
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.control.server import sync_nodes
+from gpufleet.server.app import create_app
 from gpufleet.specs.cluster import ClusterSpec
 
 PG_ADMIN_URL = os.environ.get(

@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.control.service import ChildConfig, _child_setup
+from gpufleet.control.service import ChildConfig, child_setup
 
 
 def exits_at_once(config: ChildConfig, ready: Callable[[], None]) -> None:
     """Records its start (one line per start in the file named by the cluster path), exits 3."""
-    _child_setup(config, "test")
+    child_setup(config, "test")
     with Path(config.cluster_path).open("a") as out:
         out.write(f"{os.getpid()}\n")
     sys.exit(3)
@@ -21,7 +21,7 @@ def exits_at_once(config: ChildConfig, ready: Callable[[], None]) -> None:
 
 def sleeps(config: ChildConfig, ready: Callable[[], None]) -> None:
     """Writes its pid, then sleeps until SIGTERM (or its parent's death)."""
-    stop = _child_setup(config, "test")
+    stop = child_setup(config, "test")
     ready()
     Path(config.cluster_path).write_text(str(os.getpid()))
     while not stop.wait(0.1):

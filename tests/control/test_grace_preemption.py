@@ -13,7 +13,6 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
-from gpufleet.api.app import create_app
 from gpufleet.api.context import AppContext, RateLimiter
 from gpufleet.cluster import Cluster
 from gpufleet.control import admin
@@ -24,6 +23,7 @@ from gpufleet.control.ledger import UNBILLED, balance_problems
 from gpufleet.control.models import Job, JobEvent, Team, UsageEntry
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.control.server import sync_nodes
+from gpufleet.server.app import create_app
 from gpufleet.specs.cluster import ClusterSpec
 
 from .conftest import Clock

@@ -22,7 +22,6 @@ from pydantic import BaseModel
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from gpufleet.api.app import create_app
 from gpufleet.api.context import AppContext, RateLimiter
 from gpufleet.api.deps import Db
 from gpufleet.api.routing import ReleasingRoute
@@ -31,6 +30,7 @@ from gpufleet.control import admin
 from gpufleet.control.auth import AuthError, PrincipalCache, authenticate_cached
 from gpufleet.control.db import make_engine, sessions, upgrade
 from gpufleet.control.service import ChildConfig, Supervisor, holds_lease
+from gpufleet.server.app import create_app
 
 from .conftest import Plane
 from .serverproc import free_port

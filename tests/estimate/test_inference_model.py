@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.catalog.models import get_model_preset
+from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.engines import engine
 from gpufleet.estimate.inference import (
@@ -43,7 +44,6 @@ from gpufleet.estimate.inference_estimate import (
     estimate_inference,
 )
 from gpufleet.estimate.queueing import mgc_wait
-from gpufleet.plan.pricing import cheapest_gpu_hour
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load, validate
 

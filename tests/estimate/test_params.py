@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.catalog.models import get_model_preset, load_model_presets
 from gpufleet.estimate.params import (
     ParamCount,
@@ -14,7 +15,6 @@ from gpufleet.estimate.params import (
     mlp_params,
     parameter_count,
 )
-from gpufleet.specs.model import ModelArch
 
 TOLERANCE = 0.01
 

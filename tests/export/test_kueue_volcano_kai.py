@@ -13,7 +13,7 @@ from gpufleet.errors import UserError
 from gpufleet.export.kai import kai_priorities
 from gpufleet.export.model import Flavor, Resource, gpus_of, integer_weights
 from gpufleet.sched.quota import slice_milli
-from gpufleet.sched.registry import PROFILES
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import PriorityClass
 
 from .scenarios import SCENARIOS, documents, export, fleet_of

@@ -23,8 +23,8 @@ from gpufleet.export.kai import NON_PREEMPTIBLE_FROM
 from gpufleet.export.kueue import preemption
 from gpufleet.sched.decide import decide
 from gpufleet.sched.preempt import GRACE_PERIOD_S, MIN_RUNTIME_S
-from gpufleet.sched.registry import PROFILES
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import TeamsSpec
 
 from .scenarios import SCENARIOS, export

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.inference import continuous, max_sequences
 from gpufleet.estimate.inference_estimate import MAX_UTILISATION, case_for
@@ -21,7 +22,6 @@ from gpufleet.plan.inference_search import (
     ServingSearch,
     search_inference,
 )
-from gpufleet.plan.pricing import cheapest_gpu_hour
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load, validate
 

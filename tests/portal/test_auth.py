@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from gpufleet.control.models import PortalSession
-from gpufleet.portal.sessions import SESSION_TTL_S
+from gpufleet.control.sessions import SESSION_TTL_S
 
 from .conftest import Portal, csrf_of, login
 

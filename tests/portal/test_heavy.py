@@ -344,7 +344,7 @@ def test_the_portal_installs_a_process_runner_by_default(portal: Portal) -> None
 
 def test_pages_wait_for_runs_on_threads_of_their_own(gate: Gate) -> None:
     """A page that waits for a run (`Heavy.call`) holds none of the request threads the API
-    has so few of (`service.API_THREADS`), and the runner's own threads are bounded."""
+    has so few of (`server.worker.API_THREADS`), and the runner's own threads are bounded."""
     import anyio
     import anyio.to_thread
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.formatting import fmt_bytes, fmt_count, fmt_pct, fmt_usd, fmt_usd_rate
 from gpufleet.plan.model import (
     Alternative,
     Assumption,
@@ -43,16 +44,7 @@ from gpufleet.report import (
     write_reports,
 )
 from gpufleet.report.charts import all_charts, nice_ticks
-from gpufleet.report.render import (
-    fmt_bytes,
-    fmt_count,
-    fmt_keyed,
-    fmt_metric,
-    fmt_pct,
-    fmt_usd,
-    fmt_usd_rate,
-    md_escape,
-)
+from gpufleet.report.render import fmt_keyed, fmt_metric, md_escape
 
 GOLDEN = Path(__file__).parent / "golden" / "plan.md"
 UPDATE_GOLDEN = os.environ.get("GPUFLEET_UPDATE_GOLDEN") == "1"

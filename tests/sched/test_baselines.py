@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from gpufleet.sched.decide import decide
-from gpufleet.sched.framework import OrderContext, Profile
+from gpufleet.sched.framework import OrderContext
 from gpufleet.sched.orders import DAY_S, Factors, Multifactor, job_gpus
-from gpufleet.sched.registry import PROFILES, QUEUE_ORDERS, resolve
+from gpufleet.sched.registry import QUEUE_ORDERS, resolve
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import PROFILES, Profile
 
 from .scenarios import H100, PLENTY, cluster, job, leaves, running, team, teams
 

@@ -11,8 +11,9 @@ from gpufleet.cluster import Node
 from gpufleet.errors import UnknownNameError
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import PHASES, InvalidPlacementError, Placement
-from gpufleet.sched.registry import PROFILES, QUEUE_ORDERS, resolve
+from gpufleet.sched.registry import QUEUE_ORDERS, resolve
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import TeamsSpec
 
 from .scenarios import A100, H100, PLENTY, cluster, job, leaves, running, team, teams

@@ -33,8 +33,8 @@ from gpufleet.sched.apply import apply
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.quota import usage_milli
-from gpufleet.sched.registry import PROFILES
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import TeamsSpec
 
 from .scenarios import H100

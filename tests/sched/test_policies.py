@@ -411,7 +411,7 @@ def test_without_guaranteed_first_the_borrower_takes_the_room(
 ) -> None:
     """The control for the guaranteed-first case: the same queue under plain priority order."""
     from gpufleet.sched import registry
-    from gpufleet.sched.framework import Profile
+    from gpufleet.specs.profiles import Profile
 
     plain = Profile("priority", "topology-best-fit", guaranteed_first=False)
     monkeypatch.setattr(registry, "PROFILES", {**registry.PROFILES, "plain": plain})

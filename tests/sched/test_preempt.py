@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from gpufleet.cluster import Cluster, Node, State
 from gpufleet.sched import registry
 from gpufleet.sched.decide import decide
-from gpufleet.sched.framework import Placement, Profile
+from gpufleet.sched.framework import Placement
 from gpufleet.sched.preempt import MIN_RUNTIME_S, WOULD_NOT_HELP, lost_work_gpu_s
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import Profile
 from gpufleet.specs.teams import TeamsSpec
 
 from .scenarios import H100, cluster, job, leaves, running

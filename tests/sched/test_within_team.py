@@ -10,7 +10,7 @@ from export.scenarios import SCENARIOS
 from gpufleet.export.kueue import preemption
 from gpufleet.sched.decide import decide
 from gpufleet.sched.preempt import MIN_RUNTIME_S
-from gpufleet.sched.registry import PROFILES
+from gpufleet.specs.profiles import PROFILES
 
 from .scenarios import H100, cluster, job, leaves, running, team, teams
 

@@ -1,4 +1,4 @@
-"""`sim.compare` (means and Student-t intervals over seeds, the summary) and `sim.report`."""
+"""`sim.compare` (means and Student-t intervals over seeds, the summary) and `report.comparison`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,15 @@ import pytest
 from scipy import stats
 
 from gpufleet.cluster import Cluster
+from gpufleet.formatting import fmt_duration
+from gpufleet.report.comparison import (
+    CHART_FILES,
+    compare_files,
+    fmt_estimate,
+    fmt_value,
+    render_html,
+    render_markdown,
+)
 from gpufleet.sim.compare import (
     Run,
     cdf_points,
@@ -21,15 +30,6 @@ from gpufleet.sim.compare import (
     team_shares,
 )
 from gpufleet.sim.engine import FailureModel, SimConfig
-from gpufleet.sim.report import (
-    CHART_FILES,
-    compare_files,
-    fmt_duration,
-    fmt_estimate,
-    fmt_value,
-    render_html,
-    render_markdown,
-)
 from gpufleet.sim.setup import load_workload, open_teams
 from gpufleet.sim.workload import Workload
 from gpufleet.specs.cluster import ClusterSpec

@@ -22,21 +22,14 @@ import pytest
 from gpufleet.cluster import Cluster, Node, expand_group
 from gpufleet.cluster.bench import ACCELERATOR, bench_cluster
 from gpufleet.sched.framework import Placement
-from gpufleet.sched.registry import PROFILES
 from gpufleet.sim import conservation, engine
 from gpufleet.sim.bench import synthetic_workload
 from gpufleet.sim.conservation import ConservationError, check, check_ledger, expected_share
-from gpufleet.sim.engine import (
-    FailureModel,
-    InitialRun,
-    SimConfig,
-    SimResult,
-    Simulation,
-    SpotModel,
-    simulate,
-)
+from gpufleet.sim.engine import FailureModel, InitialRun, SimConfig, Simulation, SpotModel, simulate
 from gpufleet.sim.metrics import HeldChange, MetricsRecorder, Sample
+from gpufleet.sim.result import SimResult
 from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import TeamsSpec
 
 DATA = Path(__file__).parent / "data"

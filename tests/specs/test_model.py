@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.catalog.columns import unit_of
 from gpufleet.catalog.models import (
     ARCH_COLUMNS,
@@ -17,7 +18,6 @@ from gpufleet.catalog.models import (
 )
 from gpufleet.catalog.table import read_header
 from gpufleet.errors import UnknownNameError
-from gpufleet.specs.model import ModelArch
 
 LLAMA_2_7B: dict[str, Any] = {
     "layers": 32,

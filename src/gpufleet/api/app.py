@@ -1,5 +1,5 @@
-"""The FastAPI app: routers, the error surface (status codes from the error types), health
-and Prometheus metrics. `create_app(ctx)` is all a server or a test needs."""
+"""The FastAPI app of the JSON API: routers, the error surface (status codes from the error
+types), health and Prometheus metrics. `server.app.create_app(ctx)` adds the portal."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from gpufleet.control.admin import AdminError
 from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
 from gpufleet.control.db import SchemaMismatchError, StoreError, require_current
 from gpufleet.errors import SpecError, UnknownNameError, UserError
-from gpufleet.portal.app import install_portal
 
 STATUS: tuple[tuple[type[Exception], int], ...] = (
     (AuthError, 401),
@@ -68,7 +67,8 @@ def _echoable(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 200 and "\x00" not in value
 
 
-def create_app(ctx: AppContext) -> FastAPI:
+def create_api(ctx: AppContext) -> FastAPI:
+    """The JSON API alone; `server.app.create_app` adds the portal (the app `serve` runs)."""
     app = FastAPI(
         title="gpufleet",
         version=__version__,
@@ -81,7 +81,6 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(routes_jobs.router)
     app.include_router(routes_cluster.router)
     app.include_router(routes_admin.router)
-    install_portal(app, ctx)  # the browser portal at /portal (issue 9)
 
     @app.exception_handler(UserError)
     async def user_error(_: Request, exc: UserError) -> JSONResponse:

@@ -21,8 +21,8 @@ from gpufleet.api.context import AppContext
 from gpufleet.control.admin import NAME_RE
 from gpufleet.control.auth import AuthError, Principal, authenticate_cached, digest
 from gpufleet.control.models import MAX_UNIX_S
+from gpufleet.control.sessions import CSRF_HEADER, SESSION_COOKIE, cookie_principal
 from gpufleet.errors import UserError
-from gpufleet.portal.sessions import CSRF_HEADER, SESSION_COOKIE, cookie_principal
 
 
 class RateLimitedError(UserError):

@@ -20,9 +20,7 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError, model_validator
 
-from gpufleet.catalog.lookup import NameIndex
-from gpufleet.catalog.table import CatalogRow, load_rows
-from gpufleet.specs.model import (
+from gpufleet.catalog.architecture import (
     Attention,
     Bias,
     FfnType,
@@ -30,6 +28,8 @@ from gpufleet.specs.model import (
     Norm,
     PositionEmbedding,
 )
+from gpufleet.catalog.lookup import NameIndex
+from gpufleet.catalog.table import CatalogRow, load_rows
 
 # Every ModelArch field except `name`, which a preset holds as its canonical name.
 ARCH_COLUMNS: frozenset[str] = frozenset(ModelArch.model_fields) - {"name"}

@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gpufleet.cli.output import check_format, format_bytes, format_gb, wide_console
+from gpufleet.cli.output import check_format, wide_console
 from gpufleet.errors import UserError
+from gpufleet.formatting import format_bytes, format_gb
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load
 

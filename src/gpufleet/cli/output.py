@@ -20,6 +20,7 @@ from rich.table import Table
 
 from gpufleet.catalog.columns import unit_of
 from gpufleet.errors import UserError, suggest
+from gpufleet.formatting import format_bytes
 from gpufleet.quantities import parse_bytes
 
 
@@ -240,19 +241,3 @@ def human(column: str, value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
     return str(value)
-
-
-def format_gb(value: float) -> str:
-    """Decimal GB with one decimal: for comparing sizes in one sentence (needs vs has)."""
-    return f"{value / 1e9:,.1f} GB"
-
-
-def format_bytes(value: float) -> str:
-    """Binary units when the value is a whole number of them (32 GiB), else decimal."""
-    for unit, scale in (("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30)):
-        if value >= scale and value % scale == 0:
-            return f"{value / scale:,.0f} {unit}"
-    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if value >= scale:
-            return f"{value / scale:,.4g} {unit}"
-    return f"{value:,.0f} B"

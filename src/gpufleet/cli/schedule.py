@@ -14,6 +14,7 @@ from gpufleet.errors import UserError
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.jobs import JobSpec, JobsSpec
 from gpufleet.specs.load import load
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, TeamsSpec
 
 if TYPE_CHECKING:
@@ -42,21 +43,7 @@ def _open_teams(cluster: ClusterSpec, jobs: list[JobSpec]) -> TeamsSpec:
     )
 
 
-# Kept in step with sched.registry.PROFILES by a test (importing it here would slow startup).
-PROFILE_NAMES = (
-    "default",
-    "priority",
-    "fifo",
-    "strict-fifo",
-    "tiresias",
-    "binpack",
-    "spread",
-    "fgd",
-    "k8s-default",
-    "kueue-like",
-    "slurm-like",
-    "fgd-paper",
-)
+PROFILE_NAMES = tuple(PROFILES)  # specs.profiles is data only: cheap to import here
 PROFILE_HELP = (
     "Scheduling profile: "
     + ", ".join(PROFILE_NAMES)

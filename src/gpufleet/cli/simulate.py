@@ -191,7 +191,7 @@ def _read_inputs(
 
 
 def _check_profiles(names: Sequence[str]) -> None:
-    from gpufleet.sched.registry import PROFILES
+    from gpufleet.specs.profiles import PROFILES
 
     for name in names:
         if name not in PROFILES:
@@ -341,8 +341,8 @@ def run(
 def _print_run(
     console: Console, inputs: _Inputs, profile: str, seed: int, metrics: Mapping[str, Any]
 ) -> None:
+    from gpufleet.report.comparison import fmt_value, metric_label, metric_order
     from gpufleet.sim.compare import GROUPED
-    from gpufleet.sim.report import fmt_value, metric_label, metric_order
 
     flat: dict[str, Any] = {}
     for key, value in metrics.items():
@@ -421,8 +421,8 @@ def compare(
     A generator spec draws a new workload per seed; a trace replays the same jobs, and the
     seed drives failures (--gpu-mtbf-h). Every profile sees the same workloads and seeds.
     """
+    from gpufleet.report.comparison import compare_files
     from gpufleet.sim.compare import run_matrix, summarize
-    from gpufleet.sim.report import compare_files
     from gpufleet.sim.setup import check_priority_classes
 
     fmt = check_format(format)
@@ -506,7 +506,7 @@ def _context(
 
 
 def _print_compare(console: Console, summary: Mapping[str, Any]) -> None:
-    from gpufleet.sim.report import fmt_estimate, metric_label, metric_order
+    from gpufleet.report.comparison import fmt_estimate, metric_label, metric_order
 
     profiles = list(summary["profiles"])
     n = len(summary["seeds"])

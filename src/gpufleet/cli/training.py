@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.cli.output import check_format, format_bytes, format_gb, wide_console
+from gpufleet.cli.output import check_format, wide_console
 from gpufleet.errors import UserError
+from gpufleet.formatting import format_bytes, format_gb
 from gpufleet.specs.load import load
 from gpufleet.specs.training import TrainingSpec
 from gpufleet.validation.training import RowResult
@@ -115,8 +116,8 @@ def search_training(
 ) -> None:
     """Search accelerators × GPU counts × parallel layouts; print the best and the Pareto front."""
     from gpufleet.catalog.accelerators import get_accelerator
-    from gpufleet.plan.training_search import Constraints
-    from gpufleet.plan.training_search import search_training as run
+    from gpufleet.estimate.training_search import Constraints
+    from gpufleet.estimate.training_search import search_training as run
 
     fmt = check_format(format)
     spec = _load(spec_path)

@@ -33,13 +33,13 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.catalog.models import ModelPreset, get_model_preset, load_model_presets
 from gpufleet.errors import UserError, suggest
 from gpufleet.estimate.params import parameter_count
 from gpufleet.quantities import parse_count
 from gpufleet.specs.inference import ServingParams, Slo, TokenLength
 from gpufleet.specs.load import describe, read_yaml, validate
-from gpufleet.specs.model import ModelArch
 from gpufleet.specs.model_ref import ModelSpec
 from gpufleet.specs.plan import (
     Constraints,

@@ -31,9 +31,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from sqlalchemy import update
-from sqlalchemy.orm import Session, sessionmaker
-
 from gpufleet.cluster import Cluster, to_milli
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import InvalidPlacementError, Placement
@@ -72,43 +69,6 @@ class EtaResult:
     start_s: Mapping[str, float | None]
     assumed_runtime: frozenset[str]
     wall_s: float
-
-
-def refresh_etas(
-    sessions: sessionmaker[Session], cluster: Cluster, profile: str, now_s: float
-) -> int:
-    """Re-simulate the live queue forward and store every pending job's estimated start in
-    the queue snapshot (only its ETA columns, so the reconciler's order and reasons stay).
-
-    Reads the store in its own session, so it can run in another thread or process than
-    the reconciler; coarser simulated cycles for long queues keep it cheap, at the price
-    of ETAs accurate to about one such cycle. Returns how many pending jobs got an ETA."""
-    from gpufleet.control.jobs import live_queue
-    from gpufleet.control.models import QueueSnapshot
-
-    with sessions() as s:
-        queue = live_queue(s, cluster, now_s)
-    if queue.teams is None:
-        return 0
-    etas: dict[str, float | None] = {}
-    if queue.pending:
-        result = estimate_starts(
-            cluster,
-            queue.teams,
-            queue.running,
-            queue.pending,
-            now_s=now_s,
-            profile=profile,
-            cycle_interval_s=queue_cycle_s(len(queue.pending)),
-        )
-        etas = dict(result.start_s)
-    with sessions.begin() as s:
-        s.execute(
-            update(QueueSnapshot)
-            .where(QueueSnapshot.name == "main")
-            .values(etas=etas, eta_at_s=now_s)
-        )
-    return len(etas)
 
 
 def queue_cycle_s(pending: int) -> float:

@@ -38,7 +38,7 @@ from gpufleet.cluster import Branch, Claim, Cluster, MigSlice, Share, State, Who
 from gpufleet.control import lifecycle, snapshot
 from gpufleet.control.admin import teams_spec
 from gpufleet.control.engine_nodes import apply_node_states
-from gpufleet.control.eta import refresh_etas
+from gpufleet.control.eta_refresh import refresh_etas
 from gpufleet.control.executors.base import (
     CHECKPOINT_SIGNAL,
     DataInput,
@@ -500,7 +500,7 @@ class Reconciler:
 
     def estimate_etas(self) -> int:
         """Re-simulate the queue forward and store every pending job's estimated start
-        (`eta.refresh_etas`; the server runs it in its own process, tests call it here)."""
+        (`eta_refresh.refresh_etas`; the server runs it in its own process, tests call it here)."""
         return refresh_etas(self.sessions, self.cluster, self.config.profile, self.clock())
 
     def _state(self, s: Session) -> State:

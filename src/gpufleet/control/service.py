@@ -119,7 +119,7 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def _child_setup(config: ChildConfig, name: str) -> threading.Event:
+def child_setup(config: ChildConfig, name: str) -> threading.Event:
     """Common start of a child: die with the parent, log like it, stop on SIGTERM/SIGINT."""
     _die_with_parent(config.parent_pid)
     logging.basicConfig(level=config.log_level, format=f"%(asctime)s {name} %(name)s %(message)s")
@@ -153,7 +153,7 @@ def _orphaned(config: ChildConfig) -> bool:
 def reconciler_main(config: ChildConfig, ready: Callable[[], None]) -> None:
     """The reconciler child: cycles every `cycle_interval_s` until SIGTERM (then releases the
     lease so a standby takes over at once)."""
-    stop = _child_setup(config, "reconciler")
+    stop = child_setup(config, "reconciler")
     _lower_priority(RECONCILER_NICE, "SCHED_BATCH")
     from gpufleet.cluster import Cluster
     from gpufleet.control.db import make_engine, sessions
@@ -180,11 +180,11 @@ def reconciler_main(config: ChildConfig, ready: Callable[[], None]) -> None:
 def eta_main(config: ChildConfig, ready: Callable[[], None]) -> None:
     """The queue-ETA child: while this server's reconciler leads, re-simulate the queue every
     `eta_interval_s` (counted from the end of the last simulation), at a low CPU priority."""
-    stop = _child_setup(config, "eta")
+    stop = child_setup(config, "eta")
     _lower_priority(ETA_NICE, "SCHED_IDLE")
     from gpufleet.cluster import Cluster
     from gpufleet.control.db import make_engine, sessions
-    from gpufleet.control.eta import refresh_etas
+    from gpufleet.control.eta_refresh import refresh_etas
     from gpufleet.control.server import reconciler_config
     from gpufleet.specs.cluster import ClusterSpec
     from gpufleet.specs.load import load
@@ -203,72 +203,6 @@ def eta_main(config: ChildConfig, ready: Callable[[], None]) -> None:
         except Exception:  # an ETA is a nicety: keep going, retry next time
             log.exception("queue ETA simulation failed")
         wait_s = rc.eta_interval_s
-
-
-def api_main(config: ChildConfig, ready: Callable[[], None]) -> None:
-    """An API worker: the FastAPI app on the server's listening socket until SIGTERM (then
-    uvicorn finishes the requests in flight). It starts nothing on the executor."""
-    _child_setup(config, "api")
-    import socket
-
-    import uvicorn
-
-    from gpufleet.api.app import create_app
-    from gpufleet.api.context import AppContext
-    from gpufleet.cluster import Cluster
-    from gpufleet.control.auth import PrincipalCache
-    from gpufleet.control.db import make_engine, sessions
-    from gpufleet.control.server import api_view
-    from gpufleet.control.shared import SharedState
-    from gpufleet.specs.cluster import ClusterSpec
-    from gpufleet.specs.load import load
-
-    assert config.listen_fd is not None
-    assert config.shared_fd is not None
-    options = config.options
-    cluster = Cluster.from_spec(load(ClusterSpec, config.cluster_path))
-    maker = sessions(make_engine(config.db_url, pre_ping=False))  # no round trip per checkout
-    shared = SharedState(config.shared_fd)
-    ctx = AppContext(
-        maker,
-        cluster,
-        executor=api_view(options, maker),
-        principals=PrincipalCache(shared=shared),
-        profile=options.profile,
-        leader=lambda: holds_lease(maker, options.holder, time.time()),
-        reconciler_running=lambda: shared.reconciler_running,
-    )
-    app = with_thread_limit(create_app(ctx), API_THREADS)
-    server = uvicorn.Server(uvicorn.Config(app, access_log=options.access_log))
-    sock = socket.socket(fileno=config.listen_fd)
-    tune_gc_for_serving()
-    ready()  # the socket listens already: connections queue until the loop accepts them
-    server.run(sockets=[sock])
-
-
-# Threads per API worker for sync handlers (anyio's default is 40). Under load, the threads of
-# one process convoy on its GIL: each gives it up at every database round trip and waits for
-# it again behind the others, so every request slows together and an overload feeds on itself.
-# Measured, 200 submits/s + 200 reads/s, alternating runs (docs/benchmarks.md): on SQLite p99
-# 269-383 ms with 40 threads, 112-162 ms with 8; on PostgreSQL, submit/read p99 39-59/32-55 ms
-# with 3 threads against 63-174/52-171 ms with 8, the same CPU. Requests beyond the limit
-# wait in the event loop instead, in arrival order. Nothing slow may hold one: the portal's
-# planner and what-if wait for their runs on threads of their own (`portal.heavy`).
-API_THREADS = 3
-
-
-def with_thread_limit(app: Any, threads: int) -> Any:
-    """`app` with anyio's thread limiter set to `threads` when the server starts (the
-    limiter belongs to the event loop, so it is set in the lifespan's first call)."""
-
-    async def limited(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            import anyio.to_thread
-
-            anyio.to_thread.current_default_thread_limiter().total_tokens = threads
-        await app(scope, receive, send)
-
-    return limited
 
 
 # -- the supervisor ---------------------------------------------------------------------------
@@ -421,7 +355,7 @@ class Supervisor:
 
 def server_targets(workers: int) -> tuple[tuple[str, str], ...]:
     """The children of `gpufleet serve`: the reconciler, the ETAs and `workers` API workers."""
-    api = tuple((f"api-{i}", "gpufleet.control.service:api_main") for i in range(workers))
+    api = tuple((f"api-{i}", "gpufleet.server.worker:api_main") for i in range(workers))
     return (*Supervisor.targets, *api)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.specs.model import ModelArch
+from gpufleet.catalog.architecture import ModelArch
 
 
 @dataclass(frozen=True)

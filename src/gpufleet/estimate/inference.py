@@ -22,10 +22,10 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.flops import qk_v_dims
 from gpufleet.estimate.hardware import GpuHardware
 from gpufleet.estimate.params import embedding_params, parameter_count
-from gpufleet.specs.model import ModelArch
 
 Array = npt.NDArray[np.float64]
 WeightPrecision = Literal["bf16", "fp16", "fp8", "int8", "int4"]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.mig import mig_profiles_for
+from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import efficiency_for
@@ -33,7 +34,6 @@ from gpufleet.estimate.inference import (
     stage_case,
     static_batch,
 )
-from gpufleet.plan.pricing import cheapest_gpu_hour
 from gpufleet.specs.inference import InferenceSpec
 
 TP_CHOICES = (1, 2, 4, 8)

@@ -32,6 +32,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.efficiency import Efficiency, FrameworkProfile
 from gpufleet.estimate.flops import (
     LayerFlops,
@@ -48,7 +49,6 @@ from gpufleet.estimate.params import (
     norm_params,
     router_params_per_layer,
 )
-from gpufleet.specs.model import ModelArch
 
 Array = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

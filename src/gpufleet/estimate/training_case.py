@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import efficiency_for, framework_profile
 from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.training import Layouts, TrainingCase
-from gpufleet.specs.model import ModelArch
 from gpufleet.specs.training import Parallelism, TrainingSpec
 
 

@@ -15,12 +15,12 @@ from dataclasses import replace
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpufleet.cli.output import format_gb
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.goodput import default_reliability, goodput
 from gpufleet.estimate.training import RECOMPUTE_CODES, Evaluation, Layouts, TrainingCase, evaluate
 from gpufleet.estimate.training_case import case_for, layout_for
+from gpufleet.formatting import format_gb
 from gpufleet.specs.training import TrainingSpec
 
 GiB = 2**30
@@ -123,7 +123,7 @@ def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
 
 
 def _best_layout(case: TrainingCase, gpus: int) -> Layouts:
-    from gpufleet.plan.training_search import candidate_layouts
+    from gpufleet.estimate.training_search import candidate_layouts
 
     rejected: Counter[str] = Counter()
     space = candidate_layouts(case, [gpus], rejected)

@@ -26,10 +26,10 @@ from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.mig import get_mig_profile
 from gpufleet.cluster import MILLI, Cluster
 from gpufleet.errors import UserError
-from gpufleet.sched.framework import Profile
 from gpufleet.sched.quota import slice_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.specs.cluster import ClusterSpec
+from gpufleet.specs.profiles import Profile
 from gpufleet.specs.teams import PriorityClass, Quota, Team, TeamsSpec
 
 

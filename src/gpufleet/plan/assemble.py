@@ -8,17 +8,14 @@ cheaper of the optimised cloud mix and on-prem TCO over the horizon wins.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost import Demand, OnPremInputs, cost_breakdown
 from gpufleet.plan.design import TrafficNeed, design_cluster
-from gpufleet.plan.model import CloudOffer, CostBreakdown, Design
+from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio
 from gpufleet.specs.plan import PlanSpec
-
-if TYPE_CHECKING:
-    from gpufleet.plan.planner import Portfolio
 
 HOURS_PER_YEAR = 8_760.0
 # Extra work a spot reclaim costs a checkpointed run: lost progress since the last

@@ -735,7 +735,7 @@ def _queue_policies(
 ) -> list[QueuePolicy]:
     """Each queue policy at the quotas' size with those quotas in force (open quotas at the
     answer's size when no split was verified), on the plan's seeds."""
-    from gpufleet.sched.registry import PROFILES
+    from gpufleet.specs.profiles import PROFILES
 
     kept = quotas.recommended
     size = quotas.nodes if kept else nodes
@@ -930,7 +930,7 @@ def _upper_wait(i: Interval | None) -> float | None:
 
 
 def _hours(seconds: float | None) -> str:
-    from gpufleet.sim.report import fmt_duration
+    from gpufleet.formatting import fmt_duration
 
     return fmt_duration(seconds)
 

@@ -506,6 +506,6 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def _hours(seconds: float | None) -> str:
-    from gpufleet.sim.report import fmt_duration
+    from gpufleet.formatting import fmt_duration
 
     return fmt_duration(seconds)

@@ -39,7 +39,7 @@ from gpufleet.sim.metrics import HeldChange
 from gpufleet.sim.workload import Workload
 
 if TYPE_CHECKING:
-    from gpufleet.sim.engine import SimResult
+    from gpufleet.sim.result import SimResult
 
 FloatArray = NDArray[np.float64]
 LONG_RUN_QUANTILE = 0.9

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.inference import continuous, max_sequences
 from gpufleet.estimate.inference_estimate import DEFAULT_SERVICE_CV, MAX_UTILISATION, case_for
 from gpufleet.estimate.queueing import replicas_needed
-from gpufleet.plan.pricing import cheapest_gpu_hour
 from gpufleet.specs.inference import InferenceSpec
 
 DEFAULT_ACCELERATORS = (

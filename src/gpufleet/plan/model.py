@@ -8,6 +8,8 @@ by gpufleet rather than read from a source) with †.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -140,3 +142,27 @@ class Plan(PlanPart):
     teams: list[TeamQuota]
     infeasible: list[str]  # what would make it feasible, when nothing is
     assumptions: list[Assumption]
+
+
+@dataclass
+class Portfolio:
+    """Every workload sized on one accelerator."""
+
+    accelerator: str
+    choices: list[WorkloadChoice] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.failures
+
+    @property
+    def peak_gpus(self) -> int:
+        return sum(c.gpus for c in self.choices)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [c.cost_usd for c in self.choices]
+        if not costs or any(c is None for c in costs):
+            return None
+        return float(sum(c for c in costs if c is not None))

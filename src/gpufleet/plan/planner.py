@@ -13,26 +13,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
 from gpufleet import __version__
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.instances import load_instances
+from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
+from gpufleet.plan.assemble import cost_and_design
 from gpufleet.plan.model import (
     Alternative,
     Assumption,
     CloudOffer,
     Plan,
+    Portfolio,
     Recommendation,
     TeamQuota,
     WorkloadChoice,
 )
-from gpufleet.plan.pricing import cheapest_gpu_hour
 from gpufleet.specs.inference import InferenceSpec, ServingParams
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
 from gpufleet.specs.training import TrainingSpec
@@ -53,30 +54,6 @@ NETWORKING = {
     "gcp": "compact placement policy with GPUDirect-TCPX/TCPXO (A3) or RoCE (A3 Ultra/A4)",
     "azure": "InfiniBand-connected ND-series scale set (NDR 400 per GPU on ND H100 v5)",
 }
-
-
-@dataclass
-class Portfolio:
-    """Every workload sized on one accelerator."""
-
-    accelerator: str
-    choices: list[WorkloadChoice] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-
-    @property
-    def feasible(self) -> bool:
-        return not self.failures
-
-    @property
-    def peak_gpus(self) -> int:
-        return sum(c.gpus for c in self.choices)
-
-    @property
-    def cost_usd(self) -> float | None:
-        costs = [c.cost_usd for c in self.choices]
-        if not costs or any(c is None for c in costs):
-            return None
-        return float(sum(c for c in costs if c is not None))
 
 
 def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
@@ -142,7 +119,7 @@ def _size_training(
     spec: PlanSpec, w: TrainingWorkload, accelerator: str, log: Assumptions
 ) -> WorkloadChoice:
     from gpufleet.estimate.training_estimate import estimate_training
-    from gpufleet.plan.training_search import Constraints, search_training
+    from gpufleet.estimate.training_search import Constraints, search_training
 
     if w.training.tokens is None:
         raise UserError(f"workloads.{w.name}.training.tokens: a plan needs the token budget")
@@ -227,7 +204,7 @@ def _size_training(
 
 
 def _training_parallelism(c: object) -> dict[str, object]:
-    from gpufleet.plan.training_search import Candidate
+    from gpufleet.estimate.training_search import Candidate
 
     assert isinstance(c, Candidate)
     return {
@@ -453,8 +430,6 @@ def _teams(spec: PlanSpec, best: Portfolio) -> list[TeamQuota]:
 def _assemble(
     spec: PlanSpec, best: Portfolio, rest: list[Portfolio], log: Assumptions, tick: Progress
 ) -> Plan:
-    from gpufleet.plan.assemble import cost_and_design
-
     tick("designing the cluster and pricing it")
     gpus = best.peak_gpus
     cloud = _cloud_offers(spec, best.accelerator, gpus)

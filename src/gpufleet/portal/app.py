@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from gpufleet.api.context import AppContext
 from gpufleet.api.deps import RateLimitedError, context
 from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
+from gpufleet.control.sessions import SESSION_COOKIE, resolve
 from gpufleet.errors import UserError
 from gpufleet.portal import (
     heavy,
@@ -35,7 +36,6 @@ from gpufleet.portal import (
     routes_team,
     routes_whatif,
 )
-from gpufleet.portal.sessions import SESSION_COOKIE, resolve
 from gpufleet.portal.web import PREFIX, LoginRequiredError, Me, render
 
 # Scripts only from this origin (htmx and Chart.js are vendored; no inline script runs);

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from gpufleet.api.schemas import TeamOut
 from gpufleet.portal.fmt import gpus, pct
-from gpufleet.sched.registry import PROFILES
+from gpufleet.specs.profiles import PROFILES
 
 
 def fair_share_why(team: TeamOut, capacity: Mapping[str, int], profile: str) -> str:

@@ -25,7 +25,7 @@ waiting took 210 CPU-seconds. So:
   nothing.
 - **Threads of their own.** A page that runs one calls `Heavy.call`, which runs the page's
   handler on this runner's own few threads: a request waiting for a run never holds one of
-  the API worker's request threads, of which there are only a few (`service.API_THREADS`).
+  the API worker's request threads, of which there are only a few (`server.worker.API_THREADS`).
 - **A cap per run.** A run is stopped after `max_run_cpu_s` CPU-seconds (default 60; the
   worker's CPU timer) and answers 422; its worker is replaced, since it was interrupted
   anywhere.
@@ -82,7 +82,7 @@ class Limits:
 
     concurrency: int = 1  # runs at once
     # runs waiting for one of those: each waits in one of the worker's request threads
-    # (`service.API_THREADS`, 8), so at most 1 + 2 of them are ever tied up here
+    # (`server.worker.API_THREADS`, 8), so at most 1 + 2 of them are ever tied up here
     queue: int = 2
     wait_s: float = 20.0  # how long one waits before it is refused (503)
     budget_cpu_s: float = 30.0  # a person's bucket of CPU-seconds; 0: no budget

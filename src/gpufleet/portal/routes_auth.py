@@ -13,9 +13,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from gpufleet.api.deps import RateLimitedError, context, failures_counted
+from gpufleet.control import sessions
 from gpufleet.control.auth import AuthError
-from gpufleet.portal import sessions
-from gpufleet.portal.sessions import CSRF_FIELD, SESSION_COOKIE, SESSION_TTL_S, csrf_ok
+from gpufleet.control.sessions import CSRF_FIELD, SESSION_COOKIE, SESSION_TTL_S, csrf_ok
 from gpufleet.portal.web import PREFIX, Db, Form, local_next, render, text
 
 router = APIRouter()

@@ -30,7 +30,7 @@ from gpufleet.portal.whatif import (
     Visible,
     compute,
 )
-from gpufleet.sched.registry import PROFILES
+from gpufleet.specs.profiles import PROFILES
 
 router = APIRouter()
 

@@ -22,8 +22,8 @@ from starlette.datastructures import FormData
 from gpufleet.api.context import AppContext
 from gpufleet.api.deps import RateLimitedError, context, failures_counted, session
 from gpufleet.control.auth import AuthError, ForbiddenError, Principal
+from gpufleet.control.sessions import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, csrf_ok, resolve
 from gpufleet.portal import fmt
-from gpufleet.portal.sessions import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, csrf_ok, resolve
 
 PREFIX = "/portal"
 

@@ -23,8 +23,8 @@ from gpufleet.cluster import Cluster, Node
 from gpufleet.control.eta import EtaResult, estimate_starts, queue_cycle_s
 from gpufleet.control.jobs import LiveQueue
 from gpufleet.errors import UserError
-from gpufleet.sched.registry import PROFILES
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import Quota, TeamsSpec
 
 MAX_ADDED_GPUS = 4096

@@ -117,13 +117,13 @@ def fmt_label(key: str, strip_unit: bool = True) -> str:
 # -- drawing -----------------------------------------------------------------
 
 
-def _f(value: float) -> str:
+def coord(value: float) -> str:
     """Coordinates with at most one decimal: small, stable SVG text."""
     text = f"{value:.1f}"
     return text.removesuffix(".0") if text != "-0.0" else "0"
 
 
-class _Svg:
+class Svg:
     def __init__(self, chart_id: str, width: float, height: float, title: str, desc: str) -> None:
         self.chart_id = chart_id
         self.width = width
@@ -134,8 +134,8 @@ class _Svg:
 
     def rect(self, x: float, y: float, w: float, h: float, fill: str) -> None:
         self.parts.append(
-            f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(max(w, 0.0))}" '
-            f'height="{_f(max(h, 0.0))}" fill="{fill}"/>'
+            f'<rect x="{coord(x)}" y="{coord(y)}" width="{coord(max(w, 0.0))}" '
+            f'height="{coord(max(h, 0.0))}" fill="{fill}"/>'
         )
 
     def line(
@@ -151,18 +151,18 @@ class _Svg:
     ) -> None:
         dashed = f' stroke-dasharray="{dash}"' if dash else ""
         self.parts.append(
-            f'<line x1="{_f(x1)}" y1="{_f(y1)}" x2="{_f(x2)}" y2="{_f(y2)}" '
-            f'stroke="{stroke}" stroke-width="{_f(width)}"{dashed}/>'
+            f'<line x1="{coord(x1)}" y1="{coord(y1)}" x2="{coord(x2)}" y2="{coord(y2)}" '
+            f'stroke="{stroke}" stroke-width="{coord(width)}"{dashed}/>'
         )
 
     def polyline(self, points: Sequence[tuple[float, float]], stroke: str) -> None:
-        coords = " ".join(f"{_f(x)},{_f(y)}" for x, y in points)
+        coords = " ".join(f"{coord(x)},{coord(y)}" for x, y in points)
         self.parts.append(
             f'<polyline points="{coords}" fill="none" stroke="{stroke}" stroke-width="2"/>'
         )
 
     def circle(self, x: float, y: float, r: float, fill: str) -> None:
-        self.parts.append(f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}" fill="{fill}"/>')
+        self.parts.append(f'<circle cx="{coord(x)}" cy="{coord(y)}" r="{coord(r)}" fill="{fill}"/>')
 
     def text(
         self,
@@ -177,9 +177,9 @@ class _Svg:
         rotate: bool = False,
     ) -> None:
         weight = ' font-weight="bold"' if bold else ""
-        turn = f' transform="rotate(-90 {_f(x)} {_f(y)})"' if rotate else ""
+        turn = f' transform="rotate(-90 {coord(x)} {coord(y)})"' if rotate else ""
         self.parts.append(
-            f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}" font-size="{_f(size)}" '
+            f'<text x="{coord(x)}" y="{coord(y)}" text-anchor="{anchor}" font-size="{coord(size)}" '
             f'fill="{fill}"{weight}{turn}>{escape(content, quote=False)}</text>'
         )
 
@@ -189,8 +189,8 @@ class _Svg:
         head = (
             f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="{self.chart_id}" '
             f'role="img" aria-labelledby="{title_id} {desc_id}" '
-            f'width="{_f(self.width)}" height="{_f(self.height)}" '
-            f'viewBox="0 0 {_f(self.width)} {_f(self.height)}" '
+            f'width="{coord(self.width)}" height="{coord(self.height)}" '
+            f'viewBox="0 0 {coord(self.width)} {coord(self.height)}" '
             f'font-family="{FONT}" font-size="11">'
             f'<title id="{title_id}">{escape(self.title, quote=False)}</title>'
             f'<desc id="{desc_id}">{escape(self.desc, quote=False)}</desc>'
@@ -199,7 +199,7 @@ class _Svg:
 
 
 @dataclass(frozen=True)
-class _Scale:
+class Scale:
     """Maps a data interval onto a pixel interval (linear)."""
 
     d0: float
@@ -212,9 +212,9 @@ class _Scale:
         return self.p0 + (value - self.d0) / span * (self.p1 - self.p0)
 
 
-def _x_axis(
-    svg: _Svg,
-    scale: _Scale,
+def x_axis(
+    svg: Svg,
+    scale: Scale,
     ticks: Sequence[float],
     *,
     top: float,
@@ -234,7 +234,7 @@ def _x_axis(
 
 
 def _hbar_panel(
-    svg: _Svg,
+    svg: Svg,
     labels: Sequence[str],
     values: Sequence[float | None],
     *,
@@ -249,9 +249,9 @@ def _hbar_panel(
     """Horizontal bars from zero, one row per label; `None` prints n/a."""
     present = [v for v in values if v is not None]
     ticks = nice_ticks(0.0, max([*present, 0.0]) or 1.0)
-    scale = _Scale(0.0, ticks[-1], left, right)
+    scale = Scale(0.0, ticks[-1], left, right)
     bottom = top + row_h * len(labels)
-    _x_axis(svg, scale, ticks, top=top, bottom=bottom, label=axis_label, money=money)
+    x_axis(svg, scale, ticks, top=top, bottom=bottom, label=axis_label, money=money)
     for i, value in enumerate(values):
         y = top + i * row_h
         if value is None:
@@ -270,7 +270,7 @@ def _hbar_panel(
         )
 
 
-def _row_labels(svg: _Svg, labels: Sequence[str], x: float, top: float, row_h: float) -> None:
+def row_labels(svg: Svg, labels: Sequence[str], x: float, top: float, row_h: float) -> None:
     for i, label in enumerate(labels):
         svg.text(x, top + i * row_h + row_h / 2 + 4, label, anchor="end")
 
@@ -310,7 +310,7 @@ def cost_comparison_svg(plan: Plan) -> str | None:
     highlight = labels.index(recommended) if recommended in labels else None
     row_h, top, left, width = 30.0, 36.0, 150.0, 640.0
     height = top + row_h * len(options) + 48
-    svg = _Svg(
+    svg = Svg(
         "chart-cost",
         width,
         height,
@@ -320,7 +320,7 @@ def cost_comparison_svg(plan: Plan) -> str | None:
         "deployment is highlighted.",
     )
     svg.text(8, 18, "Total cost by way of paying", bold=True, size=12)
-    _row_labels(svg, labels, left - 8, top, row_h)
+    row_labels(svg, labels, left - 8, top, row_h)
     _hbar_panel(
         svg,
         labels,
@@ -421,8 +421,8 @@ def tornado_svg(plan: Plan) -> str | None:
     ticks = nice_ticks(min(values), max(values))
     row_h, top, left, width = 30.0, 66.0, 150.0, 640.0
     height = top + row_h * len(rows) + 48
-    scale = _Scale(ticks[0], ticks[-1], left, width - 30)
-    svg = _Svg(
+    scale = Scale(ticks[0], ticks[-1], left, width - 30)
+    svg = Svg(
         "chart-tornado",
         width,
         height,
@@ -436,8 +436,8 @@ def tornado_svg(plan: Plan) -> str | None:
     svg.rect(left + 150, 28, 10, 10, HIGH)
     svg.text(left + 164, 37, "factor at its high end")
     bottom = top + row_h * len(rows)
-    _x_axis(svg, scale, ticks, top=top, bottom=bottom, label="Total cost (USD)")
-    _row_labels(svg, [row.name for row in rows], left - 8, top, row_h)
+    x_axis(svg, scale, ticks, top=top, bottom=bottom, label="Total cost (USD)")
+    row_labels(svg, [row.name for row in rows], left - 8, top, row_h)
     for i, row in enumerate(rows):
         low, high = row.low_usd, row.high_usd
         y = top + i * row_h + row_h * 0.2
@@ -477,7 +477,7 @@ def alternatives_svg(plan: Plan) -> str | None:
     row_h, top, left, width = 30.0, 52.0, 210.0, 760.0
     mid = left + (width - left) / 2
     height = top + row_h * len(labels) + 48
-    svg = _Svg(
+    svg = Svg(
         "chart-alternatives",
         width,
         height,
@@ -488,7 +488,7 @@ def alternatives_svg(plan: Plan) -> str | None:
     svg.text(8, 18, "Recommendation and alternatives", bold=True, size=12)
     svg.text(left, 40, "GPUs", bold=True)
     svg.text(mid + 20, 40, "Cost", bold=True)
-    _row_labels(svg, labels, left - 8, top, row_h)
+    row_labels(svg, labels, left - 8, top, row_h)
     for values, x0, x1, axis_label, money in (
         (gpus, left, mid - 20, "GPUs (count)", False),
         (costs, mid + 20, width - 30, "Cost (USD)", True),
@@ -540,9 +540,9 @@ def break_even_svg(plan: Plan) -> str | None:
     end_onprem = lines.capex_usd + lines.onprem_usd_per_month * horizon
     y_ticks = nice_ticks(0.0, max(end_cloud, end_onprem))
     left, right, top, bottom = 90.0, 610.0, 40.0, 300.0
-    xs = _Scale(0.0, horizon, left, right)
-    ys = _Scale(0.0, y_ticks[-1], bottom, top)
-    svg = _Svg(
+    xs = Scale(0.0, horizon, left, right)
+    ys = Scale(0.0, y_ticks[-1], bottom, top)
+    svg = Svg(
         "chart-break-even",
         760,
         360,

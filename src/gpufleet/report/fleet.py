@@ -3,7 +3,7 @@
 Pure, like the single-workload report (`report.render`): the same plan gives the same
 bytes. The tables are worded once here (`_context`) and laid out by two templates, so
 Markdown and HTML say the same thing. Charts are hand-written SVG with the simulator
-report's line chart (`sim.report.line_chart_svg`, built on `report.charts`): per team its
+report's line chart (`report.comparison.line_chart_svg`, built on `report.charts`): per team its
 p50 and p95 wait against cluster size with the target drawn flat, and utilisation
 against cluster size per scheduling profile. HTML is one self-contained file; the PDF is
 WeasyPrint printing it.
@@ -18,22 +18,18 @@ from typing import Any
 
 from markupsafe import Markup
 
+from gpufleet.formatting import MISSING, fmt_count, fmt_duration, fmt_num, fmt_pct, fmt_usd
 from gpufleet.plan.fleet_model import FleetPlan, Interval, SearchResult, SizePoint
+from gpufleet.report.comparison import line_chart_svg
 from gpufleet.report.render import (
     DERIVED_LEGEND,
     DERIVED_MARK,
-    MISSING,
-    _css,
-    _html_env,
-    _markdown_env,
-    fmt_count,
-    fmt_num,
-    fmt_pct,
-    fmt_usd,
+    css,
+    html_env,
+    markdown_env,
     pdf_available,
     write_files,
 )
-from gpufleet.sim.report import fmt_duration, line_chart_svg
 
 HOUR_S = 3_600.0
 WAIT_CLIP_FACTOR = 4.0  # the wait charts stop at this many times the team's target
@@ -420,7 +416,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         "num": fmt_num,
         "pct": fmt_pct,
         "charts": {k: Markup(v) for k, v in charts.items()},
-        "css": Markup(_css()) if html else "",
+        "css": Markup(css()) if html else "",
         "D": marker,
         "legend": DERIVED_LEGEND,
     }
@@ -438,11 +434,11 @@ def render_json(plan: FleetPlan) -> str:
 
 
 def render_markdown(plan: FleetPlan) -> str:
-    return _markdown_env().get_template("fleet.md.j2").render(_context(plan, html=False))
+    return markdown_env().get_template("fleet.md.j2").render(_context(plan, html=False))
 
 
 def render_html(plan: FleetPlan) -> str:
-    return _html_env().get_template("fleet.html.j2").render(_context(plan, html=True))
+    return html_env().get_template("fleet.html.j2").render(_context(plan, html=True))
 
 
 def render_pdf(plan: FleetPlan) -> bytes:

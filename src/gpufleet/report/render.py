@@ -15,7 +15,6 @@ template writes markup literally, the Markdown analogue of HTML autoescaping.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -27,13 +26,22 @@ from typing import Any, TypeGuard
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from gpufleet.formatting import (
+    MISSING,
+    fmt_bytes,
+    fmt_count,
+    fmt_num,
+    fmt_pct,
+    fmt_ratio,
+    fmt_usd,
+    fmt_usd_rate,
+)
 from gpufleet.plan.model import Plan
 from gpufleet.report import charts
 from gpufleet.report.charts import fmt_label
 
 DERIVED_MARK = "†"
 DERIVED_LEGEND = "† derived by gpufleet"
-MISSING = "—"
 
 REPORT_FILES: dict[str, str] = {
     "json": "plan.json",
@@ -48,70 +56,6 @@ REPORT_FILES: dict[str, str] = {
 
 def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _trim(text: str) -> str:
-    """'1.50' -> '1.5', '2.0' -> '2': trailing zeros say nothing."""
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def fmt_num(value: float | None, digits: int | None = None) -> str:
-    """Thousands separators; precision falls with magnitude unless given."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    if digits is None:
-        size = abs(value)
-        digits = 0 if size >= 100 else 1 if size >= 10 else 2
-        return _trim(f"{value:,.{digits}f}")
-    return f"{value:,.{digits}f}"
-
-
-def fmt_count(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return MISSING
-    if abs(value - round(value)) < 1e-9:
-        return f"{round(value):,}"
-    return fmt_num(value)
-
-
-def fmt_usd(value: float | None) -> str:
-    """Totals: whole dollars."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    sign = "-" if value < 0 else ""
-    return f"{sign}${abs(value):,.0f}"
-
-
-def fmt_usd_rate(value: float | None) -> str:
-    """Unit prices ($/h, $/GPU-hour): cents matter."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    sign = "-" if value < 0 else ""
-    return f"{sign}${abs(value):,.2f}"
-
-
-def fmt_pct(value: float | None) -> str:
-    """A fraction (0.412) as a percentage (41.2%)."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    return f"{value * 100:,.1f}%"
-
-
-def fmt_bytes(value: float | None) -> str:
-    """Decimal units, as storage is sold: 1 TB = 10^12 bytes."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    for limit, unit in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB")):
-        if abs(value) >= limit:
-            return f"{value / limit:,.1f} {unit}"
-    return f"{value:,.0f} B"
-
-
-def fmt_ratio(value: float | None) -> str:
-    """Oversubscription 2.0 -> '2:1'."""
-    if value is None or not math.isfinite(value):
-        return MISSING
-    return f"{fmt_num(value)}:1"
 
 
 _FRACTION_KEYS = ("mfu", "utilization", "utilisation", "goodput", "efficiency", "_fraction")
@@ -245,17 +189,18 @@ def _environment(markdown: bool) -> Environment:
 
 
 @cache
-def _html_env() -> Environment:
+def html_env() -> Environment:
     return _environment(markdown=False)
 
 
 @cache
-def _markdown_env() -> Environment:
+def markdown_env() -> Environment:
     return _environment(markdown=True)
 
 
 @cache
-def _css() -> str:
+def css() -> str:
+    """The stylesheet of every gpufleet report: one look for plan, fleet and comparison."""
     return (resources.files("gpufleet.report") / "templates" / "report.css").read_text("utf-8")
 
 
@@ -286,7 +231,7 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "sensitivity_extra": _sensitivity_extra_keys(sensitivity),
         "sensitivity_base": charts.sensitivity_base_usd(plan),
         "charts": {k: Markup(v) for k, v in charts.all_charts(plan).items()} if html else {},
-        "css": Markup(_css()) if html else "",
+        "css": Markup(css()) if html else "",
         "D": marker,
         "legend": DERIVED_LEGEND,
     }
@@ -301,11 +246,11 @@ def render_json(plan: Plan) -> str:
 
 
 def render_markdown(plan: Plan) -> str:
-    return _markdown_env().get_template("plan.md.j2").render(_context(plan, html=False))
+    return markdown_env().get_template("plan.md.j2").render(_context(plan, html=False))
 
 
 def render_html(plan: Plan) -> str:
-    return _html_env().get_template("plan.html.j2").render(_context(plan, html=True))
+    return html_env().get_template("plan.html.j2").render(_context(plan, html=True))
 
 
 class PdfUnavailableError(RuntimeError):

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.cluster.bench import ACCELERATOR, bench_cluster
-from gpufleet.sim.engine import SimConfig, SimResult, simulate
+from gpufleet.sim.engine import SimConfig, simulate
+from gpufleet.sim.result import SimResult
 from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.teams import TeamsSpec
 

@@ -9,7 +9,7 @@ seeds with a Student-t confidence interval (the seeds are few and their spread u
 so not a normal one). One seed has no interval (None), not a zero-width one.
 
 `summarize` is pure: the same runs give the same dict, which is what `compare.json`
-holds and what `sim.report` renders, so the documents can be rebuilt from the JSON alone.
+holds and what `report.comparison` renders, so the documents can be rebuilt from the JSON alone.
 It holds no wall-clock times, so it is byte-identical run to run.
 """
 

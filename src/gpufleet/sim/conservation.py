@@ -29,16 +29,14 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI
 from gpufleet.sched.requests import FRACTION_STEPS
 from gpufleet.sim.metrics import JobHeld, Ledger, SimMetrics
+from gpufleet.sim.result import SimResult
 from gpufleet.sim.workload import TraceJob
-
-if TYPE_CHECKING:
-    from gpufleet.sim.engine import SimResult
 
 DEBUG_ENV: Final = "GPUFLEET_DEBUG_CHECKS"
 RELATIVE: Final = 1e-9  # of the cluster's GPU-seconds over the run

@@ -71,7 +71,9 @@ from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim import conservation
-from gpufleet.sim.metrics import JobHeld, Ledger, MetricsRecorder, SimMetrics
+from gpufleet.sim.metrics import JobHeld, MetricsRecorder
+from gpufleet.sim.result import SimResult
+from gpufleet.sim.run import Run
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -170,7 +172,7 @@ class _Specs:
         return template.replaced(update)
 
 
-class _RunningViews(Collection[JobSpec]):
+class RunningViews(Collection[JobSpec]):
     """The running units as `decide()` sees them, each view built when first read.
 
     A view is the unit's pending spec marked running since its start. `decide()` reads
@@ -235,53 +237,6 @@ class InitialRun:
     remaining_s: float
 
 
-class _Run:
-    """One job's life in the simulation (mutable, private to the engine; one per job, so
-    the fields that start the same for every job are class defaults, set per job only
-    once they change)."""
-
-    attempt = 0
-    first_start_s: float | None = None
-    start_s = 0.0  # of the current attempt
-    overhead_s = 0.0  # restart overhead of the current attempt
-    gpus = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
-    attained_gpu_s = 0.0
-    served_s = 0.0  # inference: time running inside its window
-    started = False  # every unit holds its GPUs and the clock runs
-    # its own account of what it held (the conservation checks hold the recorder to it):
-    # GPU-seconds up to `held_since_s`, and the milli-GPUs its units hold since then
-    held_gpu_s = 0.0
-    held_milli = 0
-    held_since_s = 0.0
-    flavor: str | None = None  # accelerator of its last full start
-
-    def __init__(self, trace: TraceJob, remaining_s: float) -> None:
-        self.trace = trace
-        self.remaining_s = remaining_s  # useful work still to do
-        self.milli: dict[str, int] = {}  # flavor -> milli-GPUs held now
-        # the scheduler's entities: the job itself, or one pod per worker when the profile
-        # binds pods one by one (`Profile.gang` False); their pending views, built at arrival
-        self.units: dict[str, JobSpec] = {}
-        self.held: set[str] = set()  # units holding GPUs now
-
-    def spend(self) -> None:
-        """It completed and never runs again: its pending specs and containers go (a long
-        run would keep them all alive otherwise, for nothing but the collector to walk)."""
-        del self.units, self.held, self.milli
-
-
-@dataclass(frozen=True)
-class SimResult:
-    metrics: SimMetrics
-    cycles: int
-    events: int
-    decide_s: float  # wall time inside decide(), for the benchmark
-    # job -> when it first held all its GPUs (queue ETAs read it); jobs never started absent
-    first_start_s: Mapping[str, float] = field(default_factory=dict)
-    # the integrals behind the metrics, for `sim.conservation` (None: not kept)
-    ledger: Ledger | None = field(default=None, repr=False)
-
-
 class Simulation:
     """One run: build with a cluster, teams, workload and config; `run()` once."""
 
@@ -313,9 +268,9 @@ class Simulation:
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         # job -> its life so far: running at the start (`initial`) or arrived since
-        self.runs: dict[str, _Run] = {}
+        self.runs: dict[str, Run] = {}
         self.pending: dict[str, JobSpec] = {}
-        self.running = _RunningViews()
+        self.running = RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
         self._held_gpus: dict[tuple[str, str], float] = {}
@@ -341,7 +296,7 @@ class Simulation:
         self._spec_of = _Specs()
         if initial or start_s or specs or history.at_s:
             self._check_live_inputs(initial)
-        self.runs.update({r.trace.name: _Run(r.trace, r.remaining_s) for r in initial})
+        self.runs.update({r.trace.name: Run(r.trace, r.remaining_s) for r in initial})
         self._jobs = len(workload.jobs) + len(initial)
         if initial:
             # the recorder's span and entitled teams include the running jobs, from the start
@@ -494,7 +449,7 @@ class Simulation:
     def _arrive(self, job: TraceJob) -> None:
         self._arrivals_left -= 1
         name = job.name
-        run = self.runs[name] = _Run(job, job.duration_s)
+        run = self.runs[name] = Run(job, job.duration_s)
         specs = self.specs
         spec = specs[name] if specs and name in specs else self._spec_of(job)
         if self.gang or job.workers == 1:
@@ -510,7 +465,7 @@ class Simulation:
         self.metrics.arrived(job)
         self._want_cycle()
 
-    def _finish(self, payload: tuple[_Run, int]) -> None:
+    def _finish(self, payload: tuple[Run, int]) -> None:
         run, attempt = payload
         if not run.started or run.attempt != attempt:
             return  # stale: preempted or failed since
@@ -525,7 +480,7 @@ class Simulation:
         run.spend()
         self._want_cycle()
 
-    def _stop(self, run: _Run, *, released: frozenset[str] = frozenset()) -> None:
+    def _stop(self, run: Run, *, released: frozenset[str] = frozenset()) -> None:
         """Release every unit of a job (except those the cycle already released)."""
         held = run.held
         for unit in sorted(held):

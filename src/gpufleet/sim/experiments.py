@@ -41,13 +41,14 @@ from gpufleet.cluster import MILLI, Cluster, Node, State
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sched.framework import PlacementPlugin
 from gpufleet.sched.quota import placements_milli, request_milli
-from gpufleet.sched.registry import PROFILES, resolve
+from gpufleet.sched.registry import resolve
 from gpufleet.sched.requests import FRACTION_STEPS, Request, requests_for, whole_gpus
 from gpufleet.sched.scoring import Fgd
 from gpufleet.sim.fit_baselines import BASELINES, baseline
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import Quota, TeamsSpec
 from gpufleet.specs.workload import WorkloadSpec
 

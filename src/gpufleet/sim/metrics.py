@@ -40,22 +40,46 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.cluster import Cluster, State
+from gpufleet.sim.run import Run
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
-if TYPE_CHECKING:
-    from gpufleet.sim.engine import _Run
-
 FloatArray = npt.NDArray[np.float64]
 # one change of the GPUs a job's team holds: (time, team, job kind, GPUs; < 0: released)
 HeldChange = tuple[float, str, str, float]
+
+
+# The metrics that are one number per run, in the order of `SimMetrics.to_json` (and of
+# the reports, with the wait and JCT percentiles after the first four).
+SCALARS: Final = (
+    "gpu_allocation_ratio",
+    "busy_utilization",
+    "busy_declared_share",
+    "goodput_ratio",
+    "jain_fairness",
+    "slo_attainment",
+    "preemptions",
+    "lost_gpu_hours",
+    "fragmented_gpus_mean",
+    "jobs_completed",
+    "jobs_unfinished",
+    "gpu_hours_completed",
+    "jobs_per_day",
+    "gpu_hours_per_day",
+    "failures",
+    "spot_reclaims",
+    "relayout_proposals",
+    "relayouts_applied",
+    "duration_s",
+)
+PERCENTILES: Final = ("p50", "p95", "p99")
 
 
 def percentiles(values: Iterable[float] | FloatArray) -> dict[str, float | None]:
@@ -116,30 +140,7 @@ class SimMetrics:
     jcts: tuple[float, ...] = field(default=(), repr=False)
 
     def to_json(self, *, series: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            k: getattr(self, k)
-            for k in (
-                "gpu_allocation_ratio",
-                "busy_utilization",
-                "busy_declared_share",
-                "goodput_ratio",
-                "jain_fairness",
-                "slo_attainment",
-                "preemptions",
-                "lost_gpu_hours",
-                "fragmented_gpus_mean",
-                "jobs_completed",
-                "jobs_unfinished",
-                "gpu_hours_completed",
-                "jobs_per_day",
-                "gpu_hours_per_day",
-                "failures",
-                "spot_reclaims",
-                "relayout_proposals",
-                "relayouts_applied",
-                "duration_s",
-            )
-        }
+        out: dict[str, Any] = {k: getattr(self, k) for k in SCALARS}
         out["wait_s"] = dict(self.wait_s)
         out["jct_s"] = dict(self.jct_s)
         out["per_team"] = {k: dict(v) for k, v in self.per_team.items()}
@@ -242,10 +243,10 @@ class MetricsRecorder:
         if job.kind == "inference":
             self.inference_wanted_s += job.duration_s
 
-    def released(self, t_s: float, run: _Run, gpus: float) -> None:
+    def released(self, t_s: float, run: Run, gpus: float) -> None:
         self.allocated(t_s, run, -gpus)
 
-    def allocated(self, t_s: float, run: _Run, gpus: float) -> None:
+    def allocated(self, t_s: float, run: Run, gpus: float) -> None:
         """`run` holds `gpus` more GPUs from `t_s` (fewer when negative)."""
         self.alloc.move(t_s, gpus)
         trace = run.trace
@@ -260,7 +261,7 @@ class MetricsRecorder:
             self.busy.move(t_s, gpus * busy)
             self.declared.move(t_s, gpus)
 
-    def completed(self, run: _Run, t_s: float) -> None:
+    def completed(self, run: Run, t_s: float) -> None:
         job = run.trace
         start = run.first_start_s if run.first_start_s is not None else t_s
         self.completed_runs.append((job, start - job.submit_s, t_s - job.submit_s))

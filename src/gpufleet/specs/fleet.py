@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from gpufleet.errors import suggest
 from gpufleet.quantities import PositiveSeconds
 from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.inference import Engine, ServingPrecision, Slo, TokenLength
@@ -41,6 +42,7 @@ from gpufleet.specs.plan import (
     Provider,
     _all_providers,
 )
+from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES
 from gpufleet.specs.workload import Diurnal, TrainingEntry
 
@@ -267,8 +269,6 @@ class FleetPlanSpec(Spec):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        from gpufleet.sched.registry import PROFILES
-
         problems: list[str] = []
         names = [t.name for t in self.teams]
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -281,8 +281,6 @@ class FleetPlanSpec(Spec):
         ):
             for p in profiles:
                 if p not in PROFILES:
-                    from gpufleet.errors import suggest
-
                     hint = suggest(p, PROFILES, limit=1)
                     tail = f"; did you mean '{hint[0]}'?" if hint else ""
                     problems.append(f"{field}: unknown scheduling profile '{p}'{tail}")

@@ -7,13 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.errors import SpecError, suggest
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.fleet import FleetPlanSpec, PlanFile, plan_model_for
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.jobs import JobsSpec
 from gpufleet.specs.load import read_yaml, validate
-from gpufleet.specs.model import ModelArch
 from gpufleet.specs.plan import PlanSpec
 from gpufleet.specs.teams import TeamsSpec
 from gpufleet.specs.training import TrainingSpec

@@ -15,8 +15,8 @@ from pydantic import BeforeValidator, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.errors import UnknownNameError
-from gpufleet.specs.model import ModelArch
 
 
 def expand_preset(value: Any) -> Any:

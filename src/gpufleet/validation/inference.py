@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import efficiency_for
 from gpufleet.estimate.engines import engine
@@ -28,7 +29,6 @@ from gpufleet.estimate.inference import (
     static_batch,
     weight_bytes_per_gpu,
 )
-from gpufleet.specs.model import ModelArch
 from gpufleet.validation.data_files import csv_rows
 
 GiB = 2**30

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import Efficiency, efficiency_for, framework_profile
 from gpufleet.estimate.goodput import goodput
 from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.training import RECOMPUTE_CODES, Layouts, TrainingCase, evaluate
-from gpufleet.plan.training_search import candidate_layouts
-from gpufleet.specs.model import ModelArch
+from gpufleet.estimate.training_search import candidate_layouts
 from gpufleet.validation.data_files import csv_rows, data_text
 
 THROUGHPUT_METRICS = ("tflops_per_gpu", "iteration_time_s", "tokens_per_s_per_gpu")

@@ -17,7 +17,7 @@ import pytest
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.training import Layouts, TrainingCase, evaluate
 from gpufleet.estimate.training_case import case_for
-from gpufleet.plan.training_search import (
+from gpufleet.estimate.training_search import (
     Candidate,
     Constraints,
     SearchResult,

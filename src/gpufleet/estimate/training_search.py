@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.training import Evaluation, Layouts, TrainingCase, evaluate
 from gpufleet.estimate.training_case import case_for
-from gpufleet.plan.pricing import cheapest_gpu_hour
 from gpufleet.specs.training import TrainingSpec
 
 DEFAULT_GPU_COUNTS = tuple(8 * 2**k for k in range(12))  # 8 … 16,384

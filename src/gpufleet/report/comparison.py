@@ -17,27 +17,26 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
-from importlib import resources
 from typing import Any, Final
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from gpufleet.formatting import MISSING, fmt_duration, fmt_num
 from gpufleet.report.charts import (
     GRID,
     INK,
     MUTED,
-    _f,
-    _row_labels,
-    _Scale,
-    _Svg,
-    _x_axis,
+    Scale,
+    Svg,
+    coord,
     count_compact,
     fmt_label,
     nice_ticks,
+    row_labels,
+    x_axis,
 )
-from gpufleet.report.render import MISSING, fmt_num, md_escape
+from gpufleet.report.render import css, html_env, markdown_env
+from gpufleet.sim.metrics import PERCENTILES, SCALARS
 
 # One colour per profile, in the order profiles were given (Tableau 10, as the plan report).
 PALETTE: Final = (
@@ -61,31 +60,9 @@ CHART_FILES: Final = {
 }
 # Rows of the summary table and the per-seed table, in reading order; other metrics follow.
 HEADLINE: Final = (
-    "gpu_allocation_ratio",
-    "busy_utilization",
-    "busy_declared_share",
-    "goodput_ratio",
-    "wait_s.p50",
-    "wait_s.p95",
-    "wait_s.p99",
-    "jct_s.p50",
-    "jct_s.p95",
-    "jct_s.p99",
-    "jain_fairness",
-    "slo_attainment",
-    "preemptions",
-    "lost_gpu_hours",
-    "fragmented_gpus_mean",
-    "jobs_completed",
-    "jobs_unfinished",
-    "gpu_hours_completed",
-    "jobs_per_day",
-    "gpu_hours_per_day",
-    "failures",
-    "spot_reclaims",
-    "relayout_proposals",
-    "relayouts_applied",
-    "duration_s",
+    *SCALARS[:4],
+    *(f"{m}.{p}" for m in ("wait_s", "jct_s") for p in PERCENTILES),
+    *SCALARS[4:],
 )
 PER_SEED: Final = (
     "gpu_allocation_ratio",
@@ -149,17 +126,6 @@ TIME_TICKS: Final = (
 # -- numbers for people --------------------------------------------------------------------
 
 
-def fmt_duration(seconds: float | None) -> str:
-    """Seconds in the unit a person would say: 45 s, 12 min, 3.5 h, 2.1 d."""
-    if seconds is None or not math.isfinite(seconds):
-        return MISSING
-    s = abs(seconds)
-    for limit, scale, unit in ((120, 1, "s"), (7_200, 60, "min"), (172_800, 3_600, "h")):
-        if s < limit:
-            return f"{fmt_num(seconds / scale)} {unit}"
-    return f"{fmt_num(seconds / 86_400)} d"
-
-
 def fmt_value(metric: str, value: float | None) -> str:
     """One metric value formatted by what it measures (by its stable name)."""
     if value is None or not math.isfinite(value):
@@ -209,16 +175,16 @@ def _dash(i: int) -> str | None:
     return DASHES[i % len(DASHES)]
 
 
-def _polyline(svg: _Svg, points: Sequence[tuple[float, float]], i: int) -> None:
+def _polyline(svg: Svg, points: Sequence[tuple[float, float]], i: int) -> None:
     dash = _dash(i)
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
-    coords = " ".join(f"{_f(x)},{_f(y)}" for x, y in points)
+    coords = " ".join(f"{coord(x)},{coord(y)}" for x, y in points)
     svg.parts.append(
         f'<polyline points="{coords}" fill="none" stroke="{_colour(i)}" stroke-width="2"{dashed}/>'
     )
 
 
-def _legend(svg: _Svg, names: Sequence[str], x: float, y: float) -> None:
+def _legend(svg: Svg, names: Sequence[str], x: float, y: float) -> None:
     for i, name in enumerate(names):
         svg.line(x, y + i * 18, x + 24, y + i * 18, _colour(i), width=2, dash=_dash(i))
         svg.text(x + 30, y + i * 18 + 4, name)
@@ -257,14 +223,14 @@ def line_chart_svg(
     xs_all = [p[0] / x_scale for pts in lines.values() for p in pts]
     ys_all = [p[1] / y_scale for pts in lines.values() for p in pts]
     y_ticks = nice_ticks(0.0, y_max if y_max is not None else max([*ys_all, 0.0]) or 1.0)
-    ys = _Scale(0.0, y_ticks[-1], bottom, top)
-    svg = _Svg(chart_id, width, bottom + 56, title, desc)
+    ys = Scale(0.0, y_ticks[-1], bottom, top)
+    svg = Svg(chart_id, width, bottom + 56, title, desc)
     svg.text(8, 18, title, bold=True, size=12)
     if x_log_time:
         lowest, highest = min(xs_all), max(xs_all)
         ticks = _log_ticks(max(1.0, lowest), max(1.0, highest))
         lo, hi = math.log10(ticks[0][0]), math.log10(ticks[-1][0])
-        span = _Scale(lo, hi if hi > lo else lo + 1, left, right)
+        span = Scale(lo, hi if hi > lo else lo + 1, left, right)
 
         def x_of(v: float) -> float:
             return span(math.log10(max(v, 1.0)))
@@ -275,7 +241,7 @@ def line_chart_svg(
             svg.text(x, bottom + 16, label, anchor="middle")
     else:
         x_ticks = nice_ticks(min([*xs_all, 0.0]), max(xs_all) or 1.0, 6)
-        linear = _Scale(x_ticks[0], x_ticks[-1], left, right)
+        linear = Scale(x_ticks[0], x_ticks[-1], left, right)
 
         def x_of(v: float) -> float:
             return linear(v)
@@ -319,12 +285,12 @@ def _hbars_with_ci(
         if e.get("mean") is not None
     ]
     ticks = nice_ticks(0.0, max([*tops, 0.0]) or 1.0)
-    scale = _Scale(0.0, ticks[-1], left, right)
+    scale = Scale(0.0, ticks[-1], left, right)
     bottom = top + row_h * len(rows)
-    svg = _Svg(chart_id, width, bottom + 48, title, desc)
+    svg = Svg(chart_id, width, bottom + 48, title, desc)
     svg.text(8, 18, title, bold=True, size=12)
-    _row_labels(svg, [name for name, _ in rows], left - 8, top, row_h)
-    _x_axis(svg, scale, ticks, top=top, bottom=bottom, label=axis_label, money=False)
+    row_labels(svg, [name for name, _ in rows], left - 8, top, row_h)
+    x_axis(svg, scale, ticks, top=top, bottom=bottom, label=axis_label, money=False)
     for i, (_, est) in enumerate(rows):
         y = top + i * row_h
         mean = est.get("mean")
@@ -354,9 +320,9 @@ def team_shares_svg(summary: Mapping[str, Any]) -> str | None:
     right = width - 150
     group_h = bar_h * len(profiles) + gap
     ticks = nice_ticks(0.0, 100.0)
-    scale = _Scale(0.0, ticks[-1], left, right)
+    scale = Scale(0.0, ticks[-1], left, right)
     bottom = top + group_h * len(teams)
-    svg = _Svg(
+    svg = Svg(
         "chart-team-shares",
         width,
         max(bottom + 48, top + 18 * len(profiles) + 16),
@@ -365,7 +331,7 @@ def team_shares_svg(summary: Mapping[str, Any]) -> str | None:
         "team's mean share of the GPU-hours held, in percent.",
     )
     svg.text(8, 18, "Share of GPU-hours by team", bold=True, size=12)
-    _x_axis(svg, scale, ticks, top=top, bottom=bottom, label="GPU-hours held (%)", money=False)
+    x_axis(svg, scale, ticks, top=top, bottom=bottom, label="GPU-hours held (%)", money=False)
     for t, team in enumerate(teams):
         y0 = top + t * group_h + gap / 2
         svg.text(left - 8, y0 + bar_h * len(profiles) / 2 + 4, team, anchor="end")
@@ -472,7 +438,7 @@ def _context(summary: Mapping[str, Any], html: bool) -> dict[str, Any]:
         "confidence_pct": f"{summary['confidence'] * 100:g}",
         "charts": {k: Markup(v) for k, v in charts.items()} if html else {},
         "chart_files": {k: CHART_FILES[k] for k in charts},
-        "css": Markup(_css()) if html else "",
+        "css": Markup(css()) if html else "",
     }
 
 
@@ -482,40 +448,12 @@ def _seed_value(est: Mapping[str, Any], index: int) -> float | None:
     return None if value is None else float(value)
 
 
-def _environment(markdown: bool) -> Environment:
-    return Environment(
-        loader=PackageLoader("gpufleet.sim", "templates"),
-        autoescape=not markdown,
-        finalize=md_escape if markdown else None,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-
-
-@cache
-def _html_env() -> Environment:
-    return _environment(markdown=False)
-
-
-@cache
-def _markdown_env() -> Environment:
-    return _environment(markdown=True)
-
-
-@cache
-def _css() -> str:
-    """The plan report's stylesheet: one look for every gpufleet report."""
-    return (resources.files("gpufleet.report") / "templates" / "report.css").read_text("utf-8")
-
-
 def render_html(summary: Mapping[str, Any]) -> str:
-    return _html_env().get_template("compare.html.j2").render(_context(summary, html=True))
+    return html_env().get_template("compare.html.j2").render(_context(summary, html=True))
 
 
 def render_markdown(summary: Mapping[str, Any]) -> str:
-    return _markdown_env().get_template("compare.md.j2").render(_context(summary, html=False))
+    return markdown_env().get_template("compare.md.j2").render(_context(summary, html=False))
 
 
 def render_json(summary: Mapping[str, Any]) -> str:

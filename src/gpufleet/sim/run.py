@@ -1,0 +1,45 @@
+"""One job's life in a simulation, as the engine keeps it and the metrics recorder reads it.
+
+Its own module so that `metrics` can name the type without importing the engine that
+imports `metrics` (design 0019, layers).
+"""
+
+from __future__ import annotations
+
+from gpufleet.sim.workload import TraceJob
+from gpufleet.specs.jobs import JobSpec
+
+
+class Run:
+    """One job's life in the simulation (mutable, the engine's own; one per job, so
+    the fields that start the same for every job are class defaults, set per job only
+    once they change)."""
+
+    attempt = 0
+    first_start_s: float | None = None
+    start_s = 0.0  # of the current attempt
+    overhead_s = 0.0  # restart overhead of the current attempt
+    gpus = 0.0  # GPUs its last attempt held (kept after it stops, for useful work)
+    attained_gpu_s = 0.0
+    served_s = 0.0  # inference: time running inside its window
+    started = False  # every unit holds its GPUs and the clock runs
+    # its own account of what it held (the conservation checks hold the recorder to it):
+    # GPU-seconds up to `held_since_s`, and the milli-GPUs its units hold since then
+    held_gpu_s = 0.0
+    held_milli = 0
+    held_since_s = 0.0
+    flavor: str | None = None  # accelerator of its last full start
+
+    def __init__(self, trace: TraceJob, remaining_s: float) -> None:
+        self.trace = trace
+        self.remaining_s = remaining_s  # useful work still to do
+        self.milli: dict[str, int] = {}  # flavor -> milli-GPUs held now
+        # the scheduler's entities: the job itself, or one pod per worker when the profile
+        # binds pods one by one (`Profile.gang` False); their pending views, built at arrival
+        self.units: dict[str, JobSpec] = {}
+        self.held: set[str] = set()  # units holding GPUs now
+
+    def spend(self) -> None:
+        """It completed and never runs again: its pending specs and containers go (a long
+        run would keep them all alive otherwise, for nothing but the collector to walk)."""
+        del self.units, self.held, self.milli
