@@ -37,6 +37,7 @@ from gpufleet.catalog.architecture import ModelArch
 from gpufleet.catalog.models import ModelPreset, get_model_preset, load_model_presets
 from gpufleet.errors import UserError, suggest
 from gpufleet.estimate.params import parameter_count
+from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
 from gpufleet.quantities import parse_count
 from gpufleet.specs.inference import ServingParams, Slo, TokenLength
 from gpufleet.specs.load import describe, read_yaml, validate
@@ -97,8 +98,6 @@ HBM_COMPARISON = ("h100-sxm5-80gb", "h200-sxm-141gb")
 TOKENS_PER_STEP = 4 * 2**20
 # Chinchilla's compute-optimal ratio (Hoffmann et al. 2022).
 CHINCHILLA_TOKENS_PER_PARAM = 20
-# Mixed-precision Adam: bf16 weights and grads, fp32 master and two moments (ZeRO, 2020).
-TRAINING_BYTES_PER_PARAM = 16
 # A rough MFU for the back-of-envelope explanation only; the planner uses fitted profiles.
 ROUGH_MFU = 0.4
 REQUEST_TOKENS_EXAMPLE = 4096
@@ -535,13 +534,14 @@ def _model_note(arch: ModelArch) -> str:
 
 
 def _training_memory_note(arch: ModelArch) -> str:
-    state = TRAINING_BYTES_PER_PARAM * parameter_count(arch).total
+    state = TRAINING_STATE_BYTES_PER_PARAM * parameter_count(arch).total
     fits = []
     for name in HBM_COMPARISON:
         device = get_accelerator(name)
         fits.append(f"{math.ceil(state / device.memory_bytes):,} × {_gb(device.memory_bytes)}")
     return (
-        f"Training keeps about {TRAINING_BYTES_PER_PARAM} bytes per parameter (bf16 weights and "
+        f"Training keeps about {TRAINING_STATE_BYTES_PER_PARAM} bytes per parameter "
+        "(bf16 weights and "
         f"gradients, fp32 master weights and two Adam moments): {_gb(state)} before "
         f"activations, so at least {' or '.join(fits)} GPUs just to hold it, sharded "
         "(ZeRO/FSDP). More HBM per GPU means less splitting, so less communication per step."

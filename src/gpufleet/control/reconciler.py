@@ -846,17 +846,6 @@ def _claims(cluster: Cluster, placement: list[Any]) -> list[Claim]:
     return claims
 
 
-def _claim(a: Allocation) -> Claim:
-    if a.kind == "whole":
-        assert a.gpu is not None
-        return Whole(a.node, (a.gpu,))
-    if a.kind == "slice":
-        assert a.slice_id is not None
-        return MigSlice(a.slice_id)
-    assert a.gpu is not None
-    return Share(a.node, a.gpu, a.milli)
-
-
 def _free(state: State | Branch, claim: Claim) -> bool:
     if isinstance(claim, Whole):
         return all(g in state.free_gpu_ids(claim.node) for g in claim.gpus)

@@ -21,10 +21,6 @@ def engine_table() -> dict[str, Any]:
     return data
 
 
-def engine_vendors(name: str) -> tuple[str, ...]:
-    return tuple(engine_table()[name]["vendors"])
-
-
 def engine(name: str, vendor: str | None = None) -> EngineEfficiency:
     """The profile of `name`; engines relative to another scale its fitted fractions."""
     table = engine_table()

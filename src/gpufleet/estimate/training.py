@@ -62,6 +62,11 @@ OTHER_RESERVE_BYTES = 2 * GiB
 OPTIMIZER_BYTES_PER_PARAM = 30
 OPTIMIZER_STATE_BYTES = 12  # fp32 master weights + Adam m and v
 WEIGHT_BYTES = 2  # bf16 (fp8 training keeps bf16 weights and casts per GEMM)
+# Mixed-precision Adam's whole training state per parameter: bf16 weights and gradients
+# (2 + 2) and the fp32 master weights with two moments (12); ZeRO (Rajbhandari et al. 2020,
+# §3.1). Checkpoints are sized with it too, an upper bound: a checkpoint holds no gradients
+# (14 bytes).
+TRAINING_STATE_BYTES_PER_PARAM = 16
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,20 @@ from pydantic import BaseModel, ConfigDict
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.goodput import default_reliability, goodput
-from gpufleet.estimate.training import RECOMPUTE_CODES, Evaluation, Layouts, TrainingCase, evaluate
+from gpufleet.estimate.training import (
+    RECOMPUTE_CODES,
+    TRAINING_STATE_BYTES_PER_PARAM,
+    Evaluation,
+    Layouts,
+    TrainingCase,
+    evaluate,
+)
 from gpufleet.estimate.training_case import case_for, layout_for
 from gpufleet.formatting import format_gb
 from gpufleet.specs.training import TrainingSpec
 
 GiB = 2**30
 SECONDS_PER_DAY = 86_400.0
-CHECKPOINT_BYTES_PER_PARAM = 16  # bf16 weights + fp32 master weights, Adam m and v
 
 
 class Report(BaseModel):
@@ -194,7 +200,7 @@ def _report(
         good = goodput(
             gpus=gpus,
             ideal_time_s=train_s,
-            checkpoint_bytes=params * CHECKPOINT_BYTES_PER_PARAM,
+            checkpoint_bytes=params * TRAINING_STATE_BYTES_PER_PARAM,
             storage_bytes_per_s=rel.checkpoint_storage if rel else None,
             gpu_mtbf_s=rel.gpu_mtbf if rel else None,
             restart_s=rel.restart_overhead if rel else None,

@@ -157,10 +157,6 @@ def product_labels(fleet: Fleet, flavor: Flavor) -> dict[str, str]:
     return {ACCELERATOR_KEY: flavor.accelerator}
 
 
-def needs_accelerator_label(fleet: Fleet, flavor: Flavor) -> bool:
-    return ACCELERATOR_KEY in product_labels(fleet, flavor)
-
-
 def obj(
     api_version: str,
     kind: str,

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
@@ -184,7 +183,3 @@ def _evaluate(
         cost_per_million_output_tokens_usd=cost,
         slo_met=True,
     )
-
-
-def vendor_of(accelerator: str) -> str:
-    return get_accelerator(accelerator).vendor

@@ -23,6 +23,7 @@ from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
+from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
 from gpufleet.plan.assemble import cost_and_design
 from gpufleet.plan.model import (
     Alternative,
@@ -193,7 +194,9 @@ def _size_training(
             "step_time_s": est.step_time_s,
             "tokens_per_s": est.tokens_per_s,
             "dp_bytes_per_step": float(est.memory_per_gpu_bytes.weights),
-            "checkpoint_bytes": float(parameter_count(base.model).total * 16),
+            "checkpoint_bytes": float(
+                parameter_count(base.model).total * TRAINING_STATE_BYTES_PER_PARAM
+            ),
             "dataset_bytes": float(w.training.tokens) * 4,
             "tp_crosses_nodes": float(est.parallelism.tp > 8),
         },

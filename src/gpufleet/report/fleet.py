@@ -12,7 +12,7 @@ WeasyPrint printing it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -463,16 +463,3 @@ def write_fleet_reports(
         contents["pdf"] = render_pdf(plan)
     contents.update({name: text.encode("utf-8") for name, text in (extra or {}).items()})
     return write_files(contents, out_dir)
-
-
-def sizes_table(points: Sequence[SizePoint]) -> list[str]:
-    """One line per size (console summary): GPUs, verdict, each team's p95 upper bound."""
-    out = []
-    for p in points:
-        cells = []
-        for t in p.teams:
-            w = t.wait_p95_s
-            upper = None if w is None else (w.high if w.high is not None else w.mean)
-            cells.append(f"{t.team} {fmt_duration(upper)}")
-        out.append(f"{p.gpus:>6,} GPUs  {'pass' if p.passed else 'fail'}  " + ", ".join(cells))
-    return out

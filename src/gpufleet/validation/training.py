@@ -23,7 +23,13 @@ from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import Efficiency, efficiency_for, framework_profile
 from gpufleet.estimate.goodput import goodput
 from gpufleet.estimate.hardware import resolve_hardware
-from gpufleet.estimate.training import RECOMPUTE_CODES, Layouts, TrainingCase, evaluate
+from gpufleet.estimate.training import (
+    RECOMPUTE_CODES,
+    TRAINING_STATE_BYTES_PER_PARAM,
+    Layouts,
+    TrainingCase,
+    evaluate,
+)
 from gpufleet.estimate.training_search import candidate_layouts
 from gpufleet.validation.data_files import csv_rows, data_text
 
@@ -32,7 +38,6 @@ GOODPUT_METRICS = ("gpu_hours",)
 # LLaMA (Touvron et al. 2023, §2.4): "we use 2048 A100 GPU with 80GB of RAM" — the
 # cluster size when a row does not state its GPU count.
 DEFAULT_GPUS = 2048
-CHECKPOINT_BYTES_PER_PARAM = 16  # bf16 weights + fp32 master, m, v (Adam)
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,9 @@ def _predict_prepared(row: dict[str, str], case: TrainingCase, lay: Layouts) -> 
         ideal_s = float(row["tokens"]) / float(ev.tokens_per_s[i])
         params = float(ev.params_per_gpu[i]) * int(lay.tp[i]) * int(lay.pp[i])
         g = goodput(
-            gpus=gpus, ideal_time_s=ideal_s, checkpoint_bytes=params * CHECKPOINT_BYTES_PER_PARAM
+            gpus=gpus,
+            ideal_time_s=ideal_s,
+            checkpoint_bytes=params * TRAINING_STATE_BYTES_PER_PARAM,
         )
         value = float(g.gpu_hours)
     layout = (
