@@ -213,7 +213,7 @@ def _control(name: str) -> float:
     if bench is None:
         import atexit
 
-        from gpufleet.control import bench as cb
+        from benchmarks import control_plane as cb
 
         made: cb.SteadyCycle | cb.ApiP99 | cb.MixedP99
         if name == "reconciler":
@@ -238,7 +238,7 @@ def _control(name: str) -> float:
 
 def _mixed_get_p99(kind: str) -> float:
     """The GETs' p99 of the mixed run just made (the entry before this one, else made now)."""
-    from gpufleet.control.bench import MixedP99
+    from benchmarks.control_plane import MixedP99
 
     name = f"mixed-{kind}"
     if name not in _control_plane:  # chosen alone (--only): make the run here
@@ -274,7 +274,7 @@ def _mixed(kind: str, where: str) -> list[Bench]:
 
 def _control_postgresql() -> list[Bench]:
     """The API entry on PostgreSQL, where a server answers (else a printed note)."""
-    from gpufleet.control.bench import PG_ADMIN_URL, pg_available
+    from benchmarks.control_plane import PG_ADMIN_URL, pg_available
 
     why = pg_available()
     if why is not None:

@@ -1,7 +1,7 @@
 """Numbers for people: one way to write a size, a price, a share or a duration everywhere.
 
 Every face (terminal, JSON-side prose, Markdown, HTML, PDF) formats through these, so the
-same number reads the same in each. It sits at the bottom of the layers (design 0019) with
+same number reads the same in each. It sits at the bottom of the layers (design 0015) with
 `quantities` (the way in: text to numbers), so that estimators and planners can build
 sentences without importing the report package above them.
 """

@@ -1,4 +1,4 @@
-"""Smoke test of the control-plane benchmark code (`gpufleet.control.bench`) at toy sizes:
+"""Smoke test of the control-plane benchmark code (`benchmarks.control_plane`) at toy sizes:
 the seeder writes a consistent store, the reconciler timing runs, and the open-loop load
 generator measures a real server. The numbers themselves are checked by `make bench`."""
 
@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from benchmarks import control_plane as bench
 from sqlalchemy import func, select
 
-from gpufleet.control import bench
 from gpufleet.control.auth import authenticate
 from gpufleet.control.db import make_engine, sessions
 from gpufleet.control.models import Allocation, Job, JobEvent, QueueSnapshot

@@ -3,7 +3,7 @@
 The supervisor (`control.service`) starts it by name, `gpufleet.server.worker:api_main`, in a
 fresh interpreter that has already asked for its parent's death signal, so this module may
 import what it needs at its top. It lives above `control`, `api` and `portal`, so that the
-supervisor below names it without importing it (design 0019, layers).
+supervisor below names it without importing it (design 0015, layers).
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ class _Specs:
         return template.replaced(update)
 
 
-class RunningViews(Collection[JobSpec]):
+class _RunningViews(Collection[JobSpec]):
     """The running units as `decide()` sees them, each view built when first read.
 
     A view is the unit's pending spec marked running since its start. `decide()` reads
@@ -270,7 +270,7 @@ class Simulation:
         # job -> its life so far: running at the start (`initial`) or arrived since
         self.runs: dict[str, Run] = {}
         self.pending: dict[str, JobSpec] = {}
-        self.running = RunningViews()
+        self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
         self._held_gpus: dict[tuple[str, str], float] = {}

@@ -1,6 +1,6 @@
 """What a simulation run returns: its metrics, counters and (when kept) the ledger the
 conservation checks read. Apart from the engine so that `conservation` reads it without a
-circle back to the engine that calls the checks (design 0019, layers).
+circle back to the engine that calls the checks (design 0015, layers).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One job's life in a simulation, as the engine keeps it and the metrics recorder reads it.
 
 Its own module so that `metrics` can name the type without importing the engine that
-imports `metrics` (design 0019, layers).
+imports `metrics` (design 0015, layers).
 """
 
 from __future__ import annotations

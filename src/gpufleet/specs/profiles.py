@@ -4,7 +4,7 @@ each extension point, by registry name, and the queue rule.
 Profiles are vocabulary, not code: specs check names against this table, exports read it
 (Kueue, Volcano, KAI and Slurm settings follow the profile), and `sched.registry` resolves
 each to its plugins. It lives below `sched` so that a spec can say "unknown scheduling
-profile" without importing the scheduler (design 0019, layers).
+profile" without importing the scheduler (design 0015, layers).
 
 Besides gpufleet's own profiles, baselines model the schedulers a cluster would otherwise
 run, for the simulator to compare against (design 0009, "Baseline profiles"): `k8s-default`

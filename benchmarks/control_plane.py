@@ -17,7 +17,7 @@ request i is sent at `start + i / rate` whatever happened to the earlier ones, a
 latency is counted from that scheduled time, so a stalled server is charged for the
 requests that queue behind the stall (no coordinated omission).
 
-`python -m gpufleet.control.bench api|reconciler [--db sqlite|postgresql|URL]` prints a
+`python -m benchmarks.control_plane api|reconciler [--db sqlite|postgresql|URL]` prints a
 table and exits 1 when a target is missed.
 """
 
@@ -1356,7 +1356,7 @@ def _print_cycle(result: CycleResult, db: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gpufleet.control.bench", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.control_plane", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("what", choices=("api", "reconciler", "mixed"))
     parser.add_argument("--db", default="sqlite", help="sqlite, postgresql or a store URL")
