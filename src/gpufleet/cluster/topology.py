@@ -26,6 +26,8 @@ from functools import cache, cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.mig import check_layout, get_mig_profile, layout_shares, layout_starts
 from gpufleet.cluster.errors import InvalidClusterError
 from gpufleet.errors import UnknownNameError
 
@@ -268,7 +270,6 @@ class Tables:
 
 @cache
 def _profile_size(accelerator: str, profile: str) -> tuple[int, int]:
-    from gpufleet.catalog.mig import get_mig_profile
 
     row = get_mig_profile(accelerator, profile)
     return row.compute_slices, row.memory_bytes
@@ -276,7 +277,6 @@ def _profile_size(accelerator: str, profile: str) -> tuple[int, int]:
 
 def _layout_spans(accelerator: str, layout: GpuLayout) -> tuple[tuple[int, int], ...]:
     """(first compute slice, weight in thousandths) of each instance, in layout order."""
-    from gpufleet.catalog.mig import layout_shares, layout_starts
 
     starts = layout_starts(accelerator, layout)
     return tuple(zip(starts, layout_shares(accelerator, layout, _MILLI), strict=True))
@@ -284,7 +284,6 @@ def _layout_spans(accelerator: str, layout: GpuLayout) -> tuple[tuple[int, int],
 
 def _layout_offsets(accelerator: str, layout: GpuLayout) -> Mapping[str, tuple[int, int]]:
     """profile -> (first slice offset on the GPU, count); checks the layout once per shape."""
-    from gpufleet.catalog.mig import check_layout, get_mig_profile
 
     seen: set[str] = set()
     for profile, count in layout:
@@ -335,7 +334,6 @@ class Cluster:
     @classmethod
     def from_spec(cls, spec: ClusterSpec) -> Cluster:
         """Expand each node group into nodes `<group>-<i>` with their paths, domains and MIG."""
-        from gpufleet.catalog.accelerators import get_accelerator
 
         nodes: list[Node] = []
         for group in spec.node_groups:
@@ -343,8 +341,6 @@ class Cluster:
             instances = group.mig_instances()
             layout: GpuLayout = ()
             if instances:
-                from gpufleet.catalog.mig import get_mig_profile
-
                 layout = tuple(
                     (get_mig_profile(device.name, p).profile, c) for p, c in instances.items()
                 )

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.control.auth import ROLES, NotFoundError, Principal, Role, new_token
 from gpufleet.control.models import (
     MAX_UNIX_S,
@@ -31,7 +32,9 @@ from gpufleet.control.models import (
     User,
 )
 from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.specs.load import validate
 from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, TeamsSpec
+from gpufleet.specs.teams import Quota as QuotaSpec
 
 MAX_RATE_USD_PER_GPU_H = 1e6  # 1e12 micro-dollars: far inside the 64-bit column
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -207,8 +210,6 @@ def set_quota(
     """Create or replace one team's quota for one flavor (validated as the teams file is)."""
     actor.require("admin")
     row = team_by_name(session, team)
-    from gpufleet.specs.load import validate
-    from gpufleet.specs.teams import Quota as QuotaSpec
 
     spec = validate(
         QuotaSpec,
@@ -261,7 +262,6 @@ def set_rate(
     actor.require("admin")
     if not 0 <= usd_per_gpu_h <= MAX_RATE_USD_PER_GPU_H:  # NaN fails too
         raise AdminError(f"a rate is between 0 and {MAX_RATE_USD_PER_GPU_H:,.0f} $/GPU-h")
-    from gpufleet.catalog.accelerators import get_accelerator
 
     flavor = get_accelerator(flavor).name  # an alias ("H100") is stored by its catalog name
     micro = round(usd_per_gpu_h * 1_000_000)

@@ -28,9 +28,10 @@ from sqlalchemy.orm import Session
 
 from gpufleet.cluster import Cluster
 from gpufleet.control import lifecycle
-from gpufleet.control.admin import NAME_RE, audit, priority_class
+from gpufleet.control.admin import NAME_RE, audit, priority_class, teams_spec
 from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
 from gpufleet.control.eta import RunningJob
+from gpufleet.control.ledger import month_gpu_hours
 from gpufleet.control.models import Job, JobEvent, PriorityClass, Project, Team
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sched.orders import fifo_key
@@ -308,7 +309,6 @@ def _check_budget(session: Session, team: Any, now_s: float) -> None:
     """The optional admission gate: a team over its monthly GPU-hour budget cannot submit."""
     if not team.budget_gate or team.monthly_budget_gpu_h is None:
         return
-    from gpufleet.control.ledger import month_gpu_hours
 
     used = month_gpu_hours(session, team.name, now_s)
     if used >= team.monthly_budget_gpu_h:
@@ -664,7 +664,6 @@ class LiveQueue:
 def live_queue(session: Session, cluster: Cluster, now_s: float) -> LiveQueue:
     """Read the running and pending jobs once, for a forward simulation of the queue (the
     leader's ETAs and the portal's what-if read it alike)."""
-    from gpufleet.control.admin import teams_spec
 
     teams = teams_spec(session)
     names = {t.id: t.name for t in session.scalars(select(Team))}

@@ -24,6 +24,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Cluster
 from gpufleet.control.executors.base import CHECKPOINT_SIGNAL, Executor, ExecutorView, Inventory
+from gpufleet.control.executors.emulated import EmulatedExecutor, EmulatedLogView
+from gpufleet.control.executors.inventory import inventory_from_nvidia_smi
+from gpufleet.control.executors.local import LocalExecutor
+from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions
 from gpufleet.control.leader import release
 from gpufleet.control.models import Device, NodeRecord
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
@@ -54,17 +58,10 @@ def make_executor(
     options: ServeOptions, clock: Callable[[], float]
 ) -> tuple[Executor, Inventory | None]:
     if options.executor == "emulated":
-        from gpufleet.control.executors.emulated import EmulatedExecutor
-
         return EmulatedExecutor(speed=options.speed, clock=clock), None
     if options.executor == "local":
-        from gpufleet.control.executors.inventory import inventory_from_nvidia_smi
-        from gpufleet.control.executors.local import LocalExecutor
-
         return LocalExecutor(options.run_root, clock=clock), inventory_from_nvidia_smi()
     if options.executor == "slurm":
-        from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions
-
         # check() fails early (UserError) when sbatch/squeue are missing or slurmctld is down
         executor = SlurmExecutor(options.run_root, options.slurm or SlurmOptions(), clock=clock)
         executor.check()
@@ -89,16 +86,10 @@ def api_view(options: ServeOptions, sessions: sessionmaker[Session]) -> Executor
     attempt's events from the store; the others read files any process can (run
     directories, Slurm's output files)."""
     if options.executor == "emulated":
-        from gpufleet.control.executors.emulated import EmulatedLogView
-
         return EmulatedLogView(sessions)
     if options.executor == "local":
-        from gpufleet.control.executors.local import LocalExecutor
-
         return LocalExecutor(options.run_root)
     if options.executor == "slurm":
-        from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions
-
         return SlurmExecutor(options.run_root, options.slurm or SlurmOptions())
     raise UserError(f"executor {options.executor!r}: use one of {', '.join(EXECUTORS)}")
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gpufleet.catalog.accelerators import Accelerator, Precision, get_accelerator
 from gpufleet.catalog.fabrics import Fabric, get_fabric, load_fabrics
+from gpufleet.catalog.instances import load_instances
 from gpufleet.catalog.systems import System, get_system, load_systems
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
@@ -93,7 +94,6 @@ def usable_memory_bytes(device: Accelerator, log: Assumptions) -> int:
     figure otherwise. Vendors round capacity (an "80 GB" H100 reports 81,920 MiB), and
     what fits is decided by the reported number.
     """
-    from gpufleet.catalog.instances import load_instances
 
     reported = [
         r.accelerator_memory_bytes

@@ -34,6 +34,7 @@ from gpufleet.estimate.inference import (
     stage_case,
     static_batch,
 )
+from gpufleet.estimate.queueing import replicas_needed
 from gpufleet.specs.inference import InferenceSpec
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -298,7 +299,6 @@ def _choose_tp(spec: InferenceSpec, case: InferenceCase, longest: float) -> int:
 def _replicas_for_rate(
     spec: InferenceSpec, serving: Serving, slots: int, log: Assumptions
 ) -> tuple[int, float]:
-    from gpufleet.estimate.queueing import replicas_needed
 
     sv = spec.serving
     assert sv.request_rate is not None

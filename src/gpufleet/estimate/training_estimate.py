@@ -27,6 +27,7 @@ from gpufleet.estimate.training import (
     evaluate,
 )
 from gpufleet.estimate.training_case import case_for, layout_for
+from gpufleet.estimate.training_search import candidate_layouts
 from gpufleet.formatting import format_gb
 from gpufleet.specs.training import TrainingSpec
 
@@ -129,7 +130,6 @@ def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
 
 
 def _best_layout(case: TrainingCase, gpus: int) -> Layouts:
-    from gpufleet.estimate.training_search import candidate_layouts
 
     rejected: Counter[str] = Counter()
     space = candidate_layouts(case, [gpus], rejected)

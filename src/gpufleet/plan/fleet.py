@@ -32,6 +32,9 @@ import numpy as np
 from gpufleet import __version__
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.formatting import fmt_duration
+from gpufleet.plan.cost import Demand, NoOnPremPriceError, cost_breakdown, on_prem_tco
+from gpufleet.plan.design import design_cluster
 from gpufleet.plan.fleet_model import (
     Capacity,
     ClusterCost,
@@ -52,6 +55,7 @@ from gpufleet.plan.fleet_model import (
 from gpufleet.plan.fleet_search import Bisection, Evaluator, run_searches, runner
 from gpufleet.plan.fleet_setup import (
     Candidate,
+    ServiceSizing,
     TraceInput,
     Variant,
     make_variant,
@@ -64,7 +68,9 @@ from gpufleet.plan.fleet_setup import (
 from gpufleet.plan.fleet_sim import SeedResult
 from gpufleet.plan.model import Assumption
 from gpufleet.sim.compare import CONFIDENCE
+from gpufleet.sim.engine import SimConfig
 from gpufleet.specs.fleet import FleetPlanSpec, PlanInferenceEntry, PlanTrainingEntry
+from gpufleet.specs.profiles import PROFILES
 
 DEFAULT_SEEDS = 5
 # The first size tried: the offered load (mean GPUs the jobs ask for) at this utilisation.
@@ -430,7 +436,6 @@ def _infeasible(c: Candidate) -> SearchResult:
 
 
 def _service(s: object) -> Service:
-    from gpufleet.plan.fleet_setup import ServiceSizing
 
     assert isinstance(s, ServiceSizing)
     return Service(
@@ -458,8 +463,6 @@ def cluster_cost(
     """What `gpus` GPUs of `accelerator` cost over `horizon_years`: owned (on-prem TCO of the
     cluster design, per delivered GPU-hour at the simulated utilisation) and rented (the
     cheapest purchase mix for that many GPUs held every hour), as the deployment allows."""
-    from gpufleet.plan.cost import Demand, NoOnPremPriceError, cost_breakdown, on_prem_tco
-    from gpufleet.plan.design import design_cluster
 
     notes: list[str] = []
     years = spec.horizon_years
@@ -735,7 +738,6 @@ def _queue_policies(
 ) -> list[QueuePolicy]:
     """Each queue policy at the quotas' size with those quotas in force (open quotas at the
     answer's size when no split was verified), on the plan's seeds."""
-    from gpufleet.specs.profiles import PROFILES
 
     kept = quotas.recommended
     size = quotas.nodes if kept else nodes
@@ -930,7 +932,6 @@ def _upper_wait(i: Interval | None) -> float | None:
 
 
 def _hours(seconds: float | None) -> str:
-    from gpufleet.formatting import fmt_duration
 
     return fmt_duration(seconds)
 
@@ -1014,7 +1015,6 @@ def _sensitive_to(
 def _method(
     spec: FleetPlanSpec, seeds: list[int], v: Variant
 ) -> dict[str, str | float | int | list[int]]:
-    from gpufleet.sim.engine import SimConfig
 
     cfg = SimConfig()
     return {

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.errors import UserError
+from gpufleet.formatting import fmt_duration
 from gpufleet.plan.fleet_model import Interval, SizePoint, TeamPoint
 from gpufleet.plan.fleet_setup import Variant
 from gpufleet.plan.fleet_sim import SeedResult, run_seed
@@ -506,6 +507,5 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def _hours(seconds: float | None) -> str:
-    from gpufleet.formatting import fmt_duration
 
     return fmt_duration(seconds)

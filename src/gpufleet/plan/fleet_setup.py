@@ -40,9 +40,18 @@ from gpufleet.catalog.mig import check_layout, mig_profiles_for
 from gpufleet.cluster import Cluster
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.inference_estimate import MAX_UTILISATION, estimate_inference
+from gpufleet.plan.design import design_cluster
+from gpufleet.plan.inference_search import search_inference
+from gpufleet.plan.planner import serving_on
+from gpufleet.sched.registry import resolve
+from gpufleet.sim.generate import generate
+from gpufleet.sim.traces import read_trace
 from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.fleet import FleetPlanSpec, PlanInferenceEntry, PlanTeam, PlanTrainingEntry
+from gpufleet.specs.inference import InferenceSpec, ServingParams
+from gpufleet.specs.plan import OnPremPreferences
 from gpufleet.specs.teams import Quota, Team, TeamsSpec
 from gpufleet.specs.workload import (
     DurationDist,
@@ -197,10 +206,6 @@ def size_service(
     team: str, entry: PlanInferenceEntry, accelerator: str, log: Assumptions
 ) -> ServiceSizing | str:
     """The service's replicas on `accelerator` at its peak rate, or why it cannot be served."""
-    from gpufleet.estimate.inference_estimate import MAX_UTILISATION, estimate_inference
-    from gpufleet.plan.inference_search import search_inference
-    from gpufleet.plan.planner import serving_on
-    from gpufleet.specs.inference import InferenceSpec, ServingParams
 
     label = f"{team}/{service_label(entry)}"
     for key, default in (("input_tokens", "1,024"), ("output_tokens", "256")):
@@ -322,7 +327,6 @@ def _homogeneous_count(accelerator: str, profile: str, most: int) -> int:
 
 def read_team_trace(team: PlanTeam, base_dir: Path) -> TraceInput:
     """The team's trace, read with the simulator's reader (a `UserError` if unreadable)."""
-    from gpufleet.sim.traces import read_trace
 
     assert team.trace is not None
     path = team.trace.path if team.trace.path.is_absolute() else base_dir / team.trace.path
@@ -371,8 +375,6 @@ def trace_over_horizon(
 
 def gpus_per_node(accelerator: str) -> int:
     """GPUs per compute node of the accelerator's default system (8 for HGX/DGX boards)."""
-    from gpufleet.plan.design import design_cluster
-    from gpufleet.specs.plan import OnPremPreferences
 
     design = design_cluster(accelerator, 1, OnPremPreferences(), None, Assumptions())
     return max(1, design.gpus // max(1, design.nodes))
@@ -495,7 +497,6 @@ def make_variant(
 
     In a mix every job is pinned to its pool: services to the service accelerator,
     training, batch and trace jobs to the searched one (trace services to the services')."""
-    from gpufleet.sched.registry import resolve
 
     pool = candidate.service_pool
     pinned = pool is not None
@@ -706,7 +707,6 @@ def build_teams(variant: Variant, cluster: Cluster) -> TeamsSpec:
 
 def draw_workload(variant: Variant, seed: int) -> Workload:
     """The synthetic jobs of one seed (the generator, `default_rng(seed)`) plus the traces."""
-    from gpufleet.sim.generate import generate
 
     drawn = (
         generate(variant.workload, np.random.default_rng(seed)) if variant.workload.teams else None

@@ -35,8 +35,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpufleet.plan.fleet_setup import Variant, build_cluster, build_teams, draw_workload
+from gpufleet.sim.engine import SimConfig, Simulation
+from gpufleet.sim.experiments import profile_setup
 from gpufleet.sim.metrics import HeldChange
-from gpufleet.sim.workload import Workload
+from gpufleet.sim.workload import TraceJob, Workload
 
 if TYPE_CHECKING:
     from gpufleet.sim.result import SimResult
@@ -107,8 +109,6 @@ def _usage_key(team: str, kind: str) -> str:
 
 def simulate_variant(variant: Variant, nodes: int, seed: int) -> VariantRun:
     """Simulate `variant` on `nodes` nodes with `seed`, keeping the change log."""
-    from gpufleet.sim.engine import SimConfig, Simulation
-    from gpufleet.sim.experiments import profile_setup
 
     cluster = build_cluster(variant, nodes)
     workload = draw_workload(variant, seed)
@@ -201,7 +201,6 @@ def _long_waits(waits: Sequence[float], gpu_s: Sequence[float]) -> tuple[float, 
 
 
 def _median_job(jobs: Sequence[object], team: str, lo: float, hi: float) -> float | None:
-    from gpufleet.sim.workload import TraceJob
 
     sizes = [
         j.total_gpus

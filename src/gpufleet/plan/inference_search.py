@@ -19,7 +19,7 @@ import numpy as np
 from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.estimate.inference import continuous, max_sequences
+from gpufleet.estimate.inference import InferenceCase, continuous, max_sequences
 from gpufleet.estimate.inference_estimate import DEFAULT_SERVICE_CV, MAX_UTILISATION, case_for
 from gpufleet.estimate.queueing import replicas_needed
 from gpufleet.specs.inference import InferenceSpec
@@ -121,7 +121,6 @@ def _evaluate(
     longest: float,
     result: ServingSearch,
 ) -> ServingCandidate | None:
-    from gpufleet.estimate.inference import InferenceCase
 
     assert isinstance(case, InferenceCase)
     sv = spec.serving

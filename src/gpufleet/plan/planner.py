@@ -24,7 +24,10 @@ from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
+from gpufleet.estimate.training_estimate import estimate_training
+from gpufleet.estimate.training_search import Candidate, Constraints, search_training
 from gpufleet.plan.assemble import cost_and_design
+from gpufleet.plan.inference_search import search_inference
 from gpufleet.plan.model import (
     Alternative,
     Assumption,
@@ -119,8 +122,6 @@ def _candidates(spec: PlanSpec) -> list[str]:
 def _size_training(
     spec: PlanSpec, w: TrainingWorkload, accelerator: str, log: Assumptions
 ) -> WorkloadChoice:
-    from gpufleet.estimate.training_estimate import estimate_training
-    from gpufleet.estimate.training_search import Constraints, search_training
 
     if w.training.tokens is None:
         raise UserError(f"workloads.{w.name}.training.tokens: a plan needs the token budget")
@@ -207,7 +208,6 @@ def _size_training(
 
 
 def _training_parallelism(c: object) -> dict[str, object]:
-    from gpufleet.estimate.training_search import Candidate
 
     assert isinstance(c, Candidate)
     return {
@@ -227,7 +227,6 @@ def _training_parallelism(c: object) -> dict[str, object]:
 def _size_inference(
     spec: PlanSpec, w: InferenceWorkload, accelerator: str, log: Assumptions
 ) -> WorkloadChoice:
-    from gpufleet.plan.inference_search import search_inference
 
     serving = serving_on(w.serving, accelerator, w.name, log)
     engine, precision = serving.engine, serving.precision

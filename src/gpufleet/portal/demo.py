@@ -36,8 +36,13 @@ from typing import Any
 import httpx
 
 from gpufleet.cluster import Cluster
+from gpufleet.control import admin
+from gpufleet.control.db import make_engine, sessions, upgrade
 from gpufleet.errors import UserError
 from gpufleet.portal.fmt import request_text
+from gpufleet.specs.cluster import ClusterSpec
+from gpufleet.specs.load import load
+from gpufleet.specs.teams import TeamsSpec
 
 DEFAULT_CLUSTER = Path("examples/sched-cluster.yaml")
 STORE_NAME = "gpufleet.db"
@@ -240,9 +245,6 @@ def workload(seed: int) -> Iterator[Submission]:
 def setup_store(db_url: str, now_s: float) -> dict[str, str]:
     """A fresh store for the demo: schema, admin, teams and quotas, rates and tokens.
     Returns each `PEOPLE` key's token (printed once, as `gpufleet admin` prints them)."""
-    from gpufleet.control import admin
-    from gpufleet.control.db import make_engine, sessions, upgrade
-    from gpufleet.specs.teams import TeamsSpec
 
     engine = make_engine(db_url)
     try:
@@ -427,8 +429,6 @@ def _stop_server(server: subprocess.Popen[bytes]) -> None:
 
 def run_demo(options: DemoOptions, say: Callable[[str], None]) -> None:
     """Run the demo until Ctrl-C or SIGTERM (or until the server stops by itself)."""
-    from gpufleet.specs.cluster import ClusterSpec
-    from gpufleet.specs.load import load
 
     if not options.cluster_path.is_file():
         raise UserError(

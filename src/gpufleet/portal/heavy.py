@@ -58,6 +58,7 @@ import anyio.to_thread
 
 from gpufleet.errors import UserError
 from gpufleet.portal import fmt
+from gpufleet.portal.web import render
 
 if TYPE_CHECKING:  # a worker process imports this module: it needs none of the web stack
     from fastapi import FastAPI, Request
@@ -482,7 +483,6 @@ def install(portal: FastAPI, ctx: AppContext, limits: Limits | None = None) -> H
 
     @portal.exception_handler(HeavyError)
     async def refused(request: Request, exc: HeavyError) -> Response:
-        from gpufleet.portal.web import render
 
         caller = getattr(request.state, "portal_me", None)
         response = render(

@@ -19,6 +19,10 @@ from pydantic import ValidationError
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.mig import mig_profiles_for
 from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.inference import memory
+from gpufleet.estimate.inference_estimate import case_for
+from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.jobs import JobSpec
 
 RequestKind = Literal["gpus", "mig", "fraction"]
@@ -67,10 +71,6 @@ def requests_for(job: JobSpec, accelerators: list[str]) -> list[Request]:
 
 def workload_memory_bytes(job: JobSpec, accelerator: str) -> float:
     """Memory the job's model needs at its load: weights + KV cache + engine reserves."""
-    from gpufleet.estimate.assumptions import Assumptions
-    from gpufleet.estimate.inference import memory
-    from gpufleet.estimate.inference_estimate import case_for
-    from gpufleet.specs.inference import InferenceSpec
 
     w = job.workload
     if w is None:

@@ -17,6 +17,8 @@ import numpy as np
 from gpufleet.cluster.bench import ACCELERATOR, bench_cluster
 from gpufleet.sim.engine import SimConfig, simulate
 from gpufleet.sim.result import SimResult
+from gpufleet.sim.setup import cluster_from_nodes, open_teams
+from gpufleet.sim.traces import bundled_openb
 from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.teams import TeamsSpec
 
@@ -68,8 +70,6 @@ def synthetic_workload(nodes: int, jobs: int, load: float, seed: int = 0) -> Wor
 
 def openb_replay(profile: str = "default", seed: int = 0) -> SimBench:
     """The bundled openb trace replayed on its own 1,213-node cluster (one open-quota team)."""
-    from gpufleet.sim.setup import cluster_from_nodes, open_teams
-    from gpufleet.sim.traces import bundled_openb
 
     workload = bundled_openb()
     cluster = cluster_from_nodes(workload.nodes)

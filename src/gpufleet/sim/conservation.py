@@ -33,6 +33,7 @@ from typing import Final
 
 from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI
+from gpufleet.sched.registry import resolve
 from gpufleet.sched.requests import FRACTION_STEPS
 from gpufleet.sim.metrics import JobHeld, Ledger, SimMetrics
 from gpufleet.sim.result import SimResult
@@ -161,7 +162,6 @@ def _team_integrals(ledger: Ledger, tol: float) -> list[Violation]:
 
 
 def _shares(ledger: Ledger) -> list[Violation]:
-    from gpufleet.sched.registry import resolve
 
     whole_only = resolve(ledger.profile).profile.whole_gpus_only
     out = []

@@ -44,10 +44,14 @@ from gpufleet.sched.quota import placements_milli, request_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sched.requests import FRACTION_STEPS, Request, requests_for, whole_gpus
 from gpufleet.sched.scoring import Fgd
+from gpufleet.sim.engine import SimConfig, Simulation
 from gpufleet.sim.fit_baselines import BASELINES, baseline
+from gpufleet.sim.generate import generate
+from gpufleet.sim.traces import bundled_openb
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.load import load
 from gpufleet.specs.profiles import PROFILES
 from gpufleet.specs.teams import Quota, TeamsSpec
 from gpufleet.specs.workload import WorkloadSpec
@@ -278,8 +282,6 @@ def fragmentation(
         raise UserError(f"max_arrived must be at least 1 (100 % of the GPUs), got {max_arrived}")
     plugins = {name: fill_policy(name, seed) for name in dict.fromkeys(profiles)}
     if workload is None:
-        from gpufleet.sim.traces import bundled_openb
-
         workload = bundled_openb()
         source = "bundled:openb (openb_pod_list_default, openb_node_list_gpu_node)"
     else:
@@ -408,7 +410,6 @@ def scenario_file(scenario: str, name: str) -> Iterator[Path]:
 
 
 def _load(model: type[_M], scenario: str, name: str) -> _M:
-    from gpufleet.specs.load import load
 
     with scenario_file(scenario, name) as path:
         return load(model, path)
@@ -557,7 +558,6 @@ def run_utilization(
     `effective_gpu_hours.<kind>`; `gpu_hours_completed` (the engine's) counts the GPUs the
     job held, which for a whole-GPU-only profile is a whole GPU per slice or share.
     """
-    from gpufleet.sim.engine import SimConfig, Simulation
 
     config = SimConfig(profile=profile, seed=seed, horizon_s=horizon_s)
     sim = Simulation(setup.cluster, setup.teams, setup.workload, config)
@@ -603,7 +603,6 @@ def utilization_claims(
     for name in names:
         if name not in PROFILES:
             raise UnknownNameError("scheduling profile", name, PROFILES)
-    from gpufleet.sim.generate import generate
 
     scenario = utilization_scenario(days)
     horizon = days * DAY_S

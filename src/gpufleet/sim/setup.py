@@ -23,6 +23,10 @@ from typing import Final
 from gpufleet.cluster import Cluster
 from gpufleet.cluster.topology import Node
 from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.sim.generate import generate
+from gpufleet.sim.traces import READERS, bundled_openb, read_openb, read_trace
+from gpufleet.sim.traces._common import check_exists
+from gpufleet.sim.traces.openb import BUNDLED_PODS, bundled_file
 from gpufleet.sim.workload import TraceNode, Workload
 from gpufleet.specs.teams import (
     DEFAULT_PRIORITY_CLASSES,
@@ -31,6 +35,7 @@ from gpufleet.specs.teams import (
     Team,
     TeamsSpec,
 )
+from gpufleet.specs.workload import load_workload_spec
 
 TRACE_CLUSTER: Final = "trace"  # CLUSTER argument: the nodes the trace itself lists
 BUNDLED_PREFIX: Final = "bundled:"  # WORKLOAD argument: a trace shipped with gpufleet
@@ -203,9 +208,6 @@ def workload_source(
             raise UserError("--trace-nodes is for openb traces, not a workload spec")
         import numpy as np
 
-        from gpufleet.sim.generate import generate
-        from gpufleet.specs.workload import load_workload_spec
-
         spec = load_workload_spec(path)
         return WorkloadSource(
             str(path), lambda seed: generate(spec, np.random.default_rng(seed)), True
@@ -222,8 +224,6 @@ def load_workload(
 
 
 def _read_trace(path: Path, trace_format: str, nodes: Path | None) -> Workload:
-    from gpufleet.sim.traces import READERS, read_openb, read_trace
-    from gpufleet.sim.traces._common import check_exists
 
     if nodes is None:
         return read_trace(path, trace_format)
@@ -241,9 +241,6 @@ def _bundled(name: str, trace_format: str | None, nodes: Path | None) -> Workloa
         raise UnknownNameError("bundled trace", name, BUNDLED)
     if trace_format not in (None, name):
         raise UserError(f"{BUNDLED_PREFIX}{name} is an {name} trace, not {trace_format}")
-    from gpufleet.sim.traces import bundled_openb, read_openb
-    from gpufleet.sim.traces._common import check_exists
-    from gpufleet.sim.traces.openb import BUNDLED_PODS, bundled_file
 
     if nodes is None:
         workload = bundled_openb()

@@ -12,6 +12,9 @@ from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, Field, PositiveInt, field_validator, model_validator
 
+from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.mig import check_layout, get_mig_layout
+from gpufleet.errors import UnknownNameError
 from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.names import AcceleratorName
 
@@ -81,7 +84,6 @@ class NodeGroup(Spec):
             return None
         if isinstance(self.mig_layout, Mapping):
             return dict(self.mig_layout)
-        from gpufleet.catalog.mig import get_mig_layout
 
         return dict(get_mig_layout(self.accelerator, self.mig_layout).instances)
 
@@ -129,9 +131,6 @@ class ClusterSpec(Spec):
 
 
 def cluster_problems(spec: ClusterSpec) -> list[str]:
-    from gpufleet.catalog.accelerators import get_accelerator
-    from gpufleet.catalog.mig import check_layout
-    from gpufleet.errors import UnknownNameError
 
     out: list[str] = []
     if not spec.topology_levels or spec.topology_levels[-1] != "node":

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpufleet.errors import suggest
+from gpufleet.errors import SpecError, suggest
 from gpufleet.quantities import PositiveSeconds
 from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.inference import Engine, ServingPrecision, Slo, TokenLength
@@ -332,7 +332,6 @@ def plan_model_for(data: Any) -> type[BaseModel]:
 
 def load_plan(path: Path) -> PlanSpec | FleetPlanSpec:
     """Read a `kind: plan` file of either form; problems are one `SpecError`, one line each."""
-    from gpufleet.errors import SpecError
 
     data = read_yaml(path)
     if isinstance(data, Mapping) and data.get("kind") not in (None, "plan"):

@@ -16,6 +16,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from gpufleet.catalog.architecture import ModelArch
+from gpufleet.catalog.models import get_model_preset
 from gpufleet.errors import UnknownNameError
 
 
@@ -24,7 +25,6 @@ def expand_preset(value: Any) -> Any:
         value = {"preset": value}
     if not isinstance(value, Mapping) or "preset" not in value:
         return value
-    from gpufleet.catalog.models import get_model_preset
 
     overrides = {k: v for k, v in value.items() if k != "preset"}
     try:

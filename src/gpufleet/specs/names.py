@@ -11,6 +11,9 @@ from typing import Annotated, Protocol
 
 from pydantic import AfterValidator
 
+from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.fabrics import get_fabric
+from gpufleet.catalog.systems import get_system
 from gpufleet.errors import UnknownNameError
 
 
@@ -30,19 +33,16 @@ def _canonical(lookup: Callable[[str], _HasName]) -> Callable[[str], str]:
 
 
 def _accelerator(name: str) -> _HasName:
-    from gpufleet.catalog.accelerators import get_accelerator
 
     return get_accelerator(name)
 
 
 def _system(name: str) -> _HasName:
-    from gpufleet.catalog.systems import get_system
 
     return get_system(name)
 
 
 def _fabric(name: str) -> _HasName:
-    from gpufleet.catalog.fabrics import get_fabric
 
     return get_fabric(name)
 

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from gpufleet.catalog.mig import mig_accelerators, mig_profiles_for
 from gpufleet.errors import suggest
 from gpufleet.quantities import PositiveSeconds
 from gpufleet.specs.base import Spec, kind_required
@@ -260,7 +261,6 @@ class _SliceRequest(_Entry):
 
 def _unknown_profile(profile: str, accelerators: list[str]) -> str | None:
     """A typo in a profile name would leave every job pending forever; say so at load time."""
-    from gpufleet.catalog.mig import mig_accelerators, mig_profiles_for
 
     wanted = profile.strip().lower()
     candidates = accelerators or list(mig_accelerators())

@@ -17,7 +17,7 @@ import numpy as np
 from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import efficiency_for
-from gpufleet.estimate.engines import engine
+from gpufleet.estimate.engines import engine, fitted_engine_parameters
 from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.inference import (
     COMPUTE_PRECISION,
@@ -175,8 +175,6 @@ def summarise(rows: list[InferenceRow]) -> InferenceSummary:
 def fit_engine() -> tuple[dict[str, float], InferenceSummary, InferenceSummary]:
     """Least squares on log error over the TensorRT-LLM throughput and TTFT rows."""
     from scipy.optimize import least_squares
-
-    from gpufleet.estimate.engines import fitted_engine_parameters
 
     spec = fitted_engine_parameters()
     names = [n for n in spec if n.startswith("tensorrt-llm.")]

@@ -20,7 +20,13 @@ import numpy as np
 
 from gpufleet.catalog.architecture import ModelArch
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.estimate.efficiency import Efficiency, efficiency_for, framework_profile
+from gpufleet.estimate.efficiency import (
+    Efficiency,
+    efficiency_for,
+    fitted_parameters,
+    framework_profile,
+)
+from gpufleet.estimate.flops import megatron2021_flops_per_sequence
 from gpufleet.estimate.goodput import goodput
 from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.training import (
@@ -30,7 +36,10 @@ from gpufleet.estimate.training import (
     TrainingCase,
     evaluate,
 )
+from gpufleet.estimate.training_estimate import estimate_training
 from gpufleet.estimate.training_search import candidate_layouts
+from gpufleet.specs.load import validate
+from gpufleet.specs.training import TrainingSpec
 from gpufleet.validation.data_files import csv_rows, data_text
 
 THROUGHPUT_METRICS = ("tflops_per_gpu", "iteration_time_s", "tokens_per_s_per_gpu")
@@ -198,8 +207,6 @@ def fit_parameters() -> FitResult:
     """
     from scipy.optimize import least_squares
 
-    from gpufleet.estimate.efficiency import fitted_parameters
-
     spec = fitted_parameters()
     names = list(spec)
     x0 = np.array([spec[n][0] for n in names])
@@ -261,10 +268,6 @@ def validate_holdout() -> list[RowResult]:
     """Published runs never used for fitting, predicted through `estimate_training`."""
     import yaml
 
-    from gpufleet.estimate.training_estimate import estimate_training
-    from gpufleet.specs.load import validate
-    from gpufleet.specs.training import TrainingSpec
-
     text = data_text("training_holdout.yaml")
     out = []
     for entry in yaml.safe_load(text):
@@ -273,8 +276,6 @@ def validate_holdout() -> list[RowResult]:
         if entry["metric"] == "tflops_per_gpu_model":
             value = est.tflops_per_gpu
         else:  # megatron2021 convention: hardware FLOPs with full recomputation counted
-            from gpufleet.estimate.flops import megatron2021_flops_per_sequence
-
             per_step = megatron2021_flops_per_sequence(spec.model, spec.training.seq_len)
             value = per_step * spec.training.global_batch / est.step_time_s / est.gpus / 1e12
         p = est.parallelism

@@ -39,6 +39,7 @@ from gpufleet.control.executors.base import (
     RunKey,
 )
 from gpufleet.control.executors.local import signal_number
+from gpufleet.control.models import JobEvent
 
 EXIT_CODE_ENV = "GPUFLEET_EMULATE_EXIT_CODE"
 FAIL_AFTER_ENV = "GPUFLEET_EMULATE_FAIL_AFTER_S"
@@ -271,7 +272,6 @@ class EmulatedLogView:
     def logs(self, key: RunKey, tail_bytes: int = 65536) -> str:
         if tail_bytes <= 0:
             return ""
-        from gpufleet.control.models import JobEvent
 
         with self._sessions() as s:
             rows = s.execute(

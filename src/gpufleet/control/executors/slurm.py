@@ -57,6 +57,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.cluster import Cluster
 from gpufleet.control.engine_nodes import NodeStatus
 from gpufleet.control.executors.base import (
@@ -1026,7 +1027,6 @@ def cluster_spec_from_slurm(
     `accelerators` maps a GRES type (or "" for untyped GPUs) to a catalog accelerator.
     Nodes without GPUs, or outside `partition`, are left out.
     """
-    from gpufleet.catalog.accelerators import get_accelerator
 
     chosen = [n for n in slurm if n.gpus > 0 and (partition is None or partition in n.partitions)]
     groups: dict[tuple[str, str, int], list[SlurmNode]] = defaultdict(list)
