@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpufleet.plan.fleet import plan_fleet, split_whole
+from gpufleet.plan.fleet import plan_fleet
 from gpufleet.plan.fleet_model import FleetPlan
+from gpufleet.plan.fleet_quotas import split_whole
 from gpufleet.report.fleet import all_charts, render_html, render_json, render_markdown
 
 from .fleet_cases import spec, tiny

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.plan.fleet_services import size_service
 from gpufleet.plan.fleet_setup import (
     build_cluster,
     draw_workload,
@@ -14,7 +15,6 @@ from gpufleet.plan.fleet_setup import (
     make_variant,
     prepare_candidate,
     read_team_trace,
-    size_service,
     trace_over_horizon,
 )
 from gpufleet.specs.fleet import PlanInferenceEntry

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cli.main import main
-from gpufleet.plan.fleet import quota_check_variant
 from gpufleet.plan.fleet_model import FleetPlan
+from gpufleet.plan.fleet_quotas import quota_check_variant
 from gpufleet.plan.fleet_search import assess
 from gpufleet.plan.fleet_sim import run_seed
 from gpufleet.specs.fleet import FleetPlanSpec

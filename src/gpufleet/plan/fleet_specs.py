@@ -4,7 +4,7 @@ nodes the quotas are for) and ``teams.yaml`` (the printed quotas, one cohort), s
 them into each engine's units (Kueue nominalQuota/borrowingLimit, Volcano deserved/
 capability, KAI quota/limit, Slurm GrpTRES) and ``gpufleet serve`` runs them.
 
-They are built from the same variant the quota check simulated (`fleet.quota_check_variant`),
+They are built from the same variant the quota check simulated (`fleet_quotas.quota_check_variant`),
 so the files say what was checked: the training pool's guarantee and limit per team, and in a
 mix each team's guarantee of the service pool. Both are validated with the spec models before
 they are returned, so a file written here always loads.
@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from gpufleet.plan.fleet import quota_check_variant
 from gpufleet.plan.fleet_model import FleetPlan
+from gpufleet.plan.fleet_quotas import quota_check_variant
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.fleet import FleetPlanSpec
 from gpufleet.specs.teams import TeamsSpec

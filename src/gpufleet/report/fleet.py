@@ -264,7 +264,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         tres = acc.replace("-", "_")
         for q in quotas.teams:
             # a mix: the training pool's guarantee; its limit is the burst less the
-            # services' guarantee (as `fleet._variant_quotas` simulated them)
+            # services' guarantee (as `fleet_quotas._variant_quotas` simulated them)
             g = q.guaranteed_by_accelerator.get(acc, q.guaranteed_gpus)
             limit = max(g, q.burst_limit_gpus - (q.guaranteed_gpus - g))
             engine_rows.append(

@@ -1,0 +1,180 @@
+"""The services of a multi-team plan, sized once per candidate accelerator: replicas, tensor
+parallelism or MIG slices from the inference estimator and search, at each service's peak
+request rate.
+
+Apart from `fleet_setup` (which turns them, the traces and the training workloads into what
+one simulation runs) because sizing a service is the estimator's question, not the
+simulator's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from gpufleet.catalog.accelerators import get_accelerator
+from gpufleet.catalog.mig import check_layout, mig_profiles_for
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.inference_estimate import MAX_UTILISATION, estimate_inference
+from gpufleet.plan.inference_search import search_inference
+from gpufleet.plan.planner import serving_on
+from gpufleet.specs.fleet import PlanInferenceEntry
+from gpufleet.specs.inference import InferenceSpec, ServingParams
+
+
+@dataclass(frozen=True)
+class ServiceSizing:
+    """One inference entry sized on one accelerator (peak replicas)."""
+
+    team: str
+    service: str
+    model: str
+    accelerator: str
+    request_rate: float
+    tp: int
+    replicas: int  # at the peak: whole-GPU replicas, or slices when `mig_profile` is set
+    mig_profile: str | None
+    slices_per_gpu: int  # MIG: slices of the profile one GPU is cut into; 0 for whole GPUs
+    compute_share: float  # MIG: the slice's share of the GPU's compute (quota weight)
+    ttft_ms: float
+    tpot_ms: float
+    whole_gpus: int  # what whole-GPU replicas would take at the peak
+    how: str
+
+    @property
+    def gpu_equivalent(self) -> float:
+        """GPUs the service takes at its peak: whole GPUs, or slices / slices per GPU."""
+        if self.mig_profile is None:
+            return float(self.replicas * self.tp)
+        return self.replicas / self.slices_per_gpu
+
+    @property
+    def quota_gpus(self) -> float:
+        """What the peak replicas weigh against a quota (slices by compute share)."""
+        if self.mig_profile is None:
+            return float(self.replicas * self.tp)
+        return self.replicas * self.compute_share
+
+
+def service_label(entry: PlanInferenceEntry) -> str:
+    return entry.name or "inference"
+
+
+def size_service(
+    team: str, entry: PlanInferenceEntry, accelerator: str, log: Assumptions
+) -> ServiceSizing | str:
+    """The service's replicas on `accelerator` at its peak rate, or why it cannot be served."""
+
+    label = f"{team}/{service_label(entry)}"
+    for key, default in (("input_tokens", "1,024"), ("output_tokens", "256")):
+        if key not in entry.model_fields_set:
+            log.add(f"{key}[{label}]", default, "not given in the spec (assumption)")
+    serving = serving_on(
+        ServingParams(
+            precision=entry.precision,
+            engine=entry.engine,
+            input_tokens=entry.input_tokens,
+            output_tokens=entry.output_tokens,
+            request_rate=entry.request_rate,
+            slo=entry.slo,
+        ),
+        accelerator,
+        label,
+        log,
+    )
+    try:
+        inf = InferenceSpec.model_validate(
+            {
+                "kind": "inference",
+                "name": label,
+                "model": entry.model.model_dump(),
+                "serving": serving.model_dump(),
+                "hardware": {"accelerator": accelerator},
+            }
+        )
+    except ValueError as exc:
+        return f"{label} on {accelerator}: {str(exc).splitlines()[-1].strip()}"
+    result = search_inference(inf, [accelerator], precisions=[serving.precision], top_k=1)
+    if not result.top:
+        why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
+        return f"{label} on {accelerator}: cannot serve it within the SLO ({why})"
+    best = result.top[0]
+    whole = ServiceSizing(
+        team=team,
+        service=service_label(entry),
+        model=entry.model.name or "model",
+        accelerator=accelerator,
+        request_rate=entry.request_rate,
+        tp=best.tp,
+        replicas=best.replicas,
+        mig_profile=None,
+        slices_per_gpu=0,
+        compute_share=1.0,
+        ttft_ms=best.ttft_ms,
+        tpot_ms=best.tpot_ms,
+        whole_gpus=best.gpus,
+        how=f"{best.replicas} replica{'s' * (best.replicas != 1)} × {best.tp} GPU "
+        f"(TP {best.tp}, {best.concurrency} requests in flight each) for "
+        f"{entry.request_rate:g} req/s within the SLO",
+    )
+    if not entry.mig or best.tp != 1 or not mig_profiles_for(accelerator):
+        return whole
+    est = estimate_inference(inf)
+    if est.tp != 1:
+        return whole
+    device = get_accelerator(accelerator)
+    demand = entry.request_rate * float(serving.mean_tokens("output"))
+    options: list[ServiceSizing] = []
+    profiles = {p.profile: p for p in mig_profiles_for(accelerator)}
+    for fit in est.mig_fit:
+        p = profiles[fit.profile]
+        if not fit.fits or fit.output_tokens_per_s <= 0 or p.compute_slices >= 7:
+            continue
+        per_gpu = _homogeneous_count(accelerator, p.profile, p.max_instances)
+        if per_gpu == 0:
+            continue
+        # A slice has compute_slices/7 of the SMs: prefill (TTFT) slows by that much; decode
+        # (TPOT) by its share of memory bandwidth (in proportion to its memory).
+        ttft = best.ttft_ms * 7 / p.compute_slices
+        tpot = best.tpot_ms * device.memory_bytes / p.memory_bytes
+        if entry.slo.ttft_p99_ms is not None and ttft > entry.slo.ttft_p99_ms:
+            continue
+        if entry.slo.tpot_p99_ms is not None and tpot > entry.slo.tpot_p99_ms:
+            continue
+        slices = math.ceil(demand / (MAX_UTILISATION * fit.output_tokens_per_s))
+        options.append(
+            replace(
+                whole,
+                replicas=slices,
+                mig_profile=p.profile,
+                slices_per_gpu=per_gpu,
+                compute_share=p.compute_slices / 7,
+                ttft_ms=ttft,
+                tpot_ms=tpot,
+                how=f"{slices} MIG {p.profile} slice{'s' * (slices != 1)} "
+                f"({fit.output_tokens_per_s:,.0f} output tokens/s each at "
+                f"{min(est.batch, fit.max_batch)} in flight, run at most "
+                f"{MAX_UTILISATION:.0%} busy) instead of {best.gpus} whole GPU"
+                f"{'s' * (best.gpus != 1)}",
+            )
+        )
+    if not options:
+        return whole
+    pick = min(options, key=lambda o: (o.gpu_equivalent, o.replicas))
+    if pick.gpu_equivalent >= whole.gpu_equivalent:
+        return whole
+    log.add(
+        "mig slice latency",
+        "TTFT × 7 / compute slices; TPOT × GPU memory / slice memory",
+        "a slice has its share of the SMs (prefill) and of memory bandwidth (decode), "
+        "scaled from the whole-GPU estimate (approximation)",
+    )
+    return pick
+
+
+def _homogeneous_count(accelerator: str, profile: str, most: int) -> int:
+    """Most slices of one profile a GPU can be cut into, by the catalog's layout rules."""
+    for count in range(most, 0, -1):
+        if not check_layout(accelerator, {profile: count}):
+            return count
+    return 0
