@@ -33,9 +33,11 @@ from gpufleet.cluster import (
     StateView,
     Whole,
 )
+from gpufleet.sched.fgd import Fgd
 from gpufleet.sched.framework import Placed, Placement, PlacementPlugin
 from gpufleet.sched.requests import Request, requests_for
-from gpufleet.sched.scoring import MILLI_PER_EIGHTH, PRIOR_GPUS, BinPack, Fgd, Shape, Spread
+from gpufleet.sched.scoring import BinPack, Spread
+from gpufleet.sched.scoring_frame import MILLI_PER_EIGHTH, PRIOR_GPUS, Shape
 from gpufleet.specs.jobs import JobSpec
 
 from .scenarios import A100, H100, cluster, job, leaves

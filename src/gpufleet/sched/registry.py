@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpufleet.errors import UnknownNameError
+from gpufleet.sched.fgd import Fgd
 from gpufleet.sched.framework import PlacementPlugin, QueueOrder
 from gpufleet.sched.orders import FairShare, Fifo, Multifactor, PriorityOrder, Tiresias
 from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.preempt import PREEMPTIONS, PreemptionPlugin
-from gpufleet.sched.scoring import BinPack, Fgd, Spread
+from gpufleet.sched.scoring import BinPack, Spread
 from gpufleet.specs.profiles import PROFILES, Profile
 
 QUEUE_ORDERS: Mapping[str, QueueOrder] = {

@@ -39,11 +39,11 @@ from pydantic import BaseModel
 from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI, Cluster, Node, State
 from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.sched.fgd import Fgd
 from gpufleet.sched.framework import PlacementPlugin
 from gpufleet.sched.quota import placements_milli, request_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sched.requests import FRACTION_STEPS, Request, requests_for, whole_gpus
-from gpufleet.sched.scoring import Fgd
 from gpufleet.sim.engine import SimConfig, Simulation
 from gpufleet.sim.fit_baselines import BASELINES, baseline
 from gpufleet.sim.generate import generate

@@ -68,7 +68,8 @@ import numpy as np
 from gpufleet.cluster import MILLI, Cluster, Node, StateView
 from gpufleet.sched.framework import Placed, Placement, PlacementPlugin, Status, spot_rule
 from gpufleet.sched.requests import Request
-from gpufleet.sched.scoring import MILLI_PER_EIGHTH, BinPack, Spread
+from gpufleet.sched.scoring import BinPack, Spread
+from gpufleet.sched.scoring_frame import MILLI_PER_EIGHTH
 from gpufleet.specs.jobs import JobSpec
 
 # Random draws tried before the candidates are listed in full: each draw is uniform over all
