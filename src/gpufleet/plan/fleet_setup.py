@@ -41,7 +41,7 @@ from gpufleet.cluster import Cluster
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.inference_estimate import MAX_UTILISATION, estimate_inference
-from gpufleet.plan.design import design_cluster
+from gpufleet.plan.design.cluster import design_cluster
 from gpufleet.plan.inference_search import search_inference
 from gpufleet.plan.planner import serving_on
 from gpufleet.sched.registry import resolve
