@@ -12,8 +12,11 @@ from typing import Literal
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.plan.cost import Demand, OnPremInputs, cost_breakdown
-from gpufleet.plan.design import TrafficNeed, design_cluster
+from gpufleet.plan.cost.breakdown import cost_breakdown
+from gpufleet.plan.cost.demand import Demand
+from gpufleet.plan.cost.tco import OnPremInputs
+from gpufleet.plan.design.cluster import design_cluster
+from gpufleet.plan.design.need import TrafficNeed
 from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio
 from gpufleet.specs.plan import PlanSpec
 

@@ -11,8 +11,10 @@ import math
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.plan.cost import Demand, NoOnPremPriceError, cost_breakdown, on_prem_tco
-from gpufleet.plan.design import design_cluster
+from gpufleet.plan.cost.breakdown import cost_breakdown
+from gpufleet.plan.cost.demand import Demand
+from gpufleet.plan.cost.tco import NoOnPremPriceError, on_prem_tco
+from gpufleet.plan.design.cluster import design_cluster
 from gpufleet.plan.fleet_model import (
     ClusterCost,
     SearchResult,

@@ -39,7 +39,7 @@ from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.cluster import Cluster
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.plan.design import design_cluster
+from gpufleet.plan.design.cluster import design_cluster
 from gpufleet.plan.fleet_services import ServiceSizing, service_label, size_service
 from gpufleet.sched.registry import resolve
 from gpufleet.sim.generate import generate

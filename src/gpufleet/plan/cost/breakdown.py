@@ -1,0 +1,136 @@
+"""The plan's cost section: every way of paying for one accelerator's demand, side by side.
+
+The one entry point the planners call. It runs the other modules in order (prices, mix, TCO,
+break-even, sensitivity), turns their expected failures (no price to cover the demand, no
+purchase price for the accelerator) into notes in the log, and fills `CostBreakdown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from gpufleet.catalog.instances import PROVIDERS
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
+from gpufleet.plan.cost.mix import optimise_mix
+from gpufleet.plan.cost.prices import ON_DEMAND, RESERVED_TERM_YEARS, SPOT, cloud_prices
+from gpufleet.plan.cost.tco import (
+    NoOnPremPriceError,
+    OnPremInputs,
+    break_even_months,
+    on_prem_tco,
+)
+from gpufleet.plan.cost.tornado import (
+    DEFAULT_FACTORS,
+    Factor,
+    FailureHours,
+    SensitivityInputs,
+    sensitivity,
+)
+from gpufleet.plan.model import CostBreakdown
+
+
+def _spot_max_cost(demand: Demand, prices: Mapping[str, float]) -> float | None:
+    """Every spot-eligible burst hour on spot (with its overhead), the rest on-demand."""
+    eligible = demand.interruptible_fraction * demand.burst_gpu_hours
+    if eligible <= 0 or SPOT not in prices or ON_DEMAND not in prices:
+        return None
+    rest = demand.gpu_hours - eligible
+    return (
+        eligible * (1.0 + demand.spot_overhead_fraction) * prices[SPOT] + rest * prices[ON_DEMAND]
+    )
+
+
+def cost_breakdown(
+    demand: Demand,
+    log: Assumptions,
+    *,
+    providers: Sequence[str] = PROVIDERS,
+    regions: Sequence[str] = (),
+    on_prem: OnPremInputs | None = None,
+    deployment: Literal["cloud", "on-prem"] | None = None,
+    failure_hours: FailureHours | None = None,
+    factors: Sequence[Factor] = DEFAULT_FACTORS,
+) -> CostBreakdown:
+    """The plan's cost section for one accelerator's demand.
+
+    on_demand: all GPU-hours at the on-demand price. reserved: the cheapest purchase of
+    reserved GPUs alone (whole GPUs, either term). spot: every spot-eligible burst hour on
+    spot with its overhead and the rest on-demand (None when nothing may run on spot). mix:
+    `optimise_mix` plus the prices used (`price_<kind>_usd_per_gpu_hour`).
+    savings_vs_on_demand = 1 − mix total / on-demand total. tco: `on_prem_tco` when on-prem
+    inputs are given (empty, with a note in the log, when the accelerator has no purchase
+    price). break_even_months: against the mix's blended price per GPU-hour (on-demand when
+    there is no mix). sensitivity: the tornado for `deployment` (default: on-prem when a TCO
+    exists, else cloud).
+    """
+    prices = cloud_prices(demand.accelerator, providers, regions, log)
+    hours = demand.gpu_hours
+    on_demand = prices[ON_DEMAND] * hours if ON_DEMAND in prices else None
+    mix: dict[str, float] = {}
+    if prices:
+        try:
+            mix = optimise_mix(demand, prices, log)
+        except ValueError as exc:
+            log.add(f"{demand.accelerator} purchase mix", "not computed", str(exc))
+    reserved_prices = {k: v for k, v in prices.items() if k in RESERVED_TERM_YEARS}
+    reserved: float | None = None
+    if reserved_prices:
+        reserved = optimise_mix(demand, reserved_prices, Assumptions())["total_usd"]
+    spot = _spot_max_cost(demand, prices)
+    savings: float | None = None
+    if mix and on_demand:
+        savings = max(0.0, 1.0 - mix["total_usd"] / on_demand)
+    if mix:
+        mix.update({f"price_{k}_usd_per_gpu_hour": v for k, v in sorted(prices.items())})
+    tco: dict[str, float] = {}
+    if on_prem is not None:
+        try:
+            tco = on_prem_tco(
+                demand.accelerator,
+                on_prem.gpus,
+                on_prem.nodes,
+                on_prem.it_power_kw,
+                on_prem.facility_power_kw,
+                on_prem.prefs,
+                demand.horizon_hours / HOURS_PER_YEAR,
+                on_prem.utilization,
+                log,
+                system=on_prem.system,
+                storage_capex_usd=on_prem.storage_capex_usd,
+                network_capex_usd=on_prem.network_capex_usd,
+            )
+        except NoOnPremPriceError as exc:
+            log.add(f"{demand.accelerator} on-prem TCO", "not computed", str(exc))
+    break_even: float | None = None
+    rent_rate: float | None = None
+    if mix and hours > 0:
+        rent_rate = mix["total_usd"] / hours
+        rent_what = "the optimised mix's blended price"
+    elif ON_DEMAND in prices:
+        rent_rate = prices[ON_DEMAND]
+        rent_what = "the on-demand price"
+    if tco and on_prem is not None and rent_rate is not None:
+        break_even = break_even_months(tco, rent_rate, on_prem.gpus, on_prem.utilization)
+        log.add(
+            "break-even rent",
+            f"${rent_rate:.4f}/GPU-h",
+            f"{rent_what} per GPU-hour, for gpus × utilization hours a month (derived)",
+        )
+    chosen = deployment or ("on-prem" if tco else "cloud")
+    rows: list[dict[str, float | str]] = []
+    if (chosen == "on-prem" and tco) or (chosen == "cloud" and mix):
+        rows = sensitivity(
+            SensitivityInputs(chosen, demand, prices, on_prem, failure_hours), factors, log
+        )
+    return CostBreakdown(
+        on_demand=on_demand,
+        reserved=reserved,
+        spot=spot,
+        mix=mix,
+        savings_vs_on_demand=savings,
+        tco=tco,
+        break_even_months=break_even,
+        sensitivity=rows,
+    )

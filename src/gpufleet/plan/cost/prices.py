@@ -1,0 +1,242 @@
+"""Cloud prices: one price per GPU-hour for each way of buying an accelerator.
+
+Catalog rows are many per accelerator (instance sizes, regions, programs, sources that
+disagree); the purchase mix needs one number per purchase kind. The rules that pick those
+numbers, and the log lines that say which row each came from, live here so that the mix
+stays a pure optimisation over a price table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpufleet.catalog.commitments import Commitment, load_commitments
+from gpufleet.catalog.instances import CloudInstance, instances_for
+from gpufleet.errors import UnknownNameError
+from gpufleet.estimate.assumptions import Assumptions
+
+ON_DEMAND = "on_demand"
+SPOT = "spot"
+RESERVED_1Y = "reserved_1y"
+RESERVED_3Y = "reserved_3y"
+CAPACITY_BLOCK = "capacity_block"
+RESERVED_TERM_YEARS: dict[str, float] = {RESERVED_1Y: 1.0, RESERVED_3Y: 3.0}
+
+# Source kinds, most trusted first. The on-prem TCO ranks onprem_costs.csv rows the same way.
+KIND_RANK: dict[str, int] = {"vendor": 0, "doc": 1, "analyst": 2, "blog/press": 3, "community": 4}
+# Programs that discount a commitment of 1 or 3 years, in order of preference per provider:
+# the GPU-covering program first (GCP resource CUDs cover GPUs per the vendor row).
+_RESERVED_PROGRAMS: dict[str, tuple[str, ...]] = {
+    "aws": ("reserved-instance", "savings-plan"),
+    "gcp": ("cud-resource", "cud", "cud-spend"),
+    "azure": ("reservation", "savings-plan"),
+}
+# AWS pricing pages name regions; instances.csv uses the codes (AWS Regions and Zones docs).
+_AWS_REGION_CODES: dict[str, str] = {
+    "US East (N. Virginia)": "us-east-1",
+    "US East (Ohio)": "us-east-2",
+    "US West (Oregon)": "us-west-2",
+    "Asia Pacific (Melbourne)": "ap-southeast-4",
+}
+
+
+def _per_gpu(value: object, row: CloudInstance) -> float | None:
+    if value is None or not row.accelerators_count:
+        return None
+    return float(str(value)) / float(row.accelerators_count)
+
+
+def _priced_rows(
+    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+) -> list[CloudInstance]:
+    try:
+        rows = instances_for(accelerator=accelerator)
+    except UnknownNameError:
+        return []
+    wanted_providers = {p.strip().lower() for p in providers}
+    wanted_regions = {r.strip().lower() for r in regions}
+    return [
+        r
+        for r in rows
+        if r.provider in wanted_providers
+        and (not wanted_regions or r.region.lower() in wanted_regions)
+        and r.is_whole_price
+        and (r.accelerators_count or 0) >= 1  # fractional-GPU types price a slice
+    ]
+
+
+def _row_text(row: CloudInstance) -> str:
+    return f"instances.csv {row.provider} {row.name} {row.region} ({row.source})"
+
+
+@dataclass(frozen=True)
+class _Discount:
+    fraction: float
+    row: Commitment
+    upper_bound: bool
+    longest_term_only: bool
+
+
+def _discount(provider: str, accelerator: str, term_years: float) -> _Discount | None:
+    """The commitment discount to use for a provider and term, or None when none is sourced.
+
+    Rows with a discount for exactly this term come first; an "up to X %" figure stated for
+    "1 or 3 years" without saying which is taken for the 3-year term only (a headline
+    maximum is reached at the longest term). Then by source kind (vendor first), exact
+    figures before upper bounds, the provider's preferred program, and the smaller discount.
+    """
+    programs = _RESERVED_PROGRAMS.get(provider, ())
+    found: list[tuple[tuple[int, int, int, int, float], _Discount]] = []
+    for row in load_commitments():
+        if row.provider != provider or row.program not in programs:
+            continue
+        if row.accelerator not in (None, accelerator):
+            continue
+        if row.discount_fraction is not None:
+            fraction, upper = row.discount_fraction, False
+        elif row.discount_max_fraction is not None:
+            fraction, upper = row.discount_max_fraction, True
+        else:
+            continue
+        if row.term_years is not None:
+            if row.term_years != term_years:
+                continue
+            exact_term, longest_only = 0, False
+        elif row.term_max_years is not None:
+            if row.term_max_years != term_years:
+                continue
+            exact_term, longest_only = 1, True
+        else:
+            continue  # no term stated: cannot tell which commitment it prices
+        key = (
+            exact_term,
+            KIND_RANK[row.source_kind],
+            int(upper),
+            programs.index(row.program),
+            fraction,
+        )
+        found.append((key, _Discount(fraction, row, upper, longest_only)))
+    if not found:
+        return None
+    return min(found, key=lambda item: item[0])[1]
+
+
+def _discount_text(d: _Discount) -> str:
+    parts = [
+        f"commitments.csv {d.row.provider} {d.row.program} '{d.row.scope}' "
+        f"[{d.row.source_kind}] ({d.row.source})"
+    ]
+    if d.upper_bound:
+        parts.append("an 'up to' figure: an upper bound, not a typical discount")
+    if d.longest_term_only:
+        parts.append(
+            "stated for 1- or 3-year terms without saying which; gpufleet applies it to the "
+            "3-year term only"
+        )
+    if d.row.notes:
+        parts.append(f"notes: {d.row.notes}")
+    return "; ".join(parts)
+
+
+def _capacity_block_rows(
+    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+) -> list[Commitment]:
+    if "aws" not in {p.strip().lower() for p in providers}:
+        return []
+    wanted = {r.strip().lower() for r in regions}
+    out = []
+    for row in load_commitments():
+        if row.program != "capacity-block" or row.accelerator != accelerator:
+            continue
+        if row.rate_per_accelerator_usd_per_hour is None:
+            continue
+        codes = {_AWS_REGION_CODES.get(name, name).lower() for name in row.regions}
+        if wanted and not codes & wanted:
+            continue
+        out.append(row)
+    return out
+
+
+def cloud_prices(
+    accelerator: str,
+    providers: Sequence[str],
+    regions: Sequence[str],
+    log: Assumptions,
+) -> dict[str, float]:
+    """Lowest price per GPU-hour of each way to buy `accelerator` in the allowed places.
+
+    Keys (each only when some provider prices it): `on_demand` (lowest on-demand list price
+    per GPU among whole-instance rows), `spot` (lowest `spot_min_usd_per_hour` per GPU),
+    `reserved_1y` and `reserved_3y` (per provider: its lowest on-demand price × (1 − its
+    commitment discount for the term); the lowest across providers), `capacity_block` (AWS
+    Capacity Block per-accelerator rate). A provider without a price for the accelerator is
+    skipped. Every row used is logged.
+    """
+    rows = _priced_rows(accelerator, providers, regions)
+    prices: dict[str, float] = {}
+    cheapest_by_provider: dict[str, tuple[float, CloudInstance]] = {}
+    best_spot: tuple[float, CloudInstance] | None = None
+    for row in rows:
+        od = _per_gpu(row.on_demand_usd_per_hour, row)
+        if od is not None:
+            current = cheapest_by_provider.get(row.provider)
+            if current is None or od < current[0]:
+                cheapest_by_provider[row.provider] = (od, row)
+        spot = _per_gpu(row.spot_min_usd_per_hour, row)
+        if spot is not None and (best_spot is None or spot < best_spot[0]):
+            best_spot = (spot, row)
+    where = f"providers {', '.join(providers)}" + (
+        f", regions {', '.join(regions)}" if regions else ", any region"
+    )
+    if cheapest_by_provider:
+        od_price, od_row = min(cheapest_by_provider.values(), key=lambda item: item[0])
+        prices[ON_DEMAND] = od_price
+        log.add(
+            f"{accelerator} on-demand price",
+            f"${od_price:.4f}/GPU-h",
+            f"lowest on-demand list price per GPU ({where}): {_row_text(od_row)}",
+        )
+    if best_spot is not None:
+        prices[SPOT] = best_spot[0]
+        log.add(
+            f"{accelerator} spot price",
+            f"${best_spot[0]:.4f}/GPU-h",
+            f"lowest spot price per GPU ({where}; spot_min_usd_per_hour, the cheapest zone "
+            f"of the region; spot prices move hourly): {_row_text(best_spot[1])}",
+        )
+    for key, term in RESERVED_TERM_YEARS.items():
+        options: list[tuple[float, str]] = []
+        for provider, (od, row) in sorted(cheapest_by_provider.items()):
+            discount = _discount(provider, accelerator, term)
+            if discount is None:
+                log.add(
+                    f"{provider} {term:.0f}-year commitment discount",
+                    "none sourced",
+                    "commitments.csv has no discount figure for this term; the provider is "
+                    "left out of the reserved price",
+                )
+                continue
+            price = od * (1.0 - discount.fraction)
+            text = (
+                f"{provider}: ${od:.4f}/GPU-h on-demand ({row.name} {row.region}) × "
+                f"(1 − {discount.fraction:.0%}); {_discount_text(discount)}"
+            )
+            options.append((price, text))
+        if options:
+            price, text = min(options)
+            prices[key] = price
+            log.add(f"{accelerator} {key} price", f"${price:.4f}/GPU-h", f"lowest of: {text}")
+    blocks = _capacity_block_rows(accelerator, providers, regions)
+    if blocks:
+        block = min(blocks, key=lambda r: r.rate_per_accelerator_usd_per_hour or 0)
+        rate = float(block.rate_per_accelerator_usd_per_hour or 0)
+        prices[CAPACITY_BLOCK] = rate
+        log.add(
+            f"{accelerator} capacity block price",
+            f"${rate:.4f}/GPU-h",
+            f"commitments.csv aws capacity-block {';'.join(block.instance_types)} in "
+            f"{';'.join(block.regions)} [{block.source_kind}] ({block.source}); used for burst "
+            "work only (blocks last days to weeks, booked ahead, rates change with supply)",
+        )
+    return prices

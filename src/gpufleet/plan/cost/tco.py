@@ -1,0 +1,358 @@
+"""On-prem TCO: what owning the designed fleet costs, and when that beats renting.
+
+Owning is priced from onprem_costs.csv and the plan's on-prem preferences, not from cloud
+prices, so it has its own sources, defaults and log lines; break-even sits here because it
+reads the TCO's capex and opex and only a single rent rate from the cloud side.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpufleet.catalog.onprem import OnPremCost, load_onprem_costs
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR
+from gpufleet.plan.cost.prices import KIND_RANK
+from gpufleet.specs.plan import OnPremPreferences
+
+HOURS_PER_MONTH = HOURS_PER_YEAR / 12.0
+BREAK_EVEN_LIMIT_MONTHS = 120.0
+
+# gpufleet assumption, no source: switch, NIC, optics and cable prices were not found in the
+# research (onprem_costs.md §7), so the scale-out network is priced as a share of the systems.
+NETWORK_FRACTION_OF_SYSTEMS = 0.10
+NETWORK_SOURCE = (
+    "gpufleet assumption (no sourced price): InfiniBand/Ethernet switch, NIC, optics and "
+    "cable prices were not found in the research notes; the scale-out network is taken as "
+    f"{NETWORK_FRACTION_OF_SYSTEMS:.0%} of the systems' price. Systems priced whole (DGX) "
+    "already include their NICs. Pass network_capex_usd to override."
+)
+
+
+class NoOnPremPriceError(UserError, ValueError):
+    """The catalog has no purchase price for this accelerator; the caller turns it into a note."""
+
+
+@dataclass(frozen=True)
+class OnPremInputs:
+    """The on-prem fleet to price (from the cluster design)."""
+
+    gpus: int
+    nodes: int
+    it_power_kw: float
+    facility_power_kw: float
+    prefs: OnPremPreferences
+    utilization: float
+    system: str | None = None
+    storage_capex_usd: float | None = None
+    network_capex_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class HardwarePrice:
+    """The purchase price of the accelerators' systems and where it comes from."""
+
+    per_gpu_usd: float  # accelerator (or whole system) price per GPU
+    host_per_node_usd: float  # added per node when the price is for accelerators alone
+    basis: str  # "system" | "accelerator + host"
+    source: str
+
+    def systems_usd(self, gpus: int, nodes: int) -> float:
+        return self.per_gpu_usd * gpus + self.host_per_node_usd * nodes
+
+
+def _best_rows(rows: Sequence[OnPremCost]) -> list[OnPremCost]:
+    """Rows of the best source kind, bounded figures before lower bounds."""
+    if not rows:
+        return []
+    key = min((KIND_RANK[r.source_kind], r.high is None) for r in rows)
+    return [r for r in rows if (KIND_RANK[r.source_kind], r.high is None) == key]
+
+
+def _rows_text(rows: Sequence[OnPremCost]) -> str:
+    parts = []
+    for r in rows:
+        value = f"${r.low:,.0f}" + ("+" if r.high is None else "")
+        if r.high is not None and r.high != r.low:
+            value = f"${r.low:,.0f}-${r.high:,.0f}"
+        what = r.system or r.accelerator or r.item
+        parts.append(f"{what} {value} per {r.unit_gpus} GPU(s) [{r.source_kind}] ({r.source})")
+    return "; ".join(parts)
+
+
+def hardware_price(accelerator: str, system: str | None = None) -> HardwarePrice:
+    """Purchase price per GPU from onprem_costs.csv, preferring whole-system prices.
+
+    A system price (a DGX, an NVL72 rack) includes CPUs, memory, NICs and chassis, so it is
+    used when one exists for the accelerator (rows of `system` first when given). Otherwise
+    an accelerator-only price plus the one sourced non-GPU bill of materials (DGX H100's,
+    per node). Among candidate rows the best source kind wins (vendor, doc, analyst,
+    blog/press, community), ranges before lower bounds; the price is the median of the rows'
+    midpoints per GPU. Raises NoOnPremPriceError when nothing prices the accelerator.
+    """
+    table = load_onprem_costs()
+
+    def per_gpu_rows(item: str) -> list[OnPremCost]:
+        return [
+            r
+            for r in table
+            if r.item == item and r.accelerator == accelerator and r.unit_gpus is not None
+        ]
+
+    systems = per_gpu_rows("system-price")
+    if system is not None and any(r.system == system for r in systems):
+        systems = [r for r in systems if r.system == system]
+    chosen = _best_rows(systems)
+    if chosen:
+        per_gpu = statistics.median(r.mid / (r.unit_gpus or 1) for r in chosen)
+        bound = " (lower bound: 'from'/'upward of')" if chosen[0].high is None else ""
+        return HardwarePrice(
+            per_gpu,
+            0.0,
+            "system",
+            f"whole-system price{bound}, median of {len(chosen)} row(s) of onprem_costs.csv: "
+            + _rows_text(chosen),
+        )
+    chosen = _best_rows(per_gpu_rows("accelerator-price"))
+    if chosen:
+        per_gpu = statistics.median(r.mid / (r.unit_gpus or 1) for r in chosen)
+        boms = _best_rows([r for r in table if r.item == "system-non-accelerator-bom"])
+        host = statistics.median(r.mid for r in boms) if boms else 0.0
+        host_text = (
+            f"; plus ${host:,.0f} per node for the host (CPUs, memory, NICs, chassis): the "
+            f"only sourced non-GPU bill of materials, {_rows_text(boms)}, applied to every "
+            "node as an approximation"
+            if boms
+            else "; no host price sourced, hosts not included"
+        )
+        return HardwarePrice(
+            per_gpu,
+            host,
+            "accelerator + host",
+            f"accelerator price, median of {len(chosen)} row(s) of onprem_costs.csv: "
+            + _rows_text(chosen)
+            + host_text,
+        )
+    priced = sorted(
+        {
+            r.accelerator
+            for r in table
+            if r.item in ("system-price", "accelerator-price") and r.accelerator and r.unit_gpus
+        }
+    )
+    raise NoOnPremPriceError(
+        f"no on-prem purchase price for {accelerator} in onprem_costs.csv, so its TCO is not "
+        f"computed (priced: {', '.join(priced)})"
+    )
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _sourced_range(
+    item: str,
+    basis: str | None = None,
+    convert: Callable[[float], float] = float,
+    unit: str = "",
+) -> str:
+    """'onprem_costs.csv <item> rows: low-high unit (n rows; kinds)', values converted."""
+    rows = [
+        r
+        for r in load_onprem_costs()
+        if r.item == item and (basis is None or r.unit_basis == basis)
+    ]
+    if not rows:
+        return f"no sourced '{item}' figure"
+    values = [convert(r.low) for r in rows] + [convert(r.high) for r in rows if r.high is not None]
+    low, high = min(values), max(values)
+    span = _num(low) if low == high else f"{_num(low)}-{_num(high)}"
+    kinds = sorted({r.source_kind for r in rows}, key=KIND_RANK.__getitem__)
+    what = f"'{item}'" + (f" ({basis})" if basis else "")
+    return f"onprem_costs.csv {what}: {span}{unit} ({len(rows)} row(s); {', '.join(kinds)})"
+
+
+def _log_preferences(prefs: OnPremPreferences, log: Assumptions) -> None:
+    given = prefs.model_fields_set
+
+    def origin(*fields: str) -> str:
+        return "given in the plan spec" if set(fields) & given else "gpufleet default"
+
+    log.add("on-prem PUE", f"{prefs.pue:g}", f"{origin('pue')}; sourced {_sourced_range('pue')}")
+    log.add(
+        "on-prem electricity",
+        f"${prefs.electricity_usd_per_kwh:g}/kWh",
+        f"{origin('electricity_usd_per_kwh')}; sourced "
+        + _sourced_range("electricity", unit=" USD/kWh"),
+    )
+    per_month = _sourced_range(
+        "colocation", "per kW-year", lambda v: v / 12.0, " USD per kW-month (derived: ÷ 12)"
+    )
+    per_rack = _sourced_range("colocation", "per rack-month", unit=" USD per rack-month")
+    owned = (
+        "0 means an owned facility whose building is not in the TCO (sourced build cost: "
+        + _sourced_range("facility-build", unit=" USD per MW")
+        + "); "
+        if prefs.colocation_usd_per_kw_month == 0
+        else ""
+    )
+    log.add(
+        "on-prem colocation",
+        f"${prefs.colocation_usd_per_kw_month:g}/kW-month of IT power",
+        f"{origin('colocation_usd_per_kw_month')}; {owned}sourced {per_month}; {per_rack}",
+    )
+    log.add(
+        "on-prem depreciation",
+        f"{prefs.depreciation_years:g} years, straight line",
+        f"{origin('depreciation_years')}; sourced " + _sourced_range("depreciation", unit=" years"),
+    )
+    log.add(
+        "on-prem support",
+        f"{prefs.support_fraction_per_year:.0%} of capex per year",
+        f"{origin('support_fraction_per_year')}; sourced "
+        + _sourced_range("hardware-support", unit=" of the purchase price per year"),
+    )
+    log.add(
+        "on-prem staff",
+        f"{prefs.staff_fte_per_100_nodes:g} FTE per 100 nodes at "
+        f"${prefs.fte_usd_per_year:,.0f}/FTE-year",
+        f"{origin('staff_fte_per_100_nodes', 'fte_usd_per_year')}; sourced "
+        + _sourced_range("staff-ratio", convert=lambda v: 100.0 / v, unit=" FTE per 100 nodes")
+        + "; "
+        + _sourced_range("staff-cost", unit=" USD per FTE-year"),
+    )
+
+
+def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
+    accelerator: str,
+    gpus: int,
+    nodes: int,
+    it_power_kw: float,
+    facility_power_kw: float,
+    prefs: OnPremPreferences,
+    horizon_years: float,
+    utilization: float,
+    log: Assumptions,
+    *,
+    system: str | None = None,
+    storage_capex_usd: float | None = None,
+    network_capex_usd: float | None = None,
+    gpu_price_scale: float = 1.0,
+) -> dict[str, float]:
+    """Total cost of owning the fleet over `horizon_years` (USD; keys below).
+
+    capex = systems + network + storage, where systems = per-GPU price × gpus (+ host per
+    node when the price is for accelerators alone; `hardware_price`), network =
+    NETWORK_FRACTION_OF_SYSTEMS × systems unless given, storage as given (0 when not).
+    opex per year = facility kW × 8,760 h × $/kWh (the design's power drawn all year)
+    + colocation $/kW-month × IT kW × 12 + support fraction × capex + FTE per 100 nodes ×
+    nodes / 100 × $/FTE-year. Depreciation per year = capex / depreciation years (straight
+    line). total = (depreciation + opex) per year × horizon years, and per_gpu_hour = total /
+    (gpus × horizon × 8,760 × utilization): the cost of one delivered GPU-hour.
+    `gpu_price_scale` multiplies the systems' price (sensitivity).
+    """
+    if gpus <= 0 or nodes <= 0:
+        raise ValueError(f"on-prem TCO needs GPUs and nodes (got {gpus} GPUs, {nodes} nodes)")
+    if not 0 < utilization <= 1:
+        raise ValueError(f"utilization {utilization} is not in (0, 1]")
+    if horizon_years <= 0:
+        raise ValueError(f"horizon_years {horizon_years} is not positive")
+    price = hardware_price(accelerator, system)
+    systems = price.systems_usd(gpus, nodes) * gpu_price_scale
+    log.add(
+        f"{accelerator} purchase price",
+        f"${price.per_gpu_usd:,.0f}/GPU"
+        + (f" + ${price.host_per_node_usd:,.0f}/node" if price.host_per_node_usd else ""),
+        price.source,
+    )
+    if network_capex_usd is None:
+        network = NETWORK_FRACTION_OF_SYSTEMS * systems
+        log.add(
+            "on-prem network capex", f"{NETWORK_FRACTION_OF_SYSTEMS:.0%} of systems", NETWORK_SOURCE
+        )
+    else:
+        network = network_capex_usd
+    if storage_capex_usd is None:
+        storage = 0.0
+        log.add(
+            "on-prem storage capex",
+            "not included",
+            "no sourced on-prem storage price (storage.csv prices managed cloud offerings only)",
+        )
+    else:
+        storage = storage_capex_usd
+    capex = systems + network + storage
+    expected_facility = it_power_kw * prefs.pue
+    if facility_power_kw > 0 and not math.isclose(
+        facility_power_kw, expected_facility, rel_tol=0.01
+    ):
+        log.add(
+            "on-prem facility power",
+            f"{facility_power_kw:g} kW",
+            f"from the design; differs from IT {it_power_kw:g} kW × PUE {prefs.pue:g} = "
+            f"{expected_facility:g} kW",
+        )
+    facility = facility_power_kw if facility_power_kw > 0 else expected_facility
+    power = facility * HOURS_PER_YEAR * prefs.electricity_usd_per_kwh
+    colocation = prefs.colocation_usd_per_kw_month * it_power_kw * 12.0
+    support = prefs.support_fraction_per_year * capex
+    staff = prefs.staff_fte_per_100_nodes * nodes / 100.0 * prefs.fte_usd_per_year
+    opex = power + colocation + support + staff
+    depreciation = capex / prefs.depreciation_years
+    total = (depreciation + opex) * horizon_years
+    delivered = gpus * horizon_years * HOURS_PER_YEAR * utilization
+    _log_preferences(prefs, log)
+    log.add(
+        "on-prem power draw",
+        "the design's facility power, every hour of the year",
+        "gpufleet assumption (conservative): idle GPUs draw less than the design power",
+    )
+    log.add(
+        "on-prem TCO method",
+        "(capex / depreciation years + opex per year) × horizon years; per delivered "
+        "GPU-hour at the expected utilization",
+        "gpufleet (derived); docs/design/0007-cost-model.md",
+    )
+    return {
+        "capex": capex,
+        "capex_systems": systems,
+        "capex_network": network,
+        "capex_storage": storage,
+        "capex_per_gpu": capex / gpus,
+        "opex_per_year": opex,
+        "opex_power_per_year": power,
+        "opex_colocation_per_year": colocation,
+        "opex_support_per_year": support,
+        "opex_staff_per_year": staff,
+        "depreciation_per_year": depreciation,
+        "total": total,
+        "per_gpu_hour": total / delivered,
+        "delivered_gpu_hours": delivered,
+        "gpus": float(gpus),
+        "nodes": float(nodes),
+        "horizon_years": horizon_years,
+        "utilization": utilization,
+    }
+
+
+def break_even_months(
+    tco: Mapping[str, float], cloud_gpu_hour_usd: float, gpus: int, utilization: float
+) -> float | None:
+    """Months until renting the used GPU-hours costs more than buying and running the fleet.
+
+    Renting costs cloud price × gpus × utilization × 730 h a month (only the hours used are
+    rented); owning costs the capex on day one plus opex per year / 12 a month. They cross at
+    capex / (rent − opex) per month. None when renting is cheaper every month (rent ≤ opex)
+    or the crossing is beyond 10 years. Replacement at the end of the depreciation period is
+    not in this cash view.
+    """
+    rent = cloud_gpu_hour_usd * gpus * utilization * HOURS_PER_MONTH
+    own = tco["opex_per_year"] / 12.0
+    if rent <= own:
+        return None
+    months = tco["capex"] / (rent - own)
+    return months if months <= BREAK_EVEN_LIMIT_MONTHS else None

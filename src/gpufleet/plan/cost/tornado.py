@@ -1,0 +1,178 @@
+"""The tornado: how the chosen deployment's total cost moves with one uncertain input.
+
+A plan's headline cost rests on inputs nobody knows well (utilization, GPU prices, MFU,
+failure rate, electricity). The tornado re-runs the purchase mix or the TCO with one input at
+each end of a stated range, so the reader sees which guess matters; it reuses the other
+modules' calculations with fresh, throwaway assumption logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
+from gpufleet.plan.cost.mix import optimise_mix
+from gpufleet.plan.cost.tco import OnPremInputs, on_prem_tco
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One tornado input: multipliers of its base value at the low and the high end."""
+
+    name: str
+    low: float
+    high: float
+
+
+UTILIZATION = "utilization"
+GPU_PRICE = "gpu_price"
+MFU = "mfu"
+FAILURE_RATE = "failure_rate"
+ELECTRICITY = "electricity_price"
+DEFAULT_FACTORS: tuple[Factor, ...] = (
+    Factor(UTILIZATION, 0.8, 1.2),
+    Factor(GPU_PRICE, 0.7, 1.3),
+    Factor(MFU, 0.85, 1.15),
+    Factor(FAILURE_RATE, 0.5, 2.0),
+    Factor(ELECTRICITY, 0.5, 1.5),
+)
+# GPU-hours of training at a failure-rate multiplier, relative to the base (1.0 at 1.0):
+# a callable (e.g. from the goodput model) or the precomputed (at low, at high) pair.
+FailureHours = Callable[[float], float] | tuple[float, float]
+
+
+@dataclass(frozen=True)
+class SensitivityInputs:
+    """Everything one tornado recomputes: the deployment's cost at the base and each end.
+
+    Cloud: the optimised mix total for the demand. On-prem: cost per delivered GPU-hour ×
+    the GPU-hours to deliver (the fleet's at the base, gpus × horizon × utilization), so that
+    a higher utilization means a smaller fleet for the same work. MFU and failure rate scale
+    the burst (training) GPU-hours; the baseline is not scaled.
+    """
+
+    deployment: Literal["cloud", "on-prem"]
+    demand: Demand
+    prices: Mapping[str, float]
+    on_prem: OnPremInputs | None = None
+    failure_hours: FailureHours | None = None
+
+
+def _failure_multiplier(inputs: SensitivityInputs, factor: Factor, setting: float) -> float:
+    fh = inputs.failure_hours
+    if setting == 1.0 or fh is None:
+        return 1.0
+    if callable(fh):
+        return float(fh(setting))
+    low, high = fh
+    if setting == factor.low:
+        return low
+    if setting == factor.high:
+        return high
+    raise ValueError(f"failure-rate multiplier {setting} has no precomputed GPU-hours")
+
+
+def _scenario_cost(inputs: SensitivityInputs, settings: Mapping[str, float], train: float) -> float:
+    """Total cost with every input at its base × `settings`; training hours × `train`."""
+    demand = inputs.demand
+    scaled = replace(demand, burst_gpu_hours=demand.burst_gpu_hours * train)
+    price = settings.get(GPU_PRICE, 1.0)
+    if inputs.deployment == "cloud":
+        prices = {k: v * price for k, v in inputs.prices.items()}
+        return optimise_mix(scaled, prices, Assumptions())["total_usd"]
+    op = inputs.on_prem
+    if op is None:
+        raise ValueError("an on-prem sensitivity needs on-prem inputs")
+    prefs = op.prefs.model_copy(
+        update={
+            "electricity_usd_per_kwh": op.prefs.electricity_usd_per_kwh
+            * settings.get(ELECTRICITY, 1.0)
+        }
+    )
+    utilization = min(1.0, op.utilization * settings.get(UTILIZATION, 1.0))
+    horizon_years = demand.horizon_hours / HOURS_PER_YEAR
+    tco = on_prem_tco(
+        demand.accelerator,
+        op.gpus,
+        op.nodes,
+        op.it_power_kw,
+        op.facility_power_kw,
+        prefs,
+        horizon_years,
+        utilization,
+        Assumptions(),
+        system=op.system,
+        storage_capex_usd=op.storage_capex_usd,
+        network_capex_usd=op.network_capex_usd,
+        gpu_price_scale=price,
+    )
+    base_work = op.gpus * horizon_years * HOURS_PER_YEAR * op.utilization
+    total_hours = demand.gpu_hours
+    burst_share = demand.burst_gpu_hours / total_hours if total_hours > 0 else 0.0
+    work = base_work * (1.0 + burst_share * (train - 1.0))
+    return tco["per_gpu_hour"] * work
+
+
+def _label(factor: str, multiplier: float) -> str:
+    if factor == FAILURE_RATE:
+        return f"×{multiplier:g}"
+    return f"{(multiplier - 1.0) * 100:+.0f} %"
+
+
+def sensitivity(
+    inputs: SensitivityInputs,
+    factors: Sequence[Factor] = DEFAULT_FACTORS,
+    log: Assumptions | None = None,
+) -> list[dict[str, float | str]]:
+    """Tornado rows: the deployment's total cost with one factor at its low and high end.
+
+    utilization × (1 ± 20 %) (capped at 1; on-prem only: cloud rents the hours it uses), GPU
+    price × (1 ± 30 %) (cloud prices or the systems' purchase price), MFU × (1 ± 15 %)
+    (training GPU-hours ÷ the multiplier), failure rate × 0.5 / × 2 (training GPU-hours ×
+    `failure_hours`; the row is left out when it is not given), electricity × (1 ± 50 %)
+    (on-prem only). Each row: factor, low_label, high_label, low_usd, high_usd, base_usd,
+    swing_usd = |high − low|; rows ordered by swing, largest first.
+    """
+    base = _scenario_cost(inputs, {}, 1.0)
+    rows: list[dict[str, float | str]] = []
+    for factor in factors:
+        if factor.name == FAILURE_RATE and inputs.failure_hours is None:
+            if log is not None:
+                log.add(
+                    "sensitivity: failure rate",
+                    "left out",
+                    "no goodput overhead was supplied for failure-rate multipliers",
+                )
+            continue
+        ends: list[float] = []
+        for setting in (factor.low, factor.high):
+            if factor.name == MFU:
+                ends.append(_scenario_cost(inputs, {}, 1.0 / setting))
+            elif factor.name == FAILURE_RATE:
+                train = _failure_multiplier(inputs, factor, setting)
+                ends.append(_scenario_cost(inputs, {}, train))
+            else:
+                ends.append(_scenario_cost(inputs, {factor.name: setting}, 1.0))
+        rows.append(
+            {
+                "factor": factor.name,
+                "low_label": _label(factor.name, factor.low),
+                "high_label": _label(factor.name, factor.high),
+                "low_usd": ends[0],
+                "high_usd": ends[1],
+                "base_usd": base,
+                "swing_usd": abs(ends[1] - ends[0]),
+            }
+        )
+    rows.sort(key=lambda r: -float(r["swing_usd"]))
+    if log is not None:
+        log.add(
+            "sensitivity method",
+            f"{inputs.deployment} total cost, one factor at a time",
+            "gpufleet (derived): utilization ±20 %, GPU price ±30 %, MFU ±15 %, failure rate "
+            "×0.5/×2, electricity ±50 % (docs/design/0007-cost-model.md)",
+        )
+    return rows

@@ -1,0 +1,290 @@
+"""The scale-out fabric: a non-blocking fat-tree, and whether it carries the traffic.
+
+Sized from the unit's NICs and the fabric's switch radix (fabrics.csv), apart from racks and
+storage because it is the one part whose answer may be "none": one node, one scale-up domain
+or no cross-node traffic needs no fabric at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpufleet.catalog.fabrics import Fabric as FabricRow
+from gpufleet.catalog.fabrics import get_fabric
+from gpufleet.errors import UserError
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.plan.design.need import TrafficNeed
+from gpufleet.plan.design.system import Shape
+from gpufleet.plan.model import Fabric
+
+DEFAULT_SCALE_OUT = "ib-ndr-400"
+# NCCL all-reduce reaches about this fraction of a NIC's line rate (gpufleet assumption).
+LINK_EFFICIENCY = 0.8
+
+# Switch radix for on-prem fabrics whose fabrics.csv row gives none (gpufleet assumptions).
+_ASSUMED_RADIX: dict[str, tuple[int, str]] = {
+    "ib-hdr-200": (
+        40,
+        "assumption: NVIDIA Quantum QM8700 HDR switch, 40 ports of 200 Gb/s "
+        "(vendor product brief; not in fabrics.csv)",
+    ),
+    "roce-v2": (
+        64,
+        "assumption: Spectrum-4 SN5400 as 64 ports of 400 GbE, i.e. the 51.2 Tb/s of "
+        "fabrics.csv counted both ways / (2 × 400 Gb/s)",
+    ),
+}
+_DEFAULT_RADIX = 64
+
+# Per-GPU line rate tiers for the verdict: (Gb/s, what to buy).
+_TIERS: tuple[tuple[float, str], ...] = (
+    (200.0, "200G RoCE or InfiniBand HDR suffices"),
+    (400.0, "InfiniBand NDR 400 (or 400G RoCE) required"),
+    (800.0, "InfiniBand XDR 800 (or 800G Ethernet) required"),
+)
+_TP_MIN_TIER = 1  # tensor parallelism across nodes: NDR 400 or faster
+
+
+@dataclass(frozen=True)
+class FatTree:
+    """Switch counts of a non-blocking (1:1) fat-tree; `spines` excludes `super_spines`."""
+
+    levels: int  # 0: no fabric, 1: single switch, 2: leaf/spine, 3: leaf/spine/super-spine
+    endpoints: int
+    leaves: int
+    spines: int
+    super_spines: int
+    pods: int
+    cables: int
+
+    @property
+    def switches(self) -> int:
+        return self.leaves + self.spines + self.super_spines
+
+
+def size_fat_tree(nodes: int, rails: int, radix: int) -> FatTree:
+    """Switches and cables of a rail-optimised, non-blocking fat-tree of `radix`-port switches.
+
+    E = nodes × rails endpoints (NICs), h = radix // 2.
+    - E ≤ radix: one switch, E cables.
+    - Else leaves = rails × ceil(nodes / h): each leaf serves one rail (NIC index) of up to h
+      nodes on h down ports and has h up ports (1:1). This equals ceil(E / h) when nodes is a
+      multiple of h.
+    - Two levels while leaves ≤ radix: spines = ceil(leaves × h / radix);
+      cables = E + leaves × h.
+    - Three levels beyond: pods of h leaves with h spines each (pods = ceil(leaves / h),
+      spines = pods × h); super-spines = ceil(spines × h / radix);
+      cables = E + leaves × h + spines × h. Beyond radix pods (E > radix³/4) a fourth level
+      would be needed, which is not sized: UserError.
+    """
+    if nodes < 1 or rails < 1 or radix < 2:
+        raise ValueError(f"need nodes, rails >= 1 and radix >= 2; got {nodes}, {rails}, {radix}")
+    endpoints = nodes * rails
+    if endpoints <= radix:
+        return FatTree(1, endpoints, 1, 0, 0, 0, endpoints)
+    half = radix // 2
+    leaves = rails * math.ceil(nodes / half)
+    if leaves <= radix:
+        spines = math.ceil(leaves * half / radix)
+        return FatTree(2, endpoints, leaves, spines, 0, 0, endpoints + leaves * half)
+    pods = math.ceil(leaves / half)
+    if pods > radix:
+        raise UserError(
+            f"{endpoints} NICs exceed a three-level fat-tree of {radix}-port switches "
+            f"({radix**3 // 4} endpoints); choose a higher-radix fabric (e.g. ib-xdr-800)"
+        )
+    spines = pods * half
+    supers = math.ceil(spines * half / radix)
+    cables = endpoints + leaves * half + spines * half
+    return FatTree(3, endpoints, leaves, spines, supers, pods, cables)
+
+
+def required_gbit_per_s_per_gpu(need: TrafficNeed) -> float:
+    """Ring all-reduce: each GPU sends ~2 × its gradient bytes per step; to finish within
+    one step (full overlap with compute) it needs dp_bytes × 2 × 8 / step_time bit/s."""
+    return need.dp_bytes_per_step * 2 * 8 / need.step_time_s / 1e9
+
+
+def fabric_verdict(
+    required: float,
+    tp_crosses_nodes: bool,
+    available: float,
+    fabric_label: str,
+    scaleup_domain_gpus: int,
+) -> str:
+    """One sentence: the line-rate tier the need calls for, and whether the fabric meets it.
+
+    The tier is the smallest of 200 / 400 / 800 Gb/s per GPU whose usable rate
+    (line × `LINK_EFFICIENCY`) covers `required`; tensor parallelism across nodes raises it to
+    at least NDR 400 (its all-reduces sit on every layer's critical path).
+    """
+    line_needed = required / LINK_EFFICIENCY
+    tier = next((i for i, (rate, _) in enumerate(_TIERS) if rate >= line_needed), None)
+    if tier is not None and tp_crosses_nodes:
+        tier = max(tier, _TP_MIN_TIER)
+    if tier is None:
+        what = (
+            "more than one 800G NIC per GPU can carry: cut cross-node traffic (larger "
+            "per-GPU batch, gradient accumulation, more TP/PP inside the scale-up domain)"
+        )
+    else:
+        what = _TIERS[tier][1]
+    parts = [f"needs {_gbit(required)} Gb/s per GPU: {what}"]
+    if tp_crosses_nodes:
+        parts.append(
+            "tensor parallelism crosses nodes, so its per-layer all-reduces ride the fabric; "
+            f"keep TP within the {scaleup_domain_gpus}-GPU scale-up domain where possible"
+        )
+    meets = available * LINK_EFFICIENCY >= required
+    if tp_crosses_nodes:
+        meets = meets and available >= _TIERS[_TP_MIN_TIER][0]
+    parts.append(
+        f"the designed fabric ({fabric_label}) gives {_gbit(available)} Gb/s per GPU"
+        + (", enough" if meets else ", too little: choose a faster fabric")
+    )
+    return "; ".join(parts)
+
+
+def _gbit(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 or value == 0 else f"{value:.1f}"
+
+
+def _radix(fabric: FabricRow, log: Assumptions) -> int:
+    if fabric.switch_radix_ports:
+        log.add(
+            "design.switch_radix",
+            fabric.switch_radix_ports,
+            f"fabrics.csv {fabric.name} switch_radix_ports ({fabric.switch_model})",
+        )
+        return fabric.switch_radix_ports
+    radix, source = _ASSUMED_RADIX.get(
+        fabric.name,
+        (_DEFAULT_RADIX, f"assumption: {fabric.name} gives no radix; 64-port switch assumed"),
+    )
+    log.add("design.switch_radix", radix, source)
+    return radix
+
+
+def _scale_out_row(shape: Shape, name: str | None, log: Assumptions) -> FabricRow:
+    if name is not None:
+        row = get_fabric(name)
+        if row.category != "scale-out" or row.is_cloud:
+            kind = "cloud" if row.is_cloud else row.category
+            raise UserError(f"scale_out: {row.name} is a {kind} fabric, not an on-prem scale-out")
+        return row
+    if shape.scaleout_fabric is not None:
+        row = get_fabric(shape.scaleout_fabric)
+        log.add("design.scale_out", row.name, f"systems.csv {shape.system} scaleout_fabric")
+        return row
+    log.add(
+        "design.scale_out",
+        DEFAULT_SCALE_OUT,
+        f"{shape.system} names no scale-out fabric; InfiniBand NDR 400 assumed "
+        "(the fabric of NVIDIA's DGX H100/H200/B200 rows)",
+    )
+    return get_fabric(DEFAULT_SCALE_OUT)
+
+
+def size_fabric(
+    shape: Shape,
+    units: int,
+    *,
+    installed: int,
+    need: TrafficNeed | None,
+    scale_out: str | None,
+    log: Assumptions,
+) -> tuple[Fabric, FatTree]:
+    """Size the scale-out fabric, or say why none is needed.
+
+    None is needed when every GPU sits in one node or one scale-up domain, or when there is
+    no cross-node traffic (`need` is None: inference replicas inside a node, or a need with
+    no gradient bytes and TP inside the node): then front-end Ethernet suffices and the
+    fabric fields are zero.
+    """
+    required = required_gbit_per_s_per_gpu(need) if need is not None else 0.0
+    tp_crosses = need is not None and need.tp_crosses_nodes
+    no_fabric: str | None = None
+    if units * shape.compute_nodes_per_unit == 1:
+        no_fabric = f"all {installed} GPUs sit in one node: no scale-out fabric required"
+    elif installed <= shape.scaleup_domain_gpus:
+        no_fabric = (
+            f"all {installed} GPUs sit in one {shape.scaleup_domain_gpus}-GPU scale-up domain: "
+            "no scale-out fabric required"
+        )
+    elif need is None or (required == 0 and not tp_crosses):
+        no_fabric = (
+            "no cross-node training traffic (inference only): serving replicas stay inside a "
+            f"node's {shape.scaleup_domain_gpus}-GPU scale-up domain, so front-end Ethernet "
+            "suffices; no scale-out fabric required unless tensor parallelism crosses nodes"
+        )
+    if no_fabric is not None:
+        fabric = Fabric(
+            name="none",
+            topology="no scale-out fabric (front-end Ethernet only, not sized)",
+            port_gbit_per_s=0.0,
+            nics=0,
+            leaf_switches=0,
+            spine_switches=0,
+            switch_radix=0,
+            oversubscription=1.0,
+            cables=0,
+            required_gbit_per_s_per_gpu=required,
+            available_gbit_per_s_per_gpu=0.0,
+            verdict=no_fabric,
+        )
+        return fabric, FatTree(0, 0, 0, 0, 0, 0, 0)
+
+    row = _scale_out_row(shape, scale_out, log)
+    port = row.port_gbit_per_s or row.switch_port_gbit_per_s or shape.nic_gbit_per_s
+    if port is None:  # pragma: no cover - every on-prem fabric row has a port rate
+        raise UserError(f"scale_out: {row.name} has no port rate in fabrics.csv")
+    radix = _radix(row, log)
+    nodes = units * shape.compute_nodes_per_unit
+    rails = max(1, shape.nics_per_unit // shape.compute_nodes_per_unit)
+    gpus_per_node = shape.unit_gpus / shape.compute_nodes_per_unit
+    nic_rate = min(shape.nic_gbit_per_s or port, port)
+    available = rails * nic_rate / gpus_per_node
+    tree = size_fat_tree(nodes, rails, radix)
+    log.add("design.oversubscription", "1:1", "non-blocking fat-tree (gpufleet design rule)")
+    log.add(
+        "design.link_efficiency",
+        f"{LINK_EFFICIENCY:.0%} of line rate",
+        "assumption: NCCL all-reduce bus bandwidth over IB/RoCE reaches about this share",
+    )
+    fabric = Fabric(
+        name=row.name,
+        topology=_topology(tree, rails, radix, row),
+        port_gbit_per_s=port,
+        nics=tree.endpoints,
+        leaf_switches=tree.leaves,
+        spine_switches=tree.spines + tree.super_spines,
+        switch_radix=radix,
+        oversubscription=1.0,
+        cables=tree.cables,
+        required_gbit_per_s_per_gpu=required,
+        available_gbit_per_s_per_gpu=available,
+        verdict=fabric_verdict(
+            required, tp_crosses, available, row.display_name, shape.scaleup_domain_gpus
+        ),
+    )
+    return fabric, tree
+
+
+def _topology(tree: FatTree, rails: int, radix: int, row: FabricRow) -> str:
+    switch = row.switch_model or f"{radix}-port {row.display_name}"
+    if tree.levels == 1:
+        return f"single switch: {tree.endpoints} NICs on one {radix}-port switch ({switch})"
+    half = radix // 2
+    head = f"rail-optimised {'two' if tree.levels == 2 else 'three'}-level fat-tree, 1:1"
+    body = (
+        f"{rails} rails; {tree.leaves} leaf switches ({half} ports down, {half} up)"
+        f" and {tree.spines} spines"
+    )
+    if tree.levels == 3:
+        body += (
+            f" in {tree.pods} pods, plus {tree.super_spines} super-spines (more leaves than "
+            f"a {radix}-port spine can reach, so a third level; spine_switches counts "
+            f"{tree.spines} spines + {tree.super_spines} super-spines)"
+        )
+    return f"{head}: {body}; {radix}-port switches ({switch})"
