@@ -182,3 +182,19 @@ def test_the_checks_see_an_upward_import(tmp_path: Path) -> None:
     fake["gpufleet.plan.y"].write_text("z = 1\n")
     found = [(i.source, i.target) for i in imports(fake)]
     assert found == [("gpufleet.catalog.x", "gpufleet.plan.y")]
+
+
+MAX_LINES = 700
+
+
+def test_long_modules_say_why_they_stay_whole() -> None:
+    """A module over `MAX_LINES` lines does several jobs unless its docstring says why not
+    ("Why one file"): split it, or write down the reason (design 0015)."""
+    long = []
+    for module, path in KNOWN.items():
+        text = path.read_text("utf-8")
+        if text.count("\n") > MAX_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "Why one file" not in doc:
+                long.append(f"{path.relative_to(SRC)} ({text.count(chr(10))} lines)")
+    assert long == [], f"split these or say why they stay whole: {long}"

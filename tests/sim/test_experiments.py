@@ -18,9 +18,6 @@ from gpufleet.sched.requests import Request
 from gpufleet.sched.scoring import BinPack, Spread
 from gpufleet.sim.experiments import (
     FRAGMENTATION_POLICIES,
-    arrivals,
-    fill_policy,
-    fill_setup,
     fragmentation,
     profile_setup,
     requested_share,
@@ -35,6 +32,7 @@ from gpufleet.sim.fit_baselines import (
     RandomFit,
     baseline,
 )
+from gpufleet.sim.fragmentation import arrivals, fill_policy, fill_setup
 from gpufleet.sim.workload import CleaningReport, TraceJob, TraceNode, Workload
 from gpufleet.specs.jobs import JobSpec
 

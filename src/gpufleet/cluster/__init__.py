@@ -6,6 +6,16 @@ questions cost O(answer); `Snapshot` is the read-only view a policy receives,
 and `Branch` the undo-logged what-if. Design: docs/design/0008-cluster-state.md.
 """
 
+from gpufleet.cluster.claims import (
+    MILLI,
+    Claim,
+    Holdings,
+    MigSlice,
+    Share,
+    Usage,
+    Whole,
+    to_milli,
+)
 from gpufleet.cluster.errors import (
     AllocationError,
     BranchError,
@@ -13,20 +23,7 @@ from gpufleet.cluster.errors import (
     InvalidClusterError,
     StaleViewError,
 )
-from gpufleet.cluster.state import (
-    MILLI,
-    Branch,
-    Claim,
-    Holdings,
-    MigSlice,
-    Share,
-    Snapshot,
-    State,
-    StateView,
-    Usage,
-    Whole,
-    to_milli,
-)
+from gpufleet.cluster.state import Branch, Snapshot, State, StateView
 from gpufleet.cluster.topology import (
     Capacity,
     Cluster,

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.cluster.state import State, Whole
+from gpufleet.cluster.claims import Whole
+from gpufleet.cluster.state import State
 from gpufleet.cluster.topology import Cluster, Node, expand_group
 
 ACCELERATOR = "h100-sxm5-80gb"

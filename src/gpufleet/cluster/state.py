@@ -18,26 +18,28 @@ mix of old and new.
 Quantities are exact integers: whole GPUs and slices are counts, and a GPU
 fraction is held in thousandths of a GPU ("milli", 1000 = the whole GPU), so
 sums never drift and eighths (125) and quarters (250) are exact.
+
+Why one file (about 1,300 lines): `State`, its read API `StateView`, `Branch` and `Snapshot`
+share the indexes and the undo log. A view reads the private indexes directly (the scheduler
+asks thousands of questions a cycle), and a branch writes through the same private moves
+that record its undo entries. Split over modules, those privates would become a surface
+other code could change around the undo log. What a job holds (claims, holdings, usage) is
+in `cluster.claims`, the cluster's shape in `cluster.topology`.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal
-from fractions import Fraction
 from types import MappingProxyType, TracebackType
 from typing import Any, NoReturn, TypeVar
 
+from gpufleet.cluster.claims import MILLI, Claim, Holdings, MigSlice, Share, Usage, Whole
 from gpufleet.cluster.errors import AllocationError, BranchError, StaleViewError
 from gpufleet.cluster.index import BucketIndex, SortedIds
-from gpufleet.cluster.topology import Cluster, slice_id
+from gpufleet.cluster.topology import Cluster
 from gpufleet.errors import UnknownNameError
-
-MILLI = 1000  # one whole GPU in fraction units
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -45,92 +47,6 @@ K = TypeVar("K", bound=Hashable)
 # Free epochs come from one counter shared by every State, so an epoch names one state
 # and one stretch of its history: equal epochs mean the same state, nothing freed since.
 _FREE_EPOCHS = itertools.count(1)
-
-
-def to_milli(fraction: Fraction | Decimal | int | float | str) -> int:
-    """A GPU fraction (0.25, "1/8", Fraction(1, 3)) in thousandths, rounded up.
-
-    Rounding up gives a job at least the share it asked for; floats are read
-    through their shortest decimal form so 0.1 is 1/10, not its binary neighbour.
-    """
-    if isinstance(fraction, bool):
-        raise ValueError("a GPU fraction must be a number, not a bool")
-    value = Fraction(repr(fraction)) if isinstance(fraction, float) else Fraction(fraction)
-    if not 0 < value <= 1:
-        raise ValueError(f"a GPU fraction must be in (0, 1], got {fraction}")
-    return math.ceil(value * MILLI)
-
-
-# -- claims: what a job asks to hold (or give back) ---------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Whole:
-    """Whole GPUs of one node, by index."""
-
-    node: str
-    gpus: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        if type(self.gpus) is not tuple:
-            object.__setattr__(self, "gpus", tuple(self.gpus))
-
-
-@dataclass(frozen=True, slots=True)
-class MigSlice:
-    """One MIG instance, by its id "<node>/gpu<g>/mig:<profile>#<k>"."""
-
-    id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Share:
-    """A fraction of one GPU, in thousandths (`to_milli` converts 0.25 -> 250)."""
-
-    node: str
-    gpu: int
-    milli: int
-
-
-Claim = Whole | MigSlice | Share
-
-
-@dataclass(frozen=True, slots=True)
-class Holdings:
-    """Everything one job holds, in cluster order, so equal states dump equally."""
-
-    job: str
-    gpus: tuple[tuple[str, int], ...] = ()
-    slices: tuple[str, ...] = ()
-    shares: tuple[tuple[str, int, int], ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not (self.gpus or self.slices or self.shares)
-
-    def claims(self) -> tuple[Claim, ...]:
-        """The holdings as claims, ready for `release` (or to re-`allocate` elsewhere)."""
-        out: list[Claim] = []
-        for node, group in itertools.groupby(self.gpus, key=lambda ng: ng[0]):
-            out.append(Whole(node, tuple(g for _, g in group)))
-        out.extend(MigSlice(s) for s in self.slices)
-        out.extend(Share(node, gpu, milli) for node, gpu, milli in self.shares)
-        return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What a job (or a team, via `usage_by`) holds, counted per accelerator.
-
-    `slice_milli` weighs the slices exactly, each by where it lies on its GPU
-    (`SliceInfo.milli`): a GPU's slices add up to 1000, which counts per profile cannot.
-    """
-
-    gpus: Mapping[str, int]  # accelerator -> whole GPUs
-    slices: Mapping[tuple[str, str], int]  # (accelerator, profile) -> MIG slices
-    milli: Mapping[str, int]  # accelerator -> thousandths of a GPU held as fractions
-    # accelerator -> thousandths of a GPU held as MIG slices
-    slice_milli: Mapping[str, int]
 
 
 class _Parts:
@@ -1390,18 +1306,4 @@ class Snapshot(StateView):
         return self._core()._open_branch(committable=False)
 
 
-__all__ = [
-    "MILLI",
-    "Branch",
-    "Claim",
-    "Holdings",
-    "MigSlice",
-    "Share",
-    "Snapshot",
-    "State",
-    "StateView",
-    "Usage",
-    "Whole",
-    "slice_id",
-    "to_milli",
-]
+__all__ = ["Branch", "Snapshot", "State", "StateView"]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.mig import check_layout, get_mig_profile, layout_shares, layout_starts
+from gpufleet.cluster.claims import MILLI
 from gpufleet.cluster.errors import InvalidClusterError
 from gpufleet.errors import UnknownNameError
 
@@ -38,7 +39,6 @@ Capacity = Literal["reserved", "on-demand", "spot"]
 # One GPU's MIG layout: (profile, count) pairs in a fixed order; () = not partitioned.
 GpuLayout = tuple[tuple[str, int], ...]
 NODE_LEVEL = "node"
-_MILLI = 1000  # `state.MILLI` (that module imports this one): a whole GPU in thousandths
 T = TypeVar("T")
 
 _SLICE_ID = re.compile(r"(?P<node>.+)/gpu(?P<gpu>\d+)/mig:(?P<profile>[^#/]+)#(?P<k>\d+)")
@@ -279,7 +279,7 @@ def _layout_spans(accelerator: str, layout: GpuLayout) -> tuple[tuple[int, int],
     """(first compute slice, weight in thousandths) of each instance, in layout order."""
 
     starts = layout_starts(accelerator, layout)
-    return tuple(zip(starts, layout_shares(accelerator, layout, _MILLI), strict=True))
+    return tuple(zip(starts, layout_shares(accelerator, layout, MILLI), strict=True))
 
 
 def _layout_offsets(accelerator: str, layout: GpuLayout) -> Mapping[str, tuple[int, int]]:

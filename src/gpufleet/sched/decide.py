@@ -30,6 +30,11 @@ The cycle is numbered (by the caller) and timed (`framework.PHASES`):
 Every job left pending gets one sentence naming what binds it (quota, room,
 topology, spot, a reservation ahead of it, strict order) and how many jobs are
 ahead of it in this cycle's order.
+
+Why one file (about 900 lines): the five phases share one `_Cycle` (the what-if, each team's
+usage, the reasons) that lives only while a cycle runs. The policies it calls have modules
+of their own (`orders`, `quota`, `plugins`, `scoring`, `fgd`, `preempt`, `backfill`,
+`relayout`); what stays here is the cycle's control flow, which reads best in one place.
 """
 
 from __future__ import annotations

@@ -47,6 +47,11 @@ Conservation: besides the recorder's integrals, each job keeps its own GPU-secon
 held, and the result carries both (`SimResult.ledger`); with GPUFLEET_DEBUG_CHECKS set
 (the test suite sets it) every run is checked by `sim.conservation` and raises
 `ConservationError` when they disagree, rather than report a broken metric.
+
+Why one file (about 830 lines): the event loop, its handlers and the engine's views of the
+running jobs share the heap, the clock and the per-job `Run` records (`sim.run`). Handlers
+in other modules would pass that state around on every event of the hot loop (design
+0014); metrics, results and the conservation checks are already modules of their own.
 """
 
 from __future__ import annotations
