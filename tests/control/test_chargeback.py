@@ -22,18 +22,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.control.chargeback import (
-    FOCUS_COLUMNS,
-    GROUP_KEYS,
-    IDLE,
-    ChargebackReport,
-    UsageRecord,
-    budget_status,
-    chargeback,
-    month_bounds,
-    to_csv,
-    to_focus_csv,
-)
+from gpufleet.control.chargeback import chargeback
+from gpufleet.control.chargeback_budget import budget_status, month_bounds
+from gpufleet.control.chargeback_csv import FOCUS_COLUMNS, to_csv, to_focus_csv
+from gpufleet.control.chargeback_report import GROUP_KEYS, IDLE, ChargebackReport, UsageRecord
 from gpufleet.errors import UserError
 
 H = 3600.0

@@ -7,7 +7,7 @@ import pytest
 
 from gpufleet.api.schemas import QuotaOut, TeamOut
 from gpufleet.cluster import Cluster
-from gpufleet.control.chargeback import UsageRecord
+from gpufleet.control.chargeback_report import UsageRecord
 from gpufleet.errors import UserError
 from gpufleet.portal import fmt
 from gpufleet.portal.explain import fair_share_why

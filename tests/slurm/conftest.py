@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Cluster
 from gpufleet.control.db import make_engine, upgrade
-from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions, prepare
+from gpufleet.control.executors.slurm import SlurmExecutor, prepare
+from gpufleet.control.executors.slurm_commands import SlurmOptions
 from gpufleet.control.models import Job
 from gpufleet.specs.cluster import ClusterSpec
 

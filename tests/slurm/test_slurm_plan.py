@@ -22,14 +22,10 @@ from sqlalchemy.orm import Session
 from gpufleet.cluster import Cluster
 from gpufleet.control.engine_nodes import NodeStatus, apply_node_states
 from gpufleet.control.executors.base import Launch, RunKey, Worker
-from gpufleet.control.executors.slurm import (
-    CommandResult,
-    SlurmExecutor,
-    SlurmOptions,
-    cluster_spec_from_slurm,
-    match_nodes,
-    plan_batch_job,
-)
+from gpufleet.control.executors.slurm import SlurmExecutor
+from gpufleet.control.executors.slurm_batch import plan_batch_job
+from gpufleet.control.executors.slurm_cluster import cluster_spec_from_slurm, match_nodes
+from gpufleet.control.executors.slurm_commands import CommandResult, SlurmOptions
 from gpufleet.control.executors.slurm_text import SlurmJob, SlurmNode
 from gpufleet.control.models import NodeRecord
 from gpufleet.control.slurm_usage import LedgerAttempt, compare

@@ -27,6 +27,9 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.api.views import queue_index
 from gpufleet.control import chargeback as cb
+from gpufleet.control.chargeback_budget import budget_status
+from gpufleet.control.chargeback_csv import to_csv, to_focus_csv
+from gpufleet.control.chargeback_report import ChargebackReport, ChargebackRow
 from gpufleet.control.ledger import month_gpu_hours, month_start_s, usage_records
 from gpufleet.control.models import (
     MAX_UNIX_S,
@@ -100,7 +103,7 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
             default=0.0,
         )
         month_h = month_gpu_hours(s, t.name, now)
-        budget = cb.budget_status(month_h, t.monthly_budget_gpu_h, team=t.name)
+        budget = budget_status(month_h, t.monthly_budget_gpu_h, team=t.name)
         out.append(
             TeamOut(
                 name=t.name,
@@ -286,13 +289,13 @@ def chargeback(
         idle_method=idle if who.is_admin else "none",
     )
     if format == "csv":
-        return PlainTextResponse(cb.to_csv(report), media_type="text/csv")
+        return PlainTextResponse(to_csv(report), media_type="text/csv")
     if format == "focus":
-        return PlainTextResponse(cb.to_focus_csv(report), media_type="text/csv")
+        return PlainTextResponse(to_focus_csv(report), media_type="text/csv")
     return _report_json(report)
 
 
-def _row_json(row: cb.ChargebackRow) -> dict[str, object]:
+def _row_json(row: ChargebackRow) -> dict[str, object]:
     return {
         **dict(row.group),
         "flavors": list(row.flavors),
@@ -308,7 +311,7 @@ def _row_json(row: cb.ChargebackRow) -> dict[str, object]:
     }
 
 
-def _report_json(report: cb.ChargebackReport) -> dict[str, object]:
+def _report_json(report: ChargebackReport) -> dict[str, object]:
     """The report as JSON: money as decimal strings (exact), hours as numbers."""
     return {
         "period_start_s": report.period_start_s,

@@ -441,7 +441,8 @@ def serve(
     if executor == "slurm":  # checked against Slurm's nodes here, once, before any process
         from dataclasses import replace
 
-        from gpufleet.control.executors.slurm import SlurmOptions, prepare
+        from gpufleet.control.executors.slurm import prepare
+        from gpufleet.control.executors.slurm_commands import SlurmOptions
 
         slurm = SlurmOptions(
             partition=slurm_partition,

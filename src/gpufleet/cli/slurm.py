@@ -35,7 +35,8 @@ def cluster(
     --cluster`: one node group per node-name prefix, with the GRES GPU count per node."""
     import yaml
 
-    from gpufleet.control.executors.slurm import SlurmExecutor, cluster_spec_from_slurm
+    from gpufleet.control.executors.slurm import SlurmExecutor
+    from gpufleet.control.executors.slurm_cluster import cluster_spec_from_slurm
 
     mapping: dict[str, str] = {}
     for item in accelerator or []:
@@ -75,7 +76,8 @@ def reconcile(
 
     from gpufleet.cli.output import check_format, wide_console
     from gpufleet.control.db import make_engine, require_current, sessions
-    from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions
+    from gpufleet.control.executors.slurm import SlurmExecutor
+    from gpufleet.control.executors.slurm_commands import SlurmOptions
     from gpufleet.control.slurm_usage import reconcile as compare
 
     check_format(fmt)

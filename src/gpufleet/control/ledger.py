@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from gpufleet.control.chargeback import UsageRecord
+from gpufleet.control.chargeback_report import UsageRecord
 from gpufleet.control.models import Allocation, Job, JobEvent, Team, UsageEntry
 
 # the job event of an attempt that never ran on the engine, so was not billed (`close_allocations`)

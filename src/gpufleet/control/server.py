@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,15 +26,13 @@ from gpufleet.control.executors.base import CHECKPOINT_SIGNAL, Executor, Executo
 from gpufleet.control.executors.emulated import EmulatedExecutor, EmulatedLogView
 from gpufleet.control.executors.inventory import inventory_from_nvidia_smi
 from gpufleet.control.executors.local import LocalExecutor
-from gpufleet.control.executors.slurm import SlurmExecutor, SlurmOptions
+from gpufleet.control.executors.slurm import SlurmExecutor
+from gpufleet.control.executors.slurm_commands import SlurmOptions
 from gpufleet.control.leader import release
 from gpufleet.control.models import Device, NodeRecord
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.errors import UserError
 from gpufleet.sched.preempt import GRACE_PERIOD_S
-
-if TYPE_CHECKING:
-    from gpufleet.control.executors.slurm import SlurmOptions
 
 log = logging.getLogger("gpufleet.server")
 EXECUTORS = ("local", "emulated", "slurm")

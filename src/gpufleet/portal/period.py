@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from gpufleet.control.chargeback import month_bounds
+from gpufleet.control.chargeback_budget import month_bounds
 from gpufleet.errors import UserError
 
 PERIODS = {

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from gpufleet.api import routes_cluster
 from gpufleet.api.context import AppContext
-from gpufleet.control.chargeback import GROUP_KEYS
+from gpufleet.control.chargeback_report import GROUP_KEYS
 from gpufleet.errors import UserError
 from gpufleet.portal.period import PERIODS, Period, day, resolve_period
 from gpufleet.portal.web import Caller, Ctx, Db, Me, render, templates

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.control.chargeback import UsageRecord
+from gpufleet.control.chargeback_report import UsageRecord
 
 WINDOWS: Mapping[str, tuple[float, int]] = {  # name -> (seconds, buckets)
     "1h": (3_600.0, 60),

@@ -186,14 +186,16 @@ def worker_env(
     return env
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """The JSON in `path`; None when there is no such file (yet)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
 
 
-def _tail(path: Path, tail_bytes: int) -> bytes:
+def read_tail(path: Path, tail_bytes: int) -> bytes:
+    """The last `tail_bytes` of `path`; nothing when there is no such file (yet)."""
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
@@ -357,7 +359,7 @@ class LocalExecutor:
         For a reconciler that crashed after `poll` returned the event but before it
         recorded it: the attempt is no longer `active`, and this tells how it ended.
         """
-        data = _read_json(run_dir(self.root, key) / _FINAL_JSON)
+        data = read_json(run_dir(self.root, key) / _FINAL_JSON)
         if data is None:
             return None
         return ExecEvent(key=key, **{k: v for k, v in data.items() if k != "key"})
@@ -375,7 +377,7 @@ class LocalExecutor:
         if staging.exists():
             parts.append(staging.read_bytes())
         for rank in ranks:
-            text = _tail(rd / f"worker-{rank}.log", tail_bytes)
+            text = read_tail(rd / f"worker-{rank}.log", tail_bytes)
             if len(ranks) > 1:
                 if text and not text.endswith(b"\n"):
                     text += b"\n"
@@ -453,21 +455,21 @@ class LocalExecutor:
         return (rd / _LAUNCHED).exists() and not (rd / _FINAL_JSON).exists()
 
     def _ranks(self, rd: Path) -> list[int]:
-        meta = _read_json(rd / _LAUNCH_JSON)
+        meta = read_json(rd / _LAUNCH_JSON)
         return [int(r) for r in meta["ranks"]] if meta else []
 
     def _runner_ident(self, rd: Path, rank: int) -> tuple[int, int | None] | None:
         """(pid, start ticks) of the rank's runner, from the spawn record or the runner's own."""
-        spawn = _read_json(rd / f"spawn-{rank}.json")
+        spawn = read_json(rd / f"spawn-{rank}.json")
         if spawn is not None:
             return int(spawn["runner_pid"]), spawn["runner_start_ticks"]
-        pid = _read_json(pid_record_path(rd, rank))
+        pid = read_json(pid_record_path(rd, rank))
         if pid is not None:
             return int(pid["runner_pid"]), pid["runner_start_ticks"]
         return None
 
     def _child_ident(self, rd: Path, rank: int) -> tuple[int, int | None] | None:
-        pid = _read_json(pid_record_path(rd, rank))
+        pid = read_json(pid_record_path(rd, rank))
         if pid is None:
             return None
         return int(pid["child_pid"]), pid["child_start_ticks"]
@@ -500,7 +502,7 @@ class LocalExecutor:
 
     def _rank_state(self, rd: Path, rank: int, launched_s: float) -> tuple[str, Any]:
         """("exited", record) | ("running", None) | ("gone", reason) for one rank."""
-        record = _read_json(exit_record_path(rd, rank))
+        record = read_json(exit_record_path(rd, rank))
         if record is not None:
             return "exited", record
         runner_id = self._runner_ident(rd, rank)
@@ -510,7 +512,7 @@ class LocalExecutor:
             return "gone", f"rank {rank} was never spawned"
         if process_alive(*runner_id):
             return "running", None
-        record = _read_json(exit_record_path(rd, rank))  # it may have exited just now
+        record = read_json(exit_record_path(rd, rank))  # it may have exited just now
         if record is not None:
             return "exited", record
         return "gone", f"rank {rank}: its processes vanished without an exit record"
@@ -525,7 +527,7 @@ class LocalExecutor:
     def _poll_one(self, key: RunKey, now_s: float) -> list[ExecEvent]:
         rd = run_dir(self.root, key)
         events: list[ExecEvent] = []
-        meta = _read_json(rd / _LAUNCH_JSON)
+        meta = read_json(rd / _LAUNCH_JSON)
         if meta is None:  # cannot happen with launch.json written before `launched`
             return [self._finish(rd, ExecEvent(key, "lost", now_s, detail="no launch.json"))]
         ranks = [int(r) for r in meta["ranks"]]
@@ -535,19 +537,19 @@ class LocalExecutor:
             event = ExecEvent(key, "exited", now_s, STAGING_FAILED_EXIT_CODE, detail)
             return [self._finish(rd, event)]
 
-        spawns = [_read_json(rd / f"spawn-{rank}.json") for rank in ranks]
+        spawns = [read_json(rd / f"spawn-{rank}.json") for rank in ranks]
         if not (rd / _REPORTED_STARTED).exists() and all(s is not None for s in spawns):
             write_atomic(rd / _REPORTED_STARTED, "")
             at_s = min(float(s["spawned_s"]) for s in spawns if s is not None)
             events.append(ExecEvent(key, "started", at_s))
-        staged = _read_json(rd / _STAGED_JSON)
+        staged = read_json(rd / _STAGED_JSON)
         if staged is not None and not (rd / _REPORTED_STAGED).exists():
             write_atomic(rd / _REPORTED_STAGED, "")
             events.append(
                 ExecEvent(key, "staged", float(staged["at_s"]), seconds=float(staged["seconds"]))
             )
 
-        checkpoint = _read_json(rd / _CHECKPOINT_JSON) or {"acked_ns": -1, "signalled_s": now_s}
+        checkpoint = read_json(rd / _CHECKPOINT_JSON) or {"acked_ns": -1, "signalled_s": now_s}
         events.extend(self._acks(key, checkpoint))
 
         launched_s = (rd / _LAUNCHED).stat().st_mtime

@@ -1,0 +1,93 @@
+"""GPU-hour budgets: where a team stands against its budget, and the alerts to send.
+
+Apart from the chargeback report because a budget compares one number (GPU-hours used in
+the period) with a limit: it needs the calendar month, not the report's exact money.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gpufleet.errors import UserError
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """Where a team stands against its GPU-hour budget.
+
+    `fraction` is used / budget (None without a budget, or with a budget of 0, where any use
+    is over). `alerts` holds one message per threshold reached, in the order of
+    `thresholds_reached`, so a notifier can send each threshold once per period.
+    """
+
+    used_gpu_h: float
+    budget_gpu_h: float | None
+    fraction: float | None
+    alerts: tuple[str, ...]
+    over: bool
+    thresholds_reached: tuple[float, ...] = ()
+
+
+def budget_status(
+    used_gpu_h: float,
+    budget_gpu_h: float | None,
+    thresholds: Sequence[float] = (0.8, 1.0),
+    *,
+    team: str | None = None,
+    period_label: str = "monthly",
+) -> BudgetStatus:
+    """Compare GPU-hours used with a budget and phrase an alert per threshold reached.
+
+    A threshold is reached when used ≥ threshold × budget; `over` means strictly above the
+    budget, so using exactly the budget alerts at 100% but is not over. Percentages are
+    rounded down so that 99.7% never reads "100%" while the team is still under.
+    """
+    if not math.isfinite(used_gpu_h) or used_gpu_h < 0:
+        raise UserError(f"GPU-hours used must be a finite number >= 0, not {used_gpu_h}")
+    if any(not (math.isfinite(t) and t > 0) for t in thresholds):
+        raise UserError(f"budget thresholds must be positive fractions, not {list(thresholds)}")
+    if budget_gpu_h is None:
+        return BudgetStatus(used_gpu_h, None, None, (), over=False)
+    if not math.isfinite(budget_gpu_h) or budget_gpu_h < 0:
+        raise UserError(f"a GPU-hour budget must be a finite number >= 0, not {budget_gpu_h}")
+    who = f"team {team}" if team else "the team"
+    budget_text = f"{_fmt_amount(budget_gpu_h)} GPU-hour {period_label} budget"
+    if budget_gpu_h == 0:
+        if used_gpu_h == 0:
+            return BudgetStatus(used_gpu_h, 0.0, None, (), over=False)
+        message = f"{who} has used {_fmt_amount(used_gpu_h)} GPU-hours of its {budget_text}"
+        return BudgetStatus(used_gpu_h, 0.0, None, (message,), True, (1.0,))
+    fraction = used_gpu_h / budget_gpu_h
+    reached = tuple(sorted(t for t in set(thresholds) if used_gpu_h >= t * budget_gpu_h))
+    pct = math.floor(round(fraction * 100, 6))
+    alerts = tuple(
+        f"{who} has used {pct}% of its {budget_text} (alert at {_fmt_pct(t)})" for t in reached
+    )
+    return BudgetStatus(
+        used_gpu_h, budget_gpu_h, fraction, alerts, used_gpu_h > budget_gpu_h, reached
+    )
+
+
+# Not `formatting.fmt_num`/`fmt_count`/`fmt_pct`, whose precision differs: they write 150.5
+# GPU-hours as "150" and a threshold of 0.8 as "80.0%"; an alert says "150.5" and "80%".
+def _fmt_amount(x: float) -> str:
+    return f"{x:,.0f}" if x == round(x) else f"{x:,.1f}"
+
+
+def _fmt_pct(t: float) -> str:
+    return f"{round(t * 100, 6):g}%"
+
+
+def month_bounds(now_s: float) -> tuple[float, float]:
+    """The calendar month (UTC) containing `now_s`: [first instant, first of next month)."""
+    now = datetime.fromtimestamp(now_s, UTC)
+    first = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    nxt = (
+        first.replace(year=first.year + 1, month=1)
+        if first.month == 12
+        else first.replace(month=first.month + 1)
+    )
+    return first.timestamp(), nxt.timestamp()

@@ -1,0 +1,202 @@
+"""Chargeback reports as CSV files: the plain table and the FOCUS cost rows.
+
+Apart from the computation because a file is a rendering of a finished report: nothing
+here adds, shares or rounds money, it writes the amounts the report holds, as text a
+spreadsheet will not run as a formula.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+
+from gpufleet.control.chargeback_report import IDLE, ChargebackReport
+from gpufleet.errors import UserError
+
+CSV_COLUMNS_AFTER_GROUPS: tuple[str, ...] = (
+    "gpu_hours_allocated",
+    "gpu_hours_used",
+    "gpu_efficiency",
+    "rate_usd_per_gpu_hour",
+    "cost_usd",
+    "idle_cost_usd",
+    "total_cost_usd",
+)
+FOCUS_COLUMNS: tuple[str, ...] = (
+    "BilledCost",
+    "EffectiveCost",
+    "ListCost",
+    "BillingCurrency",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ChargeCategory",
+    "ChargeDescription",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "PricingQuantity",
+    "PricingUnit",
+    "ResourceId",
+    "ServiceName",
+    "SkuId",
+    "SubAccountName",
+    "Tags",
+    "ProviderName",
+)
+
+
+def to_csv(report: ChargebackReport) -> str:
+    """The report as CSV: `#` comment lines that say how it was computed, rows, TOTAL last.
+
+    The comments carry what a reader needs to trust the numbers (period, basis, idle
+    method, the definition of a GPU-hour, unpriced flavors), because a CSV travels without
+    the command that made it.
+    """
+    buf = io.StringIO()
+    for line in _header_lines(report):
+        buf.write(f"# {_one_line(line)}\n")
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["period_start", "period_end", *report.group_by, *CSV_COLUMNS_AFTER_GROUPS])
+    start, end = _iso(report.period_start_s), _iso(report.period_end_s)
+    lines = [*report.rows, *([report.idle] if report.idle else []), report.totals]
+    for row in lines:
+        writer.writerow(
+            [
+                start,
+                end,
+                *(_cell(v) for _, v in row.group),
+                _fmt_hours(row.gpu_hours_allocated),
+                "" if row.gpu_hours_used is None else _fmt_hours(row.gpu_hours_used),
+                "" if row.gpu_efficiency is None else f"{row.gpu_efficiency:.4f}",
+                "" if row.rate_usd_per_gpu_h is None else str(row.rate_usd_per_gpu_h),
+                str(row.cost_usd),
+                str(row.idle_cost_usd),
+                str(row.total_cost_usd),
+            ]
+        )
+    return buf.getvalue()
+
+
+def _header_lines(report: ChargebackReport) -> list[str]:
+    basis = {
+        "allocation": "allocation (cost = GPU-hours allocated x rate)",
+        "usage": (
+            "usage (cost = GPU-hours used x rate; allocated where usage is not reported; "
+            "held-but-unused hours count as idle)"
+        ),
+    }[report.basis]
+    idle = {
+        "none": "none (idle capacity cost on its own __idle__ line)",
+        "uniform": "uniform (each flavor's idle cost shared equally by the groups that used it)",
+        "proportional": (
+            "proportional (each flavor's idle cost shared by the groups' allocated GPU-hours)"
+        ),
+    }[report.idle_method]
+    lines = [
+        "gpufleet chargeback",
+        f"period: {_iso(report.period_start_s)} to {_iso(report.period_end_s)} (end exclusive)",
+        f"basis: {basis}",
+        f"idle method: {idle}",
+        "GPU-hours allocated = GPUs held x hours held, clipped to the period",
+        "gpu_efficiency = GPU-hours used / allocated, over the records that report usage",
+        f"capacity GPU-hours: {_fmt_hours(report.capacity_gpu_hours)}; "
+        f"idle GPU-hours: {_fmt_hours(report.idle_gpu_hours)}",
+    ]
+    if report.unpriced_flavors:
+        lines.append(f"unpriced flavors (charged 0): {', '.join(report.unpriced_flavors)}")
+    if report.usage_missing_records:
+        lines.append(f"records without usage data: {report.usage_missing_records}")
+    if report.over_capacity_flavors:
+        lines.append(
+            "over capacity (more GPU-hours billed than capacity; check capacity): "
+            + ", ".join(report.over_capacity_flavors)
+        )
+    return lines
+
+
+def to_focus_csv(
+    report: ChargebackReport, *, billing_currency: str = "USD", provider: str = "gpufleet"
+) -> str:
+    """The report as FOCUS-shaped cost rows: one per group × flavor, one per unshared idle.
+
+    FOCUS (the FinOps Open Cost and Usage Specification) prices by SKU, so the export is
+    always split by flavor (`SkuId`) even when the report was not grouped by accelerator.
+    BilledCost includes the row's idle share; EffectiveCost and ListCost equal it (there are
+    no discounts or amortisation here). Quantities are the billed GPU-hours (the idle
+    GPU-hours on idle rows). The rows add up to the report's total to the cent.
+    `billing_currency` only labels the amounts: nothing is converted, so pass another code
+    only when the rates were set in that currency.
+    """
+    if not (len(billing_currency) == 3 and billing_currency.isalpha()):
+        raise UserError(
+            f"billing currency must be an ISO 4217 code such as USD: {billing_currency!r}"
+        )
+    currency = billing_currency.upper()
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(FOCUS_COLUMNS)
+    start, end = _iso(report.period_start_s), _iso(report.period_end_s)
+    for row in report.flavor_rows:
+        flavor = row.flavors[0]
+        if row.is_idle:
+            quantity = row.gpu_hours_idle
+            description = f"Idle {flavor} capacity: GPU-hours not held by any job"
+            resource = f"{provider}/{flavor}/{IDLE}"
+            sub_account = IDLE
+            tags: dict[str, str] = {}
+        else:
+            quantity = row.gpu_hours_billed
+            description = f"{flavor} GPU-hours ({report.basis} basis)"
+            if row.idle_cost_usd:
+                description += f", with a {report.idle_method} share of idle capacity"
+            dims = [(k, v) for k, v in row.group if k != "accelerator" and v is not None]
+            resource = "/".join([provider, flavor, *(f"{k}={v}" for k, v in dims)])
+            sub_account = (row.value("team") or "") if "team" in report.group_by else ""
+            tags = {k: v for k, v in dims if k != "team"}
+        writer.writerow(
+            [
+                str(row.total_cost_usd),
+                str(row.total_cost_usd),
+                str(row.total_cost_usd),
+                currency,
+                start,
+                end,
+                "Usage",
+                _cell(description),
+                _fmt_hours(quantity),
+                "GPU-Hours",
+                _fmt_hours(quantity),
+                "GPU-Hours",
+                _cell(resource),
+                "GPU Compute",
+                _cell(flavor),
+                _cell(sub_account),
+                json.dumps(tags, sort_keys=True, separators=(",", ":")),
+                _cell(provider),
+            ]
+        )
+    return buf.getvalue()
+
+
+def _iso(t_s: float) -> str:
+    """ISO 8601 in UTC with a Z, to the second unless the time has a fraction."""
+    dt = datetime.fromtimestamp(t_s, UTC)
+    spec = "seconds" if dt.microsecond == 0 else "microseconds"
+    return dt.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+# not `formatting.fmt_num`: a CSV cell gets six decimals and no thousands separator
+def _fmt_hours(h: float) -> str:
+    return f"{h:.6f}"
+
+
+def _cell(text: str | None) -> str:
+    """A text cell a spreadsheet will not run as a formula (OWASP CSV injection)."""
+    if text is None:
+        return ""
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
