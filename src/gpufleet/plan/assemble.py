@@ -13,14 +13,13 @@ from typing import Literal
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost.breakdown import cost_breakdown
-from gpufleet.plan.cost.demand import Demand
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.tco import OnPremInputs
 from gpufleet.plan.design.cluster import design_cluster
 from gpufleet.plan.design.need import TrafficNeed
 from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio
 from gpufleet.specs.plan import PlanSpec
 
-HOURS_PER_YEAR = 8_760.0
 # Extra work a spot reclaim costs a checkpointed run: lost progress since the last
 # checkpoint plus the restart (assumption; the goodput model prices on-demand failures).
 SPOT_OVERHEAD = 0.10

@@ -12,7 +12,7 @@ import math
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost.breakdown import cost_breakdown
-from gpufleet.plan.cost.demand import Demand
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.tco import NoOnPremPriceError, on_prem_tco
 from gpufleet.plan.design.cluster import design_cluster
 from gpufleet.plan.fleet_model import (
@@ -20,8 +20,6 @@ from gpufleet.plan.fleet_model import (
     SearchResult,
 )
 from gpufleet.specs.fleet import FleetPlanSpec
-
-HOURS_PER_YEAR = 8_760.0
 
 
 def cost_key(r: SearchResult) -> float:

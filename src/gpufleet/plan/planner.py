@@ -27,6 +27,7 @@ from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
 from gpufleet.estimate.training_estimate import estimate_training
 from gpufleet.estimate.training_search import Candidate, Constraints, search_training
 from gpufleet.plan.assemble import cost_and_design
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 from gpufleet.plan.inference_search import search_inference
 from gpufleet.plan.model import (
     Alternative,
@@ -51,7 +52,6 @@ DEFAULT_ACCELERATORS = (
 )
 # Without a deadline a training run is planned to finish within this (assumption).
 DEFAULT_DEADLINE_S = 90 * 86_400.0
-HOURS_PER_YEAR = 8_760.0
 Progress = Callable[[str], None]
 NETWORKING = {
     "aws": "cluster placement group with EFA (p4d/p5: 400-3,200 Gb/s per instance)",
