@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.catalog.pricing import cheapest_gpu_hour
+from gpufleet.catalog.pricing import ANYWHERE, PriceScope, cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.training import Evaluation, Layouts, TrainingCase, evaluate
@@ -44,6 +44,7 @@ class Constraints:
     deadline_s: float | None = None
     budget_usd: float | None = None
     accelerators: tuple[str, ...] = ()
+    scope: PriceScope = ANYWHERE  # where its GPU-hours may be bought (prices and budget)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ def search_training(
             if spec.training.tokens is None
             else spec.training.tokens / ev.tokens_per_s
         )
-        price = cheapest_gpu_hour(case.hw.accelerator)
+        price = cheapest_gpu_hour(case.hw.accelerator, limits.scope)
         if price is not None:
             result.assumptions.add(
                 f"price[{case.hw.accelerator}]",
@@ -200,7 +201,11 @@ def search_training(
             late = ok & (train_s > limits.deadline_s)
             result.rejected["misses the deadline"] += int(late.sum())
             ok &= ~late
-        if limits.budget_usd is not None and price is not None:
+        if limits.budget_usd is not None and price is None:
+            # a budget cannot be met by an accelerator with no price: never "free"
+            result.rejected["no price to check budget_usd against"] += int(ok.sum())
+            ok = np.zeros_like(ok)
+        elif limits.budget_usd is not None:
             over = ok & (cost > limits.budget_usd)
             result.rejected["over budget"] += int(over.sum())
             ok &= ~over

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.catalog.pricing import cheapest_gpu_hour
+from gpufleet.catalog.pricing import ANYWHERE, PriceScope, cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.inference import InferenceCase, continuous, max_sequences
@@ -69,6 +69,7 @@ def search_inference(
     accelerators: Sequence[str] = DEFAULT_ACCELERATORS,
     precisions: Sequence[str] = PRECISIONS,
     top_k: int = 10,
+    scope: PriceScope = ANYWHERE,
 ) -> ServingSearch:
     result = ServingSearch()
     sv = spec.serving
@@ -92,7 +93,14 @@ def search_inference(
                     result.rejected["tp does not divide the heads"] += 1
                     continue
                 cand = _evaluate(
-                    spec, case, tp, prompt=prompt, out=out, longest=longest, result=result
+                    spec,
+                    case,
+                    tp,
+                    prompt=prompt,
+                    out=out,
+                    longest=longest,
+                    result=result,
+                    scope=scope,
                 )
                 if cand is not None:
                     pool.append(cand)
@@ -120,6 +128,7 @@ def _evaluate(
     out: float,
     longest: float,
     result: ServingSearch,
+    scope: PriceScope = ANYWHERE,
 ) -> ServingCandidate | None:
 
     assert isinstance(case, InferenceCase)
@@ -166,7 +175,7 @@ def _evaluate(
             result.rejected[reason] += 1
             return None
     served = sv.request_rate * out if sv.request_rate is not None else per_replica
-    price = cheapest_gpu_hour(case.hw.accelerator)
+    price = cheapest_gpu_hour(case.hw.accelerator, scope)
     gpus = replicas * tp
     cost = None if price is None else gpus * price.usd_per_gpu_hour / (served * 3600) * 1e6
     return ServingCandidate(

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Literal
 
 from pydantic import ValidationError
 
 from gpufleet import __version__
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.instances import load_instances
-from gpufleet.catalog.pricing import cheapest_gpu_hour
+from gpufleet.catalog.pricing import PriceScope, cheapest_gpu_hour, no_price_reason
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
 from gpufleet.estimate.training_estimate import estimate_training
 from gpufleet.estimate.training_search import Candidate, Constraints, search_training
+from gpufleet.formatting import fmt_duration, fmt_usd
 from gpufleet.plan.assemble import cost_and_design
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 from gpufleet.plan.inference_search import search_inference
@@ -139,42 +142,28 @@ def _size_training(
     if deadline is None:
         deadline = DEFAULT_DEADLINE_S
         log.add(f"deadline[{w.name}]", "90 days", "no deadline given (assumption)")
+    scope = price_scope(spec)
+    unpriced = _unpriced(spec, w.constraints.budget_usd, accelerator, scope)
+    if unpriced is not None:
+        return _unmet(w.name, "training", accelerator, unpriced)
     limits = Constraints(
-        max_gpus=w.constraints.max_gpus, deadline_s=deadline, budget_usd=w.constraints.budget_usd
+        max_gpus=w.constraints.max_gpus,
+        deadline_s=deadline,
+        budget_usd=w.constraints.budget_usd,
+        scope=scope,
     )
     result = search_training(base, [accelerator], constraints=limits, top_k=50)
     for a in result.assumptions.frozen():
         log.add(a.name, a.value, a.source)
     if not result.pareto:
-        fastest = search_training(
-            base, [accelerator], constraints=Constraints(max_gpus=w.constraints.max_gpus), top_k=1
-        ).top
-        note = "no layout fits in memory"
-        best_time = fastest[0].train_time_s if fastest else None
-        if fastest and best_time is not None:
-            note = (
-                f"misses the deadline: the fastest layout ({fastest[0].gpus:,} GPUs) needs "
-                f"{best_time / 86400:.0f} days"
-            )
-        return WorkloadChoice(
-            workload=w.name,
-            kind="training",
-            accelerator=accelerator,
-            gpus=0,
-            parallelism={},
-            metrics={},
-            gpu_hours=None,
-            cost_usd=None,
-            meets_constraints=False,
-            notes=[note],
-        )
+        return _unmet(w.name, "training", accelerator, _why_no_layout(base, accelerator, limits))
     # Cheapest configuration that meets the deadline (the front is sorted by time).
     pick = min(result.pareto, key=lambda c: (c.cost_usd or math.inf, c.gpus))
     data = base.model_dump()
     data["hardware"]["count"] = pick.gpus
     data["parallelism"] = _training_parallelism(pick)
     est = estimate_training(TrainingSpec.model_validate(data))
-    price = cheapest_gpu_hour(accelerator)
+    price = cheapest_gpu_hour(accelerator, scope)
     hours = est.gpu_hours_with_failures or est.gpu_hours
     return WorkloadChoice(
         workload=w.name,
@@ -204,6 +193,74 @@ def _size_training(
         gpu_hours=hours,
         cost_usd=None if price is None or hours is None else hours * price.usd_per_gpu_hour,
         meets_constraints=True,
+    )
+
+
+def _why_no_layout(base: TrainingSpec, accelerator: str, limits: Constraints) -> str:
+    """Which constraint binds when no layout meets them all, from searches with one relaxed:
+    without the budget (then the deadline was met and the budget binds), else the fastest
+    layout within max_gpus (the deadline binds), else nothing fits in memory."""
+    if limits.budget_usd is not None:
+        unbudgeted = search_training(
+            base, [accelerator], constraints=replace(limits, budget_usd=None), top_k=50
+        ).pareto
+        costs = [c for c in unbudgeted if c.cost_usd is not None]
+        if costs:
+            cheapest = min(costs, key=lambda c: (c.cost_usd or math.inf, c.gpus))
+            return (
+                f"over budget: the cheapest layout that meets the deadline ({cheapest.gpus:,} "
+                f"GPUs) costs {fmt_usd(cheapest.cost_usd)} against budget_usd "
+                f"{fmt_usd(limits.budget_usd)}"
+            )
+    fastest = search_training(
+        base,
+        [accelerator],
+        constraints=Constraints(max_gpus=limits.max_gpus, scope=limits.scope),
+        top_k=1,
+    ).top
+    best_time = fastest[0].train_time_s if fastest else None
+    if not fastest or best_time is None:
+        return "no layout fits in memory"
+    return (
+        f"misses the deadline: the fastest layout ({fastest[0].gpus:,} GPUs) needs "
+        f"{fmt_duration(best_time)}"
+    )
+
+
+def price_scope(spec: PlanSpec) -> PriceScope:
+    """Where the plan may buy GPU-hours: its providers and regions."""
+    return PriceScope(tuple(spec.providers), tuple(spec.regions))
+
+
+def _unpriced(
+    spec: PlanSpec, budget_usd: float | None, accelerator: str, scope: PriceScope
+) -> str | None:
+    """Why `accelerator` cannot be planned without a cloud price, when it has none in the
+    plan's providers and regions and the plan needs one: a cloud deployment rents it, and a
+    budget is checked against it. An unpriced accelerator is never taken as free."""
+    if cheapest_gpu_hour(accelerator, scope) is not None:
+        return None
+    if spec.deployment == "cloud":
+        return f"{no_price_reason(accelerator, scope)} (a cloud plan rents it)"
+    if budget_usd is not None:
+        return f"{no_price_reason(accelerator, scope)}, so budget_usd cannot be checked"
+    return None
+
+
+def _unmet(
+    workload: str, kind: Literal["training", "inference"], accelerator: str, note: str
+) -> WorkloadChoice:
+    return WorkloadChoice(
+        workload=workload,
+        kind=kind,
+        accelerator=accelerator,
+        gpus=0,
+        parallelism={},
+        metrics={},
+        gpu_hours=None,
+        cost_usd=None,
+        meets_constraints=False,
+        notes=[note],
     )
 
 
@@ -239,25 +296,18 @@ def _size_inference(
             "hardware": {"accelerator": accelerator},
         }
     )
-    result = search_inference(inf, [accelerator], precisions=[precision], top_k=1)
+    scope = price_scope(spec)
+    unpriced = _unpriced(spec, w.constraints.budget_usd, accelerator, scope)
+    if unpriced is not None:
+        return _unmet(w.name, "inference", accelerator, unpriced)
+    result = search_inference(inf, [accelerator], precisions=[precision], top_k=1, scope=scope)
     for a in result.assumptions.frozen():
         log.add(a.name, a.value, a.source)
     if not result.top:
         why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
-        return WorkloadChoice(
-            workload=w.name,
-            kind="inference",
-            accelerator=accelerator,
-            gpus=0,
-            parallelism={},
-            metrics={},
-            gpu_hours=None,
-            cost_usd=None,
-            meets_constraints=False,
-            notes=[f"cannot serve it: {why}"],
-        )
+        return _unmet(w.name, "inference", accelerator, f"cannot serve it: {why}")
     c = result.top[0]
-    price = cheapest_gpu_hour(accelerator)
+    price = cheapest_gpu_hour(accelerator, scope)
     hours = c.gpus * HOURS_PER_YEAR * spec.horizon_years
     return WorkloadChoice(
         workload=w.name,

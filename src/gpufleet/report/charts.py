@@ -582,6 +582,9 @@ def break_even_svg(plan: Plan) -> str | None:
     return svg.render()
 
 
+CHART_NAMES = ("cost", "tornado", "alternatives", "break_even")
+
+
 def all_charts(plan: Plan) -> dict[str, str]:
     """The charts this plan has data for, by name."""
     built = {

@@ -204,6 +204,13 @@ def css() -> str:
     return (resources.files("gpufleet.report") / "templates" / "report.css").read_text("utf-8")
 
 
+def _chart_slots(plan: Plan) -> dict[str, Markup | None]:
+    """Every chart the template can show, None where the plan has no data for it (a plan
+    with no cloud price has no cost chart), so a missing chart is left out, never an error."""
+    built = charts.all_charts(plan)
+    return {name: Markup(built[name]) if name in built else None for name in charts.CHART_NAMES}
+
+
 def _sensitivity_extra_keys(rows: list[charts.SensitivityRow]) -> list[str]:
     """Columns a planner added to the tornado rows beyond the ones the report knows."""
     keys: list[str] = []
@@ -230,7 +237,7 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "sensitivity_labels": any(r.low_label or r.high_label for r in sensitivity),
         "sensitivity_extra": _sensitivity_extra_keys(sensitivity),
         "sensitivity_base": charts.sensitivity_base_usd(plan),
-        "charts": {k: Markup(v) for k, v in charts.all_charts(plan).items()} if html else {},
+        "charts": _chart_slots(plan) if html else {},
         "css": Markup(css()) if html else "",
         "D": marker,
         "legend": DERIVED_LEGEND,

@@ -11,6 +11,9 @@ from typing import Annotated, Literal, Self
 
 from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
+from gpufleet.catalog.instances import load_instances
+from gpufleet.catalog.pricing import PriceScope, cheapest_gpu_hour, no_price_reason
+from gpufleet.errors import suggest
 from gpufleet.quantities import PositiveSeconds
 from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.hardware import HardwareSpec
@@ -98,4 +101,29 @@ class PlanSpec(Spec):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"workloads: names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _regions_exist(self) -> Self:
+        """A region must be one the providers list in the catalog (a typo would otherwise
+        filter every offer away); a cloud plan's named accelerators need an offer there."""
+        if not self.regions:
+            return self
+        known = {r.region for r in load_instances() if r.provider in self.providers}
+        problems = []
+        for region in self.regions:
+            if region not in known:
+                hint = suggest(region, known, limit=1)
+                tail = f"; did you mean '{hint[0]}'?" if hint else ""
+                problems.append(
+                    f"regions: '{region}' is not a region of {', '.join(self.providers)} "
+                    f"in the catalog{tail}"
+                )
+        if not problems and self.deployment == "cloud":
+            scope = PriceScope(tuple(self.providers), tuple(self.regions))
+            for name in self.accelerators:
+                if cheapest_gpu_hour(name, scope) is None:
+                    problems.append(f"accelerators: {no_price_reason(name, scope)}")
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
