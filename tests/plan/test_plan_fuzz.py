@@ -12,7 +12,10 @@ spreads them; `GPUFLEET_PLAN_FUZZ_EXAMPLES` sets the examples per shard.
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +25,12 @@ from hypothesis import strategies as st
 from gpufleet.catalog.accelerators import load_accelerators
 from gpufleet.catalog.instances import load_instances
 from gpufleet.errors import UserError
+from gpufleet.formatting import fmt_usd
+from gpufleet.plan.cost.verdict import RentOrOwn
+from gpufleet.plan.model import Plan
 from gpufleet.plan.planner import InfeasiblePlanError, plan
 from gpufleet.report.render import render_html, render_json, render_markdown
-from gpufleet.specs.load import validate
+from gpufleet.specs.load import load, validate
 from gpufleet.specs.plan import PlanSpec
 
 EXAMPLES = int(os.environ.get("GPUFLEET_PLAN_FUZZ_EXAMPLES", "125"))
@@ -132,8 +138,30 @@ def outcome(data: dict[str, Any]) -> str:
         return "refused"
     render_json(result)
     render_markdown(result)
-    render_html(result)
+    html = render_html(result)
+    verdict_agrees(spec, result, html)
     return "planned"
+
+
+def verdict_agrees(spec: PlanSpec, result: Plan, html: str) -> None:
+    """The rent-or-own verdict, the recommendation, the payback and the costs agree."""
+    data = result.cost.rent_or_own
+    if not data:
+        return
+    v = RentOrOwn(**{f.name: data[f.name] for f in fields(RentOrOwn)})
+    assert (v.own_usd < v.rent_work_usd) == (v.cheaper_for_work == "own")
+    assert (v.own_usd < v.rent_at_stated_usd) == (v.cheaper_at_stated == "own")
+    # owning wins at the stated utilisation exactly when it is above the break-even one
+    if not math.isclose(v.stated_utilization, v.breakeven_utilization, rel_tol=1e-9):
+        assert (v.stated_utilization > v.breakeven_utilization) == (v.cheaper_at_stated == "own")
+    if result.cost.break_even_months is not None:
+        assert v.cheaper_at_stated == "own", "a payback is shown only where owning wins"
+    if spec.deployment == "both":
+        sentence = v.sentence()
+        assert sentence in result.recommendation.why
+        assert sentence.startswith("renting" if v.cheaper_for_work == "rent" else "owning")
+        assert (result.recommendation.deployment == "on-prem") == (v.cheaper_for_work == "own")
+        assert fmt_usd(v.own_usd) in html
 
 
 @pytest.mark.slow
@@ -156,3 +184,21 @@ def test_generated_plans_never_end_in_a_traceback(shard: int) -> None:
 
     run()
     assert sum(seen.values()) >= min(EXAMPLES, 50)
+
+
+EXAMPLES_DIR = Path(__file__).parents[2] / "examples"
+PLAN_EXAMPLES = sorted(
+    p.name
+    for p in EXAMPLES_DIR.glob("plan-*.yaml")
+    if "kind: plan" in (text := p.read_text("utf-8")) and "\nteams:" not in text
+)
+
+
+@pytest.mark.parametrize("name", PLAN_EXAMPLES)
+def test_every_example_verdict_agrees_with_its_numbers(name: str) -> None:
+    spec = load(PlanSpec, EXAMPLES_DIR / name)
+    result = plan(spec)
+    verdict_agrees(spec, result, render_html(result))
+    rec = result.recommendation
+    if rec.deployment == "cloud" and rec.provider is not None:
+        assert rec.provider in spec.providers, "the headline names a provider the plan allows"

@@ -8,13 +8,15 @@ cheaper of the optimised cloud mix and on-prem TCO over the horizon wins.
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import fields
+from typing import Any, Literal
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost.breakdown import cost_breakdown
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.tco import OnPremInputs
+from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.design.cluster import design_cluster
 from gpufleet.plan.design.need import TrafficNeed
 from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio
@@ -64,6 +66,14 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         (float(c.metrics.get("wall_clock_days_with_failures") or 0.0) * 24 for c in training),
         default=0.0,
     )
+    if window > horizon:
+        longest = max(training, key=lambda c: c.metrics.get("wall_clock_days_with_failures") or 0)
+        raise UserError(
+            f"horizon_years: {spec.horizon_years:g} years is shorter than {longest.workload}'s "
+            f"run on {longest.accelerator} ({window / 24:,.0f} days with failures); set "
+            f"horizon_years to at least {window / HOURS_PER_YEAR:.2f}, or give it a shorter "
+            "deadline"
+        )
     log.add(
         "spot_overhead_fraction",
         SPOT_OVERHEAD,
@@ -124,11 +134,11 @@ def cost_and_design(
     if deployment == "both":
         if cloud_total is not None and tco_total is not None:
             deployment = "on-prem" if tco_total < cloud_total else "cloud"
-            extra.append(
-                f"over {spec.horizon_years:g} years at {spec.expected_utilization:.0%} "
-                f"utilization, owning costs ${tco_total:,.0f} vs ${cloud_total:,.0f} renting "
-                f"with an optimised mix: {deployment} is cheaper"
-            )
+            if cost.rent_or_own:
+                # the choice and its sentence read the same numbers (plan.cost.verdict)
+                verdict = RentOrOwn(**_verdict_fields(cost.rent_or_own))
+                deployment = "on-prem" if verdict.cheaper_for_work == "own" else "cloud"
+                extra.append(verdict.sentence())
         else:
             deployment = "cloud" if cloud_total is not None else "on-prem"
         if deployment == "cloud" and tco_total is not None:
@@ -145,3 +155,8 @@ def cost_and_design(
     if deployment == "cloud" and cloud:
         provider = min(cloud, key=lambda p: cloud[p][0].on_demand_usd_per_hour or float("inf"))
     return design, cost, deployment, provider, extra
+
+
+def _verdict_fields(data: dict[str, float | str | None]) -> dict[str, Any]:
+    """The stored comparison's own fields (its derived ones are recomputed, not trusted)."""
+    return {f.name: data[f.name] for f in fields(RentOrOwn)}

@@ -121,6 +121,8 @@ class CostBreakdown(PlanPart):
     tco: dict[str, float]  # on-prem: capex, opex_per_year, total, per_gpu_hour
     break_even_months: float | None
     sensitivity: list[dict[str, float | str]]  # tornado: factor, low, high (total cost)
+    # rent or own on one basis at a time (`plan.cost.verdict`); empty without a TCO
+    rent_or_own: dict[str, float | str | None] = Field(default_factory=dict)
 
 
 class TeamQuota(PlanPart):

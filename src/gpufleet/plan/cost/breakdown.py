@@ -8,6 +8,7 @@ purchase price for the accelerator) into notes in the log, and fills `CostBreakd
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from gpufleet.catalog.instances import PROVIDERS
@@ -28,6 +29,7 @@ from gpufleet.plan.cost.tornado import (
     SensitivityInputs,
     sensitivity,
 )
+from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import CostBreakdown
 
 
@@ -118,6 +120,30 @@ def cost_breakdown(
             f"${rent_rate:.4f}/GPU-h",
             f"{rent_what} per GPU-hour, for gpus × utilization hours a month (derived)",
         )
+    verdict: RentOrOwn | None = None
+    if tco and on_prem is not None and rent_rate is not None:
+        verdict = RentOrOwn(
+            fleet_gpus=on_prem.gpus,
+            horizon_years=demand.horizon_hours / HOURS_PER_YEAR,
+            rent_usd_per_gpu_hour=rent_rate,
+            own_usd=tco["total"],
+            work_gpu_hours=hours,
+            rent_work_usd=rent_rate * hours,
+            stated_utilization=on_prem.utilization,
+            payback_months=break_even,
+        )
+        if break_even is not None and verdict.cheaper_at_stated == "rent":
+            # the cash view pays back (capex once, no horizon) while over the horizon the TCO
+            # costs more than renting the same hours: a payback next to "rent" would contradict
+            log.add(
+                "payback",
+                "not shown",
+                f"the cash view pays back in month {break_even:.0f}, but over the "
+                f"{verdict.horizon_years:g}-year horizon owning costs more than renting the same "
+                "GPU-hours at the stated utilization",
+            )
+            break_even = None
+            verdict = replace(verdict, payback_months=None)
     chosen = deployment or ("on-prem" if tco else "cloud")
     rows: list[dict[str, float | str]] = []
     if (chosen == "on-prem" and tco) or (chosen == "cloud" and mix):
@@ -133,4 +159,5 @@ def cost_breakdown(
         tco=tco,
         break_even_months=break_even,
         sensitivity=rows,
+        rent_or_own=verdict.to_json() if verdict is not None else {},
     )

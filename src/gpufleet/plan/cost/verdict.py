@@ -1,0 +1,110 @@
+"""Rent or own, on one basis at a time, and the sentence that says which, written from the
+numbers it summarises so that it cannot contradict them (issue 27).
+
+Two comparisons, each on the same GPU-hours for both sides:
+
+- **the planned work**: renting exactly the GPU-hours the plan's workloads need (the
+  optimised mix, or on-demand without one) against owning the fleet they need at their peak
+  for the horizon (the TCO). The work keeps that fleet `work_utilization` busy; the rest of
+  the TCO buys idle capacity, shown as such.
+- **the fleet kept busy at the stated utilisation** (`expected_utilization`): renting
+  gpus × utilisation × the horizon's hours at the same blended price, against the same TCO.
+  `breakeven_utilization` is where the two cross: owning wins above it. `payback_months` is
+  the cash view of the same comparison (capex on day one, then opex against rent each
+  month): a payback inside the horizon implies owning wins at the stated utilisation, since
+  the TCO counts at most the capex and the opex over the horizon.
+
+A `deployment: both` plan is decided on the planned work: that is the demand the plan knows.
+The sentence then says what utilisation would make owning win, and whether the stated one
+does (other work would have to fill the fleet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from gpufleet.formatting import fmt_pct, fmt_usd
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR
+
+Side = Literal["own", "rent"]
+
+
+@dataclass(frozen=True)
+class RentOrOwn:
+    fleet_gpus: int
+    horizon_years: float
+    rent_usd_per_gpu_hour: float  # blended: the mix's total / its GPU-hours (or on-demand)
+    own_usd: float  # TCO over the horizon
+    work_gpu_hours: float
+    rent_work_usd: float  # renting the planned work's GPU-hours
+    stated_utilization: float
+    payback_months: float | None  # cash view at the stated utilisation (None: never, ≤ 10 y)
+
+    @property
+    def fleet_hours(self) -> float:
+        return self.fleet_gpus * self.horizon_years * HOURS_PER_YEAR
+
+    @property
+    def work_utilization(self) -> float:
+        """How busy the planned work alone keeps the owned fleet over the horizon."""
+        return min(1.0, self.work_gpu_hours / self.fleet_hours) if self.fleet_hours else 0.0
+
+    @property
+    def own_idle_usd(self) -> float:
+        """The share of the TCO that buys capacity the planned work leaves idle."""
+        return self.own_usd * (1.0 - self.work_utilization)
+
+    @property
+    def rent_at_stated_usd(self) -> float:
+        return self.rent_usd_per_gpu_hour * self.fleet_hours * self.stated_utilization
+
+    @property
+    def breakeven_utilization(self) -> float:
+        """Average utilisation above which owning costs less than renting the same hours."""
+        full = self.rent_usd_per_gpu_hour * self.fleet_hours
+        return self.own_usd / full if full > 0 else float("inf")
+
+    @property
+    def cheaper_for_work(self) -> Side:
+        return "own" if self.own_usd < self.rent_work_usd else "rent"
+
+    @property
+    def cheaper_at_stated(self) -> Side:
+        return "own" if self.own_usd < self.rent_at_stated_usd else "rent"
+
+    def to_json(self) -> dict[str, float | str | None]:
+        out: dict[str, float | str | None] = asdict(self)
+        for name in (
+            "work_utilization",
+            "own_idle_usd",
+            "rent_at_stated_usd",
+            "breakeven_utilization",
+            "cheaper_for_work",
+            "cheaper_at_stated",
+        ):
+            out[name] = getattr(self, name)
+        return out
+
+    def sentence(self) -> str:
+        """The verdict, from the numbers above and nothing else."""
+        years = f"{self.horizon_years:g} year{'s' if self.horizon_years != 1 else ''}"
+        head = "renting" if self.cheaper_for_work == "rent" else "owning"
+        out = (
+            f"{head} is cheaper for the planned work, which keeps {int(self.fleet_gpus):,} owned "
+            f"GPUs {fmt_pct(self.work_utilization)} busy over {years}: owning costs "
+            f"{fmt_usd(self.own_usd)} ({fmt_usd(self.own_idle_usd)} of it idle capacity) "
+            f"against {fmt_usd(self.rent_work_usd)} to rent the same GPU-hours"
+        )
+        u_star = self.breakeven_utilization
+        if u_star > 1.0:
+            return out + "; owning would not win even with the fleet busy every hour"
+        at = (
+            f"at the stated {fmt_pct(self.stated_utilization)}: {fmt_usd(self.own_usd)} "
+            f"owned against {fmt_usd(self.rent_at_stated_usd)} rented"
+        )
+        if self.payback_months is not None and self.cheaper_at_stated == "own":
+            at += f", paying back in month {self.payback_months:.0f}"
+        if self.cheaper_for_work == "rent" and self.cheaper_at_stated == "own":
+            at += ", if other work keeps the fleet that busy"
+        return out + f"; owning wins above {fmt_pct(u_star)} average utilisation ({at})"
