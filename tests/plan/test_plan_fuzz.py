@@ -29,7 +29,7 @@ from gpufleet.formatting import fmt_usd
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import Plan
 from gpufleet.plan.planner import InfeasiblePlanError, plan
-from gpufleet.report.render import render_html, render_json, render_markdown
+from gpufleet.report.render import headline_cost, render_html, render_json, render_markdown
 from gpufleet.specs.load import load, validate
 from gpufleet.specs.plan import PlanSpec
 
@@ -202,3 +202,9 @@ def test_every_example_verdict_agrees_with_its_numbers(name: str) -> None:
     rec = result.recommendation
     if rec.deployment == "cloud" and rec.provider is not None:
         assert rec.provider in spec.providers, "the headline names a provider the plan allows"
+        if result.cost.mix_by_provider:  # ... and the one the optimised mix buys most from
+            assert rec.provider == max(result.cost.mix_by_provider.items(), key=lambda kv: kv[1])[0]
+    headline, what = headline_cost(result)
+    if rec.deployment == "on-prem" and result.cost.tco:
+        assert headline == result.cost.tco["total"]
+        assert what.startswith("on-prem TCO")

@@ -364,7 +364,7 @@ def test_markdown_has_every_section_in_order(markdown: str) -> None:
     "needle",
     [
         pytest.param("**h200-sxm-141gb**, cloud on aws, 1,040† GPUs", id="recommendation"),
-        pytest.param("$7,427,955† at on-demand list prices", id="recommended-cost"),
+        pytest.param("$4,512,300† with the optimised purchase mix", id="recommended-cost"),
         pytest.param("- H200 finishes the 70B pretraining", id="why-sentence"),
         pytest.param("| h100-sxm5-80gb | pretrain-70b: 1,280; chat: 24 | 1,304 |", id="alt"),
         pytest.param("TP 8 · PP 4 · CP 1 · DP 32 · Sequence parallel yes", id="parallelism"),

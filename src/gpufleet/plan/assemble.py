@@ -152,7 +152,12 @@ def cost_and_design(
                 deployment="cloud",
             )
     provider = None
-    if deployment == "cloud" and cloud:
+    if deployment == "cloud" and cost.mix_by_provider:
+        # the provider the optimised mix buys most from: the one the headline priced
+        provider = next(iter(cost.mix_by_provider))
+        share = cost.mix_by_provider[provider] / sum(cost.mix_by_provider.values())
+        extra.append(f"the optimised mix buys {share:.1%} of its cost from {provider}")
+    elif deployment == "cloud" and cloud:
         provider = min(cloud, key=lambda p: cloud[p][0].on_demand_usd_per_hour or float("inf"))
     return design, cost, deployment, provider, extra
 

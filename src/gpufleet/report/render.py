@@ -204,6 +204,19 @@ def css() -> str:
     return (resources.files("gpufleet.report") / "templates" / "report.css").read_text("utf-8")
 
 
+def headline_cost(plan: Plan) -> tuple[float | None, str]:
+    """The recommended deployment's own number and what it is: the TCO when owning, the
+    optimised mix when renting (on-demand only when there is no mix). An on-prem plan's
+    headline used to quote an on-demand cloud price (issue 27)."""
+    cost, rec = plan.cost, plan.recommendation
+    years = f"{cost.tco.get('horizon_years', 0):g}"
+    if rec.deployment == "on-prem" and "total" in cost.tco:
+        return cost.tco["total"], f"on-prem TCO over {years} years"
+    if cost.mix.get("total_usd") is not None:
+        return cost.mix["total_usd"], "with the optimised purchase mix"
+    return charts.recommended_cost_usd(plan), "at on-demand list prices"
+
+
 def _chart_slots(plan: Plan) -> dict[str, Markup | None]:
     """Every chart the template can show, None where the plan has no data for it (a plan
     with no cloud price has no cost chart), so a missing chart is left out, never an error."""
@@ -232,6 +245,7 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "plan": plan,
         "rec": plan.recommendation,
         "rec_cost": charts.recommended_cost_usd(plan),
+        "headline": headline_cost(plan),
         "cost_options": charts.cost_options(plan.cost),
         "sensitivity": sensitivity,
         "sensitivity_labels": any(r.low_label or r.high_label for r in sensitivity),

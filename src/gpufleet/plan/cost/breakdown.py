@@ -15,7 +15,16 @@ from gpufleet.catalog.instances import PROVIDERS
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.mix import optimise_mix
-from gpufleet.plan.cost.prices import ON_DEMAND, RESERVED_TERM_YEARS, SPOT, cloud_prices
+from gpufleet.plan.cost.prices import (
+    CAPACITY_BLOCK,
+    ON_DEMAND,
+    RESERVED_1Y,
+    RESERVED_3Y,
+    RESERVED_TERM_YEARS,
+    SPOT,
+    cloud_price_sellers,
+    cloud_prices,
+)
 from gpufleet.plan.cost.tco import (
     NoOnPremPriceError,
     OnPremInputs,
@@ -156,8 +165,36 @@ def cost_breakdown(
         spot=spot,
         mix=mix,
         savings_vs_on_demand=savings,
+        mix_by_provider=spend_by_provider(
+            mix, cloud_price_sellers(demand.accelerator, providers, regions)
+        ),
         tco=tco,
         break_even_months=break_even,
         sensitivity=rows,
         rent_or_own=verdict.to_json() if verdict is not None else {},
     )
+
+
+def spend_by_provider(mix: Mapping[str, float], sellers: Mapping[str, str]) -> dict[str, float]:
+    """The optimised mix's dollars by the provider selling each part (reservations split
+    between the terms by GPUs × price), so a headline names who it priced."""
+    out: dict[str, float] = {}
+
+    def add(kind: str, usd: float) -> None:
+        if usd > 0 and kind in sellers:
+            out[sellers[kind]] = out.get(sellers[kind], 0.0) + usd
+
+    add(ON_DEMAND, mix.get("on_demand_usd", 0.0))
+    add(SPOT, mix.get("spot_usd", 0.0))
+    add(CAPACITY_BLOCK, mix.get("capacity_block_usd", 0.0))
+    terms = {
+        RESERVED_1Y: mix.get("reserved_1y_gpus", 0.0)
+        * mix.get("price_reserved_1y_usd_per_gpu_hour", 0.0),
+        RESERVED_3Y: mix.get("reserved_3y_gpus", 0.0)
+        * mix.get("price_reserved_3y_usd_per_gpu_hour", 0.0),
+    }
+    weight = sum(terms.values())
+    for kind, part in terms.items():
+        if weight > 0:
+            add(kind, mix.get("reserved_usd", 0.0) * part / weight)
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -164,6 +164,24 @@ def cloud_prices(
     regions: Sequence[str],
     log: Assumptions,
 ) -> dict[str, float]:
+    """Lowest price per GPU-hour of each way to buy `accelerator` (see `_price_table`)."""
+    return _price_table(accelerator, providers, regions, log)[0]
+
+
+def cloud_price_sellers(
+    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+) -> dict[str, str]:
+    """The provider behind each price of `cloud_prices` (same rules; nothing logged), so a
+    headline names who it priced."""
+    return _price_table(accelerator, providers, regions, Assumptions())[1]
+
+
+def _price_table(
+    accelerator: str,
+    providers: Sequence[str],
+    regions: Sequence[str],
+    log: Assumptions,
+) -> tuple[dict[str, float], dict[str, str]]:
     """Lowest price per GPU-hour of each way to buy `accelerator` in the allowed places.
 
     Keys (each only when some provider prices it): `on_demand` (lowest on-demand list price
@@ -175,6 +193,7 @@ def cloud_prices(
     """
     rows = _priced_rows(accelerator, providers, regions)
     prices: dict[str, float] = {}
+    sellers: dict[str, str] = {}
     cheapest_by_provider: dict[str, tuple[float, CloudInstance]] = {}
     best_spot: tuple[float, CloudInstance] | None = None
     for row in rows:
@@ -192,6 +211,7 @@ def cloud_prices(
     if cheapest_by_provider:
         od_price, od_row = min(cheapest_by_provider.values(), key=lambda item: item[0])
         prices[ON_DEMAND] = od_price
+        sellers[ON_DEMAND] = od_row.provider
         log.add(
             f"{accelerator} on-demand price",
             f"${od_price:.4f}/GPU-h",
@@ -199,6 +219,7 @@ def cloud_prices(
         )
     if best_spot is not None:
         prices[SPOT] = best_spot[0]
+        sellers[SPOT] = best_spot[1].provider
         log.add(
             f"{accelerator} spot price",
             f"${best_spot[0]:.4f}/GPU-h",
@@ -206,7 +227,7 @@ def cloud_prices(
             f"of the region; spot prices move hourly): {_row_text(best_spot[1])}",
         )
     for key, term in RESERVED_TERM_YEARS.items():
-        options: list[tuple[float, str]] = []
+        options: list[tuple[float, str, str]] = []
         for provider, (od, row) in sorted(cheapest_by_provider.items()):
             discount = _discount(provider, accelerator, term)
             if discount is None:
@@ -222,16 +243,18 @@ def cloud_prices(
                 f"{provider}: ${od:.4f}/GPU-h on-demand ({row.name} {row.region}) × "
                 f"(1 − {discount.fraction:.0%}); {_discount_text(discount)}"
             )
-            options.append((price, text))
+            options.append((price, text, provider))
         if options:
-            price, text = min(options)
+            price, text, seller = min(options)
             prices[key] = price
+            sellers[key] = seller
             log.add(f"{accelerator} {key} price", f"${price:.4f}/GPU-h", f"lowest of: {text}")
     blocks = _capacity_block_rows(accelerator, providers, regions)
     if blocks:
         block = min(blocks, key=lambda r: r.rate_per_accelerator_usd_per_hour or 0)
         rate = float(block.rate_per_accelerator_usd_per_hour or 0)
         prices[CAPACITY_BLOCK] = rate
+        sellers[CAPACITY_BLOCK] = "aws"
         log.add(
             f"{accelerator} capacity block price",
             f"${rate:.4f}/GPU-h",
@@ -239,4 +262,4 @@ def cloud_prices(
             f"{';'.join(block.regions)} [{block.source_kind}] ({block.source}); used for burst "
             "work only (blocks last days to weeks, booked ahead, rates change with supply)",
         )
-    return prices
+    return prices, sellers
