@@ -159,3 +159,24 @@ def test_the_crashing_specs_exit_cleanly(
     assert "Traceback" not in out.out + out.err
     assert "no cloud price for mi300x" in out.out + out.err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_on_prem_plan_never_buys_an_accelerator_with_no_purchase_price() -> None:
+    """An on-prem L40S plan printed 'saves 72.0 %' (a cloud mix) and no TCO."""
+    spec = validate(
+        PlanSpec,
+        {
+            "kind": "plan",
+            "deployment": "on-prem",
+            "accelerators": ["l40s", H100],
+            "workloads": [TRAIN_8B],
+        },
+        "inline",
+    )
+    result = plan(spec)
+    assert result.recommendation.accelerator == H100
+    assert "total" in result.cost.tco
+    only_l40s = spec.model_copy(update={"accelerators": ["l40s"]})
+    with pytest.raises(InfeasiblePlanError) as err:
+        plan(only_l40s)
+    assert "no on-prem purchase price for l40s" in "\n".join(err.value.advice)

@@ -80,7 +80,7 @@ class Storage(PlanPart):
     read_gbytes_per_s: float
     checkpoint_write_gbytes_per_s: float
     choice: str  # storage.csv row name
-    units: float | None  # e.g. TiB provisioned or appliance count
+    units: float | None  # TiB provisioned (every storage.csv sizing rule gives TiB)
     rationale: str
 
 

@@ -31,6 +31,7 @@ from gpufleet.estimate.training_search import Candidate, Constraints, search_tra
 from gpufleet.formatting import fmt_duration, fmt_usd
 from gpufleet.plan.assemble import cost_and_design
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
+from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
 from gpufleet.plan.inference_search import search_inference
 from gpufleet.plan.model import (
     Alternative,
@@ -238,6 +239,12 @@ def _unpriced(
     """Why `accelerator` cannot be planned without a cloud price, when it has none in the
     plan's providers and regions and the plan needs one: a cloud deployment rents it, and a
     budget is checked against it. An unpriced accelerator is never taken as free."""
+    if spec.deployment == "on-prem":
+        try:
+            hardware_price(accelerator)
+        except NoOnPremPriceError as exc:
+            return f"{exc} (an on-prem plan buys it)"
+        return None
     if cheapest_gpu_hour(accelerator, scope) is not None:
         return None
     if spec.deployment == "cloud":
@@ -366,6 +373,15 @@ def _infeasible_advice(spec: PlanSpec, portfolios: Sequence[Portfolio]) -> list[
     budgets = [w.constraints.budget_usd for w in spec.workloads if w.constraints.budget_usd]
     if budgets:
         advice.append("a larger budget_usd may help: budgets cap GPU-hours × price")
+    if any(
+        "no cloud price" in f or "no on-prem purchase price" in f
+        for p in portfolios
+        for f in p.failures
+    ):
+        advice.append(
+            "an accelerator without a price where the plan buys cannot be planned: allow "
+            "other accelerators, providers or regions, or deployment: both"
+        )
     advice.append(
         "to make it feasible: extend the deadline, raise max_gpus, allow more accelerators, "
         "or relax the serving SLOs"
