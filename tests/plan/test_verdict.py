@@ -37,8 +37,8 @@ def test_by_hand() -> None:
         "renting is cheaper for the planned work, which keeps 100 owned GPUs 11.4% busy over "
         "1 year: owning costs $1,000,000 ($885,845 of it idle capacity) against $200,000 to "
         "rent the same GPU-hours; owning wins above 57.1% average utilisation (at the stated "
-        "70.0%: $1,000,000 owned against $1,226,400 rented, paying back in month 9, if other "
-        "work keeps the fleet that busy)"
+        "70.0%: $1,000,000 owned against $1,226,400 rented, paying back after 9.0 months, if "
+        "other work keeps the fleet that busy)"
     )
 
 

@@ -110,7 +110,7 @@ def run_plan(
             + (f", optimised mix ${mix:,.0f}" if mix is not None else "")
             + (f", on-prem TCO ${cost.tco['total']:,.0f}" if "total" in cost.tco else "")
             + (
-                f", payback {cost.break_even_months:.0f} months if owned and kept "
+                f", payback {cost.break_even_months:.1f} months if owned and kept "
                 f"{spec.expected_utilization:.0%} busy"
                 if cost.break_even_months is not None
                 else ""

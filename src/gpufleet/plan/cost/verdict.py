@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from gpufleet.formatting import fmt_pct, fmt_usd
+from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 
 Side = Literal["own", "rent"]
@@ -104,7 +104,7 @@ class RentOrOwn:
             f"owned against {fmt_usd(self.rent_at_stated_usd)} rented"
         )
         if self.payback_months is not None and self.cheaper_at_stated == "own":
-            at += f", paying back in month {self.payback_months:.0f}"
+            at += f", paying back after {fmt_num(self.payback_months, 1)} months"
         if self.cheaper_for_work == "rent" and self.cheaper_at_stated == "own":
             at += ", if other work keeps the fleet that busy"
         return out + f"; owning wins above {fmt_pct(u_star)} average utilisation ({at})"
