@@ -281,6 +281,7 @@ def test_interactive_serving_explains_hbm(tmp_path: Path) -> None:
         "",  # input_tokens
         "",  # output_tokens
         "fp8",
+        "",  # engine: vllm
         "",  # ttft
         "none",  # tpot: no target
         "",  # max_gpus
@@ -304,6 +305,7 @@ def test_interactive_serving_explains_hbm(tmp_path: Path) -> None:
     assert w.name == "serve-llama-3-70b"
     assert w.serving.slo.tpot_p99_ms is None
     assert w.serving.slo.ttft_p99_ms == 800
+    assert w.serving.engine == "vllm"  # asked, and a production engine by default
     # KV bytes per token and requests that fit after fp8 weights, from the estimators.
     arch = get_model_preset("llama-3-70b").arch()
     shown = " ".join(screen.getvalue().split())

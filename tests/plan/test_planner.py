@@ -156,3 +156,16 @@ def test_plan_command_bad_spec_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err
     assert "workloads[0]" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_service_without_an_engine_is_planned_on_vllm_and_says_so() -> None:
+    """Plans defaulted to plain Hugging Face generation ('generic'), several times slower than
+    what anyone deploys (issue 27)."""
+    data = json.loads(json.dumps(CHAT))
+    del data["workloads"][0]["serving"]["engine"]
+    result = plan(_spec(data))
+    assert result.recommendation.workloads[0].parallelism["engine"] == "vllm"
+    assert any(a.name == "engine[chat]" and a.value == "vllm" for a in result.assumptions)
+    data["workloads"][0]["serving"]["engine"] = "generic"  # asked for: kept
+    generic = plan(_spec(data))
+    assert generic.recommendation.workloads[0].parallelism["engine"] == "generic"

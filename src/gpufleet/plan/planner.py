@@ -54,6 +54,9 @@ DEFAULT_ACCELERATORS = (
     "a100-sxm4-80gb",
     "mi300x",
 )
+# A plan's services run on a production engine unless the spec names one (issue 27: the
+# default was plain Hugging Face generation, several times slower than what anyone deploys).
+PLAN_ENGINE = "vllm"
 # Without a deadline a training run is planned to finish within this (assumption).
 DEFAULT_DEADLINE_S = 90 * 86_400.0
 Progress = Callable[[str], None]
@@ -291,8 +294,16 @@ def _training_parallelism(c: object) -> dict[str, object]:
 def _size_inference(
     spec: PlanSpec, w: InferenceWorkload, accelerator: str, log: Assumptions
 ) -> WorkloadChoice:
-
-    serving = serving_on(w.serving, accelerator, w.name, log)
+    asked = w.serving
+    if "engine" not in asked.model_fields_set:
+        asked = asked.model_copy(update={"engine": PLAN_ENGINE})
+        log.add(
+            f"engine[{w.name}]",
+            PLAN_ENGINE,
+            "not given in the spec: a plan sizes a production service (continuous batching, "
+            "paged KV cache); `engine: generic` models plain Hugging Face generation",
+        )
+    serving = serving_on(asked, accelerator, w.name, log)
     engine, precision = serving.engine, serving.precision
     inf = InferenceSpec.model_validate(
         {

@@ -247,6 +247,17 @@ def _ask_serving(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, A
             "and run on older ones). " + hbm_note(arch, _mean(input_tokens) + _mean(output_tokens))
         ),
     )
+    engine: str = w.ask(
+        "engine",
+        "Serving engine: vllm, tensorrt-llm, sglang or generic",
+        choice(ServingParams, "engine"),
+        default="vllm",
+        explain=(
+            "What runs the model decides its speed: vLLM, SGLang and TensorRT-LLM batch "
+            "requests continuously and page the KV cache; 'generic' is plain Hugging Face "
+            "generation, several times slower. Production services use one of the first three."
+        ),
+    )
     ttft = w.ask_optional(
         "ttft_p99_ms",
         "Time to first token, p99, in ms",
@@ -277,6 +288,7 @@ def _ask_serving(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, A
     slo = {k: number(v) for k, v in (("ttft_p99_ms", ttft), ("tpot_p99_ms", tpot)) if v}
     serving: dict[str, Any] = {
         "precision": precision,
+        "engine": engine,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "request_rate": number(rate),
