@@ -179,6 +179,49 @@ def _best_concurrency(
 
 
 def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
+    """The serving estimate. With `hardware.count` and a request rate but no parallelism, the
+    tensor-parallel size is the one that serves the rate on the fewest GPUs within that count
+    (issue 27: the smallest tp that fits was taken, 91 × H100 where tp 8 needs 8); otherwise
+    the smallest tp that holds the load."""
+    count = spec.hardware.count
+    if spec.parallelism is None and count and spec.serving.request_rate is not None:
+        return _fewest_gpus_within(spec, count)
+    return _estimate(spec)
+
+
+def _fewest_gpus_within(spec: InferenceSpec, count: int) -> InferenceEstimate:
+    domain = case_for(spec, Assumptions()).hw.scaleup_domain_gpus
+    tried: list[InferenceEstimate] = []
+    for tp in TP_CHOICES:
+        if tp > min(domain, count) or spec.model.heads % tp:
+            continue
+        try:
+            est = _estimate(spec, tp)
+        except UserError:
+            continue  # this tp cannot meet the SLO at any size: the others may
+        if est.fits:
+            tried.append(est)
+    if not tried:
+        return _estimate(spec)
+    best = min(tried, key=lambda e: (e.gpus > count, e.gpus, not e.slo_met, e.tp))
+    note = AssumptionOut(
+        name="tp",
+        value=str(best.tp),
+        source=(
+            f"the tensor-parallel size among {', '.join(str(e.tp) for e in tried)} that serves "
+            f"the request rate on the fewest GPUs within hardware.count {count} (derived)"
+        ),
+    )
+    reasons = list(best.reasons)
+    if best.gpus > count:
+        reasons.append(
+            f"the request rate needs {best.gpus:,} GPUs ({best.replicas:,} replicas at tp "
+            f"{best.tp}); hardware.count gives {count:,}"
+        )
+    return best.model_copy(update={"assumptions": [*best.assumptions, note], "reasons": reasons})
+
+
+def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEstimate:
     log = Assumptions()
     case = case_for(spec, log)
     sv = spec.serving
@@ -187,7 +230,7 @@ def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
     pp = spec.parallelism.pp if spec.parallelism else 1
     full_case = case
     case = stage_case(case, pp)  # per-GPU memory and per-stage time from here on
-    tp = spec.parallelism.tp if spec.parallelism else _choose_tp(spec, case, longest)
+    tp = spec.parallelism.tp if spec.parallelism else tp_given or _choose_tp(spec, case, longest)
     t = np.array([float(tp)])
     cap = int(max_sequences(case, t, np.array([longest]))[0])
     reasons: list[str] = []
