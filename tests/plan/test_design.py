@@ -638,3 +638,14 @@ def test_bad_inputs(kwargs: dict[str, Any], error: type[Exception], match: str) 
 def test_traffic_need_rejects_zero_step_time() -> None:
     with pytest.raises(ValueError, match="step_time_s"):
         need_for(10.0, step_time_s=0.0)
+
+
+def test_a_third_fabric_level_names_the_size_that_forced_it() -> None:
+    """Two more GPUs took a 256-node fabric from 96 switches to 216 without a word (issue
+    27); the topology now says where two levels end."""
+    two, three = design(gpus=2048), design(gpus=2056)
+    assert "two-level" in two.fabric.topology
+    assert "two levels of these switches hold at most 256 nodes (2,048 GPUs)" in (
+        three.fabric.topology
+    )
+    assert "this design has 257" in three.fabric.topology

@@ -254,7 +254,7 @@ def size_fabric(
     )
     fabric = Fabric(
         name=row.name,
-        topology=_topology(tree, rails, radix, row),
+        topology=_topology(tree, rails, radix, row, nodes=nodes, gpus_per_node=gpus_per_node),
         port_gbit_per_s=port,
         nics=tree.endpoints,
         leaf_switches=tree.leaves,
@@ -271,7 +271,9 @@ def size_fabric(
     return fabric, tree
 
 
-def _topology(tree: FatTree, rails: int, radix: int, row: FabricRow) -> str:
+def _topology(
+    tree: FatTree, rails: int, radix: int, row: FabricRow, *, nodes: int, gpus_per_node: float
+) -> str:
     switch = row.switch_model or f"{radix}-port {row.display_name}"
     if tree.levels == 1:
         return f"single switch: {tree.endpoints} NICs on one {radix}-port switch ({switch})"
@@ -282,9 +284,14 @@ def _topology(tree: FatTree, rails: int, radix: int, row: FabricRow) -> str:
         f" and {tree.spines} spines"
     )
     if tree.levels == 3:
+        # name the step: two levels of these switches hold `most` nodes, and a few GPUs more
+        # can cost a whole tier of switches (issue 27: 2 GPUs took 96 switches to 216)
+        most = half * (radix // rails)
         body += (
             f" in {tree.pods} pods, plus {tree.super_spines} super-spines (more leaves than "
-            f"a {radix}-port spine can reach, so a third level; spine_switches counts "
-            f"{tree.spines} spines + {tree.super_spines} super-spines)"
+            f"a {radix}-port spine can reach, so a third level: two levels of these switches "
+            f"hold at most {most:,} nodes ({most * gpus_per_node:,.0f} GPUs) and this design "
+            f"has {nodes:,}; spine_switches counts {tree.spines} spines + "
+            f"{tree.super_spines} super-spines)"
         )
     return f"{head}: {body}; {radix}-port switches ({switch})"
