@@ -42,6 +42,7 @@ from gpufleet.plan.cost import (
     optimise_mix,
     sensitivity,
 )
+from gpufleet.plan.cost.breakdown import CAPACITY_BLOCK_MAX_DAYS, bookable
 from gpufleet.specs.plan import OnPremPreferences
 
 H100 = "h100-sxm5-80gb"
@@ -474,3 +475,19 @@ def test_onprem_rows_keep_values_in_the_columns_of_their_basis() -> None:
     assert row.low == 1.4
     assert row.high == 1.6
     assert row.mid == pytest.approx(1.5)
+
+
+def test_capacity_blocks_only_for_runs_that_fit_one_block() -> None:
+    """An 88-day, 2,048-GPU block was 'simply available' (issue 27): a block is now used only
+    where the run fits the longest one sold (182 days), and said to be a booking."""
+    prices = {ON_DEMAND: 5.0, CAPACITY_BLOCK: 4.9}
+
+    def demand(days: float) -> Demand:
+        return Demand(H100, 0, 1e6, 0.0, 0.1, 3 * 8760.0, burst_window_hours=days * 24)
+
+    log = Assumptions()
+    assert CAPACITY_BLOCK in bookable(prices, demand(88), log)
+    assert any(a.name == "capacity blocks" and "booked" in a.source for a in log.items)
+    long_log = Assumptions()
+    assert CAPACITY_BLOCK not in bookable(prices, demand(CAPACITY_BLOCK_MAX_DAYS + 1), long_log)
+    assert any(a.value == "not used" for a in long_log.items)

@@ -76,7 +76,7 @@ def cost_breakdown(
     there is no mix). sensitivity: the tornado for `deployment` (default: on-prem when a TCO
     exists, else cloud).
     """
-    prices = cloud_prices(demand.accelerator, providers, regions, log)
+    prices = bookable(cloud_prices(demand.accelerator, providers, regions, log), demand, log)
     hours = demand.gpu_hours
     on_demand = prices[ON_DEMAND] * hours if ON_DEMAND in prices else None
     mix: dict[str, float] = {}
@@ -198,3 +198,37 @@ def spend_by_provider(mix: Mapping[str, float], sellers: Mapping[str, str]) -> d
         if weight > 0:
             add(kind, mix.get("reserved_usd", 0.0) * part / weight)
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# EC2 Capacity Blocks are sold for 1 to 182 days (7-day increments past 14 days), booked
+# up to eight weeks ahead, paid up front, never modified or cancelled (AWS EC2 user guide,
+# "Capacity Blocks for ML" [vendor]; gpueconomics.com, "Understanding AWS Capacity Blocks for
+# GPUs" [blog/press], for the 182-day maximum).
+CAPACITY_BLOCK_MAX_DAYS = 182.0
+
+
+def bookable(prices: dict[str, float], demand: Demand, log: Assumptions) -> dict[str, float]:
+    """The prices the mix may use: a capacity block only for burst work whose run fits one
+    block (a longer run cannot be covered by the blocks' fixed windows), and said to be a
+    booking made weeks ahead, not capacity that is simply there."""
+    if CAPACITY_BLOCK not in prices:
+        return prices
+    window_days = demand.window_hours / 24.0
+    if demand.burst_gpu_hours <= 0:
+        return prices
+    if window_days > CAPACITY_BLOCK_MAX_DAYS:
+        log.add(
+            "capacity blocks",
+            "not used",
+            f"the training window ({window_days:,.0f} days) is longer than the longest EC2 "
+            f"Capacity Block ({CAPACITY_BLOCK_MAX_DAYS:.0f} days)",
+        )
+        return {k: v for k, v in prices.items() if k != CAPACITY_BLOCK}
+    log.add(
+        "capacity blocks",
+        f"one block of up to {window_days:,.0f} days",
+        "booked up to eight weeks ahead at the price of the day, paid up front, not "
+        "modifiable or cancellable; AWS does not publish how many instances a block can "
+        "hold, so whether the gang size is obtainable must be confirmed with AWS",
+    )
+    return prices
