@@ -162,6 +162,10 @@ def verdict_agrees(spec: PlanSpec, result: Plan, html: str) -> None:
         assert sentence.startswith("renting" if v.cheaper_for_work == "rent" else "owning")
         assert (result.recommendation.deployment == "on-prem") == (v.cheaper_for_work == "own")
         assert fmt_usd(v.own_usd) in html
+    # the side-by-side table shows the same numbers as the verdict
+    assert "Rent or own" in html
+    assert fmt_usd(v.rent_work_usd) in html
+    assert fmt_usd(v.rent_at_stated_usd) in html
 
 
 @pytest.mark.slow

@@ -36,6 +36,7 @@ from gpufleet.formatting import (
     fmt_usd,
     fmt_usd_rate,
 )
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 from gpufleet.plan.model import Plan
 from gpufleet.report import charts
 from gpufleet.report.charts import fmt_label
@@ -204,6 +205,34 @@ def css() -> str:
     return (resources.files("gpufleet.report") / "templates" / "report.css").read_text("utf-8")
 
 
+def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
+    """The two comparisons side by side (`plan.cost.verdict`): (row, the planned work, the
+    fleet at the stated utilisation, whether that cell is derived); empty without a TCO."""
+    v = plan.cost.rent_or_own
+    if not v:
+        return []
+
+    def num(key: str) -> float:
+        value = v[key]
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    fleet_hours = num("fleet_gpus") * num("horizon_years") * HOURS_PER_YEAR
+    stated = num("stated_utilization")
+    own = fmt_usd(num("own_usd"))
+    return [
+        (
+            "GPU-hours",
+            f"{fmt_count(round(num('work_gpu_hours')))} GPU-h",
+            f"{fmt_count(round(fleet_hours * stated))} GPU-h",
+            True,
+        ),
+        ("Fleet busy", fmt_pct(num("work_utilization")), fmt_pct(stated), False),  # an input
+        ("Renting them", fmt_usd(num("rent_work_usd")), fmt_usd(num("rent_at_stated_usd")), True),
+        ("Owning the fleet (TCO)", own, own, True),
+        ("Cheaper", str(v["cheaper_for_work"]), str(v["cheaper_at_stated"]), True),
+    ]
+
+
 def headline_cost(plan: Plan) -> tuple[float | None, str]:
     """The recommended deployment's own number and what it is: the TCO when owning, the
     optimised mix when renting (on-demand only when there is no mix). An on-prem plan's
@@ -246,6 +275,7 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "rec": plan.recommendation,
         "rec_cost": charts.recommended_cost_usd(plan),
         "headline": headline_cost(plan),
+        "rent_or_own": rent_or_own_rows(plan),
         "cost_options": charts.cost_options(plan.cost),
         "sensitivity": sensitivity,
         "sensitivity_labels": any(r.low_label or r.high_label for r in sensitivity),
