@@ -48,7 +48,10 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                # the supervisor gives its children up to 30 s (+5 s for its thread) before it
+                # kills them; waiting less kills a server that was stopping as promised (seen
+                # under load: an ETA child at SCHED_IDLE on a machine busy with other tests)
+                self.proc.wait(timeout=40)
             except subprocess.TimeoutExpired:
                 self.kill9()
 
