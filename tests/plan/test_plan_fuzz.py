@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +147,7 @@ def verdict_agrees(spec: PlanSpec, result: Plan, html: str) -> None:
     data = result.cost.rent_or_own
     if not data:
         return
-    v = RentOrOwn(**{f.name: data[f.name] for f in fields(RentOrOwn)})
+    v = RentOrOwn.from_json(data)
     assert (v.own_usd < v.rent_work_usd) == (v.cheaper_for_work == "own")
     assert (v.own_usd < v.rent_at_stated_usd) == (v.cheaper_at_stated == "own")
     # owning wins at the stated utilisation exactly when it is above the break-even one

@@ -9,10 +9,11 @@ no price there: callers say so and never treat it as free.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
-from gpufleet.catalog.instances import PROVIDERS, load_instances
+from gpufleet.catalog.instances import PROVIDERS, CloudInstance, load_instances
 
 
 @dataclass(frozen=True)
@@ -55,20 +56,26 @@ class GpuHourPrice:
         )
 
 
-@cache
-def cheapest_gpu_hour(accelerator: str, scope: PriceScope = ANYWHERE) -> GpuHourPrice | None:
-    best: GpuHourPrice | None = None
+def _gpu_hour_rows(accelerator: str) -> Iterator[tuple[float, CloudInstance]]:
+    """(on-demand $ per GPU-hour, row) of every whole-instance row pricing the accelerator;
+    fractional-GPU instances price a slice, not a GPU, and are left out."""
     for row in load_instances():
         if row.accelerator != accelerator or not row.is_whole_price:
-            continue
-        if not scope.admits(row.provider, row.region):
             continue
         if row.on_demand_usd_per_hour is None or not row.accelerators_count:
             continue
         if row.accelerators_count < 1:
-            continue  # fractional-GPU instances price a slice, not a GPU
-        price = float(row.on_demand_usd_per_hour) / float(row.accelerators_count)
-        if best is None or price < best.usd_per_gpu_hour:
+            continue
+        yield float(row.on_demand_usd_per_hour) / float(row.accelerators_count), row
+
+
+@cache
+def cheapest_gpu_hour(accelerator: str, scope: PriceScope = ANYWHERE) -> GpuHourPrice | None:
+    best: GpuHourPrice | None = None
+    for price, row in _gpu_hour_rows(accelerator):
+        if scope.admits(row.provider, row.region) and (
+            best is None or price < best.usd_per_gpu_hour
+        ):
             best = GpuHourPrice(price, row.name, row.provider, row.region)
     return best
 
@@ -77,26 +84,20 @@ def offered_in(accelerator: str, providers: tuple[str, ...] = ()) -> list[str]:
     """'provider region' pairs with an on-demand price for the accelerator, cheapest first:
     what to suggest when a plan's regions have none."""
     prices: dict[str, float] = {}
-    for row in load_instances():
-        if row.accelerator != accelerator or not row.is_whole_price:
-            continue
-        if providers and row.provider not in providers:
-            continue
-        if row.on_demand_usd_per_hour is None or not row.accelerators_count:
-            continue
-        if row.accelerators_count < 1:
-            continue
-        key = f"{row.provider} {row.region}"
-        price = float(row.on_demand_usd_per_hour) / float(row.accelerators_count)
-        prices[key] = min(price, prices.get(key, price))
+    for price, row in _gpu_hour_rows(accelerator):
+        if not providers or row.provider in providers:
+            key = f"{row.provider} {row.region}"
+            prices[key] = min(price, prices.get(key, price))
     return sorted(prices, key=lambda k: (prices[k], k))
 
 
 def no_price_reason(accelerator: str, scope: PriceScope) -> str:
     """Why an accelerator has no GPU-hour price in `scope`, and where it has one."""
-    where = scope.describe()
+    head = " ".join(
+        part for part in (f"no cloud price for {accelerator}", scope.describe()) if part
+    )
     offered = offered_in(accelerator, scope.providers if scope.regions else ())
     if not offered:
-        return f"no cloud price for {accelerator} in the catalog{' ' + where if where else ''}"
+        return f"{head} in the catalog"
     shown = ", ".join(offered[:4]) + (f" and {len(offered) - 4} more" if len(offered) > 4 else "")
-    return f"no cloud price for {accelerator} {where}; it is offered in {shown}".replace("  ", " ")
+    return f"{head}; it is offered in {shown}"

@@ -8,8 +8,7 @@ cheaper of the optimised cloud mix and on-prem TCO over the horizon wins.
 
 from __future__ import annotations
 
-from dataclasses import fields
-from typing import Any, Literal
+from typing import Literal
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
@@ -136,7 +135,7 @@ def cost_and_design(
             deployment = "on-prem" if tco_total < cloud_total else "cloud"
             if cost.rent_or_own:
                 # the choice and its sentence read the same numbers (plan.cost.verdict)
-                verdict = RentOrOwn(**_verdict_fields(cost.rent_or_own))
+                verdict = RentOrOwn.from_json(cost.rent_or_own)
                 deployment = "on-prem" if verdict.cheaper_for_work == "own" else "cloud"
                 extra.append(verdict.sentence())
         else:
@@ -160,8 +159,3 @@ def cost_and_design(
     elif deployment == "cloud" and cloud:
         provider = min(cloud, key=lambda p: cloud[p][0].on_demand_usd_per_hour or float("inf"))
     return design, cost, deployment, provider, extra
-
-
-def _verdict_fields(data: dict[str, float | str | None]) -> dict[str, Any]:
-    """The stored comparison's own fields (its derived ones are recomputed, not trusted)."""
-    return {f.name: data[f.name] for f in fields(RentOrOwn)}

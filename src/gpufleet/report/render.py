@@ -36,7 +36,7 @@ from gpufleet.formatting import (
     fmt_usd,
     fmt_usd_rate,
 )
-from gpufleet.plan.cost.demand import HOURS_PER_YEAR
+from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import Plan
 from gpufleet.report import charts
 from gpufleet.report.charts import fmt_label
@@ -208,28 +208,21 @@ def css() -> str:
 def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
     """The two comparisons side by side (`plan.cost.verdict`): (row, the planned work, the
     fleet at the stated utilisation, whether that cell is derived); empty without a TCO."""
-    v = plan.cost.rent_or_own
-    if not v:
+    if not plan.cost.rent_or_own:
         return []
-
-    def num(key: str) -> float:
-        value = v[key]
-        return float(value) if isinstance(value, int | float) else 0.0
-
-    fleet_hours = num("fleet_gpus") * num("horizon_years") * HOURS_PER_YEAR
-    stated = num("stated_utilization")
-    own = fmt_usd(num("own_usd"))
+    v = RentOrOwn.from_json(plan.cost.rent_or_own)
+    own = fmt_usd(v.own_usd)
     return [
         (
             "GPU-hours",
-            f"{fmt_count(round(num('work_gpu_hours')))} GPU-h",
-            f"{fmt_count(round(fleet_hours * stated))} GPU-h",
+            f"{fmt_count(round(v.work_gpu_hours))} GPU-h",
+            f"{fmt_count(round(v.fleet_hours * v.stated_utilization))} GPU-h",
             True,
         ),
-        ("Fleet busy", fmt_pct(num("work_utilization")), fmt_pct(stated), False),  # an input
-        ("Renting them", fmt_usd(num("rent_work_usd")), fmt_usd(num("rent_at_stated_usd")), True),
+        ("Fleet busy", fmt_pct(v.work_utilization), fmt_pct(v.stated_utilization), False),
+        ("Renting them", fmt_usd(v.rent_work_usd), fmt_usd(v.rent_at_stated_usd), True),
         ("Owning the fleet (TCO)", own, own, True),
-        ("Cheaper", str(v["cheaper_for_work"]), str(v["cheaper_at_stated"]), True),
+        ("Cheaper", v.cheaper_for_work, v.cheaper_at_stated, True),
     ]
 
 

@@ -21,8 +21,9 @@ does (other work would have to fill the fleet).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
 
 from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
@@ -73,6 +74,14 @@ class RentOrOwn:
     def cheaper_at_stated(self) -> Side:
         return "own" if self.own_usd < self.rent_at_stated_usd else "rent"
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, float | str | None]) -> RentOrOwn:
+        """Back from `to_json` (as stored in plan.json): the stored fields only; the derived
+        ones are recomputed, never trusted."""
+        values: dict[str, Any] = {f.name: data[f.name] for f in fields(cls)}
+        values["fleet_gpus"] = int(values["fleet_gpus"])
+        return cls(**values)
+
     def to_json(self) -> dict[str, float | str | None]:
         out: dict[str, float | str | None] = asdict(self)
         for name in (
@@ -91,7 +100,7 @@ class RentOrOwn:
         years = f"{self.horizon_years:g} year{'s' if self.horizon_years != 1 else ''}"
         head = "renting" if self.cheaper_for_work == "rent" else "owning"
         out = (
-            f"{head} is cheaper for the planned work, which keeps {int(self.fleet_gpus):,} owned "
+            f"{head} is cheaper for the planned work, which keeps {self.fleet_gpus:,} owned "
             f"GPUs {fmt_pct(self.work_utilization)} busy over {years}: owning costs "
             f"{fmt_usd(self.own_usd)} ({fmt_usd(self.own_idle_usd)} of it idle capacity) "
             f"against {fmt_usd(self.rent_work_usd)} to rent the same GPU-hours"
