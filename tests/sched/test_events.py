@@ -108,7 +108,8 @@ class World:
             assert cls is not None
             assert cls.preemptible
             assert victim not in d.admitted
-            assert reason.startswith("preempted by")
+            assert reason.preemptor in d.admitted
+            assert reason.text().startswith(f"preempted by {reason.preemptor!r}")
         for name, placements in d.admitted.items():
             job = self.pending[name]
             if job.gpus:

@@ -226,7 +226,7 @@ def test_reason_names_preemptor_priorities_lost_work_and_grace() -> None:
     c, state = cluster(*leaves(1))
     victim = old("victim", "h-0", ALL8, last_checkpoint_s=NOW - 225.0)
     d = decide(c, state, [victim], [urgent()], TEAMS, now_s=NOW)
-    assert d.preempted == {
+    assert {n: e.text() for n, e in d.preempted.items()} == {
         "victim": "preempted by 'urgent' (priority 1000 > 100): frees 8 h100-sxm5-80gb GPUs; "
         "lost work 0.5 GPU-h since last checkpoint; grace period 120 s"
     }
@@ -237,8 +237,9 @@ def test_grace_period_covers_the_victims_checkpoint_time() -> None:
     c, state = cluster(*leaves(1))
     victim = old("victim", "h-0", ALL8, checkpoint_time_s=300)
     d = decide(c, state, [victim], [urgent()], TEAMS, now_s=NOW)
-    assert "since start" in d.preempted["victim"]
-    assert d.preempted["victim"].endswith("grace period 300 s")
+    assert "since start" in d.preempted["victim"].text()
+    assert d.preempted["victim"].text().endswith("grace period 300 s")
+    assert d.preempted["victim"].grace_s == 300
 
 
 def test_evicted_gpus_no_longer_count_against_the_victims_team() -> None:
@@ -340,12 +341,12 @@ def test_preemption_properties(world: tuple[Cluster, State, list[JobSpec], list[
         cls = victim.priority_class or "standard"
         assert victim.preemptible
         assert cls in ("standard", "opportunistic")
-        preemptor = pending_by_name[reason.split("'")[1]]
+        preemptor = pending_by_name[reason.preemptor]
         assert preemptor.name in d.admitted
         assert VALUE[cls] < VALUE[preemptor.priority_class or "standard"]
         assert victim.started_s is not None
         assert NOW - victim.started_s >= MIN_RUNTIME_S
-        assert reason.startswith("preempted by '")
+        assert reason.text().startswith(f"preempted by '{preemptor.name}'")
     assert set(d.admitted) | set(d.pending_reasons) == {j.name for j in pending}
 
     # releasing the victims and applying the admissions double-books nothing (allocate raises)
@@ -360,3 +361,20 @@ def test_preemption_properties(world: tuple[Cluster, State, list[JobSpec], list[
 
 def _claims(p: Any) -> tuple[Any, ...]:
     return Placement(p.node, tuple(p.gpus)).claims()
+
+
+def test_an_eviction_is_data_a_driver_words_without_parsing() -> None:
+    """The control plane has its own grace and hides the preemptor from the victim's team:
+    both come from the Eviction's fields, and the full sentence is unchanged otherwise."""
+    c, state = cluster(*leaves(1))
+    victim = old("victim", "h-0", ALL8, last_checkpoint_s=NOW - 225.0)
+    e = decide(c, state, [victim], [urgent()], TEAMS, now_s=NOW).preempted["victim"]
+    assert (e.preemptor, e.kind, e.grace_s) == ("urgent", "priority", 120.0)
+    assert e.text(grace_s=45).endswith("; grace period 45 s")
+    assert e.text(grace_s=45).replace("45 s", "120 s") == e.text() == str(e)
+    public = e.public_text(grace_s=45)
+    assert public == (
+        "preempted by a higher-priority job; frees 8 h100-sxm5-80gb GPUs; "
+        "lost work 0.5 GPU-h since last checkpoint; grace period 45 s"
+    )
+    assert "urgent" not in public

@@ -26,7 +26,7 @@ def _decided(profile: str, ran_s: float, cls: str = "opportunistic") -> dict[str
     high = job("high", gpus=8, team="research", priority_class="production", submitted_s=NOW_S)
     d = decide(c, state.snapshot(), [low], [high], quota, profile=profile, now_s=NOW_S)
     assert ("high" in d.admitted) == bool(d.preempted)
-    return dict(d.preempted)
+    return {name: e.text() for name, e in d.preempted.items()}
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))

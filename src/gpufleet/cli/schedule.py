@@ -84,7 +84,8 @@ def schedule(
     rows: list[dict[str, Any]] = []
     for job in jobs:
         if job.name in result.preempted:
-            state, where, reason = "preempted", _placement_text(job), result.preempted[job.name]
+            state, where = "preempted", _placement_text(job)
+            reason = result.preempted[job.name].text()
         elif job.state == "running":
             state, where, reason = "running", _placement_text(job), ""
         elif job.name in result.admitted:
@@ -108,7 +109,7 @@ def schedule(
                 {
                     "profile": profile,
                     "jobs": rows,
-                    "preempted": dict(result.preempted),
+                    "preempted": {name: e.text() for name, e in result.preempted.items()},
                     "reserved": {
                         name: {
                             "start_s": result.reserved_start_s[name],

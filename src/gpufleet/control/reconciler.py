@@ -29,7 +29,6 @@ It shrinks when one applier replaces `_write` (design 0015, "What is left").
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -584,13 +583,13 @@ class Reconciler:
             victim.stop_for = "preempt"
             victim.stop_deadline_s = now + self.config.grace_s
             # the core states its default grace; this service's is its own setting
-            reason = why.split("; grace period", 1)[0]
-            reason += f"; grace period {self.config.grace_s:g} s"
-            by = _preemptor(reason, jobs)
+            reason = why.text(grace_s=self.config.grace_s)
+            by = jobs.get(int(why.preemptor))  # the control plane's job names are ids
             # the victim's team reads its events: another team's job and team stay out of
             # them (and of logs and the CLI); the full sentence is the admins' (audit log)
-            shown = reason if by is not None and by.team_id == victim.team_id else None
-            lifecycle.move(s, victim, "stopping", now, shown or _public_preemption(reason))
+            same_team = by is not None and by.team_id == victim.team_id
+            shown = reason if same_team else why.public_text(grace_s=self.config.grace_s)
+            lifecycle.move(s, victim, "stopping", now, shown)
             s.add(
                 AuditEntry(
                     at_s=now,
@@ -737,36 +736,6 @@ def _lost_gpu_s(job: Job, held_gpu_s: float, end_s: float) -> float:
     since = job.last_checkpoint_s
     unsaved_s = ran_s if since is None or since < job.started_s else max(0.0, end_s - since)
     return held_gpu_s * min(1.0, unsaved_s / ran_s)
-
-
-# -- preemption messages ------------------------------------------------------------------
-
-_PREEMPTOR = re.compile(r"^preempted by '(\d+)'")
-_FREES = re.compile(r"\bfrees [^;]*")
-_LOST = re.compile(r"\blost work [^;]*")
-_GRACE = re.compile(r"\bgrace period [^;]*")
-
-
-def _preemptor(reason: str, jobs: dict[int, Job]) -> Job | None:
-    """The job a preemption reason names (`sched.preempt` reasons start "preempted by
-    '<job>'"; the control plane's job names are ids), when it is one of this cycle's."""
-    found = _PREEMPTOR.match(reason)
-    return None if found is None else jobs.get(int(found[1]))
-
-
-def _public_preemption(reason: str) -> str:
-    """A preemption reason as the victim's team may read it: why, in general terms, and what
-    it costs (GPUs freed, work lost, grace) — never the preemptor's id, team or guarantee.
-    Built from the known parts only, so a reason worded differently tomorrow loses detail
-    rather than leak it."""
-    if "reclaims its guaranteed" in reason:
-        head = "preempted: another team of its cohort reclaims the guaranteed GPUs it borrowed"
-    elif "(priority " in reason:
-        head = "preempted by a higher-priority job"
-    else:
-        head = "preempted to make room for another job"
-    parts = [head] + [m[0] for m in (p.search(reason) for p in (_FREES, _LOST, _GRACE)) if m]
-    return "; ".join(parts)
 
 
 # -- placements <-> allocation rows ---------------------------------------------------------

@@ -65,6 +65,7 @@ from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import (
     PHASES,
     Decisions,
+    Eviction,
     InvalidPlacementError,
     OrderContext,
     Placed,
@@ -173,7 +174,7 @@ class _Cycle:
         # opens the next (order, nominate, place), so a job costs three readings
         self.mark = 0.0
         self.admitted: dict[str, tuple[Placement, ...]] = {}
-        self.preempted: dict[str, str] = {}
+        self.preempted: dict[str, Eviction] = {}
         self.flavors: dict[str, str] = {}
         self.reasons = _Reasons()
         self.considered: list[str] = []  # pending jobs in the order they were looked at

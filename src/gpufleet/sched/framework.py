@@ -134,12 +134,58 @@ class Relayout:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Why one running job is evicted and what that costs, as data.
+
+    The core words the full sentence (`text`) for the simulator, the CLI and the admins'
+    audit log; a driver that must say less — the victim's team may not learn the
+    preemptor's id, team or guarantee — uses `public_text`, and a driver with its own grace
+    setting passes it: neither has to parse the sentence back.
+    """
+
+    preemptor: str
+    kind: Literal["priority", "quota-reclaim"]
+    cause: str  # "priority 1000 > 100" / "team a reclaims its guaranteed 8 H100 GPUs, ..."
+    frees: str  # "8 h100-sxm5-80gb GPUs"
+    lost_gpu_s: float  # GPU-seconds of work since the victim's last checkpoint (or start)
+    since_checkpoint: bool  # False: lost since start (the victim never checkpoints)
+    grace_s: float  # the core's default grace: max(GRACE_PERIOD_S, the victim's checkpoint time)
+
+    def _costs(self, grace_s: float | None) -> str:
+        since = "since last checkpoint" if self.since_checkpoint else "since start"
+        grace = self.grace_s if grace_s is None else grace_s
+        return (
+            f"frees {self.frees}; lost work {self.lost_gpu_s / 3600:.3g} GPU-h {since}; "
+            f"grace period {grace:g} s"
+        )
+
+    def text(self, *, grace_s: float | None = None) -> str:
+        """The full reason; `grace_s` replaces the core's default grace with the driver's."""
+        costs = self._costs(grace_s)
+        if self.kind == "priority":
+            return f"preempted by '{self.preemptor}' ({self.cause}): {costs}"
+        return f"preempted by '{self.preemptor}': {self.cause}; {costs}"
+
+    def public_text(self, *, grace_s: float | None = None) -> str:
+        """The reason as the victim's team may read it: why in general terms and what it
+        costs, never who preempted it."""
+        if self.kind == "quota-reclaim":
+            head = "preempted: another team of its cohort reclaims the guaranteed GPUs it borrowed"
+        else:
+            head = "preempted by a higher-priority job"
+        return f"{head}; {self._costs(grace_s)}"
+
+    def __str__(self) -> str:
+        return self.text()
+
+
 @dataclass(frozen=True)
 class Decisions:
     """The output of one `decide()` cycle, as data; nothing has been applied to the state.
 
     `preempted` maps each victim (of priority preemption or quota reclaim) to its
-    reason; the admitted preemptor starts once the victims' grace period is over
+    `Eviction`; the admitted preemptor starts once the victims' grace period is over
     (`sched.preempt`). `reserved` holds the backfill reservation of a blocked
     head-of-line gang (where it will run) and `reserved_start_s` when, estimated
     from the running jobs' runtime estimates. `relayouts` are MIG re-layout
@@ -148,7 +194,7 @@ class Decisions:
     """
 
     admitted: Mapping[str, tuple[Placement, ...]] = field(default_factory=dict)
-    preempted: Mapping[str, str] = field(default_factory=dict)  # victim -> reason
+    preempted: Mapping[str, Eviction] = field(default_factory=dict)  # victim -> why
     reserved: Mapping[str, tuple[Placement, ...]] = field(default_factory=dict)
     reserved_start_s: Mapping[str, float] = field(default_factory=dict)
     pending_reasons: Mapping[str, str] = field(default_factory=dict)

@@ -31,7 +31,7 @@ non-preemptible job, and only jobs holding GPUs of the requested accelerator.
 - If releasing every candidate would still not place the job, nobody is evicted.
 
 All of it runs on nested branches that roll back; the caller applies the result
-and hands the eviction out as data: `Decisions.preempted[victim] = reason`. The
+and hands the eviction out as data: `Decisions.preempted[victim]`, an `Eviction`. The
 preemptor is admitted with its placement but only *starts after the victims'
 grace period* (`GRACE_PERIOD_S`, or the victim's `checkpoint_time_s` if longer),
 during which the victims checkpoint and exit.
@@ -43,10 +43,10 @@ from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import Literal, Protocol
 
 from gpufleet.cluster import MILLI, Branch
-from gpufleet.sched.framework import Placed, PlacementPlugin
+from gpufleet.sched.framework import Eviction, Placed, PlacementPlugin
 from gpufleet.sched.quota import QuotaBook, gpus_text
 from gpufleet.sched.requests import Request
 from gpufleet.specs.jobs import JobSpec
@@ -157,7 +157,7 @@ class PreemptionPlugin(Protocol):
 
     def reason(
         self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
-    ) -> str: ...
+    ) -> Eviction: ...
 
 
 def _evictable(job: JobSpec, ctx: PreemptContext) -> PriorityClass | None:
@@ -182,12 +182,25 @@ def _grace_s(victim: Candidate) -> float:
     return max(GRACE_PERIOD_S, victim.job.checkpoint_time_s or 0.0)
 
 
-def _lost_text(victim: Candidate) -> str:
-    job = victim.job
-    checkpointed = job.last_checkpoint_s is not None or job.checkpoint_interval_s is not None
-    since = "since last checkpoint" if checkpointed else "since start"
-    lost_h = victim.lost_gpu_s / 3600
-    return f"lost work {lost_h:.3g} GPU-h {since}; grace period {_grace_s(victim):g} s"
+def _eviction(
+    job: JobSpec,
+    victim: Candidate,
+    kind: Literal["priority", "quota-reclaim"],
+    cause: str,
+    frees: str,
+) -> Eviction:
+    checkpointed = (
+        victim.job.last_checkpoint_s is not None or victim.job.checkpoint_interval_s is not None
+    )
+    return Eviction(
+        preemptor=job.name,
+        kind=kind,
+        cause=cause,
+        frees=frees,
+        lost_gpu_s=victim.lost_gpu_s,
+        since_checkpoint=checkpointed,
+        grace_s=_grace_s(victim),
+    )
 
 
 class PriorityPreemption:
@@ -210,12 +223,12 @@ class PriorityPreemption:
         out.sort(key=lambda c: c.sort_key)
         return out
 
-    def reason(self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext) -> str:
+    def reason(
+        self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
+    ) -> Eviction:
         mine = ctx.priority.get(job.name, 0)
-        return (
-            f"preempted by '{job.name}' (priority {mine} > {victim.priority}): frees "
-            f"{gpus_text(victim.milli)} {request.accelerator} GPUs; {_lost_text(victim)}"
-        )
+        frees = f"{gpus_text(victim.milli)} {request.accelerator} GPUs"
+        return _eviction(job, victim, "priority", f"priority {mine} > {victim.priority}", frees)
 
 
 class QuotaReclaim:
@@ -255,14 +268,16 @@ class QuotaReclaim:
         out.sort(key=lambda c: c.sort_key)
         return out
 
-    def reason(self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext) -> str:
+    def reason(
+        self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
+    ) -> Eviction:
         flavor = request.accelerator
         g = gpus_text(ctx.book.guaranteed(job.team, flavor))
-        return (
-            f"preempted by '{job.name}': team {job.team} reclaims its guaranteed {g} "
-            f"{flavor} GPUs, which team {victim.job.team} was borrowing; frees "
-            f"{gpus_text(victim.milli)} GPUs; {_lost_text(victim)}"
+        cause = (
+            f"team {job.team} reclaims its guaranteed {g} {flavor} GPUs, "
+            f"which team {victim.job.team} was borrowing"
         )
+        return _eviction(job, victim, "quota-reclaim", cause, f"{gpus_text(victim.milli)} GPUs")
 
 
 PREEMPTIONS: Mapping[str, PreemptionPlugin] = {

@@ -568,7 +568,7 @@ class Simulation:
         if d.relayouts:
             self._recut(d)
 
-    def _evict(self, victims: Mapping[str, str]) -> None:
+    def _evict(self, victims: Collection[str]) -> None:
         interrupted: dict[str, set[str]] = {}  # job -> its units the cycle released
         for victim in victims:
             interrupted.setdefault(self.owner[victim], set()).add(victim)
