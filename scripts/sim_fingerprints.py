@@ -49,7 +49,7 @@ class _Recorder:
         d = decide(*args, **kwargs)
         seen = (
             sorted(d.admitted.items()),
-            sorted(d.preempted.items()),
+            sorted((k, str(v)) for k, v in d.preempted.items()),  # the sentence, as before
             sorted(d.reserved.items()),
             sorted(d.reserved_start_s.items()),
             sorted(d.pending_reasons.items()),

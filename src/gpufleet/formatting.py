@@ -102,3 +102,44 @@ def format_bytes(value: float) -> str:
         if value >= scale:
             return f"{value / scale:,.4g} {unit}"
     return f"{value:,.0f} B"
+
+
+_WORDS = {
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "mfu": "MFU",
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "kv": "KV",
+    "it": "IT",
+    "tco": "TCO",
+    "pue": "PUE",
+    "usd": "USD",
+    "tp": "TP",
+    "pp": "PP",
+    "dp": "DP",
+    "cp": "CP",
+    "ep": "EP",
+    "sp": "SP",
+    "kwh": "kWh",
+    "kw": "kW",
+    "lp": "LP",
+}
+_UNIT_SUFFIXES = ("_usd", "_ms", "_days", "_hours", "_months", "_years", "_bytes", "_fraction")
+
+
+def fmt_label(key: str, strip_unit: bool = True) -> str:
+    """snake_case key -> words people read: 'on_demand_gpu_hours' -> 'On-demand GPU-hours'."""
+    text = key.replace("on_demand", "on-demand").replace("gpu_hour", "gpu-hour")
+    if strip_unit:
+        for suffix in _UNIT_SUFFIXES:
+            if text.endswith(suffix) and text != suffix.lstrip("_"):
+                text = text.removesuffix(suffix)
+                if suffix == "_usd" and not text.endswith("cost"):
+                    text += "_cost"  # reserved_usd -> "Reserved cost", not "Reserved"
+                break
+    words = [
+        "-".join(_WORDS.get(part, part) for part in word.split("-")) for word in text.split("_")
+    ]
+    phrase = " ".join(w for w in words if w)
+    return phrase[:1].upper() + phrase[1:] if phrase else key

@@ -136,10 +136,29 @@ def outcome(data: dict[str, Any]) -> str:
     except UserError:
         return "refused"
     render_json(result)
-    render_markdown(result)
+    md = render_markdown(result)
     html = render_html(result)
     verdict_agrees(spec, result, html)
+    summary_agrees(result, md, html)
     return "planned"
+
+
+def summary_agrees(result: Plan, *texts: str) -> None:
+    """The executive summary states the headline the plan prices, a range around it, and
+    the same figures in every format."""
+    s = result.summary
+    assert s is not None
+    assert (s.cost_usd, s.cost_what) == headline_cost(result)
+    if s.cost_usd is None:
+        return
+    assert s.cost_low_usd is not None
+    assert s.cost_high_usd is not None
+    assert s.cost_low_usd <= s.cost_usd <= s.cost_high_usd
+    for row in result.cost.sensitivity:
+        assert math.isclose(float(row["base_usd"]), s.cost_usd, rel_tol=1e-9)
+    for text in texts:
+        for usd in (s.cost_usd, s.cost_low_usd, s.cost_high_usd):
+            assert fmt_usd(usd) in text
 
 
 def verdict_agrees(spec: PlanSpec, result: Plan, html: str) -> None:
@@ -201,7 +220,9 @@ PLAN_EXAMPLES = sorted(
 def test_every_example_verdict_agrees_with_its_numbers(name: str) -> None:
     spec = load(PlanSpec, EXAMPLES_DIR / name)
     result = plan(spec)
-    verdict_agrees(spec, result, render_html(result))
+    html = render_html(result)
+    verdict_agrees(spec, result, html)
+    summary_agrees(result, render_markdown(result), html)
     rec = result.recommendation
     if rec.deployment == "cloud" and rec.provider is not None:
         assert rec.provider in spec.providers, "the headline names a provider the plan allows"

@@ -334,7 +334,8 @@ def test_json_has_the_stable_top_level_fields(plan: Plan) -> None:
 # -- Markdown ----------------------------------------------------------------
 
 SECTIONS = [
-    "## Summary",
+    "## Executive summary",
+    "## Recommendation",
     "## Alternatives",
     "## Workloads",
     "## Cluster design (on-prem)",
@@ -503,7 +504,8 @@ def test_html_is_self_contained(html: str) -> None:
 def test_html_has_sections_and_derived_marks(html: str) -> None:
     ids = re.findall(r'<section id="([a-z-]+)">', html)
     assert ids == [
-        "summary",
+        "executive",
+        "recommendation",
         "alternatives",
         "workloads",
         "design",

@@ -24,6 +24,7 @@ from rich.progress import (
 
 from gpufleet.cli.output import wide_console
 from gpufleet.errors import UserError
+from gpufleet.formatting import fmt_usd
 from gpufleet.specs.fleet import FleetPlanSpec, load_plan
 
 if TYPE_CHECKING:
@@ -116,6 +117,16 @@ def run_plan(
                 else ""
             )
         )
+    summary = result.summary
+    if summary is not None and summary.cost_low_usd is not None:
+        movers = ", ".join(d.name for d in summary.drivers)
+        out.print(
+            f"  likely {fmt_usd(summary.cost_low_usd)} to {fmt_usd(summary.cost_high_usd)} "
+            f"around {fmt_usd(summary.cost_usd)} {summary.cost_what}"
+            + (f"; moves most with {movers}" if movers else "")
+        )
+        for sentence in summary.would_change:
+            out.print(f"  → {sentence}")
     out.print(f"reports in {out_dir}/: " + ", ".join(p.name for p in paths.values()))
     missing_pdf = pdf_available()
     if missing_pdf is not None:

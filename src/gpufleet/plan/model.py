@@ -123,8 +123,34 @@ class CostBreakdown(PlanPart):
     tco: dict[str, float]  # on-prem: capex, opex_per_year, total, per_gpu_hour
     break_even_months: float | None
     sensitivity: list[dict[str, float | str]]  # tornado: factor, low, high (total cost)
+    # the same for the way of paying not recommended (owning when renting, and the reverse)
+    sensitivity_alternative: list[dict[str, float | str]] = Field(default_factory=list)
     # rent or own on one basis at a time (`plan.cost.verdict`); empty without a TCO
     rent_or_own: dict[str, float | str | None] = Field(default_factory=dict)
+
+
+class Driver(PlanPart):
+    """One of the inputs that move the headline cost most: a tornado row."""
+
+    factor: str  # the tornado's key, e.g. gpu_price
+    name: str  # as the reader sees it, e.g. "GPU price"
+    low_label: str  # e.g. "-30 %"
+    high_label: str
+    low_usd: float  # the headline total with this input at its low end
+    high_usd: float
+
+
+class ExecutiveSummary(PlanPart):
+    """The first page (`plan.summary`): every figure read from the plan's other parts."""
+
+    decision: str  # one sentence: what to buy, how, and its headline cost
+    cost_usd: float | None  # the headline: the deployment's own number
+    cost_what: str  # what the headline is ("on-prem TCO over 3 years", ...)
+    cost_low_usd: float | None
+    cost_high_usd: float | None
+    range_method: str
+    drivers: list[Driver]  # the widest tornado rows, widest first
+    would_change: list[str]  # sentences, each from the numbers it names
 
 
 class TeamQuota(PlanPart):
@@ -139,6 +165,7 @@ class Plan(PlanPart):
     name: str
     generated_by: str
     recommendation: Recommendation
+    summary: ExecutiveSummary | None = None  # None in plan.json files from before issue 27
     alternatives: list[Alternative]
     design: Design | None
     cloud: dict[str, list[CloudOffer]]  # per provider

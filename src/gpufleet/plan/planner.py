@@ -43,6 +43,7 @@ from gpufleet.plan.model import (
     TeamQuota,
     WorkloadChoice,
 )
+from gpufleet.plan.summary import executive_summary
 from gpufleet.specs.inference import InferenceSpec, ServingParams
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
 from gpufleet.specs.training import TrainingSpec
@@ -537,6 +538,7 @@ def _assemble(
         name=spec.name,
         generated_by=f"gpufleet {__version__}",
         recommendation=recommendation,
+        summary=executive_summary(recommendation, alternatives, design, cost),
         alternatives=alternatives,
         design=design,
         cloud=cloud,

@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from gpufleet.formatting import fmt_label
 from gpufleet.plan.model import CostBreakdown, Plan
+from gpufleet.plan.summary import workloads_cost_usd
 
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 INK = "#1f2933"
@@ -71,47 +73,6 @@ def nice_ticks(low: float, high: float, target: int = 5) -> list[float]:
     first = math.floor(low / step + 1e-9)
     last = math.ceil(high / step - 1e-9)
     return [i * step for i in range(first, last + 1)]
-
-
-_WORDS = {
-    "gpu": "GPU",
-    "gpus": "GPUs",
-    "mfu": "MFU",
-    "ttft": "TTFT",
-    "tpot": "TPOT",
-    "kv": "KV",
-    "it": "IT",
-    "tco": "TCO",
-    "pue": "PUE",
-    "usd": "USD",
-    "tp": "TP",
-    "pp": "PP",
-    "dp": "DP",
-    "cp": "CP",
-    "ep": "EP",
-    "sp": "SP",
-    "kwh": "kWh",
-    "kw": "kW",
-    "lp": "LP",
-}
-_UNIT_SUFFIXES = ("_usd", "_ms", "_days", "_hours", "_months", "_years", "_bytes", "_fraction")
-
-
-def fmt_label(key: str, strip_unit: bool = True) -> str:
-    """snake_case key -> words people read: 'on_demand_gpu_hours' -> 'On-demand GPU-hours'."""
-    text = key.replace("on_demand", "on-demand").replace("gpu_hour", "gpu-hour")
-    if strip_unit:
-        for suffix in _UNIT_SUFFIXES:
-            if text.endswith(suffix) and text != suffix.lstrip("_"):
-                text = text.removesuffix(suffix)
-                if suffix == "_usd" and not text.endswith("cost"):
-                    text += "_cost"  # reserved_usd -> "Reserved cost", not "Reserved"
-                break
-    words = [
-        "-".join(_WORDS.get(part, part) for part in word.split("-")) for word in text.split("_")
-    ]
-    phrase = " ".join(w for w in words if w)
-    return phrase[:1].upper() + phrase[1:] if phrase else key
 
 
 # -- drawing -----------------------------------------------------------------
@@ -380,10 +341,11 @@ def _text(row: Mapping[str, float | str], key: str) -> str | None:
     return None if value is None else str(value)
 
 
-def sensitivity_rows(cost: CostBreakdown) -> list[SensitivityRow]:
-    """The rows with both totals, widest swing first (stable for equal swings)."""
+def sensitivity_rows(cost: CostBreakdown, *, alternative: bool = False) -> list[SensitivityRow]:
+    """The rows with both totals, widest swing first (stable for equal swings); with
+    `alternative`, those of the deployment not recommended."""
     rows: list[SensitivityRow] = []
-    for row in cost.sensitivity:
+    for row in cost.sensitivity_alternative if alternative else cost.sensitivity:
         low, high = _first_number(row, _LOW_KEYS), _first_number(row, _HIGH_KEYS)
         if low is None or high is None:
             continue
@@ -458,10 +420,7 @@ def tornado_svg(plan: Plan) -> str | None:
 
 def recommended_cost_usd(plan: Plan) -> float | None:
     """Sum of the recommendation's workload costs; None when any is unknown."""
-    costs = [w.cost_usd for w in plan.recommendation.workloads]
-    if not costs or any(c is None for c in costs):
-        return None
-    return float(sum(c for c in costs if c is not None))
+    return workloads_cost_usd(plan.recommendation)
 
 
 def alternatives_svg(plan: Plan) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from markupsafe import Markup
 
-from gpufleet.formatting import MISSING, fmt_duration, fmt_num
+from gpufleet.formatting import MISSING, fmt_duration, fmt_label, fmt_num
 from gpufleet.report.charts import (
     GRID,
     INK,
@@ -30,7 +30,6 @@ from gpufleet.report.charts import (
     Svg,
     coord,
     count_compact,
-    fmt_label,
     nice_ticks,
     row_labels,
     x_axis,

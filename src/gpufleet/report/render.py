@@ -30,6 +30,7 @@ from gpufleet.formatting import (
     MISSING,
     fmt_bytes,
     fmt_count,
+    fmt_label,
     fmt_num,
     fmt_pct,
     fmt_ratio,
@@ -37,9 +38,9 @@ from gpufleet.formatting import (
     fmt_usd_rate,
 )
 from gpufleet.plan.cost.verdict import RentOrOwn
-from gpufleet.plan.model import Plan
+from gpufleet.plan.model import ExecutiveSummary, Plan
+from gpufleet.plan.summary import executive_summary
 from gpufleet.report import charts
-from gpufleet.report.charts import fmt_label
 
 DERIVED_MARK = "†"
 DERIVED_LEGEND = "† derived by gpufleet"
@@ -226,17 +227,18 @@ def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
     ]
 
 
+def summary_of(plan: Plan) -> ExecutiveSummary:
+    """The plan's executive summary; built from its parts for a plan.json written before
+    the summary existed, so every format shows one."""
+    if plan.summary is not None:
+        return plan.summary
+    return executive_summary(plan.recommendation, plan.alternatives, plan.design, plan.cost)
+
+
 def headline_cost(plan: Plan) -> tuple[float | None, str]:
-    """The recommended deployment's own number and what it is: the TCO when owning, the
-    optimised mix when renting (on-demand only when there is no mix). An on-prem plan's
-    headline used to quote an on-demand cloud price (issue 27)."""
-    cost, rec = plan.cost, plan.recommendation
-    years = f"{cost.tco.get('horizon_years', 0):g}"
-    if rec.deployment == "on-prem" and "total" in cost.tco:
-        return cost.tco["total"], f"on-prem TCO over {years} years"
-    if cost.mix.get("total_usd") is not None:
-        return cost.mix["total_usd"], "with the optimised purchase mix"
-    return charts.recommended_cost_usd(plan), "at on-demand list prices"
+    """The recommended deployment's own number and what it is (`plan.summary`)."""
+    summary = summary_of(plan)
+    return summary.cost_usd, summary.cost_what
 
 
 def _chart_slots(plan: Plan) -> dict[str, Markup | None]:
@@ -274,6 +276,13 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "sensitivity_labels": any(r.low_label or r.high_label for r in sensitivity),
         "sensitivity_extra": _sensitivity_extra_keys(sensitivity),
         "sensitivity_base": charts.sensitivity_base_usd(plan),
+        "sensitivity_other": charts.sensitivity_rows(plan.cost, alternative=True),
+        "sensitivity_other_base": next(
+            (float(b) for r in plan.cost.sensitivity_alternative if (b := r.get("base_usd"))),
+            None,
+        ),
+        "other_deployment": "renting" if plan.recommendation.deployment == "on-prem" else "owning",
+        "summary": summary_of(plan),
         "charts": _chart_slots(plan) if html else {},
         "css": Markup(css()) if html else "",
         "D": marker,

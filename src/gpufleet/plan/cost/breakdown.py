@@ -74,7 +74,7 @@ def cost_breakdown(
     inputs are given (empty, with a note in the log, when the accelerator has no purchase
     price). break_even_months: against the mix's blended price per GPU-hour (on-demand when
     there is no mix). sensitivity: the tornado for `deployment` (default: on-prem when a TCO
-    exists, else cloud).
+    exists, else cloud); sensitivity_alternative: the other deployment's, when it is priced.
     """
     prices = bookable(cloud_prices(demand.accelerator, providers, regions, log), demand, log)
     hours = demand.gpu_hours
@@ -153,12 +153,13 @@ def cost_breakdown(
             )
             break_even = None
             verdict = replace(verdict, payback_months=None)
-    chosen = deployment or ("on-prem" if tco else "cloud")
-    rows: list[dict[str, float | str]] = []
-    if (chosen == "on-prem" and tco) or (chosen == "cloud" and mix):
-        rows = sensitivity(
-            SensitivityInputs(chosen, demand, prices, on_prem, failure_hours), factors, log
-        )
+    rows, other_rows = _tornados(
+        deployment or ("on-prem" if tco else "cloud"),
+        {"on-prem": bool(tco), "cloud": bool(mix)},
+        SensitivityInputs("cloud", demand, prices, on_prem, failure_hours),
+        factors,
+        log,
+    )
     return CostBreakdown(
         on_demand=on_demand,
         reserved=reserved,
@@ -171,8 +172,32 @@ def cost_breakdown(
         tco=tco,
         break_even_months=break_even,
         sensitivity=rows,
+        sensitivity_alternative=other_rows,
         rent_or_own=verdict.to_json() if verdict is not None else {},
     )
+
+
+Tornado = list[dict[str, float | str]]
+
+
+def _tornados(
+    chosen: Literal["cloud", "on-prem"],
+    priced: Mapping[str, bool],
+    inputs: SensitivityInputs,
+    factors: Sequence[Factor],
+    log: Assumptions,
+) -> tuple[Tornado, Tornado]:
+    """The chosen deployment's tornado and the other's, each around its own base (empty
+    where that deployment has no price). Renting does not move with utilisation or
+    electricity, owning does: a reader weighing the two needs both."""
+    other: Literal["cloud", "on-prem"] = "cloud" if chosen == "on-prem" else "on-prem"
+    rows: Tornado = []
+    if priced[chosen]:
+        rows = sensitivity(replace(inputs, deployment=chosen), factors, log)
+    other_rows: Tornado = []
+    if priced[other]:
+        other_rows = sensitivity(replace(inputs, deployment=other), factors)
+    return rows, other_rows
 
 
 def spend_by_provider(mix: Mapping[str, float], sellers: Mapping[str, str]) -> dict[str, float]:

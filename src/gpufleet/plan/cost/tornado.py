@@ -39,6 +39,12 @@ DEFAULT_FACTORS: tuple[Factor, ...] = (
     Factor(FAILURE_RATE, 0.5, 2.0),
     Factor(ELECTRICITY, 0.5, 1.5),
 )
+# What moves a rented total: a rented GPU-hour costs the same however busy the rest of a fleet
+# is, and its price includes the power, so utilisation and electricity apply to owning only
+APPLIES: Mapping[str, frozenset[str]] = {
+    "cloud": frozenset({GPU_PRICE, MFU, FAILURE_RATE}),
+    "on-prem": frozenset({UTILIZATION, GPU_PRICE, MFU, FAILURE_RATE, ELECTRICITY}),
+}
 # GPU-hours of training at a failure-rate multiplier, relative to the base (1.0 at 1.0):
 # a callable (e.g. from the goodput model) or the precomputed (at low, at high) pair.
 FailureHours = Callable[[float], float] | tuple[float, float]
@@ -133,12 +139,16 @@ def sensitivity(
     price × (1 ± 30 %) (cloud prices or the systems' purchase price), MFU × (1 ± 15 %)
     (training GPU-hours ÷ the multiplier), failure rate × 0.5 / × 2 (training GPU-hours ×
     `failure_hours`; the row is left out when it is not given), electricity × (1 ± 50 %)
-    (on-prem only). Each row: factor, low_label, high_label, low_usd, high_usd, base_usd,
-    swing_usd = |high − low|; rows ordered by swing, largest first.
+    (on-prem only). Factors that do not apply to the deployment (`APPLIES`) are left out
+    rather than shown as flat rows. Each row: factor, low_label, high_label, low_usd,
+    high_usd, base_usd, swing_usd = |high − low|; rows ordered by swing, largest first.
     """
     base = _scenario_cost(inputs, {}, 1.0)
     rows: list[dict[str, float | str]] = []
+    applies = APPLIES[inputs.deployment]
     for factor in factors:
+        if factor.name not in applies:
+            continue
         if factor.name == FAILURE_RATE and inputs.failure_hours is None:
             if log is not None:
                 log.add(

@@ -1,0 +1,211 @@
+"""The executive summary: the decision, its cost range, what moves it, what would change it.
+
+The first page of plan.pdf is for the reader who signs: one decision, one number with its
+range, the three inputs that move it most and the conditions under which the plan would
+recommend something else. Every figure here is read from the plan's own parts (the headline
+cost, the tornado, the rent-or-own verdict, the alternatives), and every sentence is
+written from those figures, so the summary cannot disagree with the pages behind it.
+
+- **Cost range**: the headline (the deployment's own number, `headline_cost`) with a low
+  and a high end that combine the tornado's one-at-a-time swings as independent
+  uncertainties: base − √Σ(downside²) and base + √Σ(upside²). A sum of every worst case
+  would assume all inputs go wrong together; the largest single swing alone would ignore
+  the rest. The method is stated beside the range.
+- **Drivers**: the tornado's three widest rows, each with the total at its low and high end.
+- **What would change the decision**: the utilisation at which owning and renting cross
+  (`plan.cost.verdict`), the price cut that would make the cheapest alternative accelerator
+  the recommendation (the planner ranks feasible accelerators by list-price cost), and
+  whether the rent-or-own call survives the high end of the cost range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from gpufleet.formatting import fmt_label, fmt_pct, fmt_usd
+from gpufleet.plan.cost.verdict import RentOrOwn
+from gpufleet.plan.model import (
+    Alternative,
+    CostBreakdown,
+    Design,
+    Driver,
+    ExecutiveSummary,
+    Recommendation,
+)
+
+RANGE_METHOD = (
+    "base ± the root-sum-square of the sensitivity's one-at-a-time swings, the inputs taken "
+    "as independent"
+)
+DRIVERS_SHOWN = 3
+
+
+def workloads_cost_usd(rec: Recommendation) -> float | None:
+    """The recommendation's workload costs at on-demand list prices; None when one is unknown."""
+    costs = [w.cost_usd for w in rec.workloads]
+    if not costs or any(c is None for c in costs):
+        return None
+    return float(sum(c for c in costs if c is not None))
+
+
+def headline_cost(rec: Recommendation, cost: CostBreakdown) -> tuple[float | None, str]:
+    """The recommended deployment's own number and what it is: the TCO when owning, the
+    optimised mix when renting (on-demand only when there is no mix). An on-prem plan's
+    headline used to quote an on-demand cloud price (issue 27)."""
+    years = f"{cost.tco.get('horizon_years', 0):g}"
+    if rec.deployment == "on-prem" and "total" in cost.tco:
+        return cost.tco["total"], f"on-prem TCO over {years} years"
+    if cost.mix.get("total_usd") is not None:
+        return cost.mix["total_usd"], "with the optimised purchase mix"
+    return workloads_cost_usd(rec), "at on-demand list prices"
+
+
+def _number(row: Mapping[str, float | str], key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _drivers(rows: Sequence[Mapping[str, float | str]]) -> list[Driver]:
+    out: list[Driver] = []
+    for row in rows:
+        low, high = _number(row, "low_usd"), _number(row, "high_usd")
+        if low is None or high is None or low == high:
+            continue  # a flat row moves nothing
+        out.append(
+            Driver(
+                factor=str(row.get("factor", "?")),
+                name=fmt_label(str(row.get("factor", "?")), strip_unit=False),
+                low_label=str(row.get("low_label", "")),
+                high_label=str(row.get("high_label", "")),
+                low_usd=low,
+                high_usd=high,
+            )
+        )
+    out.sort(key=lambda d: -abs(d.high_usd - d.low_usd))
+    return out
+
+
+def cost_range(base: float, drivers: Sequence[Driver]) -> tuple[float, float]:
+    """(low, high): base ∓ the root-sum-square of each driver's down- and upside."""
+    down = math.sqrt(sum(max(0.0, base - min(d.low_usd, d.high_usd)) ** 2 for d in drivers))
+    up = math.sqrt(sum(max(0.0, max(d.low_usd, d.high_usd) - base) ** 2 for d in drivers))
+    return base - down, base + up
+
+
+def _decision(rec: Recommendation, design: Design | None, cost_text: str) -> str:
+    what = f"{rec.total_gpus:,} × {rec.accelerator}"
+    if rec.deployment == "on-prem" and design is not None:
+        head = f"Build and own an on-prem cluster of {design.gpus:,} × {rec.accelerator}"
+        if design.gpus != rec.total_gpus:
+            head += f" (the workloads need {rec.total_gpus:,}; whole nodes)"
+        head += (
+            f": {design.nodes:,} {design.system} nodes, {design.racks:,} racks, "
+            f"{design.power_kw['facility']:,.0f} kW at the facility"
+        )
+    elif rec.deployment == "on-prem":
+        head = f"Build and own {what} on-prem"
+    else:
+        head = f"Rent {what}" + (f" on {rec.provider}" if rec.provider else " in the cloud")
+    return f"{head}; {cost_text}"
+
+
+def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
+    """When the other way of paying would win, in the verdict's own numbers."""
+    u_star, work = v.breakeven_utilization, v.work_utilization
+    own, rent = fmt_usd(v.own_usd), fmt_usd(v.rent_work_usd)
+    fleet = f"an owned fleet of {v.fleet_gpus:,} GPUs"
+    if deployment == "cloud":
+        if v.cheaper_for_work == "own":
+            return [
+                f"Owning would cost less for the planned work ({own} against {rent} to rent "
+                "it); the plan rents because the spec asks for cloud"
+            ]
+        if u_star > 1.0:
+            return [f"Owning would not win even with {fleet} busy every hour"]
+        return [
+            f"Owning wins only if {fleet} is kept more than {fmt_pct(u_star)} busy on average; "
+            f"the planned work keeps it {fmt_pct(work)} busy"
+        ]
+    if v.cheaper_for_work == "rent":
+        stated = fmt_pct(v.stated_utilization)
+        reach = (
+            f"which the stated {stated} clears only if other work fills the fleet"
+            if v.cheaper_at_stated == "own"
+            else f"which the stated {stated} does not reach"
+        )
+        return [
+            f"Renting the planned GPU-hours would cost less ({rent} against {own} to own): "
+            f"owning pays off only above {fmt_pct(u_star)} average utilisation, {reach}"
+        ]
+    return [
+        f"Renting would win if the fleet were less than {fmt_pct(u_star)} busy on average; "
+        f"the planned work keeps it {fmt_pct(work)} busy"
+    ]
+
+
+def _accelerator_change(rec: Recommendation, alternatives: Sequence[Alternative]) -> list[str]:
+    """The price cut that makes the cheapest alternative the recommendation (the planner
+    ranks feasible accelerators by their workloads' list-price cost)."""
+    mine = workloads_cost_usd(rec)
+    priced = [a for a in alternatives if a.cost_usd is not None and a.cost_usd > 0]
+    if mine is None or not priced:
+        return []
+    nearest = min(priced, key=lambda a: a.cost_usd or math.inf)
+    assert nearest.cost_usd is not None
+    cut = 1.0 - mine / nearest.cost_usd
+    if cut <= 0:
+        return []  # a tie broken by GPU count: no price cut is needed
+    return [
+        f"{nearest.accelerator} would be recommended if its list-price cost for this work fell "
+        f"by more than {fmt_pct(cut)} (from {fmt_usd(nearest.cost_usd)} to below "
+        f"{fmt_usd(mine)})"
+    ]
+
+
+def _robustness(deployment: str, high: float, v: RentOrOwn) -> list[str]:
+    """Whether the rent-or-own call on the planned work survives the cost range's far end."""
+    if deployment == "cloud" and v.cheaper_for_work == "rent":
+        mine, theirs, other = "renting", "owning", v.own_usd
+    elif deployment == "on-prem" and v.cheaper_for_work == "own":
+        mine, theirs, other = "owning", "renting the same GPU-hours", v.rent_work_usd
+    else:
+        return []
+    at = f"At the high end of its range ({fmt_usd(high)}) {mine}"
+    if high < other:
+        return [f"{at} still costs less than {theirs} ({fmt_usd(other)})"]
+    return [
+        f"{at} would cost more than {theirs} ({fmt_usd(other)}): settle the inputs above "
+        "before committing"
+    ]
+
+
+def executive_summary(
+    rec: Recommendation,
+    alternatives: Sequence[Alternative],
+    design: Design | None,
+    cost: CostBreakdown,
+) -> ExecutiveSummary:
+    base, what = headline_cost(rec, cost)
+    cost_text = f"{fmt_usd(base)} {what}" if base is not None else "no price for this deployment"
+    drivers = _drivers(cost.sensitivity)
+    low = high = None
+    if base is not None:
+        low, high = cost_range(base, drivers)
+    changes: list[str] = []
+    verdict = RentOrOwn.from_json(cost.rent_or_own) if cost.rent_or_own else None
+    if verdict is not None:
+        changes += _rent_or_own_changes(rec.deployment, verdict)
+    changes += _accelerator_change(rec, alternatives)
+    if verdict is not None and low is not None and high is not None:
+        changes += _robustness(rec.deployment, high, verdict)
+    return ExecutiveSummary(
+        decision=_decision(rec, design, cost_text),
+        cost_usd=base,
+        cost_what=what,
+        cost_low_usd=low,
+        cost_high_usd=high,
+        range_method=RANGE_METHOD,
+        drivers=drivers[:DRIVERS_SHOWN],
+        would_change=changes,
+    )

@@ -1,0 +1,154 @@
+"""The executive summary (issue 27 item 8): its numbers are the plan's own, checked by hand,
+and every format (terminal, JSON, Markdown, HTML, PDF) shows the same ones."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpufleet.cli.main import main
+from gpufleet.formatting import fmt_pct, fmt_usd
+from gpufleet.plan.cost.verdict import RentOrOwn
+from gpufleet.plan.model import Driver, Plan
+from gpufleet.plan.planner import plan
+from gpufleet.plan.summary import cost_range, headline_cost
+from gpufleet.report.render import render_html, render_markdown
+from gpufleet.specs.load import load
+from gpufleet.specs.plan import PlanSpec
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+NAMES = ["plan-pretrain-70b.yaml", "plan-shared-cluster.yaml"]  # rent wins / own was asked
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def example(request: pytest.FixtureRequest) -> tuple[str, Plan]:
+    return request.param, plan(load(PlanSpec, EXAMPLES / request.param))
+
+
+@pytest.fixture
+def planned(example: tuple[str, Plan]) -> Plan:
+    return example[1]
+
+
+def _driver(low: float, high: float) -> Driver:
+    return Driver(factor="x", name="X", low_label="-", high_label="+", low_usd=low, high_usd=high)
+
+
+def test_the_range_combines_swings_as_independent_by_hand() -> None:
+    # downsides 3 and 4 -> 5; upsides 12 and 5 -> 13 (a driver whose high end is cheaper
+    # counts its low end as the upside)
+    low, high = cost_range(100.0, [_driver(97.0, 112.0), _driver(105.0, 96.0)])
+    assert (low, high) == pytest.approx((95.0, 113.0))
+    assert cost_range(100.0, []) == (100.0, 100.0)
+
+
+def test_the_summary_reads_the_plans_own_numbers(planned: Plan) -> None:
+    s = planned.summary
+    assert s is not None
+    base, what = headline_cost(planned.recommendation, planned.cost)
+    assert (s.cost_usd, s.cost_what) == (base, what)
+    assert base is not None
+    assert s.cost_low_usd is not None
+    assert s.cost_high_usd is not None
+    assert s.cost_low_usd <= base <= s.cost_high_usd
+    # the tornado is about the number the headline states (the base it names)
+    for row in planned.cost.sensitivity:
+        assert float(row["base_usd"]) == pytest.approx(base, rel=1e-9)
+    # the drivers are the tornado's widest rows, widest first
+    widest = sorted(planned.cost.sensitivity, key=lambda r: -float(r["swing_usd"]))[:3]
+    assert [d.factor for d in s.drivers] == [r["factor"] for r in widest]
+    # the range is no wider than every input at its worst end together
+    lows = [min(float(r["low_usd"]), float(r["high_usd"])) for r in planned.cost.sensitivity]
+    highs = [max(float(r["low_usd"]), float(r["high_usd"])) for r in planned.cost.sensitivity]
+    assert base - s.cost_low_usd <= sum(base - x for x in lows) + 1e-6
+    assert s.cost_high_usd - base <= sum(x - base for x in highs) + 1e-6
+    assert base - s.cost_low_usd >= max(base - x for x in lows) - 1e-6  # and no narrower
+
+
+def test_what_would_change_it_is_the_verdict_and_the_alternatives_in_numbers(
+    planned: Plan,
+) -> None:
+    s = planned.summary
+    assert s is not None
+    v = RentOrOwn.from_json(planned.cost.rent_or_own)
+    assert any(fmt_pct(v.breakeven_utilization) in line for line in s.would_change)
+    # the cheapest alternative, and the price cut that would make it win, by hand
+    rec_cost = sum(w.cost_usd or 0.0 for w in planned.recommendation.workloads)
+    alt = min(
+        (a for a in planned.alternatives if a.cost_usd is not None),
+        key=lambda a: a.cost_usd or math.inf,
+    )
+    assert alt.cost_usd is not None
+    cut = 1 - rec_cost / alt.cost_usd
+    line = next(x for x in s.would_change if x.startswith(alt.accelerator))
+    assert f"by more than {fmt_pct(cut)}" in line
+    assert fmt_usd(alt.cost_usd) in line
+    assert fmt_usd(rec_cost) in line
+
+
+def test_owned_side_sensitivity_moves_with_utilisation_and_electricity(planned: Plan) -> None:
+    """The tornado of owning (recommended or not) shows utilisation and electricity; the one
+    of renting shows neither, where they would be flat rows."""
+    own, rent = planned.cost.sensitivity, planned.cost.sensitivity_alternative
+    if planned.recommendation.deployment == "cloud":
+        own, rent = rent, own
+    own_factors = {r["factor"] for r in own}
+    assert {"utilization", "electricity_price"} <= own_factors
+    assert not {"utilization", "electricity_price"} & {r["factor"] for r in rent}
+    for row in own:
+        assert float(row["base_usd"]) == pytest.approx(planned.cost.tco["total"], rel=1e-9)
+
+
+def _numbers(planned: Plan) -> list[str]:
+    s = planned.summary
+    assert s is not None
+    return [
+        fmt_usd(s.cost_usd),
+        fmt_usd(s.cost_low_usd),
+        fmt_usd(s.cost_high_usd),
+        *(fmt_usd(d.low_usd) for d in s.drivers),
+        *(fmt_usd(d.high_usd) for d in s.drivers),
+    ]
+
+
+def test_every_format_shows_the_same_summary(
+    example: tuple[str, Plan], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, planned = example
+    s = planned.summary
+    assert s is not None
+    md, html = render_markdown(planned), render_html(planned)
+    for text in (md, html):
+        assert "Executive summary" in text
+        assert text.index("Executive summary") < text.index("Recommended:")
+        for number in _numbers(planned):
+            assert number in text
+        for sentence in s.would_change:
+            assert sentence.replace("→", "") in text.replace("&gt;", ">")
+    # the terminal prints the headline range and every would-change sentence
+    assert main(["plan", str(EXAMPLES / name), "--out", str(tmp_path / "out")]) == 0
+    terminal = " ".join(capsys.readouterr().out.split())
+    for number in (fmt_usd(s.cost_usd), fmt_usd(s.cost_low_usd), fmt_usd(s.cost_high_usd)):
+        assert number in terminal
+    for sentence in s.would_change:
+        assert " ".join(sentence.split()) in terminal
+    pdf = tmp_path / "out" / "plan.pdf"
+    if not pdf.exists() or shutil.which("pdftotext") is None:
+        return  # no PDF libraries or no pdftotext here: the other formats are checked
+    text = subprocess.run(
+        ["pdftotext", "-f", "1", "-l", "1", str(pdf), "-"],
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout
+    page_one = " ".join(text.split())
+    assert "Executive summary" in page_one
+    assert "Alternatives" not in page_one, "the summary is a page of its own"
+    for number in _numbers(planned):
+        assert number in page_one
