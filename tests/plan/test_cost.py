@@ -43,6 +43,7 @@ from gpufleet.plan.cost import (
     sensitivity,
 )
 from gpufleet.plan.cost.breakdown import CAPACITY_BLOCK_MAX_DAYS, bookable
+from gpufleet.plan.cost.tco import Asset, colocation_usd_per_kw_month, spread_factor
 from gpufleet.specs.plan import OnPremPreferences
 
 H100 = "h100-sxm5-80gb"
@@ -488,3 +489,61 @@ def test_capacity_blocks_only_for_runs_that_fit_one_block() -> None:
     long_log = Assumptions()
     assert CAPACITY_BLOCK not in bookable(prices, demand(CAPACITY_BLOCK_MAX_DAYS + 1), long_log)
     assert any(a.value == "not used" for a in long_log.items)
+
+
+# --------------------------------------------------------------------------- facility, NPV
+
+
+def test_default_colocation_is_the_sourced_midpoint() -> None:
+    prefs = OnPremPreferences()
+    assert prefs.facility == "colocation"
+    # onprem_costs.csv: $450-$900 per kW-year -> $56.25 per kW-month
+    assert colocation_usd_per_kw_month(prefs) == pytest.approx(675.0 / 12)
+    tco = on_prem_tco(H100, 16, 2, 20.4, 26.52, prefs, 3.0, 0.7, Assumptions())
+    assert tco["opex_colocation_per_year"] == pytest.approx(56.25 * 20.4 * 12)
+
+
+def test_a_built_facility_by_hand() -> None:
+    prefs = PREFS.model_copy(update={"facility": "build", "facility_build_usd_per_mw": 10e6})
+    tco = on_prem_tco(H100, 16, 2, 20.4, 26.52, prefs, 3.0, 0.7, Assumptions())
+    hardware = 594_000.0  # two DGX H100 and the network share, as above
+    building = 10e6 * 20.4 / 1000  # per MW of IT power
+    assert tco["capex_facility"] == pytest.approx(204_000.0)
+    assert tco["capex"] == pytest.approx(hardware + building)
+    assert tco["opex_colocation_per_year"] == 0
+    assert tco["opex_support_per_year"] == pytest.approx(0.1 * hardware)  # not on the building
+    assert tco["depreciation_per_year"] == pytest.approx(hardware / 4 + building / 15)
+    # capex less what is left at the end, plus three years of opex
+    residual = hardware * (1 - 3 / 4) + building * (1 - 3 / 15)
+    assert tco["residual_value"] == pytest.approx(residual)
+    assert tco["total"] == pytest.approx(hardware + building - residual + 3 * tco["opex_per_year"])
+
+
+def test_an_existing_building_costs_nothing_but_power_and_people() -> None:
+    prefs = PREFS.model_copy(update={"facility": "existing"})
+    tco = on_prem_tco(H100, 16, 2, 20.4, 26.52, prefs, 3.0, 0.7, Assumptions())
+    assert tco["capex_facility"] == 0
+    assert tco["opex_colocation_per_year"] == 0
+
+
+def test_present_value_by_hand() -> None:
+    """Zero rate: the present value is the total. 10 %: the purchases, the residual at the
+    horizon's end and the opex spread evenly, each discounted on its own."""
+    zero = PREFS.model_copy(update={"discount_rate": 0.0})
+    tco = on_prem_tco(H100, 16, 2, 20.4, 26.52, zero, 3.0, 0.7, Assumptions())
+    assert tco["present_value"] == pytest.approx(tco["total"])
+    ten = PREFS.model_copy(update={"discount_rate": 0.10})
+    tco = on_prem_tco(H100, 16, 2, 20.4, 26.52, ten, 3.0, 0.7, Assumptions())
+    capex, opex = 594_000.0, tco["opex_per_year"]
+    # ∫0^3 opex e^{-t ln 1.1} dt
+    opex_pv = opex * (1 - 1.1**-3) / math.log(1.1)
+    assert tco["present_value"] == pytest.approx(capex - capex / 4 * 1.1**-3 + opex_pv)
+
+
+def test_an_asset_outlived_by_the_horizon_is_bought_again() -> None:
+    a = Asset(100.0, 4.0)
+    assert a.purchase_years(9.0) == [0.0, 4.0, 8.0]
+    assert a.residual_usd(9.0) == pytest.approx(75.0)
+    assert a.present_usd(9.0, 0.0) == pytest.approx(100.0 * 9 / 4)  # straight line
+    assert a.present_usd(4.0, 0.0) == pytest.approx(100.0)  # no second purchase at the end
+    assert spread_factor(3.0, 0.0) == 1.0

@@ -580,6 +580,8 @@ def test_every_design_field_is_populated() -> None:
     for part in (d, d.fabric, d.storage):
         for name in type(part).model_fields:
             value = getattr(part, name)
+            if name.startswith("site_"):
+                continue  # only for a power-capped site (tests/plan/test_site_power.py)
             assert value is not None, name
             if isinstance(value, str):
                 assert value, name

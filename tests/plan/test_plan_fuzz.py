@@ -109,6 +109,14 @@ def plan_specs(draw: st.DrawFn) -> dict[str, Any]:
         )
     if draw(st.integers(0, 3)) == 0:
         spec["regions"] = draw(st.lists(st.sampled_from(REGIONS), min_size=1, max_size=2))
+    if draw(st.booleans()):
+        on_prem: dict[str, Any] = {
+            "facility": draw(st.sampled_from(["colocation", "build", "existing"])),
+            "discount_rate": draw(st.sampled_from([0.0, 0.07, 0.2])),
+        }
+        if draw(st.booleans()):  # a small site: often too small for the plan
+            on_prem["site_power_kw"] = draw(st.sampled_from([5.0, 100.0, 2_000.0]))
+        spec["on_prem"] = on_prem
     # one or two candidates keep an example near a third of a second
     spec["accelerators"] = draw(
         st.lists(st.sampled_from(ACCELERATORS), min_size=1, max_size=2, unique=True)

@@ -4,8 +4,12 @@ three years of the whole fleet)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from gpufleet.plan.cost.breakdown import present_values
+from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.verdict import RentOrOwn
 
 
@@ -59,3 +63,29 @@ def test_work_that_fills_the_fleet_makes_owning_win_for_the_work() -> None:
     v = _case(work_gpu_hours=800_000.0, rent_work_usd=1_600_000.0)
     assert v.cheaper_for_work == "own"
     assert v.sentence().startswith("owning is cheaper for the planned work")
+
+
+def test_rentpresent_values_by_hand() -> None:
+    """Training rented in its window from the start, serving evenly over the horizon, both
+    discounted at the plan's rate: a 30-day run costs more in present value than the same
+    dollars spread over three years."""
+    demand = Demand("x", 2, 10_000.0, 0.0, 0.0, 3 * HOURS_PER_YEAR, burst_window_hours=720.0)
+    tco = {"discount_rate": 0.1, "present_value": 123.0}
+    pv = present_values(demand, 2.0, tco, utilization=0.5, gpus=10)
+    g = math.log(1.1)
+
+    def spread(years: float) -> float:
+        return (1 - math.exp(-g * years)) / (years * g)
+
+    work = 10_000.0 * spread(720 / HOURS_PER_YEAR) + 2 * 3 * HOURS_PER_YEAR * spread(3.0)
+    assert pv["rent_work_pv_usd"] == pytest.approx(2.0 * work)
+    assert pv["rent_at_stated_pv_usd"] == pytest.approx(
+        2.0 * 10 * 3 * HOURS_PER_YEAR * 0.5 * spread(3.0)
+    )
+    assert pv["own_pv_usd"] == 123.0
+    v = _case(discount_rate=0.1, own_pv_usd=150_000.0, rent_work_pv_usd=190_000.0)
+    assert v.cheaper_for_work_pv == "own"  # the present values can disagree with the totals
+    assert v.cheaper_for_work == "rent"
+    assert RentOrOwn.from_json(v.to_json()) == v
+    old = {k: x for k, x in v.to_json().items() if "pv" not in k and k != "discount_rate"}
+    assert RentOrOwn.from_json(old).own_pv_usd is None  # plan.json from before present values

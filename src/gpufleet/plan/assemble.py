@@ -16,7 +16,7 @@ from gpufleet.plan.cost.breakdown import cost_breakdown
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.tco import OnPremInputs
 from gpufleet.plan.cost.verdict import RentOrOwn
-from gpufleet.plan.design.cluster import design_cluster
+from gpufleet.plan.design.cluster import SitePowerError, design_cluster
 from gpufleet.plan.design.need import TrafficNeed
 from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio
 from gpufleet.specs.plan import PlanSpec
@@ -89,6 +89,14 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
     )
 
 
+class InfeasiblePlanError(UserError):
+    """No accelerator sizes every workload within its constraints; says what would."""
+
+    def __init__(self, advice: list[str]) -> None:
+        self.advice = advice
+        super().__init__("no plan meets every constraint:\n  " + "\n  ".join(advice))
+
+
 def cost_and_design(
     spec: PlanSpec, best: Portfolio, cloud: dict[str, list[CloudOffer]], log: Assumptions
 ) -> tuple[Design | None, CostBreakdown, str, str | None, list[str]]:
@@ -100,6 +108,10 @@ def cost_and_design(
             design = design_cluster(
                 best.accelerator, best.peak_gpus, spec.on_prem, _need(best), log
             )
+        except SitePowerError as exc:
+            if spec.deployment == "on-prem":
+                raise InfeasiblePlanError([f"on-prem on {best.accelerator}: {exc}"]) from exc
+            extra.append(f"renting, because owning does not fit the site: {exc}")
         except UserError as exc:
             extra.append(f"no on-prem design: {exc}")
     on_prem = None

@@ -97,6 +97,10 @@ class Design(PlanPart):
     scaleup_domain_gpus: int
     fabric: Fabric
     storage: Storage
+    # a power-capped site (`on_prem.site_power_kw`): the largest fleet of this system it holds
+    site_power_kw: float | None = None
+    site_max_gpus: int | None = None
+    site_max_racks: int | None = None
 
 
 class CloudOffer(PlanPart):

@@ -29,7 +29,7 @@ from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
 from gpufleet.estimate.training_estimate import estimate_training
 from gpufleet.estimate.training_search import Candidate, Constraints, search_training
 from gpufleet.formatting import fmt_duration, fmt_usd
-from gpufleet.plan.assemble import cost_and_design
+from gpufleet.plan.assemble import InfeasiblePlanError, cost_and_design
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
 from gpufleet.plan.inference_search import search_inference
@@ -47,6 +47,8 @@ from gpufleet.plan.summary import executive_summary
 from gpufleet.specs.inference import InferenceSpec, ServingParams
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
 from gpufleet.specs.training import TrainingSpec
+
+__all__ = ["DEFAULT_ACCELERATORS", "InfeasiblePlanError", "plan", "serving_on"]
 
 DEFAULT_ACCELERATORS = (
     "h100-sxm5-80gb",
@@ -109,14 +111,6 @@ def _first_line(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         return "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
     return str(exc).splitlines()[0]
-
-
-class InfeasiblePlanError(UserError):
-    """No accelerator sizes every workload within its constraints; says what would."""
-
-    def __init__(self, advice: list[str]) -> None:
-        self.advice = advice
-        super().__init__("no plan meets every constraint:\n  " + "\n  ".join(advice))
 
 
 def _candidates(spec: PlanSpec) -> list[str]:

@@ -144,6 +144,19 @@ def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
     ]
 
 
+def _present_value_change(v: RentOrOwn) -> list[str]:
+    """The planned-work comparison in present value, and whether it gives the same answer."""
+    if v.own_pv_usd is None or v.rent_work_pv_usd is None or v.discount_rate <= 0:
+        return []
+    same = v.cheaper_for_work_pv == v.cheaper_for_work
+    winner = "renting" if v.cheaper_for_work_pv == "rent" else "owning"
+    return [
+        f"In present value at {fmt_pct(v.discount_rate)} a year owning costs "
+        f"{fmt_usd(v.own_pv_usd)} against {fmt_usd(v.rent_work_pv_usd)} to rent the planned "
+        f"work: {winner} wins " + ("here too" if same else "instead, so the rate decides")
+    ]
+
+
 def _accelerator_change(rec: Recommendation, alternatives: Sequence[Alternative]) -> list[str]:
     """The price cut that makes the cheapest alternative the recommendation (the planner
     ranks feasible accelerators by their workloads' list-price cost)."""
@@ -196,6 +209,7 @@ def executive_summary(
     verdict = RentOrOwn.from_json(cost.rent_or_own) if cost.rent_or_own else None
     if verdict is not None:
         changes += _rent_or_own_changes(rec.deployment, verdict)
+        changes += _present_value_change(verdict)
     changes += _accelerator_change(rec, alternatives)
     if verdict is not None and low is not None and high is not None:
         changes += _robustness(rec.deployment, high, verdict)

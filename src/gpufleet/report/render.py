@@ -60,7 +60,15 @@ def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-_FRACTION_KEYS = ("mfu", "utilization", "utilisation", "goodput", "efficiency", "_fraction")
+_FRACTION_KEYS = (
+    "mfu",
+    "utilization",
+    "utilisation",
+    "goodput",
+    "efficiency",
+    "_fraction",
+    "_rate",
+)
 
 
 def fmt_keyed(key: str, value: object, default: str = "num") -> str:
@@ -166,7 +174,14 @@ _FILTERS: dict[str, Callable[..., str]] = {
 
 # Keys of the open cost dicts (mix, tco) that echo the spec rather than compute anything.
 INPUT_KEYS = frozenset(
-    {"horizon_years", "depreciation_years", "utilization", "expected_utilization", "pue"}
+    {
+        "horizon_years",
+        "depreciation_years",
+        "utilization",
+        "expected_utilization",
+        "pue",
+        "discount_rate",
+    }
 )
 
 
@@ -213,7 +228,7 @@ def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
         return []
     v = RentOrOwn.from_json(plan.cost.rent_or_own)
     own = fmt_usd(v.own_usd)
-    return [
+    rows = [
         (
             "GPU-hours",
             f"{fmt_count(round(v.work_gpu_hours))} GPU-h",
@@ -225,6 +240,25 @@ def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
         ("Owning the fleet (TCO)", own, own, True),
         ("Cheaper", v.cheaper_for_work, v.cheaper_at_stated, True),
     ]
+    if v.own_pv_usd is not None and v.rent_work_pv_usd is not None:
+        rate = fmt_pct(v.discount_rate)
+        own_pv = fmt_usd(v.own_pv_usd)
+        rows += [
+            (
+                f"Renting them, present value at {rate}",
+                fmt_usd(v.rent_work_pv_usd),
+                fmt_usd(v.rent_at_stated_pv_usd),
+                True,
+            ),
+            (f"Owning, present value at {rate}", own_pv, own_pv, True),
+            (
+                "Cheaper in present value",
+                v.cheaper_for_work_pv or "—",
+                v.cheaper_at_stated_pv or "—",
+                True,
+            ),
+        ]
+    return rows
 
 
 def summary_of(plan: Plan) -> ExecutiveSummary:

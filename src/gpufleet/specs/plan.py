@@ -67,11 +67,38 @@ class OnPremPreferences(Spec):
     )
     pue: PositiveFloat = Field(default=1.3, ge=1.0, description="Facility power / IT power.")
     electricity_usd_per_kwh: PositiveFloat = 0.10
-    colocation_usd_per_kw_month: float = Field(default=0.0, ge=0)
+    facility: Literal["colocation", "build", "existing"] = Field(
+        default="colocation",
+        description=(
+            "Where the fleet lives: rented colocation space (colocation_usd_per_kw_month of IT "
+            "power), a facility built for it (facility_build_usd_per_mw of IT power, amortised "
+            "over facility_life_years), or an existing building already paid for (not costed)."
+        ),
+    )
+    colocation_usd_per_kw_month: float | None = Field(
+        default=None, ge=0, description="Default: the sourced midpoint in onprem_costs.csv."
+    )
+    facility_build_usd_per_mw: PositiveFloat | None = Field(
+        default=None, description="Default: the sourced midpoint in onprem_costs.csv."
+    )
+    facility_life_years: PositiveFloat = 15.0
+    site_power_kw: PositiveFloat | None = Field(
+        default=None,
+        description=(
+            "Facility power the site can supply (e.g. 2000 for 2 MW): the design must fit, and "
+            "the plan states the largest fleet that would."
+        ),
+    )
     depreciation_years: PositiveFloat = 4.0
     staff_fte_per_100_nodes: float = Field(default=1.5, ge=0)
     fte_usd_per_year: PositiveFloat = 200_000.0
     support_fraction_per_year: float = Field(default=0.1, ge=0, le=1)
+    discount_rate: float = Field(
+        default=0.07,
+        ge=0,
+        lt=1,
+        description="Yearly rate for present values of owning and renting (your cost of capital).",
+    )
 
 
 def _all_providers() -> list[Provider]:

@@ -30,6 +30,7 @@ from gpufleet.plan.cost.tco import (
     OnPremInputs,
     break_even_months,
     on_prem_tco,
+    spread_factor,
 )
 from gpufleet.plan.cost.tornado import (
     DEFAULT_FACTORS,
@@ -140,6 +141,7 @@ def cost_breakdown(
             rent_work_usd=rent_rate * hours,
             stated_utilization=on_prem.utilization,
             payback_months=break_even,
+            **present_values(demand, rent_rate, tco, on_prem.utilization, on_prem.gpus),
         )
         if break_even is not None and verdict.cheaper_at_stated == "rent":
             # the cash view pays back (capex once, no horizon) while over the horizon the TCO
@@ -175,6 +177,27 @@ def cost_breakdown(
         sensitivity_alternative=other_rows,
         rent_or_own=verdict.to_json() if verdict is not None else {},
     )
+
+
+def present_values(
+    demand: Demand, rent_rate: float, tco: Mapping[str, float], utilization: float, gpus: int
+) -> dict[str, float]:
+    """Both sides in present value at the TCO's discount rate: the planned work's rent paid
+    as it runs (training in its window from the start, serving evenly), the stated
+    utilisation's evenly, owning as `on_prem_tco` discounts it."""
+    rate = tco["discount_rate"]
+    years = demand.horizon_hours / HOURS_PER_YEAR
+    window_years = demand.window_hours / HOURS_PER_YEAR
+    work = demand.burst_gpu_hours * spread_factor(window_years, rate) + (
+        demand.baseline_gpus * demand.horizon_hours * spread_factor(years, rate)
+    )
+    stated = gpus * demand.horizon_hours * utilization * spread_factor(years, rate)
+    return {
+        "discount_rate": rate,
+        "own_pv_usd": tco["present_value"],
+        "rent_work_pv_usd": rent_rate * work,
+        "rent_at_stated_pv_usd": rent_rate * stated,
+    }
 
 
 Tornado = list[dict[str, float | str]]

@@ -154,6 +154,26 @@ def _num(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
+def sourced_midpoint(item: str, basis: str) -> float:
+    """The median midpoint of the best-sourced onprem_costs.csv rows of `item` per `basis`."""
+    rows = _best_rows([r for r in load_onprem_costs() if r.item == item and r.unit_basis == basis])
+    if not rows:
+        raise ValueError(f"onprem_costs.csv has no '{item}' row per {basis}")
+    return statistics.median(r.mid for r in rows)
+
+
+def colocation_usd_per_kw_month(prefs: OnPremPreferences) -> float:
+    """As given, else the sourced per-kW-year midpoint ÷ 12."""
+    given = prefs.colocation_usd_per_kw_month
+    return given if given is not None else sourced_midpoint("colocation", "per kW-year") / 12.0
+
+
+def facility_build_usd_per_mw(prefs: OnPremPreferences) -> float:
+    """As given, else the sourced per-MW build cost's midpoint."""
+    given = prefs.facility_build_usd_per_mw
+    return given if given is not None else sourced_midpoint("facility-build", "per MW")
+
+
 def _sourced_range(
     item: str,
     basis: str | None = None,
@@ -193,17 +213,45 @@ def _log_preferences(prefs: OnPremPreferences, log: Assumptions) -> None:
         "colocation", "per kW-year", lambda v: v / 12.0, " USD per kW-month (derived: ÷ 12)"
     )
     per_rack = _sourced_range("colocation", "per rack-month", unit=" USD per rack-month")
-    owned = (
-        "0 means an owned facility whose building is not in the TCO (sourced build cost: "
-        + _sourced_range("facility-build", unit=" USD per MW")
-        + "); "
-        if prefs.colocation_usd_per_kw_month == 0
-        else ""
-    )
+    build = _sourced_range("facility-build", unit=" USD per MW")
+    if prefs.facility == "colocation":
+        rate = colocation_usd_per_kw_month(prefs)
+        basis = (
+            "given in the plan spec"
+            if prefs.colocation_usd_per_kw_month is not None
+            else "gpufleet default: the sourced midpoint"
+        )
+        log.add(
+            "on-prem facility",
+            f"colocation at ${rate:,.2f}/kW-month of IT power",
+            f"{basis}; sourced {per_month}; {per_rack}",
+        )
+    elif prefs.facility == "build":
+        rate = facility_build_usd_per_mw(prefs)
+        basis = (
+            "given in the plan spec"
+            if prefs.facility_build_usd_per_mw is not None
+            else "gpufleet default: the sourced midpoint"
+        )
+        log.add(
+            "on-prem facility",
+            f"built for the fleet at ${rate:,.0f}/MW of IT power, amortised straight-line over "
+            f"{prefs.facility_life_years:g} years",
+            f"{basis}; sourced {build}; the {prefs.facility_life_years:g}-year life is "
+            f"{origin('facility_life_years')} (no sourced figure; wholesale colocation leases "
+            "run 5-15 years)",
+        )
+    else:
+        log.add(
+            "on-prem facility",
+            "an existing building: not in the TCO",
+            f"given in the plan spec (facility: existing); building one would cost {build}",
+        )
     log.add(
-        "on-prem colocation",
-        f"${prefs.colocation_usd_per_kw_month:g}/kW-month of IT power",
-        f"{origin('colocation_usd_per_kw_month')}; {owned}sourced {per_month}; {per_rack}",
+        "on-prem discount rate",
+        f"{prefs.discount_rate:.1%} a year",
+        f"{origin('discount_rate')} (no sourced figure: set discount_rate to your cost of "
+        "capital); used for present values only, the totals are undiscounted",
     )
     log.add(
         "on-prem depreciation",
@@ -227,6 +275,44 @@ def _log_preferences(prefs: OnPremPreferences, log: Assumptions) -> None:
     )
 
 
+def spread_factor(years: float, rate: float) -> float:
+    """Present value of 1 USD paid evenly over `years` from now, at a yearly `rate`
+    (continuous: (1 − (1+r)^−T) / (T ln(1+r))); 1 at a zero rate."""
+    if rate <= 0 or years <= 0:
+        return 1.0
+    growth = math.log1p(rate)
+    return (1.0 - math.exp(-growth * years)) / (years * growth)
+
+
+def discount(years: float, rate: float) -> float:
+    """Present value of 1 USD paid `years` from now."""
+    return math.exp(-math.log1p(rate) * years)
+
+
+@dataclass(frozen=True)
+class Asset:
+    """Something bought now and again at the end of each life until the horizon, worth its
+    straight-line book value at the horizon: the TCO charges exactly what it uses up."""
+
+    cost_usd: float
+    life_years: float
+
+    def purchase_years(self, horizon_years: float) -> list[float]:
+        """When it is bought, in years from now (the last purchase before the horizon)."""
+        n = max(1, math.ceil(horizon_years / self.life_years - 1e-9))
+        return [k * self.life_years for k in range(n)]
+
+    def residual_usd(self, horizon_years: float) -> float:
+        if self.cost_usd == 0:
+            return 0.0
+        age = horizon_years - self.purchase_years(horizon_years)[-1]
+        return self.cost_usd * max(0.0, 1.0 - age / self.life_years)
+
+    def present_usd(self, horizon_years: float, rate: float) -> float:
+        bought = sum(self.cost_usd * discount(t, rate) for t in self.purchase_years(horizon_years))
+        return bought - self.residual_usd(horizon_years) * discount(horizon_years, rate)
+
+
 def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     accelerator: str,
     gpus: int,
@@ -245,14 +331,18 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
 ) -> dict[str, float]:
     """Total cost of owning the fleet over `horizon_years` (USD; keys below).
 
-    capex = systems + network + storage, where systems = per-GPU price × gpus (+ host per
-    node when the price is for accelerators alone; `hardware_price`), network =
-    NETWORK_FRACTION_OF_SYSTEMS × systems unless given, storage as given (0 when not).
+    capex = hardware + facility build, where hardware = systems + network + storage: systems
+    = per-GPU price × gpus (+ host per node when the price is for accelerators alone;
+    `hardware_price`), network = NETWORK_FRACTION_OF_SYSTEMS × systems unless given, storage
+    as given (0 when not); facility build = $/MW × IT MW when `facility: build`.
     opex per year = facility kW × 8,760 h × $/kWh (the design's power drawn all year)
-    + colocation $/kW-month × IT kW × 12 + support fraction × capex + FTE per 100 nodes ×
-    nodes / 100 × $/FTE-year. Depreciation per year = capex / depreciation years (straight
-    line). total = (depreciation + opex) per year × horizon years, and per_gpu_hour = total /
-    (gpus × horizon × 8,760 × utilization): the cost of one delivered GPU-hour.
+    + colocation $/kW-month × IT kW × 12 (`facility: colocation`) + support fraction ×
+    hardware + FTE per 100 nodes × nodes / 100 × $/FTE-year. Depreciation per year =
+    hardware / depreciation years + facility build / facility life (straight line).
+    total = (depreciation + opex) per year × horizon years — capex less its residual book
+    value at the horizon's end, plus opex — and per_gpu_hour = total / (gpus × horizon ×
+    8,760 × utilization): the cost of one delivered GPU-hour. present_value discounts the
+    same cash flows (`Asset.present_usd`, opex spread evenly) at `prefs.discount_rate`.
     `gpu_price_scale` multiplies the systems' price (sensitivity).
     """
     if gpus <= 0 or nodes <= 0:
@@ -285,7 +375,13 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         )
     else:
         storage = storage_capex_usd
-    capex = systems + network + storage
+    hardware = systems + network + storage
+    building = (
+        facility_build_usd_per_mw(prefs) * it_power_kw / 1000.0
+        if prefs.facility == "build"
+        else 0.0
+    )
+    capex = hardware + building
     expected_facility = it_power_kw * prefs.pue
     if facility_power_kw > 0 and not math.isclose(
         facility_power_kw, expected_facility, rel_tol=0.01
@@ -298,13 +394,25 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         )
     facility = facility_power_kw if facility_power_kw > 0 else expected_facility
     power = facility * HOURS_PER_YEAR * prefs.electricity_usd_per_kwh
-    colocation = prefs.colocation_usd_per_kw_month * it_power_kw * 12.0
-    support = prefs.support_fraction_per_year * capex
+    colocation = (
+        colocation_usd_per_kw_month(prefs) * it_power_kw * 12.0
+        if prefs.facility == "colocation"
+        else 0.0
+    )
+    support = prefs.support_fraction_per_year * hardware
     staff = prefs.staff_fte_per_100_nodes * nodes / 100.0 * prefs.fte_usd_per_year
     opex = power + colocation + support + staff
-    depreciation = capex / prefs.depreciation_years
+    depreciation = hardware / prefs.depreciation_years + building / prefs.facility_life_years
     total = (depreciation + opex) * horizon_years
     delivered = gpus * horizon_years * HOURS_PER_YEAR * utilization
+    hardware_life = Asset(hardware, prefs.depreciation_years)
+    building_life = Asset(building, prefs.facility_life_years)
+    residual = hardware_life.residual_usd(horizon_years) + building_life.residual_usd(horizon_years)
+    present = (
+        hardware_life.present_usd(horizon_years, prefs.discount_rate)
+        + building_life.present_usd(horizon_years, prefs.discount_rate)
+        + opex * horizon_years * spread_factor(horizon_years, prefs.discount_rate)
+    )
     _log_preferences(prefs, log)
     log.add(
         "on-prem power draw",
@@ -313,8 +421,11 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     )
     log.add(
         "on-prem TCO method",
-        "(capex / depreciation years + opex per year) × horizon years; per delivered "
-        "GPU-hour at the expected utilization",
+        "(hardware / depreciation years + facility build / facility life + opex per year) × "
+        "horizon years = capex − residual value + opex × years (+ replacements when the "
+        "horizon outlives the hardware); per delivered GPU-hour at the expected utilization; "
+        "present value: purchases when made, residual value at the horizon's end, opex spread "
+        "evenly, at the discount rate",
         "gpufleet (derived); docs/design/0007-cost-model.md",
     )
     return {
@@ -322,6 +433,7 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "capex_systems": systems,
         "capex_network": network,
         "capex_storage": storage,
+        "capex_facility": building,
         "capex_per_gpu": capex / gpus,
         "opex_per_year": opex,
         "opex_power_per_year": power,
@@ -329,7 +441,10 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "opex_support_per_year": support,
         "opex_staff_per_year": staff,
         "depreciation_per_year": depreciation,
+        "residual_value": residual,
         "total": total,
+        "present_value": present,
+        "discount_rate": prefs.discount_rate,
         "per_gpu_hour": total / delivered,
         "delivered_gpu_hours": delivered,
         "gpus": float(gpus),

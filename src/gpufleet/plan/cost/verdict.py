@@ -41,6 +41,12 @@ class RentOrOwn:
     rent_work_usd: float  # renting the planned work's GPU-hours
     stated_utilization: float
     payback_months: float | None  # cash view at the stated utilisation (None: never, ≤ 10 y)
+    # present values at `discount_rate` (None in plan.json files from before they existed):
+    # purchases when made, rent and opex when paid; the verdict itself is on the totals
+    discount_rate: float = 0.0
+    own_pv_usd: float | None = None
+    rent_work_pv_usd: float | None = None
+    rent_at_stated_pv_usd: float | None = None
 
     @property
     def fleet_hours(self) -> float:
@@ -74,11 +80,24 @@ class RentOrOwn:
     def cheaper_at_stated(self) -> Side:
         return "own" if self.own_usd < self.rent_at_stated_usd else "rent"
 
+    @property
+    def cheaper_for_work_pv(self) -> Side | None:
+        """The planned-work comparison in present values (None without them)."""
+        if self.own_pv_usd is None or self.rent_work_pv_usd is None:
+            return None
+        return "own" if self.own_pv_usd < self.rent_work_pv_usd else "rent"
+
+    @property
+    def cheaper_at_stated_pv(self) -> Side | None:
+        if self.own_pv_usd is None or self.rent_at_stated_pv_usd is None:
+            return None
+        return "own" if self.own_pv_usd < self.rent_at_stated_pv_usd else "rent"
+
     @classmethod
     def from_json(cls, data: Mapping[str, float | str | None]) -> RentOrOwn:
         """Back from `to_json` (as stored in plan.json): the stored fields only; the derived
         ones are recomputed, never trusted."""
-        values: dict[str, Any] = {f.name: data[f.name] for f in fields(cls)}
+        values: dict[str, Any] = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values["fleet_gpus"] = int(values["fleet_gpus"])
         return cls(**values)
 
@@ -91,6 +110,8 @@ class RentOrOwn:
             "breakeven_utilization",
             "cheaper_for_work",
             "cheaper_at_stated",
+            "cheaper_for_work_pv",
+            "cheaper_at_stated_pv",
         ):
             out[name] = getattr(self, name)
         return out
