@@ -214,30 +214,28 @@ def _log_preferences(prefs: OnPremPreferences, log: Assumptions) -> None:
     )
     per_rack = _sourced_range("colocation", "per rack-month", unit=" USD per rack-month")
     build = _sourced_range("facility-build", unit=" USD per MW")
-    if prefs.facility == "colocation":
-        rate = colocation_usd_per_kw_month(prefs)
-        basis = (
+
+    def basis(given: float | None) -> str:
+        return (
             "given in the plan spec"
-            if prefs.colocation_usd_per_kw_month is not None
+            if given is not None
             else "gpufleet default: the sourced midpoint"
         )
+
+    if prefs.facility == "colocation":
+        rate = colocation_usd_per_kw_month(prefs)
         log.add(
             "on-prem facility",
             f"colocation at ${rate:,.2f}/kW-month of IT power",
-            f"{basis}; sourced {per_month}; {per_rack}",
+            f"{basis(prefs.colocation_usd_per_kw_month)}; sourced {per_month}; {per_rack}",
         )
     elif prefs.facility == "build":
         rate = facility_build_usd_per_mw(prefs)
-        basis = (
-            "given in the plan spec"
-            if prefs.facility_build_usd_per_mw is not None
-            else "gpufleet default: the sourced midpoint"
-        )
         log.add(
             "on-prem facility",
             f"built for the fleet at ${rate:,.0f}/MW of IT power, amortised straight-line over "
             f"{prefs.facility_life_years:g} years",
-            f"{basis}; sourced {build}; the {prefs.facility_life_years:g}-year life is "
+            f"{basis(prefs.facility_build_usd_per_mw)}; sourced {build}; the {prefs.facility_life_years:g}-year life is "
             f"{origin('facility_life_years')} (no sourced figure; wholesale colocation leases "
             "run 5-15 years)",
         )
