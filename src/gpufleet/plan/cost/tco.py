@@ -235,9 +235,9 @@ def _log_preferences(prefs: OnPremPreferences, log: Assumptions) -> None:
             "on-prem facility",
             f"built for the fleet at ${rate:,.0f}/MW of IT power, amortised straight-line over "
             f"{prefs.facility_life_years:g} years",
-            f"{basis(prefs.facility_build_usd_per_mw)}; sourced {build}; the {prefs.facility_life_years:g}-year life is "
-            f"{origin('facility_life_years')} (no sourced figure; wholesale colocation leases "
-            "run 5-15 years)",
+            f"{basis(prefs.facility_build_usd_per_mw)}; sourced {build}; the "
+            f"{prefs.facility_life_years:g}-year life is {origin('facility_life_years')} (no "
+            "sourced figure; wholesale colocation leases run 5-15 years)",
         )
     else:
         log.add(
