@@ -35,7 +35,7 @@ def capacity_block(instance_type: str) -> Commitment:
 
 def test_loads_every_fact_row() -> None:
     rows = load_commitments()
-    assert len(rows) == 37
+    assert len(rows) == 43
     assert {r.provider for r in rows} == {"aws", "gcp", "azure", "cross-cloud"}
     assert all(r.scope and r.source for r in rows)
 
@@ -86,9 +86,30 @@ def test_gcp_resource_cud_terms() -> None:
     resource = {
         (r.term_years, r.discount_fraction)
         for r in load_commitments()
-        if r.program == "cud-resource" and r.discount_fraction is not None
+        if r.program == "cud-resource" and r.discount_fraction is not None and not r.accelerator
     }
     assert resource == {(1, 0.37), (3, 0.55)}
+
+
+def test_gcp_a3_committed_prices_are_the_sources_monthly_figures() -> None:
+    """Per-SKU CUDs for H100 (issue 27): discount = 1 − commitment ÷ on-demand per month, as
+    the third-party copy of Google's SKU catalogue states them; the hourly rate ÷ 730 h."""
+    a3 = {
+        (r.instance_types, r.regions, r.term_years): r
+        for r in load_commitments()
+        if r.accelerator == "h100-sxm5-80gb" and r.program == "cud-resource"
+    }
+    assert len(a3) == 6
+    one = a3[(("a3-highgpu-8g",), ("us-central1",), 1)]
+    assert float(one.discount_fraction or 0) == pytest.approx(
+        1 - 44_810.08066464 / 64_597.69992888, abs=1e-4
+    )
+    assert float(one.rate_usd_per_hour or 0) == pytest.approx(44_810.08066464 / 730, abs=1e-4)
+    three = a3[(("a3-megagpu-8g",), ("us-east4",), 3)]
+    assert float(three.discount_fraction or 0) == pytest.approx(
+        1 - 29_555.25790768 / 67_844.4393504, abs=1e-4
+    )
+    assert {r.source_kind for r in a3.values()} == {"analyst"}
 
 
 def test_ranges_are_split_into_min_and_max() -> None:

@@ -12,6 +12,7 @@ import csv
 import io
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -44,6 +45,7 @@ from gpufleet.plan.cost import (
 )
 from gpufleet.plan.cost.breakdown import CAPACITY_BLOCK_MAX_DAYS, bookable
 from gpufleet.plan.cost.tco import Asset, colocation_usd_per_kw_month, spread_factor
+from gpufleet.plan.spot import spot_overhead_fraction
 from gpufleet.specs.plan import OnPremPreferences
 
 H100 = "h100-sxm5-80gb"
@@ -547,3 +549,58 @@ def test_an_asset_outlived_by_the_horizon_is_bought_again() -> None:
     assert a.present_usd(9.0, 0.0) == pytest.approx(100.0 * 9 / 4)  # straight line
     assert a.present_usd(4.0, 0.0) == pytest.approx(100.0)  # no second purchase at the end
     assert spread_factor(3.0, 0.0) == 1.0
+
+
+# --------------------------------------------------------------------------- obtainable
+
+
+def test_spot_and_blocks_stay_within_what_is_obtainable() -> None:
+    """A burst of 720 h × 100 GPUs (window 720 h) that spot and blocks could carry whole:
+    capped at 8 spot GPUs and 16 block GPUs at once, the rest is bought on demand."""
+    prices = {ON_DEMAND: 4.0, SPOT: 1.0, CAPACITY_BLOCK: 2.0}
+    free = Demand("x", 0, 72_000.0, 1.0, 0.0, HOURS_PER_YEAR, burst_window_hours=720.0)
+    assert optimise_mix(free, prices, Assumptions())["spot_gpu_hours"] == pytest.approx(72_000.0)
+    capped = Demand(
+        "x",
+        0,
+        72_000.0,
+        1.0,
+        0.0,
+        HOURS_PER_YEAR,
+        burst_window_hours=720.0,
+        spot_max_gpus=8.0,
+        block_max_gpus=16.0,
+    )
+    mix = optimise_mix(capped, prices, Assumptions())
+    assert mix["spot_gpu_hours"] == pytest.approx(8 * 720.0)
+    assert mix["capacity_block_gpu_hours"] == pytest.approx(16 * 720.0)
+    assert mix["on_demand_gpu_hours"] == pytest.approx(72_000.0 - 24 * 720.0)
+    assert mix["total_usd"] == pytest.approx(8 * 720 * 1.0 + 16 * 720 * 2.0 + 76 * 720 * 4.0)
+
+
+def test_a_gang_too_big_for_a_block_never_runs_on_one() -> None:
+    prices = {ON_DEMAND: 4.0, CAPACITY_BLOCK: 2.0}
+    demand = Demand("x", 0, 10_000.0, 0.0, 0.0, HOURS_PER_YEAR, block_fraction=0.25)
+    mix = optimise_mix(demand, prices, Assumptions())
+    assert mix["capacity_block_gpu_hours"] == pytest.approx(2_500.0)
+    with pytest.raises(ValueError, match="obtainable: capacity blocks at most 0 GPUs"):
+        optimise_mix(replace(demand, block_max_gpus=0.0), {CAPACITY_BLOCK: 2.0}, Assumptions())
+
+
+def test_spot_overhead_grows_with_the_gang_and_the_reclaim_rate() -> None:
+    def overhead(gpus: int, rate: float) -> float | None:
+        return spot_overhead_fraction(
+            gpus=gpus, ideal_time_s=10 * 86_400.0, checkpoint_bytes=1e12, reclaims_per_node_day=rate
+        )
+
+    small, big = overhead(8, 0.1), overhead(64, 0.1)
+    assert small is not None
+    assert big is not None
+    assert 0 < small < big  # a reclaim of any of the gang's nodes stops all of them
+    rare = overhead(64, 1e-6)
+    assert rare is not None
+    assert rare < 1e-4
+    often = overhead(64, 1.0)
+    assert often is not None
+    assert often > big
+    assert overhead(64, 10_000.0) is None  # reclaimed faster than it can checkpoint

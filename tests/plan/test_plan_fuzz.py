@@ -117,6 +117,12 @@ def plan_specs(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):  # a small site: often too small for the plan
             on_prem["site_power_kw"] = draw(st.sampled_from([5.0, 100.0, 2_000.0]))
         spec["on_prem"] = on_prem
+    if draw(st.booleans()):  # what the clouds let the plan have, down to nothing
+        spec["cloud"] = {
+            "spot_max_gpus": draw(st.sampled_from([0, 8, 64, 4096])),
+            "capacity_block_max_gpus": draw(st.sampled_from([0, 64, 512])),
+            "spot_reclaims_per_node_day": draw(st.sampled_from([0.01, 0.1, 5.0])),
+        }
     # one or two candidates keep an example near a third of a second
     spec["accelerators"] = draw(
         st.lists(st.sampled_from(ACCELERATORS), min_size=1, max_size=2, unique=True)

@@ -18,15 +18,9 @@ from gpufleet.plan.cost.tco import OnPremInputs
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.design.cluster import SitePowerError, design_cluster
 from gpufleet.plan.design.need import TrafficNeed
-from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio
+from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio, WorkloadChoice
+from gpufleet.plan.spot import spot_overhead_fraction
 from gpufleet.specs.plan import PlanSpec
-
-# Extra work a spot reclaim costs a checkpointed run: lost progress since the last
-# checkpoint plus the restart (assumption; the goodput model prices on-demand failures).
-SPOT_OVERHEAD = 0.10
-# Spot pools rarely hold a large gang for weeks: only training runs up to this many GPUs
-# are planned on spot (assumption).
-SPOT_MAX_GANG_GPUS = 64
 
 
 def _need(best: Portfolio) -> TrafficNeed | None:
@@ -50,16 +44,67 @@ def _need(best: Portfolio) -> TrafficNeed | None:
     )
 
 
+def _spot_overheads(spec: PlanSpec, training: list[WorkloadChoice]) -> dict[str, float]:
+    """Each spot-eligible run's extra GPU-hours on spot (`plan.spot`): runs that fit the spot
+    pool and still make progress when reclaimed."""
+    out: dict[str, float] = {}
+    for c in training:
+        days = c.metrics.get("train_time_days")
+        if c.gpus > spec.cloud.spot_max_gpus or not days:
+            continue
+        overhead = spot_overhead_fraction(
+            gpus=c.gpus,
+            ideal_time_s=float(days) * 86_400.0,
+            checkpoint_bytes=c.design_inputs.get("checkpoint_bytes", 0.0),
+            reclaims_per_node_day=spec.cloud.spot_reclaims_per_node_day,
+        )
+        if overhead is not None:
+            out[c.workload] = overhead
+    return out
+
+
 def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
     horizon = spec.horizon_years * HOURS_PER_YEAR
     baseline = sum(c.gpus for c in best.choices if c.kind == "inference")
     training = [c for c in best.choices if c.kind == "training"]
     burst = sum(c.gpu_hours or 0.0 for c in training)
-    small = sum(c.gpu_hours or 0.0 for c in training if c.gpus <= SPOT_MAX_GANG_GPUS)
+    cloud = spec.cloud
+    overheads = _spot_overheads(spec, training)
+    hours = {c.workload: c.gpu_hours or 0.0 for c in training}
+    spot_hours = sum(hours[name] for name in overheads)
+    overhead = (
+        sum(hours[name] * o for name, o in overheads.items()) / spot_hours if spot_hours else 0.0
+    )
+    block_hours = sum(
+        hours[c.workload] for c in training if c.gpus <= cloud.capacity_block_max_gpus
+    )
+    origin = "given in the plan spec" if "cloud" in spec.model_fields_set else "gpufleet default"
     log.add(
-        "spot_max_gang_gpus",
-        SPOT_MAX_GANG_GPUS,
-        "spot capacity for large gangs is scarce; larger runs use reserved/on-demand (assumption)",
+        "spot obtainable",
+        f"at most {cloud.spot_max_gpus:,} GPUs at once; larger gangs never on spot",
+        f"{origin} (no sourced figure: spot pools rarely hold a large gang for weeks)",
+    )
+    log.add(
+        "spot reclaims",
+        f"{cloud.spot_reclaims_per_node_day:g} per node-day",
+        f"{origin} (no sourced rate); each reclaim stops the whole gang",
+    )
+    log.add(
+        "spot_overhead_fraction",
+        f"{overhead:.2%}",
+        "extra GPU-hours on spot, GPU-hour-weighted over the runs that may use it: the goodput "
+        "model with nodes × reclaims per node-hour added as interruptions (plan/spot.py); "
+        + (
+            ", ".join(f"{name} {o:.2%}" for name, o in sorted(overheads.items()))
+            if overheads
+            else "no run fits the spot pool"
+        ),
+    )
+    log.add(
+        "capacity block obtainable",
+        f"at most {cloud.capacity_block_max_gpus:,} GPUs per block; larger gangs never on blocks",
+        f"{origin} (no sourced size limit: the catalog's sources state durations, 7-182 days, "
+        "and booking up to 8 weeks ahead, not sizes)",
     )
     window = max(
         (float(c.metrics.get("wall_clock_days_with_failures") or 0.0) * 24 for c in training),
@@ -73,19 +118,17 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
             f"horizon_years to at least {window / HOURS_PER_YEAR:.2f}, or give it a shorter "
             "deadline"
         )
-    log.add(
-        "spot_overhead_fraction",
-        SPOT_OVERHEAD,
-        "lost work since the last checkpoint plus restart per reclaim (assumption)",
-    )
     return Demand(
         accelerator=best.accelerator,
         baseline_gpus=baseline,
         burst_gpu_hours=burst,
-        interruptible_fraction=small / burst if burst > 0 else 0.0,
-        spot_overhead_fraction=SPOT_OVERHEAD,
+        interruptible_fraction=spot_hours / burst if burst > 0 else 0.0,
+        spot_overhead_fraction=overhead,
         horizon_hours=horizon,
         burst_window_hours=window if window > 0 else None,
+        spot_max_gpus=float(cloud.spot_max_gpus),
+        block_max_gpus=float(cloud.capacity_block_max_gpus),
+        block_fraction=block_hours / burst if burst > 0 else 1.0,
     )
 
 

@@ -101,6 +101,35 @@ class OnPremPreferences(Spec):
     )
 
 
+class CloudPreferences(Spec):
+    """What the clouds will let this plan have, and what a spot reclaim costs it."""
+
+    spot_max_gpus: int = Field(
+        default=64,
+        ge=0,
+        description=(
+            "The most GPUs spot may hold at once: a larger gang never runs on spot, and all "
+            "spot work together stays within it (gpufleet assumption; 0 = no spot)."
+        ),
+    )
+    spot_reclaims_per_node_day: float = Field(
+        default=0.1,
+        gt=0,
+        description=(
+            "How often a spot node is reclaimed (gpufleet assumption, no sourced rate; set "
+            "yours from history). Priced as extra interruptions in the goodput model."
+        ),
+    )
+    capacity_block_max_gpus: int = Field(
+        default=512,
+        ge=0,
+        description=(
+            "The most GPUs one capacity block holds: a larger gang never runs on blocks "
+            "(gpufleet assumption; set what your provider offers you; 0 = no blocks)."
+        ),
+    )
+
+
 def _all_providers() -> list[Provider]:
     return ["aws", "gcp", "azure"]
 
@@ -120,6 +149,7 @@ class PlanSpec(Spec):
         default_factory=list, description="Candidates for every workload (default: a standard set)."
     )
     on_prem: OnPremPreferences = OnPremPreferences()
+    cloud: CloudPreferences = CloudPreferences()
     workloads: list[Workload] = Field(min_length=1)
 
     @model_validator(mode="after")

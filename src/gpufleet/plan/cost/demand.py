@@ -31,6 +31,12 @@ class Demand:
     spot_overhead_fraction: float
     horizon_hours: float
     burst_window_hours: float | None = None
+    # what the clouds will actually let you have at once (None: not capped): spot GPUs in
+    # use together, and GPUs in capacity blocks; `block_fraction` is the share of the burst in
+    # runs small enough for one block (a gang runs whole or not at all)
+    spot_max_gpus: float | None = None
+    block_max_gpus: float | None = None
+    block_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if self.baseline_gpus < 0:
@@ -43,6 +49,12 @@ class Demand:
             raise ValueError(f"spot_overhead_fraction {self.spot_overhead_fraction} is negative")
         if self.horizon_hours <= 0:
             raise ValueError(f"horizon_hours {self.horizon_hours} is not positive")
+        if not 0.0 <= self.block_fraction <= 1.0:
+            raise ValueError(f"block_fraction {self.block_fraction} is not 0-1")
+        for name in ("spot_max_gpus", "block_max_gpus"):
+            cap = getattr(self, name)
+            if cap is not None and cap < 0:
+                raise ValueError(f"{name} {cap} is negative")
         window = self.burst_window_hours
         if window is not None and not 0 < window <= self.horizon_hours:
             raise ValueError(f"burst_window_hours {window} is not within the horizon")

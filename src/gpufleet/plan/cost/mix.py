@@ -69,14 +69,18 @@ def _solve(
                 cost[index] = prices[key] * h
             else:
                 upper[index] = 0.0
+    # obtainable capacity: at most the cap's GPUs at once over the burst window
+    for cap, index in ((demand.spot_max_gpus, _SPOT), (demand.block_max_gpus, _CB)):
+        if cap is not None and upper[index] != 0.0:
+            upper[index] = cap * t_in
     bounds: list[tuple[float, float | None]] = [(0.0, u) for u in upper]
     if fixed is not None:
         bounds[_R1] = (float(fixed[0]), float(fixed[0]))
         bounds[_R3] = (float(fixed[1]), float(fixed[1]))
         if (fixed[0] and upper[_R1] == 0.0) or (fixed[1] and upper[_R3] == 0.0):
             return None
-    a_ub = np.zeros((7, _N_VARS))
-    b_ub = np.zeros(7)
+    a_ub = np.zeros((8, _N_VARS))
+    b_ub = np.zeros(8)
     # reserved hours inside the window feed the baseline there and the burst
     a_ub[0, [_Y_BW, _Y_W]] = 1.0
     a_ub[0, [_R1, _R3]] = -t_in
@@ -100,6 +104,9 @@ def _solve(
     a_ub[6, _CB] = 1.0
     a_ub[6, _SPOT] = 1.0 / inflate
     b_ub[6] = w
+    # blocks only for runs that fit one block
+    a_ub[7, _CB] = 1.0
+    b_ub[7] = demand.block_fraction * w
     scale = float(np.max(cost)) or 1.0
     result = linprog(cost / scale, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if result.status != 0 or result.x is None:
@@ -118,6 +125,20 @@ def _rounded_candidates(relaxed: _Solution) -> set[tuple[int, int]]:
     return out
 
 
+def _caps_text(demand: Demand) -> str:
+    caps = [
+        f"{what} at most {cap:,.0f} GPUs at once"
+        for what, cap in (
+            ("spot", demand.spot_max_gpus),
+            ("capacity blocks", demand.block_max_gpus),
+        )
+        if cap is not None
+    ]
+    if demand.block_fraction < 1.0:
+        caps.append(f"blocks for {demand.block_fraction:.0%} of the burst (runs that fit one)")
+    return f" (obtainable: {'; '.join(caps)})" if caps else ""
+
+
 def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) -> dict[str, float]:
     """The cheapest way to buy `demand` at `prices` (USD per GPU-hour, keys as cloud_prices).
 
@@ -126,8 +147,10 @@ def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) 
     longer), on-demand GPU-hours, Capacity Block GPU-hours and spot GPU-hours. Constraints:
     the baseline is covered every hour by reserved or on-demand GPUs, never spot or blocks;
     the burst by any of them, with spot at most `interruptible_fraction` of it and each spot
-    hour delivering 1 / (1 + spot_overhead_fraction) hours of work; reserved GPUs lend the
-    burst only their hours inside the burst window. Reserved GPUs are then made whole: the
+    hour delivering 1 / (1 + spot_overhead_fraction) hours of work, capacity blocks at most
+    `block_fraction` of it; spot and blocks at most `spot_max_gpus` / `block_max_gpus` GPUs
+    at once over the burst window (what is obtainable); reserved GPUs lend the burst only
+    their hours inside the burst window. Reserved GPUs are then made whole: the
     LP is re-solved with them fixed at the floor and ceiling of the optimum (the cost is
     convex in the reserved count, so one of these is the whole-GPU optimum) and the cheapest
     is returned. `lp_bound_usd` is the relaxed optimum, a lower bound on any purchase.
@@ -159,7 +182,7 @@ def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) 
         raise ValueError(
             f"the prices for {demand.accelerator} ({offered}) cannot cover the demand: the "
             "baseline needs an on-demand or reserved price, and burst work beyond the "
-            "interruptible share needs one that is not spot"
+            "interruptible share needs one that is not spot" + _caps_text(demand)
         )
     solutions = [
         s

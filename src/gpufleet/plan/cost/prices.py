@@ -78,16 +78,20 @@ class _Discount:
     longest_term_only: bool
 
 
-def _discount(provider: str, accelerator: str, term_years: float) -> _Discount | None:
+def _discount(
+    provider: str, accelerator: str, term_years: float, instance: str | None = None
+) -> _Discount | None:
     """The commitment discount to use for a provider and term, or None when none is sourced.
 
     Rows with a discount for exactly this term come first; an "up to X %" figure stated for
     "1 or 3 years" without saying which is taken for the 3-year term only (a headline
-    maximum is reached at the longest term). Then by source kind (vendor first), exact
-    figures before upper bounds, the provider's preferred program, and the smaller discount.
+    maximum is reached at the longest term). Then a row for this accelerator (a per-SKU
+    committed price: GCP's A3) before a generic one, the priced `instance` before its
+    siblings, then by source kind (vendor first), exact figures before upper bounds, the
+    provider's preferred program, and the smaller discount.
     """
     programs = _RESERVED_PROGRAMS.get(provider, ())
-    found: list[tuple[tuple[int, int, int, int, float], _Discount]] = []
+    found: list[tuple[tuple[int, int, int, int, int, int, float], _Discount]] = []
     for row in load_commitments():
         if row.provider != provider or row.program not in programs:
             continue
@@ -111,6 +115,8 @@ def _discount(provider: str, accelerator: str, term_years: float) -> _Discount |
             continue  # no term stated: cannot tell which commitment it prices
         key = (
             exact_term,
+            int(row.accelerator is None),
+            int(instance not in row.instance_types),
             KIND_RANK[row.source_kind],
             int(upper),
             programs.index(row.program),
@@ -229,7 +235,7 @@ def _price_table(
     for key, term in RESERVED_TERM_YEARS.items():
         options: list[tuple[float, str, str]] = []
         for provider, (od, row) in sorted(cheapest_by_provider.items()):
-            discount = _discount(provider, accelerator, term)
+            discount = _discount(provider, accelerator, term, row.name)
             if discount is None:
                 log.add(
                     f"{provider} {term:.0f}-year commitment discount",
