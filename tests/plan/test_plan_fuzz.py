@@ -71,6 +71,7 @@ def training(draw: st.DrawFn, name: str) -> dict[str, Any]:
             "precision": draw(st.sampled_from(["bf16", "fp8"])),
         },
         "constraints": constraints,
+        "start": _days(draw, 0, 2000),  # past the horizon too: refused with a message (exit 2)
     }
 
 
@@ -91,6 +92,8 @@ def serving(draw: st.DrawFn, name: str) -> dict[str, Any]:
             "request_rate": draw(st.sampled_from([0.5, 5, 50, 500])),
             "slo": slo,
         },
+        "daily_trough": draw(st.sampled_from([0.05, 0.5, 1.0])),
+        "peak_hour": draw(st.integers(0, 23)),
     }
 
 
@@ -113,6 +116,7 @@ def plan_specs(draw: st.DrawFn) -> dict[str, Any]:
         on_prem: dict[str, Any] = {
             "facility": draw(st.sampled_from(["colocation", "build", "existing"])),
             "discount_rate": draw(st.sampled_from([0.0, 0.07, 0.2])),
+            "fleet_policy": draw(st.sampled_from(["peak", "p90", "p50"])),
         }
         if draw(st.booleans()):  # a small site: often too small for the plan
             on_prem["site_power_kw"] = draw(st.sampled_from([5.0, 100.0, 2_000.0]))

@@ -14,13 +14,23 @@ from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost.breakdown import cost_breakdown
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
+from gpufleet.plan.cost.mix import optimise_mix
+from gpufleet.plan.cost.prices import cloud_prices
 from gpufleet.plan.cost.tco import OnPremInputs
 from gpufleet.plan.cost.verdict import RentOrOwn
+from gpufleet.plan.demand_curve import fleet_for, split, total_curve
 from gpufleet.plan.design.cluster import SitePowerError, design_cluster
 from gpufleet.plan.design.need import TrafficNeed
-from gpufleet.plan.model import CloudOffer, CostBreakdown, Design, Portfolio, WorkloadChoice
+from gpufleet.plan.model import (
+    CloudOffer,
+    CostBreakdown,
+    DemandCurve,
+    Design,
+    Portfolio,
+    WorkloadChoice,
+)
 from gpufleet.plan.spot import spot_overhead_fraction
-from gpufleet.specs.plan import PlanSpec
+from gpufleet.specs.plan import PlanSpec, TrainingWorkload
 
 
 def _need(best: Portfolio) -> TrafficNeed | None:
@@ -110,6 +120,18 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         (float(c.metrics.get("wall_clock_days_with_failures") or 0.0) * 24 for c in training),
         default=0.0,
     )
+    starts = {w.name: w.start / 3600.0 for w in spec.workloads if isinstance(w, TrainingWorkload)}
+    for c in training:
+        end_h = (
+            starts.get(c.workload, 0.0)
+            + float(c.metrics.get("wall_clock_days_with_failures") or 0.0) * 24
+        )
+        if starts.get(c.workload, 0.0) > 0 and end_h > horizon:
+            raise UserError(
+                f"workloads: {c.workload} starts at day {starts[c.workload] / 24:,.0f} and runs "
+                f"{(end_h - starts[c.workload]) / 24:,.0f} days on {c.accelerator}, past the "
+                f"{spec.horizon_years:g}-year horizon; start it earlier or raise horizon_years"
+            )
     if window > horizon:
         longest = max(training, key=lambda c: c.metrics.get("wall_clock_days_with_failures") or 0)
         raise UserError(
@@ -140,25 +162,78 @@ class InfeasiblePlanError(UserError):
         super().__init__("no plan meets every constraint:\n  " + "\n  ".join(advice))
 
 
+def _rent_above_fleet(spec: PlanSpec, best: Portfolio, curve: DemandCurve) -> float | None:
+    """What renting the demand above the owned fleet costs: the purchase mix for those
+    GPU-hours as burst work (never on spot: conservative), None without a cloud price."""
+    demand = Demand(
+        accelerator=best.accelerator,
+        baseline_gpus=0,
+        burst_gpu_hours=curve.rented_gpu_hours,
+        interruptible_fraction=0.0,
+        spot_overhead_fraction=0.0,
+        horizon_hours=spec.horizon_years * HOURS_PER_YEAR,
+        block_max_gpus=float(spec.cloud.capacity_block_max_gpus),
+        block_fraction=0.0 if curve.rented_serving_gpu_hours else 1.0,
+    )
+    prices = cloud_prices(best.accelerator, spec.providers, spec.regions, Assumptions())
+    try:
+        return optimise_mix(demand, prices, Assumptions())["total_usd"] if prices else None
+    except ValueError:
+        return None
+
+
+def _owned_fleet(
+    spec: PlanSpec, best: Portfolio, log: Assumptions, extra: list[str]
+) -> tuple[Design | None, DemandCurve | None]:
+    """The owned fleet the demand curve and the policy ask for, designed, and how the demand
+    splits between it and renting (`plan.demand_curve`)."""
+    policy = spec.on_prem.fleet_policy
+    fleet = fleet_for(total_curve(spec, best.choices), policy)
+    try:
+        design = design_cluster(best.accelerator, fleet, spec.on_prem, _need(best), log)
+    except SitePowerError as exc:
+        if spec.deployment == "on-prem":
+            raise InfeasiblePlanError([f"on-prem on {best.accelerator}: {exc}"]) from exc
+        extra.append(f"renting, because owning does not fit the site: {exc}")
+        return None, None
+    except UserError as exc:
+        extra.append(f"no on-prem design: {exc}")
+        return None, None
+    curve = split(spec, best.choices, design.gpus, policy)
+    if curve.rented_gpu_hours > 0:
+        rent = _rent_above_fleet(spec, best, curve)
+        curve = curve.model_copy(update={"rent_usd": rent})
+        if rent is None:
+            extra.append(
+                f"{curve.rented_gpu_hours:,.0f} GPU-hours above the owned fleet have no cloud "
+                "price where this plan may rent: they are not costed"
+            )
+    origin = (
+        "given in the plan spec"
+        if "fleet_policy" in spec.on_prem.model_fields_set
+        else "gpufleet default: own the peak"
+    )
+    log.add(
+        "on-prem fleet policy",
+        f"{policy}: {fleet:,} GPUs ({curve.peak_gpus:,.0f} at the peak hour)",
+        f"{origin}; the hourly demand curve and the split are in plan/demand_curve.py",
+    )
+    return design, curve
+
+
 def cost_and_design(
     spec: PlanSpec, best: Portfolio, cloud: dict[str, list[CloudOffer]], log: Assumptions
-) -> tuple[Design | None, CostBreakdown, str, str | None, list[str]]:
-    """(design, cost, deployment, provider, extra why-sentences) for the recommendation."""
+) -> tuple[Design | None, DemandCurve | None, CostBreakdown, str, str | None, list[str]]:
+    """(design, demand curve, cost, deployment, provider, extra why-sentences) for the
+    recommendation."""
     extra: list[str] = []
     design: Design | None = None
+    curve: DemandCurve | None = None
     if spec.deployment in ("on-prem", "both"):
-        try:
-            design = design_cluster(
-                best.accelerator, best.peak_gpus, spec.on_prem, _need(best), log
-            )
-        except SitePowerError as exc:
-            if spec.deployment == "on-prem":
-                raise InfeasiblePlanError([f"on-prem on {best.accelerator}: {exc}"]) from exc
-            extra.append(f"renting, because owning does not fit the site: {exc}")
-        except UserError as exc:
-            extra.append(f"no on-prem design: {exc}")
+        design, curve = _owned_fleet(spec, best, log, extra)
     on_prem = None
     if design is not None:
+        renting = curve is not None and curve.rented_gpu_hours > 0
         on_prem = OnPremInputs(
             gpus=design.gpus,
             nodes=design.nodes,
@@ -167,6 +242,8 @@ def cost_and_design(
             prefs=spec.on_prem,
             utilization=spec.expected_utilization,
             system=design.system if design.system != "generic-8gpu" else None,
+            burst_rent_usd=(curve.rent_usd or 0.0) if curve is not None else 0.0,
+            owned_work_gpu_hours=curve.owned_gpu_hours if renting and curve else None,
         )
     demand = _demand(spec, best, log)
     mode: Literal["cloud", "on-prem"] | None = None
@@ -213,4 +290,4 @@ def cost_and_design(
         extra.append(f"the optimised mix buys {share:.1%} of its cost from {provider}")
     elif deployment == "cloud" and cloud:
         provider = min(cloud, key=lambda p: cloud[p][0].on_demand_usd_per_hour or float("inf"))
-    return design, cost, deployment, provider, extra
+    return design, curve, cost, deployment, provider, extra

@@ -133,6 +133,22 @@ class CostBreakdown(PlanPart):
     rent_or_own: dict[str, float | str | None] = Field(default_factory=dict)
 
 
+class DemandCurve(PlanPart):
+    """The plan's hourly GPU demand and the owned fleet sized from it (`plan.demand_curve`)."""
+
+    policy: str  # peak | p99 | p95 | p90 | p75 | p50
+    fleet_gpus: int  # owned GPUs the policy asks for (the design rounds up to whole systems)
+    peak_gpus: float
+    mean_gpus: float
+    percentile_gpus: dict[str, float]  # p50 ... p99 of the hours
+    owned_gpu_hours: float  # demand served by the owned fleet
+    rented_gpu_hours: float  # demand above it: serving excess and training runs rented whole
+    rented_serving_gpu_hours: float
+    rented_runs: list[str]
+    daily_max_gpus: list[float]  # the curve for the chart: each day's busiest hour
+    rent_usd: float | None = None  # what renting the rest costs (the purchase mix)
+
+
 class Driver(PlanPart):
     """One of the inputs that move the headline cost most: a tornado row."""
 
@@ -172,6 +188,7 @@ class Plan(PlanPart):
     summary: ExecutiveSummary | None = None  # None in plan.json files from before issue 27
     alternatives: list[Alternative]
     design: Design | None
+    demand_curve: DemandCurve | None = None  # None for a cloud plan
     cloud: dict[str, list[CloudOffer]]  # per provider
     cost: CostBreakdown
     teams: list[TeamQuota]

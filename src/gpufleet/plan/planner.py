@@ -507,7 +507,7 @@ def _assemble(
     tick("designing the cluster and pricing it")
     gpus = best.peak_gpus
     cloud = _cloud_offers(spec, best.accelerator, gpus)
-    design, cost, deployment, provider, extra = cost_and_design(spec, best, cloud, log)
+    design, curve, cost, deployment, provider, extra = cost_and_design(spec, best, cloud, log)
     why = _why(best, rest[0]) if rest else ["the only accelerator that meets every constraint"]
     why.extend(extra)
     recommendation = Recommendation(
@@ -532,9 +532,10 @@ def _assemble(
         name=spec.name,
         generated_by=f"gpufleet {__version__}",
         recommendation=recommendation,
-        summary=executive_summary(recommendation, alternatives, design, cost),
+        summary=executive_summary(recommendation, alternatives, design, cost, curve),
         alternatives=alternatives,
         design=design,
+        demand_curve=curve,
         cloud=cloud,
         cost=cost,
         teams=_teams(spec, best),

@@ -28,6 +28,7 @@ from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import (
     Alternative,
     CostBreakdown,
+    DemandCurve,
     Design,
     Driver,
     ExecutiveSummary,
@@ -93,8 +94,16 @@ def cost_range(base: float, drivers: Sequence[Driver]) -> tuple[float, float]:
     return base - down, base + up
 
 
-def _decision(rec: Recommendation, design: Design | None, cost_text: str) -> str:
+def _decision(
+    rec: Recommendation, design: Design | None, curve: DemandCurve | None, cost_text: str
+) -> str:
     what = f"{rec.total_gpus:,} × {rec.accelerator}"
+    if curve is not None and curve.peak_gpus < rec.total_gpus:
+        # runs that do not overlap never need every workload's GPUs at once
+        what = (
+            f"up to {curve.peak_gpus:,.0f} × {rec.accelerator} at once ({rec.total_gpus:,} "
+            "across the workloads)"
+        )
     if rec.deployment == "on-prem" and design is not None:
         head = f"Build and own an on-prem cluster of {design.gpus:,} × {rec.accelerator}"
         if design.gpus != rec.total_gpus:
@@ -198,6 +207,7 @@ def executive_summary(
     alternatives: Sequence[Alternative],
     design: Design | None,
     cost: CostBreakdown,
+    curve: DemandCurve | None = None,
 ) -> ExecutiveSummary:
     base, what = headline_cost(rec, cost)
     cost_text = f"{fmt_usd(base)} {what}" if base is not None else "no price for this deployment"
@@ -214,7 +224,7 @@ def executive_summary(
     if verdict is not None and low is not None and high is not None:
         changes += _robustness(rec.deployment, high, verdict)
     return ExecutiveSummary(
-        decision=_decision(rec, design, cost_text),
+        decision=_decision(rec, design, curve, cost_text),
         cost_usd=base,
         cost_what=what,
         cost_low_usd=low,

@@ -14,7 +14,7 @@ which totals are compared (`cost_options`), the tornado rows in either spelling
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -488,6 +488,41 @@ def break_even_lines(cost: CostBreakdown) -> BreakEven | None:
     return BreakEven(months, capex, opex_month, capex / months + opex_month)
 
 
+def _grid(
+    svg: Svg,
+    xs: Scale,
+    ys: Scale,
+    x_ticks: Sequence[float],
+    y_ticks: Sequence[float],
+    *,
+    labels: tuple[str, str],
+    y_text: Callable[[float], str],
+) -> None:
+    """Gridlines, ticks, both axes and their labels of a line chart on `xs` × `ys`."""
+    left, right = xs.p0, xs.p1
+    bottom, top = ys.p0, ys.p1
+    for tick in y_ticks:
+        y = ys(tick)
+        svg.line(left, y, right, y, GRID)
+        svg.text(left - 6, y + 4, y_text(tick), anchor="end")
+    for tick in x_ticks:
+        x = xs(tick)
+        svg.line(x, bottom, x, bottom + 4, INK)
+        svg.text(x, bottom + 16, count_compact(tick), anchor="middle")
+    svg.line(left, bottom, right, bottom, INK)
+    svg.line(left, top, left, bottom, INK)
+    svg.text((left + right) / 2, bottom + 36, labels[0], anchor="middle", bold=True)
+    svg.text(18, (top + bottom) / 2, labels[1], anchor="middle", bold=True, rotate=True)
+
+
+def _legend(svg: Svg, right: float, *entries: tuple[str, str]) -> None:
+    """A line legend to the right of the plot: (stroke, label) per entry, top down."""
+    for i, (stroke, label) in enumerate(entries):
+        y = 60 + 20 * i
+        svg.line(right + 14, y, right + 34, y, stroke, width=2)
+        svg.text(right + 40, y + 4, label)
+
+
 def break_even_svg(plan: Plan) -> str | None:
     lines = break_even_lines(plan.cost)
     if lines is None:
@@ -510,19 +545,14 @@ def break_even_svg(plan: Plan) -> str | None:
         f"owning on-prem (capex then opex); they cross at {lines.months:.1f} months.",
     )
     svg.text(8, 18, "Cumulative cost: renting vs owning", bold=True, size=12)
-    for tick in y_ticks:
-        y = ys(tick)
-        svg.line(left, y, right, y, GRID)
-        svg.text(left - 6, y + 4, money_compact(tick), anchor="end")
-    for tick in x_ticks:
-        x = xs(tick)
-        svg.line(x, bottom, x, bottom + 4, INK)
-        svg.text(x, bottom + 16, count_compact(tick), anchor="middle")
-    svg.line(left, bottom, right, bottom, INK)
-    svg.line(left, top, left, bottom, INK)
-    svg.text((left + right) / 2, bottom + 36, "Months", anchor="middle", bold=True)
-    svg.text(
-        18, (top + bottom) / 2, "Cumulative cost (USD)", anchor="middle", bold=True, rotate=True
+    _grid(
+        svg,
+        xs,
+        ys,
+        x_ticks,
+        y_ticks,
+        labels=("Months", "Cumulative cost (USD)"),
+        y_text=money_compact,
     )
     svg.polyline([(xs(0), ys(0)), (xs(horizon), ys(end_cloud))], CLOUD_LINE)
     svg.polyline(
@@ -534,14 +564,45 @@ def break_even_svg(plan: Plan) -> str | None:
     svg.line(cross_x, cross_y, cross_x, bottom, MUTED, dash="4 3")
     svg.circle(cross_x, cross_y, 4, INK)
     svg.text(cross_x + 8, cross_y + 18, f"break-even {lines.months:.1f} months")
-    svg.line(right + 14, 60, right + 34, 60, CLOUD_LINE, width=2)
-    svg.text(right + 40, 64, "cloud")
-    svg.line(right + 14, 80, right + 34, 80, ONPREM_LINE, width=2)
-    svg.text(right + 40, 84, "on-prem")
+    _legend(svg, right, (CLOUD_LINE, "cloud"), (ONPREM_LINE, "on-prem"))
     return svg.render()
 
 
-CHART_NAMES = ("cost", "tornado", "alternatives", "break_even")
+def demand_svg(plan: Plan) -> str | None:
+    """The plan's demand curve (each day's busiest hour) against the owned fleet."""
+    curve = plan.demand_curve
+    if curve is None or not curve.daily_max_gpus:
+        return None
+    days = len(curve.daily_max_gpus)
+    x_ticks = nice_ticks(0.0, float(days), 6)
+    y_ticks = nice_ticks(0.0, max(*curve.daily_max_gpus, float(curve.fleet_gpus)))
+    left, right, top, bottom = 70.0, 610.0, 40.0, 280.0
+    xs = Scale(0.0, x_ticks[-1], left, right)
+    ys = Scale(0.0, y_ticks[-1], bottom, top)
+    svg = Svg(
+        "chart-demand",
+        760,
+        340,
+        "GPU demand over the horizon against the owned fleet (GPUs over days)",
+        f"A line of the GPUs the plan needs at each day's busiest hour over {days} days, and "
+        f"a flat line at the owned fleet of {curve.fleet_gpus:,} GPUs ({curve.policy}); demand "
+        "above the fleet is rented.",
+    )
+    svg.text(8, 18, "GPU demand against the owned fleet", bold=True, size=12)
+    _grid(
+        svg, xs, ys, x_ticks, y_ticks, labels=("Day of the horizon", "GPUs"), y_text=count_compact
+    )
+    points: list[tuple[float, float]] = []
+    for day, gpus in enumerate(curve.daily_max_gpus):  # steps: a day is flat at its peak
+        points += [(xs(day), ys(gpus)), (xs(day + 1), ys(gpus))]
+    svg.polyline(points, CLOUD_LINE)
+    fleet_y = ys(curve.fleet_gpus)
+    svg.line(left, fleet_y, right, fleet_y, ONPREM_LINE, width=2)
+    _legend(svg, right, (CLOUD_LINE, "demand"), (ONPREM_LINE, "owned fleet"))
+    return svg.render()
+
+
+CHART_NAMES = ("cost", "tornado", "alternatives", "break_even", "demand")
 
 
 def all_charts(plan: Plan) -> dict[str, str]:
@@ -551,5 +612,6 @@ def all_charts(plan: Plan) -> dict[str, str]:
         "tornado": tornado_svg(plan),
         "alternatives": alternatives_svg(plan),
         "break_even": break_even_svg(plan),
+        "demand": demand_svg(plan),
     }
     return {name: svg for name, svg in built.items() if svg is not None}

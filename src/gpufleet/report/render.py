@@ -266,7 +266,9 @@ def summary_of(plan: Plan) -> ExecutiveSummary:
     the summary existed, so every format shows one."""
     if plan.summary is not None:
         return plan.summary
-    return executive_summary(plan.recommendation, plan.alternatives, plan.design, plan.cost)
+    return executive_summary(
+        plan.recommendation, plan.alternatives, plan.design, plan.cost, plan.demand_curve
+    )
 
 
 def headline_cost(plan: Plan) -> tuple[float | None, str]:

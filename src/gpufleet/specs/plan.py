@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, model_valida
 from gpufleet.catalog.instances import load_instances
 from gpufleet.catalog.pricing import PriceScope, cheapest_gpu_hour, no_price_reason
 from gpufleet.errors import suggest
-from gpufleet.quantities import PositiveSeconds
+from gpufleet.quantities import PositiveSeconds, Seconds
 from gpufleet.specs.base import Spec, kind_required
 from gpufleet.specs.hardware import HardwareSpec
 from gpufleet.specs.inference import InferenceParallelism, ServingParams
@@ -45,6 +45,10 @@ class TrainingWorkload(Spec):
     parallelism: Parallelism | None = None
     reliability: Reliability | None = None
     constraints: Constraints = Constraints()
+    start: Seconds = Field(
+        default=0.0,
+        description="When the run starts, from the start of the plan (e.g. 120d).",
+    )
 
 
 class InferenceWorkload(Spec):
@@ -56,6 +60,16 @@ class InferenceWorkload(Spec):
     hardware: HardwareSpec | None = None
     parallelism: InferenceParallelism | None = None
     constraints: Constraints = Constraints()
+    daily_trough: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description=(
+            "The request rate at the quietest hour as a share of serving.request_rate (the "
+            "peak); 1 = flat. Shapes the demand curve an owned fleet is sized from."
+        ),
+    )
+    peak_hour: int = Field(default=14, ge=0, le=23, description="Hour of the day of the peak.")
 
 
 Workload = Annotated[TrainingWorkload | InferenceWorkload, Field(discriminator="kind")]
@@ -82,6 +96,14 @@ class OnPremPreferences(Spec):
         default=None, description="Default: the sourced midpoint in onprem_costs.csv."
     )
     facility_life_years: PositiveFloat = 15.0
+    fleet_policy: Literal["peak", "p99", "p95", "p90", "p75", "p50"] = Field(
+        default="peak",
+        description=(
+            "How many GPUs to own, from the plan's hourly demand curve: its peak, or a "
+            "percentile; demand above the owned fleet is rented (serving hour by hour, a "
+            "training run whole when it does not fit)."
+        ),
+    )
     site_power_kw: PositiveFloat | None = Field(
         default=None,
         description=(
@@ -158,6 +180,20 @@ class PlanSpec(Spec):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"workloads: names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _runs_start_within_the_horizon(self) -> Self:
+        horizon_s = self.horizon_years * 365 * 86_400
+        late = [
+            f"workloads: {w.name} starts at day {w.start / 86_400:,.0f}, after the "
+            f"{self.horizon_years:g}-year horizon ends (day {horizon_s / 86_400:,.0f}); start it "
+            "earlier or raise horizon_years"
+            for w in self.workloads
+            if isinstance(w, TrainingWorkload) and w.start >= horizon_s
+        ]
+        if late:
+            raise ValueError("\n".join(late))
         return self
 
     @model_validator(mode="after")

@@ -112,6 +112,7 @@ def cost_breakdown(
                 system=on_prem.system,
                 storage_capex_usd=on_prem.storage_capex_usd,
                 network_capex_usd=on_prem.network_capex_usd,
+                burst_rent_usd=on_prem.burst_rent_usd,
             )
         except NoOnPremPriceError as exc:
             log.add(f"{demand.accelerator} on-prem TCO", "not computed", str(exc))
@@ -142,6 +143,8 @@ def cost_breakdown(
             stated_utilization=on_prem.utilization,
             payback_months=break_even,
             **present_values(demand, rent_rate, tco, on_prem.utilization, on_prem.gpus),
+            own_burst_rent_usd=on_prem.burst_rent_usd,
+            owned_work_gpu_hours=on_prem.owned_work_gpu_hours,
         )
         if break_even is not None and verdict.cheaper_at_stated == "rent":
             # the cash view pays back (capex once, no horizon) while over the horizon the TCO

@@ -50,6 +50,9 @@ class OnPremInputs:
     system: str | None = None
     storage_capex_usd: float | None = None
     network_capex_usd: float | None = None
+    # demand above the owned fleet, rented (`plan.demand_curve`); part of the on-prem total
+    burst_rent_usd: float = 0.0
+    owned_work_gpu_hours: float | None = None  # the demand the owned fleet serves (None: all)
 
 
 @dataclass(frozen=True)
@@ -326,6 +329,7 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     storage_capex_usd: float | None = None,
     network_capex_usd: float | None = None,
     gpu_price_scale: float = 1.0,
+    burst_rent_usd: float = 0.0,
 ) -> dict[str, float]:
     """Total cost of owning the fleet over `horizon_years` (USD; keys below).
 
@@ -339,8 +343,10 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     hardware / depreciation years + facility build / facility life (straight line).
     total = (depreciation + opex) per year × horizon years — capex less its residual book
     value at the horizon's end, plus opex — and per_gpu_hour = total / (gpus × horizon ×
-    8,760 × utilization): the cost of one delivered GPU-hour. present_value discounts the
-    same cash flows (`Asset.present_usd`, opex spread evenly) at `prefs.discount_rate`.
+    8,760 × utilization): the cost of one delivered GPU-hour. `burst_rent_usd` (demand above
+    the owned fleet, rented) is added to the total, not to per_gpu_hour. present_value
+    discounts the same cash flows (`Asset.present_usd`, opex and rent spread evenly) at
+    `prefs.discount_rate`.
     `gpu_price_scale` multiplies the systems' price (sensitivity).
     """
     if gpus <= 0 or nodes <= 0:
@@ -401,7 +407,8 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     staff = prefs.staff_fte_per_100_nodes * nodes / 100.0 * prefs.fte_usd_per_year
     opex = power + colocation + support + staff
     depreciation = hardware / prefs.depreciation_years + building / prefs.facility_life_years
-    total = (depreciation + opex) * horizon_years
+    owning = (depreciation + opex) * horizon_years
+    total = owning + burst_rent_usd
     delivered = gpus * horizon_years * HOURS_PER_YEAR * utilization
     hardware_life = Asset(hardware, prefs.depreciation_years)
     building_life = Asset(building, prefs.facility_life_years)
@@ -409,7 +416,8 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     present = (
         hardware_life.present_usd(horizon_years, prefs.discount_rate)
         + building_life.present_usd(horizon_years, prefs.discount_rate)
-        + opex * horizon_years * spread_factor(horizon_years, prefs.discount_rate)
+        + (opex * horizon_years + burst_rent_usd)
+        * spread_factor(horizon_years, prefs.discount_rate)
     )
     _log_preferences(prefs, log)
     log.add(
@@ -426,7 +434,7 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "evenly, at the discount rate",
         "gpufleet (derived); docs/design/0007-cost-model.md",
     )
-    return {
+    out = {
         "capex": capex,
         "capex_systems": systems,
         "capex_network": network,
@@ -443,13 +451,22 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "total": total,
         "present_value": present,
         "discount_rate": prefs.discount_rate,
-        "per_gpu_hour": total / delivered,
+        "per_gpu_hour": owning / delivered,
         "delivered_gpu_hours": delivered,
         "gpus": float(gpus),
         "nodes": float(nodes),
         "horizon_years": horizon_years,
         "utilization": utilization,
     }
+    if burst_rent_usd:
+        out["burst_rent"] = burst_rent_usd
+        log.add(
+            "on-prem burst rent",
+            f"${burst_rent_usd:,.0f} in the total",
+            "demand above the owned fleet, rented at the optimised mix (plan/demand_curve.py); "
+            "per_gpu_hour is the owned fleet's alone",
+        )
+    return out
 
 
 def break_even_months(

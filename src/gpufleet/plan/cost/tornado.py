@@ -119,7 +119,9 @@ def _scenario_cost(inputs: SensitivityInputs, settings: Mapping[str, float], tra
     total_hours = demand.gpu_hours
     burst_share = demand.burst_gpu_hours / total_hours if total_hours > 0 else 0.0
     work = base_work * (1.0 + burst_share * (train - 1.0))
-    return tco["per_gpu_hour"] * work
+    # demand above the owned fleet is rented: it moves with cloud prices and training hours
+    rented = op.burst_rent_usd * price * train
+    return tco["per_gpu_hour"] * work + rented
 
 
 def _label(factor: str, multiplier: float) -> str:

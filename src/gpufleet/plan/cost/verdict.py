@@ -47,6 +47,9 @@ class RentOrOwn:
     own_pv_usd: float | None = None
     rent_work_pv_usd: float | None = None
     rent_at_stated_pv_usd: float | None = None
+    # a fleet smaller than the peak (`on_prem.fleet_policy`): owning includes renting the rest
+    own_burst_rent_usd: float = 0.0
+    owned_work_gpu_hours: float | None = None  # the part of the work the owned fleet serves
 
     @property
     def fleet_hours(self) -> float:
@@ -55,12 +58,16 @@ class RentOrOwn:
     @property
     def work_utilization(self) -> float:
         """How busy the planned work alone keeps the owned fleet over the horizon."""
-        return min(1.0, self.work_gpu_hours / self.fleet_hours) if self.fleet_hours else 0.0
+        owned = (
+            self.work_gpu_hours if self.owned_work_gpu_hours is None else self.owned_work_gpu_hours
+        )
+        return min(1.0, owned / self.fleet_hours) if self.fleet_hours else 0.0
 
     @property
     def own_idle_usd(self) -> float:
-        """The share of the TCO that buys capacity the planned work leaves idle."""
-        return self.own_usd * (1.0 - self.work_utilization)
+        """The share of the TCO that buys capacity the planned work leaves idle (the rented
+        bursts are never idle)."""
+        return (self.own_usd - self.own_burst_rent_usd) * (1.0 - self.work_utilization)
 
     @property
     def rent_at_stated_usd(self) -> float:
@@ -123,8 +130,13 @@ class RentOrOwn:
         out = (
             f"{head} is cheaper for the planned work, which keeps {self.fleet_gpus:,} owned "
             f"GPUs {fmt_pct(self.work_utilization)} busy over {years}: owning costs "
-            f"{fmt_usd(self.own_usd)} ({fmt_usd(self.own_idle_usd)} of it idle capacity) "
-            f"against {fmt_usd(self.rent_work_usd)} to rent the same GPU-hours"
+            f"{fmt_usd(self.own_usd)} ({fmt_usd(self.own_idle_usd)} of it idle capacity"
+            + (
+                f", {fmt_usd(self.own_burst_rent_usd)} renting the demand above the fleet"
+                if self.own_burst_rent_usd
+                else ""
+            )
+            + f") against {fmt_usd(self.rent_work_usd)} to rent the same GPU-hours"
         )
         u_star = self.breakeven_utilization
         if u_star > 1.0:
