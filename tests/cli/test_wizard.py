@@ -24,6 +24,7 @@ from rich.console import Console
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.models import get_model_preset
 from gpufleet.cli.wizard import PLAN_KEYS, WORKLOAD_KEYS, run_wizard, wizard, write_atomic
+from gpufleet.cli.wizard.explain import hbm_note, model_note
 from gpufleet.errors import EXIT_USER_ERROR, UserError
 from gpufleet.estimate.inference import (
     ENGINE_RESERVE_BYTES,
@@ -593,3 +594,12 @@ def test_interactive_custom_model(tmp_path: Path) -> None:
     shown = screen.getvalue()
     assert "'70B' is a size, not a model; presets near 70B parameters: llama-3-70b" in shown
     assert "hidden (4096) must be a multiple of heads (33)" in shown
+
+
+def test_the_model_note_and_the_memory_note_give_one_fp8_weight_figure() -> None:
+    """Issue 27: the wizard said 70.6 GB of fp8 weights in one note and 72.7 GB in the next
+    (one counted the embeddings at one byte, the other as served, at 16 bits)."""
+    arch = get_model_preset("llama-3-70b").arch()
+    weights = re.search(r"([\d.,]+ GB) in fp8", model_note(arch))
+    assert weights is not None
+    assert f"After {weights[1]} of fp8 weights" in hbm_note(arch, 4_000)

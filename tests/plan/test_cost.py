@@ -44,6 +44,7 @@ from gpufleet.plan.cost import (
     sensitivity,
 )
 from gpufleet.plan.cost.breakdown import CAPACITY_BLOCK_MAX_DAYS, bookable
+from gpufleet.plan.cost.prices import cloud_price_caveats, cloud_price_sellers
 from gpufleet.plan.cost.tco import Asset, colocation_usd_per_kw_month, spread_factor
 from gpufleet.plan.spot import spot_overhead_fraction
 from gpufleet.specs.plan import OnPremPreferences
@@ -230,9 +231,12 @@ def test_cloud_prices_read_instances_and_commitments() -> None:
     assert prices[SPOT] < prices[RESERVED_3Y] < prices[RESERVED_1Y] < prices[ON_DEMAND]
     assert prices[CAPACITY_BLOCK] == pytest.approx(4.916)  # the vendor per-GPU rate
     notes = {a.name: a.source for a in log.frozen()}
-    # AWS's "up to 72%" is the only 3-year figure that wins, and it is marked as a bound
-    assert "upper bound" in notes[f"{H100} reserved_3y price"]
+    # GCP's per-SKU CUD wins the 3-year price; AWS's "up to 72%" would be a bound, not a price
+    assert "gcp cud-resource" in notes[f"{H100} reserved_3y price"]
     assert "aws 1-year commitment discount" in notes
+    aws = Assumptions()
+    cloud_prices(H100, ["aws"], [], aws)
+    assert "upper bound" in {a.name: a.source for a in aws.frozen()}[f"{H100} reserved_3y price"]
 
 
 def test_cloud_prices_respect_providers_and_regions() -> None:
@@ -604,3 +608,21 @@ def test_spot_overhead_grows_with_the_gang_and_the_reclaim_rate() -> None:
     assert often is not None
     assert often > big
     assert overhead(64, 10_000.0) is None  # reclaimed faster than it can checkpoint
+
+
+def test_a_sourced_commitment_beats_another_providers_up_to_figure() -> None:
+    """H100: GCP's per-SKU 1-year CUD (30.6 %) is used, not Azure's 'up to 72 %' floor."""
+    log = Assumptions()
+    prices = cloud_prices(H100, ["aws", "gcp", "azure"], [], log)
+    sellers = cloud_price_sellers(H100, ["aws", "gcp", "azure"], [])
+    assert sellers["reserved_1y"] == "gcp"
+    assert prices["reserved_1y"] == pytest.approx(prices[ON_DEMAND] * (1 - 0.3063), rel=1e-3)
+    assert cloud_price_caveats(H100, ["aws", "gcp", "azure"], []) == {}
+
+
+def test_a_price_resting_on_an_up_to_figure_says_so() -> None:
+    caveats = cloud_price_caveats("a100-sxm4-80gb", ["aws", "gcp", "azure"], [])
+    assert "an upper bound, so this price is a floor" in caveats["reserved_3y"]
+    demand = Demand("a100-sxm4-80gb", 8, 0.0, 0.0, 0.0, 3 * HOURS_PER_YEAR)
+    cost = cost_breakdown(demand, Assumptions())
+    assert cost.price_caveats == caveats

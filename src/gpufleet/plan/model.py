@@ -124,6 +124,8 @@ class CostBreakdown(PlanPart):
     savings_vs_on_demand: float | None  # fraction
     # the mix's dollars by the provider selling each part, largest first
     mix_by_provider: dict[str, float] = Field(default_factory=dict)
+    # what to know about a price before relying on it, by price key (e.g. reserved_3y)
+    price_caveats: dict[str, str] = Field(default_factory=dict)
     tco: dict[str, float]  # on-prem: capex, opex_per_year, total, per_gpu_hour
     break_even_months: float | None
     sensitivity: list[dict[str, float | str]]  # tornado: factor, low, high (total cost)

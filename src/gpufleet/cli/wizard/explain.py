@@ -50,13 +50,13 @@ def billions(n: float) -> str:
 def model_note(arch: ModelArch) -> str:
     # gpufleet.estimate.inference is imported here, not at the top: `gpufleet --help`
     # imports this module and need not pay for the inference estimator.
-    from gpufleet.estimate.inference import BYTES_PER_WEIGHT, weight_bytes_per_gpu
+    from gpufleet.estimate.inference import weight_bytes_per_gpu
 
     counts = parameter_count(arch)
     bf16_bytes = float(weight_bytes_per_gpu(arch, "bf16", np.array([1.0]))[0])
-    # Every weight at one byte. The estimator keeps the embedding tables at 16 bits
-    # (`weight_bytes_per_gpu`, as served), so `hbm_note`'s fp8 weights read larger.
-    fp8_bytes = BYTES_PER_WEIGHT["fp8"] * counts.total
+    # as served, and as `hbm_note` counts them: the embedding tables stay at 16 bits, so
+    # fp8 weights are a little more than one byte per parameter (one figure, not two)
+    fp8_bytes = float(weight_bytes_per_gpu(arch, "fp8", np.array([1.0]))[0])
     name = arch.name or "this model"
     moe = ""
     if arch.is_moe:
@@ -68,7 +68,7 @@ def model_note(arch: ModelArch) -> str:
         f"{name}: {billions(counts.total)} parameters, counted from its shape ({arch.layers} "
         f"layers, width {arch.hidden:,}, {arch.heads} heads / {arch.kv_heads} KV heads, "
         f"vocabulary {arch.vocab:,}){moe}. Its weights alone take {bytes_text(bf16_bytes)} in "
-        f"bf16, {bytes_text(fp8_bytes)} in fp8."
+        f"bf16, {bytes_text(fp8_bytes)} in fp8 (embeddings kept at 16 bits)."
     )
 
 

@@ -22,6 +22,7 @@ from gpufleet.plan.cost.prices import (
     RESERVED_3Y,
     RESERVED_TERM_YEARS,
     SPOT,
+    cloud_price_caveats,
     cloud_price_sellers,
     cloud_prices,
 )
@@ -174,6 +175,11 @@ def cost_breakdown(
         mix_by_provider=spend_by_provider(
             mix, cloud_price_sellers(demand.accelerator, providers, regions)
         ),
+        price_caveats={
+            k: v
+            for k, v in cloud_price_caveats(demand.accelerator, providers, regions).items()
+            if k in prices
+        },
         tco=tco,
         break_even_months=break_even,
         sensitivity=rows,

@@ -171,7 +171,7 @@ def cloud_prices(
     log: Assumptions,
 ) -> dict[str, float]:
     """Lowest price per GPU-hour of each way to buy `accelerator` (see `_price_table`)."""
-    return _price_table(accelerator, providers, regions, log)[0]
+    return _price_table(accelerator, providers, regions, log).prices
 
 
 def cloud_price_sellers(
@@ -179,7 +179,22 @@ def cloud_price_sellers(
 ) -> dict[str, str]:
     """The provider behind each price of `cloud_prices` (same rules; nothing logged), so a
     headline names who it priced."""
-    return _price_table(accelerator, providers, regions, Assumptions())[1]
+    return _price_table(accelerator, providers, regions, Assumptions()).sellers
+
+
+def cloud_price_caveats(
+    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+) -> dict[str, str]:
+    """What a reader must know about a price of `cloud_prices` before relying on it (a
+    commitment priced from an "up to" discount is a floor, not a quote), by price key."""
+    return _price_table(accelerator, providers, regions, Assumptions()).caveats
+
+
+@dataclass(frozen=True)
+class _PriceTable:
+    prices: dict[str, float]
+    sellers: dict[str, str]
+    caveats: dict[str, str]
 
 
 def _price_table(
@@ -187,13 +202,14 @@ def _price_table(
     providers: Sequence[str],
     regions: Sequence[str],
     log: Assumptions,
-) -> tuple[dict[str, float], dict[str, str]]:
+) -> _PriceTable:
     """Lowest price per GPU-hour of each way to buy `accelerator` in the allowed places.
 
     Keys (each only when some provider prices it): `on_demand` (lowest on-demand list price
     per GPU among whole-instance rows), `spot` (lowest `spot_min_usd_per_hour` per GPU),
     `reserved_1y` and `reserved_3y` (per provider: its lowest on-demand price × (1 − its
-    commitment discount for the term); the lowest across providers), `capacity_block` (AWS
+    commitment discount for the term); the lowest across providers, those with a sourced
+    discount before those with only an "up to" figure), `capacity_block` (AWS
     Capacity Block per-accelerator rate). A provider without a price for the accelerator is
     skipped. Every row used is logged.
     """
@@ -232,8 +248,9 @@ def _price_table(
             f"lowest spot price per GPU ({where}; spot_min_usd_per_hour, the cheapest zone "
             f"of the region; spot prices move hourly): {_row_text(best_spot[1])}",
         )
+    caveats: dict[str, str] = {}
     for key, term in RESERVED_TERM_YEARS.items():
-        options: list[tuple[float, str, str]] = []
+        options: list[tuple[float, str, str, str]] = []
         for provider, (od, row) in sorted(cheapest_by_provider.items()):
             discount = _discount(provider, accelerator, term, row.name)
             if discount is None:
@@ -249,11 +266,22 @@ def _price_table(
                 f"{provider}: ${od:.4f}/GPU-h on-demand ({row.name} {row.region}) × "
                 f"(1 − {discount.fraction:.0%}); {_discount_text(discount)}"
             )
-            options.append((price, text, provider))
+            caveat = (
+                f"{provider}'s {term:.0f}-year price uses an 'up to {discount.fraction:.0%}' "
+                f"discount ({discount.row.program}, [{discount.row.source_kind}]): an upper "
+                "bound, so this price is a floor, not a quote"
+                if discount.upper_bound
+                else ""
+            )
+            options.append((price, text, provider, caveat))
         if options:
-            price, text, seller = min(options)
+            # a sourced discount beats another provider's "up to" figure, whatever the
+            # numbers: an upper bound is a floor on the price, not a price one can buy at
+            price, text, seller, caveat = min(options, key=lambda o: (bool(o[3]), o[0]))
             prices[key] = price
             sellers[key] = seller
+            if caveat:
+                caveats[key] = caveat
             log.add(f"{accelerator} {key} price", f"${price:.4f}/GPU-h", f"lowest of: {text}")
     blocks = _capacity_block_rows(accelerator, providers, regions)
     if blocks:
@@ -268,4 +296,4 @@ def _price_table(
             f"{';'.join(block.regions)} [{block.source_kind}] ({block.source}); used for burst "
             "work only (blocks last days to weeks, booked ahead, rates change with supply)",
         )
-    return prices, sellers
+    return _PriceTable(prices, sellers, caveats)
