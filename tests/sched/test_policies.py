@@ -325,7 +325,8 @@ CASES = [
         "tiresias: the job with the least attained service goes first",
         leaves(1),
         [
-            job("veteran", gpus=8, submitted_s=0, attained_gpu_s=50_000.0),
+            # 62.5 GPU-hours: past the 16 GPU-hour threshold, so the second queue
+            job("veteran", gpus=8, submitted_s=0, attained_gpu_s=225_000.0),
             job("newcomer", gpus=8, submitted_s=NOW - 10),
         ],
         profile="tiresias",
@@ -335,9 +336,12 @@ CASES = [
         "tiresias: a job starved for twice its executed time is promoted",
         leaves(1),
         [
-            job("starved", gpus=8, submitted_s=0, attained_gpu_s=8 * 1800.0),
-            job("newcomer", gpus=8, submitted_s=NOW - 10),
+            # second queue (20 GPU-hours), but at 30 h it has waited 27.5 h: more than twice
+            # its 2.5 h of running
+            job("starved", gpus=8, submitted_s=0, attained_gpu_s=8 * 9000.0),
+            job("newcomer", gpus=8, submitted_s=30 * HOUR - 10),
         ],
+        now_s=30 * HOUR,
         profile="tiresias",
         admitted={"starved": ["h-0"]},
     ),

@@ -438,3 +438,38 @@ def test_an_unknown_experiment_is_refused_with_a_suggestion(
 
     assert main(["simulate", "experiment", "fragmentaton"]) == 2
     assert "did you mean 'fragmentation'" in capsys.readouterr().err
+
+
+def test_a_pollux_workload_replays_on_its_own_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: the paper's workloads ship with gpufleet; `compare` prints the mean JCT the
+    paper reports, and tiresias preempts where fifo does not."""
+    code = main(
+        [
+            "simulate",
+            "compare",
+            "trace",
+            "bundled:pollux-1",
+            "--profiles",
+            "fifo,tiresias",
+            "--restart-overhead",
+            "30s",
+            "--format",
+            "json",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    text = json.dumps(summary)
+    assert "jct_s.mean" in text
+    runs = json.loads((tmp_path / "out" / "compare.json").read_text("utf-8"))
+    assert "tiresias" in json.dumps(runs)
+
+
+@pytest.mark.parametrize("value", ["-5s", "soon"])
+def test_a_bad_restart_overhead_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "trace", "bundled:pollux-1", "--restart-overhead", value]) == 2
+    assert "--restart-overhead" in capsys.readouterr().err

@@ -113,6 +113,14 @@ MtbfOpt = Annotated[
 RepairOpt = Annotated[
     float, typer.Option("--repair-h", min=0.0, help="Mean repair time of a failed node, hours.")
 ]
+RestartOpt = Annotated[
+    str,
+    typer.Option(
+        "--restart-overhead",
+        help="What a restarted job pays before it makes progress again (reload, warm-up), "
+        "e.g. 30s or 5min.",
+    ),
+]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 
 
@@ -151,6 +159,7 @@ def _read_inputs(
     gpu_mtbf_h: float | None,
     repair_h: float,
     first_seed: int,
+    restart_overhead: str = "5min",
 ) -> _Inputs:
     from gpufleet.cluster import Cluster
     from gpufleet.quantities import parse_duration
@@ -168,6 +177,12 @@ def _read_inputs(
             raise UserError(f"--horizon: {exc}") from None
         if horizon_s <= 0:
             raise UserError(f"--horizon: must be positive, got {horizon!r}")
+    try:
+        restart_s = parse_duration(restart_overhead)
+    except ValueError as exc:
+        raise UserError(f"--restart-overhead: {exc}") from None
+    if restart_s < 0:
+        raise UserError(f"--restart-overhead: must not be negative, got {restart_overhead!r}")
     spec = None if cluster_arg == TRACE else load(ClusterSpec, Path(cluster_arg))
     teams = load(TeamsSpec, teams_path) if teams_path is not None else None
     source = workload_source(workload_arg, trace_format, nodes=trace_nodes)
@@ -186,6 +201,7 @@ def _read_inputs(
     config = SimConfig(
         horizon_s=horizon_s,
         failures=FailureModel(gpu_mtbf_h=gpu_mtbf_h or None, repair_mean_h=repair_h),
+        restart_overhead_s=restart_s,
     )
     return _Inputs(cluster, source, first, teams, teams_path, config)
 
@@ -282,6 +298,7 @@ def run(
     horizon: HorizonOpt = None,
     gpu_mtbf_h: MtbfOpt = None,
     repair_h: RepairOpt = 4.0,
+    restart_overhead: RestartOpt = "5min",
     format: FormatOpt = "table",
     out: Annotated[
         Path | None,
@@ -309,6 +326,7 @@ def run(
         horizon=horizon,
         gpu_mtbf_h=gpu_mtbf_h,
         repair_h=repair_h,
+        restart_overhead=restart_overhead,
         first_seed=seed,
     )
     console = wide_console() if fmt == "table" else Console(stderr=True)
@@ -410,6 +428,7 @@ def compare(
     horizon: HorizonOpt = None,
     gpu_mtbf_h: MtbfOpt = None,
     repair_h: RepairOpt = 4.0,
+    restart_overhead: RestartOpt = "5min",
     format: FormatOpt = "table",
     out: Annotated[
         Path,
@@ -438,6 +457,7 @@ def compare(
         horizon=horizon,
         gpu_mtbf_h=gpu_mtbf_h,
         repair_h=repair_h,
+        restart_overhead=restart_overhead,
         first_seed=0,
     )
     # Every seed's workload is drawn before anything runs (a generator is fast), so a

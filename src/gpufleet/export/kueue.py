@@ -153,6 +153,12 @@ def preemption(fleet: Fleet, notes: list[str]) -> Obj:
             "reclaimWithinCohort: Any reclaims borrowed quota from workloads of any class; "
             "gpufleet never evicts non-preemptible jobs, even borrowing ones."
         )
+    if "las" in kinds:
+        notes.append(
+            "gpufleet's Tiresias profile evicts jobs that have had more GPU time "
+            "(least-attained-service preemption); Kueue has no such policy, so the exported "
+            "queues order and reclaim but never preempt by attained service."
+        )
     notes.append(
         f"Kueue has no minimum runtime before preemption (gpufleet: {MIN_RUNTIME_S:.0f} s); "
         "the checkpoint grace period is the pods' terminationGracePeriodSeconds."

@@ -75,9 +75,11 @@ LABELS: Final = {
     "gpu_allocation_ratio": "GPU allocation",
     "busy_utilization": "Busy utilization",
     "goodput_ratio": "Goodput",
+    "wait_s.mean": "Wait mean",
     "wait_s.p50": "Wait p50",
     "wait_s.p95": "Wait p95",
     "wait_s.p99": "Wait p99",
+    "jct_s.mean": "JCT mean",
     "jct_s.p50": "JCT p50",
     "jct_s.p95": "JCT p95",
     "jct_s.p99": "JCT p99",
@@ -131,7 +133,7 @@ def fmt_value(metric: str, value: float | None) -> str:
         return MISSING
     if metric in PERCENT_METRICS:
         return f"{value * 100:,.1f}%"
-    if metric.endswith("_s") or ".p" in metric:
+    if metric.endswith("_s") or metric.startswith(("wait_s.", "jct_s.")):
         return fmt_duration(value)
     if metric == "jain_fairness":
         return f"{value:.3f}"

@@ -196,6 +196,12 @@ class _Cycle:
         return min(values, default=math.inf)
 
     @cached_property
+    def _keyed_preemptions(self) -> tuple[preempt.PreemptionPlugin, ...]:
+        """Plugins whose victims depend on more than the job's priority (already keyed)."""
+        by_priority = {preempt.PriorityPreemption.name, preempt.QuotaReclaim.name}
+        return tuple(p for p in self.plugins.preemptions if p.name not in by_priority)
+
+    @cached_property
     def pctx(self) -> preempt.PreemptContext:
         """What preemption plugins read; built when first needed (most cycles evict none)."""
         b = self.b
@@ -247,6 +253,8 @@ class _Cycle:
             job.topology.required,
             job.spot_ok,
             self.priority.get(job.name, 0),
+            # what else decides its victims (Tiresias: its attained-service queue)
+            *(p.search_key(job, self.pctx) for p in self._keyed_preemptions),
             # a reservation lets only jobs that end before it use its GPUs
             self.reservation is not None
             and backfill.ends_before(job, self.reservation, self.now_s),
@@ -472,7 +480,7 @@ class _Cycle:
             for req, need, owed in targets:
                 if owed and not reclaims:
                     continue
-                mine = self.priority.get(job.name, 0)
+                mine = plugin.search_key(job, self.pctx)
                 where = (job.topology.required, job.spot_ok)
                 admitted, searched = self._search_victims(
                     (plugin.name, mine, job.team, req, need, owed, where),
@@ -493,37 +501,43 @@ class _Cycle:
     def _preempt_own(
         self, job: JobSpec, targets: list[tuple[Request, int]], why: list[str]
     ) -> bool:
-        """A job beyond its team's quota evicts the team's own lower-priority jobs until it
-        fits the quota and the cluster (Kueue's `withinClusterQueue: LowerPriority`), in
-        profiles that preempt by priority; the priority plugin's rules hold (a strictly
-        lower, preemptible class; the minimum runtime)."""
-        name = preempt.PriorityPreemption.name
-        plugin = next((p for p in self.plugins.preemptions if p.name == name), None)
-        if plugin is None:
-            return False
-        mine = self.priority.get(job.name, 0)
-        if self._lowest_preemptible_class >= mine:
-            return False  # no class below it may be evicted: nothing to scan
-        if self.pctx.lowest_evictable.get(job.team, mine) >= mine:
-            return False  # nothing of its own below it
+        """A job beyond its team's quota evicts the team's own jobs until it fits the quota
+        and the cluster, by the profile's plugins that may act within a team: priority
+        (Kueue's `withinClusterQueue: LowerPriority`; a strictly lower, preemptible class and
+        the minimum runtime) and least attained service (Tiresias: a job of a lower queue
+        evicts one of a higher queue, whoever's team)."""
         tried = False
-        for req, need in targets:
-            where = (job.topology.required, job.spot_ok)
-            admitted, searched = self._search_victims(
-                ("own", mine, job.team, req, need, where),
-                job,
-                req,
-                need,
-                plugin,
-                partial(self._own_candidates, plugin, job, req, need),
-                partial(self._fits_quota_without, job, req.accelerator, need),
-            )
-            if admitted:
-                return True
-            tried |= searched
+        for plugin in self.plugins.preemptions:
+            if plugin.name == preempt.QuotaReclaim.name:
+                continue  # takes back what other teams borrow: not the team's own jobs
+            if plugin.name == preempt.PriorityPreemption.name and not self._lower_own(job):
+                continue
+            mine = plugin.search_key(job, self.pctx)
+            for req, need in targets:
+                where = (job.topology.required, job.spot_ok)
+                admitted, searched = self._search_victims(
+                    ("own", plugin.name, mine, job.team, req, need, where),
+                    job,
+                    req,
+                    need,
+                    plugin,
+                    partial(self._own_candidates, plugin, job, req, need),
+                    partial(self._fits_quota_without, job, req.accelerator, need),
+                )
+                if admitted:
+                    return True
+                tried |= searched
         if tried:
             why.append(preempt.WOULD_NOT_HELP)
         return False
+
+    def _lower_own(self, job: JobSpec) -> bool:
+        """Whether the team runs a preemptible job of a class below `job`'s (cheap checks
+        before any scan)."""
+        mine = self.priority.get(job.name, 0)
+        if self._lowest_preemptible_class >= mine:
+            return False  # no class below it may be evicted: nothing to scan
+        return self.pctx.lowest_evictable.get(job.team, mine) < mine
 
     def _own_candidates(
         self, plugin: preempt.PreemptionPlugin, job: JobSpec, req: Request, need: int

@@ -145,7 +145,7 @@ class Eviction:
     """
 
     preemptor: str
-    kind: Literal["priority", "quota-reclaim"]
+    kind: Literal["priority", "quota-reclaim", "las"]
     cause: str  # "priority 1000 > 100" / "team a reclaims its guaranteed 8 H100 GPUs, ..."
     frees: str  # "8 h100-sxm5-80gb GPUs"
     lost_gpu_s: float  # GPU-seconds of work since the victim's last checkpoint (or start)
@@ -163,7 +163,7 @@ class Eviction:
     def text(self, *, grace_s: float | None = None) -> str:
         """The full reason; `grace_s` replaces the core's default grace with the driver's."""
         costs = self._costs(grace_s)
-        if self.kind == "priority":
+        if self.kind in ("priority", "las"):
             return f"preempted by '{self.preemptor}' ({self.cause}): {costs}"
         return f"preempted by '{self.preemptor}': {self.cause}; {costs}"
 
@@ -172,6 +172,8 @@ class Eviction:
         costs, never who preempted it."""
         if self.kind == "quota-reclaim":
             head = "preempted: another team of its cohort reclaims the guaranteed GPUs it borrowed"
+        elif self.kind == "las":
+            head = "preempted by a job that has had less GPU time (least attained service)"
         else:
             head = "preempted by a higher-priority job"
         return f"{head}; {self._costs(grace_s)}"

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.sched.framework import OrderContext
+from gpufleet.sched.las import TIRESIAS_QUEUES, LasQueues
 from gpufleet.specs.jobs import JobSpec
 
 
@@ -93,24 +94,17 @@ class FairShare:
 
 
 class Tiresias:
-    """Discretised 2D-LAS: fewest attained GPU-seconds first, with starvation promotion."""
+    """Discretised 2D-LAS: fewest attained GPU-seconds first, with starvation promotion
+    (`sched.las`); the `las` preemption plugin makes it preemptive."""
 
     name = "tiresias"
     uses_share = False  # reads OrderContext.share (callers may skip usage history if not)
 
-    def __init__(
-        self, thresholds_gpu_s: tuple[float, ...] = (3_600.0, 360_000.0), starve_factor: float = 2.0
-    ) -> None:
-        self.thresholds_gpu_s = thresholds_gpu_s
-        self.starve_factor = starve_factor
+    def __init__(self, queues: LasQueues = TIRESIAS_QUEUES) -> None:
+        self.queues = queues
 
     def queue_of(self, job: JobSpec, now_s: float) -> int:
-        attained = job.attained_gpu_s
-        executed_s = attained / max(1, job.total_gpus or 1)
-        waited_s = now_s - job.submitted_s
-        if attained > 0 and waited_s >= self.starve_factor * executed_s:
-            return 0  # promoted: waited too long relative to what it ran
-        return sum(1 for t in self.thresholds_gpu_s if attained >= t)
+        return self.queues.pending(job, now_s)
 
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]:
         return sorted(jobs, key=lambda j: (self.queue_of(j, ctx.now_s), j.submitted_s, j.name))

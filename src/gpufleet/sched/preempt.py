@@ -47,6 +47,7 @@ from typing import Literal, Protocol
 
 from gpufleet.cluster import MILLI, Branch
 from gpufleet.sched.framework import Eviction, Placed, PlacementPlugin
+from gpufleet.sched.las import TIRESIAS_QUEUES, LasQueues
 from gpufleet.sched.quota import QuotaBook, gpus_text
 from gpufleet.sched.requests import Request
 from gpufleet.specs.jobs import JobSpec
@@ -159,6 +160,12 @@ class PreemptionPlugin(Protocol):
         self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
     ) -> Eviction: ...
 
+    def search_key(self, job: JobSpec, ctx: PreemptContext) -> object:
+        """What besides its shape and team decides this plugin's candidates for `job`: two
+        pending jobs with the same key find the same victims (decide() remembers a search
+        that failed by it)."""
+        ...
+
 
 def _evictable(job: JobSpec, ctx: PreemptContext) -> PriorityClass | None:
     cls = ctx.classes.get(job.name)
@@ -185,7 +192,7 @@ def _grace_s(victim: Candidate) -> float:
 def _eviction(
     job: JobSpec,
     victim: Candidate,
-    kind: Literal["priority", "quota-reclaim"],
+    kind: Literal["priority", "quota-reclaim", "las"],
     cause: str,
     frees: str,
 ) -> Eviction:
@@ -222,6 +229,9 @@ class PriorityPreemption:
                 out.append(cand)
         out.sort(key=lambda c: c.sort_key)
         return out
+
+    def search_key(self, job: JobSpec, ctx: PreemptContext) -> object:
+        return ctx.priority.get(job.name, 0)
 
     def reason(
         self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
@@ -268,6 +278,9 @@ class QuotaReclaim:
         out.sort(key=lambda c: c.sort_key)
         return out
 
+    def search_key(self, job: JobSpec, ctx: PreemptContext) -> object:
+        return ctx.priority.get(job.name, 0)
+
     def reason(
         self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
     ) -> Eviction:
@@ -280,8 +293,58 @@ class QuotaReclaim:
         return _eviction(job, victim, "quota-reclaim", cause, f"{gpus_text(victim.milli)} GPUs")
 
 
+class LasPreemption:
+    """Tiresias's preemption (`sched.las`): a waiting job evicts running jobs that sit in a
+    strictly higher least-attained-service queue, the most-served first (highest queue, then
+    the latest arrival: the reverse of the queue order). Priority does not matter, the
+    class's `preemptible` and the job's do. No minimum runtime: a job only moves down a queue
+    after it has run a threshold's worth of GPU-seconds, and the starvation limit brings a
+    waiting job back, so jobs do not thrash."""
+
+    name = "las"
+
+    def __init__(self, queues: LasQueues = TIRESIAS_QUEUES) -> None:
+        self.queues = queues
+
+    def search_key(self, job: JobSpec, ctx: PreemptContext) -> object:
+        return self.queues.pending(job, ctx.now_s)
+
+    def candidates(
+        self, job: JobSpec, request: Request, need_milli: int, ctx: PreemptContext
+    ) -> list[Candidate]:
+        mine = self.queues.pending(job, ctx.now_s)
+        ranked: list[tuple[int, float, str, Candidate]] = []
+        for victim in ctx.running:
+            cls = _evictable(victim, ctx)
+            if cls is None or victim.started_s is None:
+                continue
+            held = sum(ctx.held_milli(victim.name).values())
+            queue = self.queues.running(victim, held, ctx.now_s)
+            if queue <= mine:
+                continue
+            cand = _candidate(victim, cls, request.accelerator, ctx)
+            if cand is not None:
+                ranked.append((-queue, -victim.submitted_s, victim.name, cand))
+        ranked.sort(key=lambda r: r[:3])
+        return [r[3] for r in ranked]
+
+    def reason(
+        self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
+    ) -> Eviction:
+        # what it held when chosen (it is released by now): the request's accelerator
+        attained_h = self.queues.attained_now(victim.job, victim.milli, ctx.now_s) / 3600
+        theirs = self.queues.by_service(attained_h * 3600)
+        mine = self.queues.pending(job, ctx.now_s)
+        cause = (
+            f"least attained service: {attained_h:.3g} GPU-h put it in queue {theirs}, "
+            f"behind queue {mine}"
+        )
+        frees = f"{gpus_text(victim.milli)} {request.accelerator} GPUs"
+        return _eviction(job, victim, "las", cause, frees)
+
+
 PREEMPTIONS: Mapping[str, PreemptionPlugin] = {
-    p.name: p for p in (QuotaReclaim(), PriorityPreemption())
+    p.name: p for p in (QuotaReclaim(), PriorityPreemption(), LasPreemption())
 }
 
 

@@ -13,11 +13,13 @@ and only when something happened that could change a decision.
 What a job does when it runs:
 
 - **training / batch / interactive** — it needs `duration_s` of useful work. A
-  restarted attempt first pays `restart_overhead_s` (reload, warm-up). When it
-  is preempted or its node fails, work since its last checkpoint is lost (it
-  checkpoints every `checkpoint_interval_s` of useful work; without an interval
-  everything since the attempt started is lost) and it rejoins the queue with
-  its original submission time.
+  restarted attempt first pays `restart_overhead_s` (reload, warm-up). When its
+  node fails, work since its last checkpoint is lost (it checkpoints every
+  `checkpoint_interval_s` of useful work; without an interval everything since
+  the attempt started is lost). When it is preempted, a job that checkpoints at
+  all saves its work in the grace period the scheduler gives a victim (as on a
+  spot notice); one without an interval loses the attempt. Either way it rejoins
+  the queue with its original submission time.
 - **inference** — a service replica wanted for the window [arrival, arrival +
   duration]: however late it starts, it ends at the window's end, and served
   time / wanted time is its SLO attainment (capacity, not latency: the latency
@@ -574,7 +576,9 @@ class Simulation:
             interrupted.setdefault(self.owner[victim], set()).add(victim)
         for job, units in interrupted.items():
             self.metrics.preempted()
-            self._interrupt(job, notice_saves=False, released=frozenset(units))
+            # a victim gets a grace period to checkpoint and exit (sched.preempt): a job that
+            # checkpoints at all saves its work in it, as on a spot notice
+            self._interrupt(job, notice_saves=True, released=frozenset(units))
 
     def _recut(self, d: Decisions) -> None:
         """MIG re-layouts the cycle proposed: counted, and applied when the config says so."""

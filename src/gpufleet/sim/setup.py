@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib import resources
 from pathlib import Path
 from typing import Final
 
@@ -26,6 +27,7 @@ from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sim.generate import generate
 from gpufleet.sim.traces import READERS, bundled_openb, read_openb, read_trace
 from gpufleet.sim.traces._common import check_exists
+from gpufleet.sim.traces.native import read_native
 from gpufleet.sim.traces.openb import BUNDLED_PODS, bundled_file
 from gpufleet.sim.workload import TraceNode, Workload
 from gpufleet.specs.teams import (
@@ -39,7 +41,10 @@ from gpufleet.specs.workload import load_workload_spec
 
 TRACE_CLUSTER: Final = "trace"  # CLUSTER argument: the nodes the trace itself lists
 BUNDLED_PREFIX: Final = "bundled:"  # WORKLOAD argument: a trace shipped with gpufleet
-BUNDLED: Final = ("openb",)
+POLLUX_WORKLOADS: Final = tuple(f"pollux-{i}" for i in range(1, 9))
+BUNDLED: Final = ("openb", *POLLUX_WORKLOADS)
+# Pollux's evaluation cluster (Qiao et al., OSDI'21, §5.3): 16 nodes of 4 T4 GPUs
+POLLUX_NODES: Final = tuple(TraceNode(f"pollux-node-{i:02d}", "pollux-T4", 4) for i in range(16))
 YAML_SUFFIXES: Final = frozenset({".yaml", ".yml"})
 OPEN_TEAM_PRIORITY: Final = 500  # a priority class the workload names but no teams file defines
 
@@ -236,9 +241,28 @@ def _read_trace(path: Path, trace_format: str, nodes: Path | None) -> Workload:
     return read_openb(path, nodes)
 
 
+def bundled_pollux(name: str) -> Workload:
+    """One of the Pollux (OSDI'21) workloads shipped with gpufleet (data/traces/pollux), on
+    the paper's cluster (CLUSTER 'trace': 16 nodes × 4 GPUs, named as the trace's T4)."""
+    ref = resources.files("gpufleet").joinpath(
+        "data", "traces", "pollux", f"workload-{name.removeprefix('pollux-')}.csv"
+    )
+    with resources.as_file(ref) as path:
+        workload = read_native(path)
+    return replace(workload, nodes=POLLUX_NODES)
+
+
 def _bundled(name: str, trace_format: str | None, nodes: Path | None) -> WorkloadSource:
     if name not in BUNDLED:
         raise UnknownNameError("bundled trace", name, BUNDLED)
+    if name in POLLUX_WORKLOADS:
+        if trace_format not in (None, "gpufleet") or nodes is not None:
+            raise UserError(
+                f"{BUNDLED_PREFIX}{name} is a gpufleet-format trace with its own nodes; drop "
+                "--trace-format and --trace-nodes"
+            )
+        pollux = bundled_pollux(name)
+        return WorkloadSource(f"{BUNDLED_PREFIX}{name}", lambda _seed: pollux, False)
     if trace_format not in (None, name):
         raise UserError(f"{BUNDLED_PREFIX}{name} is an {name} trace, not {trace_format}")
 

@@ -96,11 +96,12 @@ PROFILES: Mapping[str, Profile] = {
     "tiresias": Profile(
         "tiresias",
         "topology-best-fit",
-        preemption=("quota-reclaim",),
+        preemption=("quota-reclaim", "las"),
         head_of_line="best-effort",
         guaranteed_first=False,
-        description="Tiresias 2D-LAS order (least attained GPU-seconds first, starvation "
-        "promotion); best effort",
+        description="Tiresias preemptive 2D-LAS: least attained GPU-seconds first in "
+        "discretised queues, a waiting job evicts jobs of higher queues, starvation "
+        "promotion; best effort",
     ),
     "binpack": Profile(
         "fair-share",

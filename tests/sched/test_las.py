@@ -1,0 +1,88 @@
+"""Preemptive least attained service (Tiresias, issue 29): the queues by hand, who evicts
+whom, and that a `tiresias` cycle differs from `fifo` where the paper says it should."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufleet.sched.decide import decide
+from gpufleet.sched.las import LasQueues
+from gpufleet.specs.jobs import JobSpec
+
+from .scenarios import H100, cluster, job, leaves, running, team, teams
+
+NOW = 100_000.0
+QUEUES = LasQueues()
+ONE_TEAM = teams(team("research", {H100: 8}))  # the whole node: a full cluster is a full quota
+
+
+def served(name: str, gpu_h: float, **kw: Any) -> JobSpec:
+    """A job that has had `gpu_h` GPU-hours before this run."""
+    return job(name, gpus=8, attained_gpu_s=gpu_h * 3600, **kw)
+
+
+def test_queues_by_hand() -> None:
+    assert QUEUES.thresholds_gpu_s == (57_600.0,)  # two queues, split at 16 GPU-hours
+    assert QUEUES.by_service(0.0) == 0
+    assert QUEUES.by_service(57_599.0) == 0
+    assert QUEUES.by_service(57_600.0) == 1
+    # a running 8-GPU job: 10 GPU-hours before, 1 hour now (8 GPU-hours) -> 18 -> queue 1
+    r = running("r", "h-0", list(range(8)), attained_gpu_s=36_000.0, started_s=NOW - 3600)
+    assert QUEUES.attained_now(r, 8_000, NOW) == pytest.approx(36_000 + 8 * 3600)
+    assert QUEUES.running(r, 8_000, NOW) == 1
+
+
+def test_a_starving_job_is_promoted_by_its_waiting_not_its_age() -> None:
+    """32 GPU-hours on 8 GPUs is 4 hours of running. Waiting is time since arrival minus
+    that: it is promoted to queue 0 once it has waited 2 × 4 = 8 hours."""
+    arrived = NOW - 11 * 3600  # 11 h ago: 4 h running, 7 h waiting
+    waiting = served("w", 32.0, submitted_s=arrived)
+    assert QUEUES.pending(waiting, NOW) == 1
+    assert QUEUES.pending(waiting, NOW + 3600) == 0  # 8 h waited
+
+
+def test_a_less_served_job_evicts_a_more_served_one_of_its_own_team() -> None:
+    c, state = cluster(*leaves(1))
+    long_run = running("long", "h-0", list(range(8)), attained_gpu_s=50_000.0, started_s=NOW - 3600)
+    new = job("new", gpus=8, submitted_s=NOW - 60)
+    d = decide(c, state, [long_run], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
+    assert set(d.preempted) == {"long"}
+    assert "new" in d.admitted
+    e = d.preempted["long"]
+    assert e.kind == "las"
+    assert e.text().startswith(
+        "preempted by 'new' (least attained service: 21.9 GPU-h put it in queue 1, behind queue 0)"
+    )
+    assert "new" not in e.public_text()
+    # FIFO never evicts for it
+    f = decide(c, state, [long_run], [new], ONE_TEAM, profile="fifo", now_s=NOW)
+    assert not f.preempted
+
+
+def test_no_eviction_within_a_queue_or_of_a_protected_job() -> None:
+    c, state = cluster(*leaves(1))
+    new = job("new", gpus=8, submitted_s=NOW - 60)
+    young = running("young", "h-0", list(range(8)), started_s=NOW - 600)  # 1.3 GPU-h: queue 0
+    d = decide(c, state, [young], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
+    assert not d.preempted
+    fixed = running(
+        "fixed",
+        "h-0",
+        list(range(8)),
+        attained_gpu_s=50_000.0,
+        started_s=NOW - 3600,
+        preemptible=False,
+    )
+    d = decide(c, state, [fixed], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
+    assert not d.preempted
+
+
+def test_the_most_served_is_evicted_first() -> None:
+    c, state = cluster(*leaves(1))
+    a = running("a", "h-0", [0, 1, 2, 3], attained_gpu_s=60_000.0, started_s=NOW - 60)
+    b = running("b", "h-0", [4, 5, 6, 7], attained_gpu_s=0.0, started_s=NOW - 60)
+    new = job("new", gpus=4, submitted_s=NOW - 60)
+    d = decide(c, state, [a, b], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
+    assert set(d.preempted) == {"a"}  # b is in queue 0, as is new
