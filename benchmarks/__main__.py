@@ -304,7 +304,7 @@ BENCHES = [
     Bench("cli-startup", "`gpufleet --version` in a new process", 1.5, 5, _cli_version),
     Bench(
         "search-405b",
-        "search llama-3.1-405b: 5 accelerators x 8..16,384 GPUs x all layouts (one process)",
+        "search llama-3.1-405b: 5 accelerators x 61 GPU counts 8..16,384 x all layouts",
         budget_s=2.0,
         repeat=5,
         fn=_search_405b,

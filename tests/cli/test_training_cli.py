@@ -212,6 +212,22 @@ def test_search_with_nothing_feasible_exits_1_in_json_too(
     assert json_code == 1
 
 
+def test_search_tries_the_users_own_gpu_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """3,072 H100s: not a power of two, searched exactly, and the ceiling without --max-gpus;
+    --max-gpus below it says the count was not searched."""
+    spec = write(tmp_path, hardware="{accelerator: h100-sxm5-80gb, count: 3072}")
+    code, out, _ = run(["search", "training", str(spec), "--format", "json", "--top", "50"], capsys)
+    assert code == 0
+    gpus = [c["gpus"] for c in json.loads(out)["top"]]
+    assert gpus[0] == 3072
+    assert max(gpus) == 3072
+    code, out, _ = run(["search", "training", str(spec), "--max-gpus", "1000"], capsys)
+    assert code == 0
+    assert "hardware.count (3,072) above max_gpus (1,000), not searched" in " ".join(out.split())
+
+
 @pytest.mark.parametrize("fmt", ["json", "markdown", "table"])
 def test_validate_training_command_prints_every_row(
     fmt: str, capsys: pytest.CaptureFixture[str]

@@ -111,10 +111,21 @@ def search_training(
         list[str] | None,
         typer.Option("--accelerator", "-a", help="Accelerator to consider (repeatable)."),
     ] = None,
-    max_gpus: Annotated[int | None, typer.Option("--max-gpus", min=1)] = None,
+    max_gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--max-gpus",
+            min=1,
+            help="Most GPUs to try (default: the spec's hardware.count, else 16,384).",
+        ),
+    ] = None,
     format: JsonOpt = "table",
 ) -> None:
-    """Search accelerators × GPU counts × parallel layouts; print the best and the Pareto front."""
+    """Search accelerators × GPU counts × parallel layouts; print the best and the Pareto front.
+
+    GPU counts are whole servers that split into tp · pp · cp · dp, the spec's own
+    hardware.count among them.
+    """
     from gpufleet.catalog.accelerators import get_accelerator
     from gpufleet.estimate.training_search import Constraints
     from gpufleet.estimate.training_search import search_training as run
