@@ -8,6 +8,7 @@ InferenceEstimate.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -359,3 +360,32 @@ def test_validate_bad_input(
     assert code == 2
     assert out == ""
     assert err.strip() == message
+
+
+def test_validate_inference_modern_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["validate", "inference", "--rows", "modern"], capsys)
+    assert code == 0
+    assert err == ""
+    found = re.search(r"modern inference rows: (\d+) compared, (\d+) skipped", out)
+    assert found is not None
+    assert int(found[1]) + int(found[2]) == 143
+    assert "H200 / H100 throughput ratio at the same settings" in out
+    assert "H200/H100 ratio: published median" in out
+
+
+def test_validate_inference_modern_markdown_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["validate", "inference", "--rows", "all", "--format", "markdown"], capsys)
+    assert code == 0
+    assert out.startswith("| id | metric | published | predicted | error | how |\n")
+    assert "**Inference estimator vs modern published measurements (before refit)**" in out
+    code, out, _ = run(["validate", "inference", "--rows", "modern", "--format", "json"], capsys)
+    data = json.loads(out)
+    assert len(data["rows"]) + len(data["skipped"]) == 143
+    assert len(data["pairs"]) == 20
+
+
+def test_validate_inference_unknown_rows_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["validate", "inference", "--rows", "h100"], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.strip() == "error: --rows: 'h100' is not one of calibration, modern, all"

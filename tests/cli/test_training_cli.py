@@ -7,6 +7,7 @@ Exit codes: 0 when a configuration runs, 1 when it does not fit (or nothing does
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,47 @@ def test_validate_training_write_needs_fit(capsys: pytest.CaptureFixture[str]) -
     code, _, err = run(["validate", "training", "--write"], capsys)
     assert code == 2
     assert "--write needs --fit" in err
+
+
+def test_validate_training_modern_rows_print_the_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(["validate", "training", "--rows", "modern"], capsys)
+    assert code == 0
+    assert err == ""
+    found = re.search(r"modern training rows: (\d+) compared, (\d+) skipped; median \|error\|", out)
+    assert found is not None
+    assert int(found[1]) + int(found[2]) == 157
+    for title in ("By accelerator", "By source", "Worst rows", "Skipped rows by reason"):
+        assert title in out
+    assert "meg21-1.7b" not in out  # the calibration rows only with --rows calibration/all
+
+
+def test_validate_training_rows_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["validate", "training", "--rows", "modern", "--format", "json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert len(data["rows"]) + len(data["skipped"]) == 157
+    assert data["summary"]["validated"] == len(data["rows"])
+    for row in data["rows"]:
+        assert row["error"] == pytest.approx(row["predicted"] / row["published"] - 1)
+    code, out, _ = run(["validate", "training", "--rows", "all", "--format", "json"], capsys)
+    both = json.loads(out)
+    assert set(both) == {"calibration", "modern"}
+    assert len(both["calibration"]["rows"]) == 35
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rows", "newest"], "error: --rows: 'newest' is not one of calibration, modern, all"),
+        (["--rows", "modern", "--fit"], "error: --fit fits the calibration rows only"),
+    ],
+)
+def test_validate_training_rows_bad_input(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["validate", "training", *argv], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.startswith(message)

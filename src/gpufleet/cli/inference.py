@@ -157,14 +157,27 @@ def validate_inference(
     format: Annotated[
         str, typer.Option("--format", "-f", help="table, json or markdown.")
     ] = "table",
+    rows: Annotated[
+        str,
+        typer.Option(
+            "--rows",
+            help="calibration (A100 ground truth), modern (current accelerators, measured "
+            "before any refit) or all.",
+        ),
+    ] = "calibration",
 ) -> None:
-    """Compare the inference estimator with published measurements."""
-    from gpufleet.validation.inference import fit_engine, summarise
-    from gpufleet.validation.inference import validate_inference as run
+    """Compare the inference estimator with published measurements: the A100 ground truth
+    (--rows calibration, the default), current accelerators (--rows modern) or both."""
+    from gpufleet.cli.validate_modern import inference_payload, markdown, print_tables
+    from gpufleet.validation.inference import fit_engine
+    from gpufleet.validation.modern import check_rows
 
     fmt = check_format(format, ("table", "json", "markdown"))
+    which = check_rows(rows)
     if write and not fit:
         raise UserError("--write needs --fit")
+    if fit and which != "calibration":
+        raise UserError("--fit fits the calibration rows only; drop --rows")
     if fit:
         fitted, before, after = fit_engine()
         if write:
@@ -180,6 +193,39 @@ def validate_inference(
             )
         )
         return
+    show_calibration, show_modern = which in ("calibration", "all"), which in ("modern", "all")
+    if fmt == "json":
+        calibration = _calibration_json() if show_calibration else {}
+        modern = inference_payload()[0] if show_modern else {}
+        both = {"calibration": calibration, "modern": modern}
+        typer.echo(json.dumps(both if which == "all" else calibration or modern, indent=2))
+        return
+    if show_calibration:
+        _print_calibration(fmt)
+    if show_modern:
+        _, sections, line = inference_payload()
+        if fmt == "markdown":
+            typer.echo(("\n" if show_calibration else "") + markdown(sections, line))
+        else:
+            print_tables(sections, line)
+
+
+def _calibration_json() -> dict[str, object]:
+    from gpufleet.validation.inference import summarise
+    from gpufleet.validation.inference import validate_inference as run
+
+    rows = run()
+    return {
+        "rows": [r.__dict__ | {"error": r.error} for r in rows],
+        "summary": summarise(rows).__dict__,
+    }
+
+
+def _print_calibration(fmt: str) -> None:
+    """The A100 calibration rows, as markdown or a terminal table."""
+    from gpufleet.validation.inference import summarise
+    from gpufleet.validation.inference import validate_inference as run
+
     rows = run()
     s = summarise(rows)
     line = (
@@ -187,14 +233,6 @@ def validate_inference(
         f"TTFT rows: median {s.ttft_median_abs:.1%} (target ≤ 20%); KV-cache row: "
         f"{s.kv_abs:.1%} (target ≤ 3%)"
     )
-    if fmt == "json":
-        typer.echo(
-            json.dumps(
-                {"rows": [r.__dict__ | {"error": r.error} for r in rows], "summary": s.__dict__},
-                indent=2,
-            )
-        )
-        return
     if fmt == "markdown":
         out = ["| id | metric | published | predicted | error | how |", "|---|---|---|---|---|---|"]
         out += [

@@ -22,6 +22,14 @@ SpecArg = Annotated[Path, typer.Argument(help="A training spec YAML file (kind: 
 JsonOpt = Annotated[
     str, typer.Option("--format", "-f", help="table (terminal) or json (stable fields).")
 ]
+RowsOpt = Annotated[
+    str,
+    typer.Option(
+        "--rows",
+        help="calibration (A100 ground truth and hold-out runs), modern (current "
+        "accelerators, measured before any refit) or all.",
+    ),
+]
 
 
 def _load(path: Path) -> TrainingSpec:
@@ -196,19 +204,20 @@ def validate_training(
     format: Annotated[
         str, typer.Option("--format", "-f", help="table, json or markdown (for docs/).")
     ] = "table",
+    rows: RowsOpt = "calibration",
 ) -> None:
-    """Compare the training estimator with every published run in the ground-truth table."""
-    from gpufleet.validation.training import (
-        fit_parameters,
-        summarise,
-        validate_holdout,
-        write_fitted,
-    )
-    from gpufleet.validation.training import validate_training as run
+    """Compare the training estimator with published runs: the A100 ground truth and hold-out
+    runs (--rows calibration, the default), current accelerators (--rows modern) or both."""
+    from gpufleet.cli.validate_modern import markdown, print_tables, training_payload
+    from gpufleet.validation.modern import check_rows
+    from gpufleet.validation.training import fit_parameters, write_fitted
 
     fmt = check_format(format, ("table", "json", "markdown"))
+    which = check_rows(rows)
     if write and not fit:
         raise UserError("--write needs --fit")
+    if fit and which != "calibration":
+        raise UserError("--fit fits the calibration rows only; drop --rows")
     if fit:
         result = fit_parameters()
         if write:
@@ -227,6 +236,40 @@ def validate_training(
             )
         )
         return
+    show_calibration, show_modern = which in ("calibration", "all"), which in ("modern", "all")
+    if fmt == "json":
+        calibration = _calibration_json() if show_calibration else {}
+        modern = training_payload()[0] if show_modern else {}
+        both = {"calibration": calibration, "modern": modern}
+        typer.echo(json.dumps(both if which == "all" else calibration or modern, indent=2))
+        return
+    if show_calibration:
+        _print_calibration(fmt)
+    if show_modern:
+        _, sections, line = training_payload()
+        if fmt == "markdown":
+            typer.echo(("\n" if show_calibration else "") + markdown(sections, line))
+        else:
+            print_tables(sections, line)
+
+
+def _calibration_json() -> dict[str, object]:
+    from gpufleet.validation.training import summarise, validate_holdout
+    from gpufleet.validation.training import validate_training as run
+
+    results = run()
+    return {
+        "rows": [r.__dict__ | {"error": r.error} for r in results],
+        "summary": summarise(results).__dict__,
+        "holdout": [r.__dict__ | {"error": r.error} for r in validate_holdout()],
+    }
+
+
+def _print_calibration(fmt: str) -> None:
+    """The A100 calibration rows and the hold-out runs, as markdown or terminal tables."""
+    from gpufleet.validation.training import summarise, validate_holdout
+    from gpufleet.validation.training import validate_training as run
+
     results = run()
     holdout = validate_holdout()
     summary = summarise(results)
@@ -238,13 +281,6 @@ def validate_training(
             f"{summary.goodput_median_abs:.1%}.\n\nHold-out runs (never fitted):\n"
         )
         typer.echo(_markdown(holdout))
-        return
-    if fmt == "json":
-        rows = [r.__dict__ | {"error": r.error} for r in results]
-        held = [r.__dict__ | {"error": r.error} for r in holdout]
-        typer.echo(
-            json.dumps({"rows": rows, "summary": summary.__dict__, "holdout": held}, indent=2)
-        )
         return
     console = wide_console()
     console.print(_table("Training estimator vs published runs (ground truth)", results))
