@@ -76,10 +76,32 @@ PARALLELISM_FIELDS = {
 }
 
 
-def test_published_llama3_405b_layout_does_not_fit_as_written(
+def pinned(tmp_path: Path) -> Path:
+    """The example with the knobs it leaves out pinned to the old defaults (microbatch 1, no
+    interleaving, ZeRO 1, selective recomputation): a layout that does not fit."""
+    text = EXAMPLE.read_text("utf-8").replace(
+        "  sequence_parallel: true\n",
+        "  sequence_parallel: true\n  microbatch: 1\n  virtual_stages: 1\n  zero_stage: 1\n"
+        "  recompute: selective\n",
+    )
+    path = tmp_path / "pinned.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_example_fits_once_its_left_out_knobs_are_searched(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, data = estimate_json(EXAMPLE, capsys)
+    assert code == 0
+    assert data["fits"] is True
+    assert data["parallelism"]["virtual_stages"] > 1
+
+
+def test_published_llama3_405b_layout_does_not_fit_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, data = estimate_json(pinned(tmp_path), capsys)
 
     assert code == 1
     assert data["fits"] is False
@@ -114,8 +136,10 @@ def test_published_llama3_405b_layout_does_not_fit_as_written(
     assert first.split("; try ", 1)[1].strip()
 
 
-def test_table_output_says_it_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["estimate", "training", str(EXAMPLE)], capsys)
+def test_table_output_says_it_does_not_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["estimate", "training", str(pinned(tmp_path))], capsys)
     assert code == 1
     assert err == ""
     assert "does not fit: needs" in out
@@ -134,9 +158,10 @@ def test_a_spec_that_fits_exits_0_with_dp_derived(
     assert not any(r.startswith("does not fit") for r in data["reasons"])
     assert data["memory_per_gpu_bytes"]["total"] <= data["memory_capacity_bytes"]
     par = data["parallelism"]
-    assert (par["tp"], par["pp"], par["dp"], par["cp"]) == (2, 1, 32, 1)
-    assert par["chosen_by"] == "spec"
-    assert par["microbatches_per_step"] == 512 // 32
+    assert (par["tp"], par["pp"], par["dp"], par["cp"]) == (2, 1, 32, 1)  # as given
+    # the knobs the spec left out were searched, not defaulted (issue 28)
+    assert par["chosen_by"].startswith("spec; searched: microbatch")
+    assert par["microbatches_per_step"] == 512 // 32 // par["microbatch"]
     assert data["gpus"] == 64
 
 

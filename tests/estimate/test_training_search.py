@@ -130,6 +130,7 @@ def first_rule_broken(
 def brute_force(
     case: TrainingCase, counts: list[int], eps: tuple[int, ...], zeros: tuple[int, ...]
 ) -> tuple[set[Row], Counter[str], int]:
+    """Every layout, by hand; virtual stages as the case's framework offers them."""
     survivors: set[Row] = set()
     rejected: Counter[str] = Counter()
     grid = 0
@@ -140,7 +141,7 @@ def brute_force(
         SPACE["cp"],
         eps,
         SPACE["mb"],
-        SPACE["vs"],
+        case.profile.virtual_stages,
         zeros,
         SPACE["recompute"],
     ):

@@ -48,6 +48,7 @@ class FrameworkProfile:
     zero_stages: tuple[int, ...]
     fused_mlp: bool
     source: str
+    virtual_stages: tuple[int, ...] = (1,)  # interleaved pipeline schedules it offers
 
 
 def _data(name: str) -> Any:
@@ -100,7 +101,12 @@ def framework_profiles() -> dict[str, FrameworkProfile]:
     out: dict[str, FrameworkProfile] = {}
     for name, spec in _data("frameworks.yaml").items():
         out[name] = FrameworkProfile(
-            name=name, **{**spec, "zero_stages": tuple(spec["zero_stages"])}
+            name=name,
+            **{
+                **spec,
+                "zero_stages": tuple(spec["zero_stages"]),
+                "virtual_stages": tuple(spec["virtual_stages"]),
+            },
         )
     return out
 

@@ -29,7 +29,7 @@ from gpufleet.estimate.training import (
 from gpufleet.estimate.training_case import case_for, layout_for
 from gpufleet.estimate.training_search import candidate_layouts
 from gpufleet.formatting import format_gb
-from gpufleet.specs.training import TrainingSpec
+from gpufleet.specs.training import Parallelism, TrainingSpec
 
 GiB = 2**30
 SECONDS_PER_DAY = 86_400.0
@@ -116,8 +116,9 @@ def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
         )
     case = case_for(spec, log)
     if spec.parallelism is not None:
-        lay = layout_for(spec, spec.parallelism, gpus)
-        chosen_by = "spec"
+        lay, chosen_by = _given_layout(
+            case, spec.parallelism, layout_for(spec, spec.parallelism, gpus)
+        )
     else:
         lay = _best_layout(case, gpus)
         chosen_by = "search (fastest layout that fits)"
@@ -127,6 +128,44 @@ def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
     return _report(
         spec, case=case, lay=lay, ev=ev, fits=fits, reasons=reasons, chosen_by=chosen_by, log=log
     )
+
+
+# Knobs a framework chooses per run rather than per cluster: when a spec gives a layout
+# (tp, pp, dp, cp, ep) but leaves these out, they are searched, not defaulted (issue 28: a 405B
+# run at pp 16 with one virtual stage and microbatch 1 spent half its step in the bubble).
+SEARCHED_KNOBS: dict[str, str] = {
+    "microbatch": "mb",
+    "virtual_stages": "vs",
+    "zero_stage": "zero",
+    "recompute": "recompute",
+}
+FIXED_AXES = ("tp", "pp", "dp", "cp", "ep")
+
+
+def _given_layout(case: TrainingCase, par: Parallelism, given: Layouts) -> tuple[Layouts, str]:
+    """The spec's layout, with the knobs it leaves out chosen as the fastest that fits among
+    the layouts `gpufleet search` would try with the same tp, pp, dp, cp and ep (the spec's
+    defaults when none of those runs or fits)."""
+    unset = [name for name in SEARCHED_KNOBS if name not in par.model_fields_set]
+    if not unset:
+        return given, "spec"
+    space = candidate_layouts(case, [int(given.gpus[0])], Counter())
+    mask = np.ones(space.tp.size, dtype=bool)
+    for axis in FIXED_AXES:
+        mask &= getattr(space, axis) == getattr(given, axis)[0]
+    for name, axis in SEARCHED_KNOBS.items():
+        if name not in unset:
+            mask &= getattr(space, axis) == getattr(given, axis)[0]
+    searched = ", ".join(n.replace("_", " ") for n in unset)
+    if not mask.any():
+        return given, f"spec; {searched}: defaults (no searched layout matches the spec's)"
+    pool = replace(space.take(np.flatnonzero(mask)), sp=np.full(int(mask.sum()), given.sp[0]))
+    ev = evaluate(case, pool)
+    fits = ev.total_bytes <= case.hw.memory_bytes
+    if not fits.any():
+        return given, f"spec; {searched}: defaults (no searched choice fits in memory)"
+    best = np.flatnonzero(fits)[np.argmin(ev.step_time_s[fits])]
+    return pool.take(np.array([int(best)])), f"spec; searched: {searched} (fastest that fits)"
 
 
 def _best_layout(case: TrainingCase, gpus: int) -> Layouts:

@@ -143,7 +143,7 @@ def candidate_layouts(
         ("cp", CONTEXT_PARALLEL),
         ("ep", ax.ep),
         ("mb", MICROBATCHES),
-        ("vs", VIRTUAL_STAGES),
+        ("vs", case.profile.virtual_stages),
         ("zero", ax.zero),
         ("rc", RECOMPUTE),
     ]
