@@ -540,8 +540,24 @@ def test_a_native_file_without_any_request_column_says_which_it_needs(tmp_path: 
 def test_a_native_column_typo_gets_a_suggestion(tmp_path: Path) -> None:
     path = tmp_path / "n.csv"
     path.write_text("name,team,submit_s,duration_s,gpu\nj,t,0,60,1\n", encoding="utf-8")
-    with pytest.raises(UserError, match="unknown column 'gpu'; did you mean 'gpus'"):
+    with pytest.raises(UserError, match=r"unknown column 'gpu' \(did you mean 'gpus'\?\)"):
         read_trace(path, "gpufleet")
+
+
+def test_every_unknown_native_column_is_named_with_what_it_means(tmp_path: Path) -> None:
+    """Issue 29: a Pollux-style header got 'runtime_estimate_s' suggested for 'time' (by
+    spelling) and only the first of its four unknown columns named."""
+    path = tmp_path / "n.csv"
+    path.write_text(
+        "name,time,application,num_replicas,batch_size\nj,0,bert,1,32\n", encoding="utf-8"
+    )
+    with pytest.raises(UserError) as exc:
+        read_trace(path, "gpufleet")
+    message = str(exc.value)
+    assert "'time' (did you mean 'submit_s'?)" in message
+    assert "'num_replicas' (did you mean 'workers'?)" in message
+    assert "'application'" in message
+    assert "'batch_size'" in message
 
 
 BAD_FILES: list[tuple[str, str, bytes, str]] = [

@@ -107,7 +107,8 @@ MtbfOpt = Annotated[
     typer.Option(
         "--gpu-mtbf-h",
         min=0.0,
-        help="Mean time between failures of one GPU, hours (default, or 0: no failures).",
+        help="Mean time between failures of one GPU, in hours; leave out or give 0 for no "
+        "failures.",
     ),
 ]
 RepairOpt = Annotated[

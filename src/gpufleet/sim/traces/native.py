@@ -25,7 +25,7 @@ from typing import IO, Any, Final
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.errors import UserError, suggest
 from gpufleet.sim.traces._common import (
     JOB_KINDS,
     TOO_WIDE,
@@ -279,13 +279,50 @@ def _open_for_writing(path: Path) -> IO[str]:
     return path.open("w", encoding="utf-8", newline="")
 
 
+# what other traces and tools call a native column: a suggestion by meaning, where spelling
+# would mislead ('time' reads closer to 'runtime_estimate_s' than to 'submit_s')
+SYNONYMS: Final[Mapping[str, str]] = {
+    "time": "submit_s",
+    "submit": "submit_s",
+    "submit_time": "submit_s",
+    "arrival": "submit_s",
+    "arrival_s": "submit_s",
+    "start_s": "submit_s",
+    "duration": "duration_s",
+    "runtime": "duration_s",
+    "run_time": "duration_s",
+    "runtime_s": "duration_s",
+    "num_gpus": "gpus",
+    "gpu_num": "gpus",
+    "num_gpu": "gpus",
+    "num_replicas": "workers",
+    "replicas": "workers",
+    "user_name": "user",
+    "job_name": "name",
+    "job_id": "name",
+    "queue": "team",
+    "vc": "team",
+}
+
+
+def _hint(column: str) -> str:
+    meant = SYNONYMS.get(column.lower())
+    if meant is not None:
+        return f"'{column}' (did you mean '{meant}'?)"
+    close = suggest(column, COLUMNS, limit=1)
+    return f"'{column}' (did you mean '{close[0]}'?)" if close else f"'{column}'"
+
+
 def _check_header(header: list[str], path: Path) -> None:
-    """Unknown columns first (a typo of a required one gets a suggestion), then required ones."""
+    """Unknown columns first, all of them, each with a suggestion (by meaning where another
+    format's name is known, else by spelling), then required ones."""
     known = set(COLUMNS)
-    for column in header:
-        if column not in known:
-            hint = UnknownNameError("column", column, COLUMNS)
-            raise UserError(f"{path}: {NAME}: {hint}")
+    unknown = [c for c in header if c not in known]
+    if unknown:
+        raise UserError(
+            f"{path}: {NAME}: unknown column{'s' * (len(unknown) > 1)} "
+            f"{', '.join(_hint(c) for c in unknown)}; the columns are {', '.join(COLUMNS)}"
+        )
     repeated = sorted({c for c in header if header.count(c) > 1})
     if repeated:
         raise UserError(f"{path}: {NAME}: repeated column {', '.join(repeated)}")
