@@ -467,6 +467,8 @@ def test_a_pollux_workload_replays_on_its_own_cluster(
     assert "jct_s.mean" in text
     runs = json.loads((tmp_path / "out" / "compare.json").read_text("utf-8"))
     assert "tiresias" in json.dumps(runs)
+    # a fixed trace with nothing random: one run per profile, not three identical ones
+    assert runs["seeds"] == [0]
 
 
 @pytest.mark.parametrize("value", ["-5s", "soon"])

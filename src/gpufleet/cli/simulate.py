@@ -461,6 +461,13 @@ def compare(
         restart_overhead=restart_overhead,
         first_seed=0,
     )
+    # A trace with nothing random simulated gives the same run for every seed: run it once
+    # and say so, rather than print "± 0" over identical copies (issue 29)
+    deterministic = (
+        not inputs.source.varies_with_seed and inputs.config.failures.gpu_mtbf_h is None
+    )
+    if deterministic:
+        seeds = 1
     # Every seed's workload is drawn before anything runs (a generator is fast), so a
     # priority class or an unplaceable job that only one seed has is reported up front.
     seed_list = list(range(seeds))
@@ -473,6 +480,12 @@ def compare(
     _print_preamble(console, inputs, warnings)
     if inputs.source.varies_with_seed and seeds > 1:
         console.print(f"each of {seeds} seeds draws a new workload", style="dim")
+    if deterministic:
+        console.print(
+            "the trace replays the same jobs and nothing random is simulated (no "
+            "--gpu-mtbf-h): one run per profile, exact, so no interval",
+            style="dim",
+        )
     with _progress(Console(stderr=True), len(names) * seeds, "simulating") as tick:
         runs = run_matrix(
             inputs.cluster,
