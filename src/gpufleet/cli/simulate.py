@@ -463,9 +463,7 @@ def compare(
     )
     # A trace with nothing random simulated gives the same run for every seed: run it once
     # and say so, rather than print "± 0" over identical copies (issue 29)
-    deterministic = (
-        not inputs.source.varies_with_seed and inputs.config.failures.gpu_mtbf_h is None
-    )
+    deterministic = not inputs.source.varies_with_seed and inputs.config.failures.gpu_mtbf_h is None
     if deterministic:
         seeds = 1
     # Every seed's workload is drawn before anything runs (a generator is fast), so a
