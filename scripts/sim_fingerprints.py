@@ -72,8 +72,11 @@ class _Recorder:
 
 
 def _drop_means(data: dict[str, Any]) -> None:
-    """The means of wait and JCT were added after the baseline (issue 29); they are computed
-    from the same waits and JCTs as the percentiles, which the hash keeps."""
+    """The means of wait and JCT, the makespan and the slowdown were added after the
+    baseline (issue 29); they are computed from the same completions as the percentiles,
+    which the hash keeps."""
+    data.pop("makespan_s", None)  # issue 29 too, from the same completions
+    data.pop("slowdown", None)
     groups = [data, *data.get("per_team", {}).values(), *data.get("per_kind", {}).values()]
     for group in groups:
         for key in ("wait_s", "jct_s"):

@@ -6,6 +6,7 @@ one-day workload of a few dozen jobs, written to tmp_path by the fixtures.
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -475,3 +476,36 @@ def test_a_pollux_workload_replays_on_its_own_cluster(
 def test_a_bad_restart_overhead_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "trace", "bundled:pollux-1", "--restart-overhead", value]) == 2
     assert "--restart-overhead" in capsys.readouterr().err
+
+
+def test_jobs_out_writes_one_row_per_completed_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: the per-job records papers tabulate, with JCT = wait + run time and
+    slowdown = JCT ÷ run time; the makespan and slowdown are in the metrics too."""
+    path = tmp_path / "jobs.csv"
+    code = main(
+        ["simulate", "trace", "bundled:pollux-1", "--format", "json", "--jobs-out", str(path)]
+    )
+    assert code == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    with path.open(encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    assert len(rows) == metrics["jobs_completed"] == 160
+    for r in rows:
+        wait, jct, run = float(r["wait_s"]), float(r["jct_s"]), float(r["duration_s"])
+        assert wait == pytest.approx(float(r["first_start_s"]) - float(r["submit_s"]))
+        assert jct == pytest.approx(float(r["end_s"]) - float(r["submit_s"]))
+        assert jct >= wait + run - 1e-6  # never faster than its run time (fifo: no restarts)
+        assert float(r["slowdown"]) == pytest.approx(jct / run)
+        assert int(r["attempts"]) == 1
+    ends = [float(r["end_s"]) for r in rows]
+    first = min(float(r["submit_s"]) for r in rows)
+    assert metrics["makespan_s"] == pytest.approx(max(ends) - first)
+    mean = sum(float(r["jct_s"]) for r in rows) / len(rows)
+    assert metrics["jct_s"]["mean"] == pytest.approx(mean)
+
+
+def test_jobs_out_refuses_an_unknown_suffix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "trace", "bundled:pollux-1", "--jobs-out", "jobs.txt"]) == 2
+    assert ".csv or .parquet" in capsys.readouterr().err

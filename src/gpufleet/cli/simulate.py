@@ -269,6 +269,18 @@ def _progress(console: Console, total: int | None, label: str) -> Iterator[Calla
         TimeElapsedColumn,
     )
 
+    if not console.is_terminal:
+        # a log file or a CI job: plain lines, one when it starts and one per finished step
+        console.print(f"{label} ...")
+        done = [0]
+
+        def line(description: str) -> None:
+            done[0] += 1
+            of = f" ({done[0]}/{total})" if total is not None else ""
+            console.print(f"  done: {description}{of}")
+
+        yield line
+        return
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
@@ -305,6 +317,14 @@ def run(
         Path | None,
         typer.Option("--out", "-o", help=f"Folder for {RESULT_FILE} (metrics with series)."),
     ] = None,
+    jobs_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--jobs-out",
+            help="Write one row per completed job (submit, first start, end, GPUs, wait, JCT, "
+            "slowdown, attempts) to this .csv or .parquet file.",
+        ),
+    ] = None,
 ) -> None:
     """Simulate WORKLOAD on CLUSTER with one profile and seed; print the metrics.
 
@@ -318,6 +338,8 @@ def run(
     fmt = check_format(format)
     _check_profiles([profile])
     _check_out(out)
+    if jobs_out is not None and jobs_out.suffix.lower() not in (".csv", ".parquet"):
+        raise UserError(f"--jobs-out: {jobs_out} must end in .csv or .parquet")
     inputs = _read_inputs(
         cluster,
         workload,
@@ -355,6 +377,11 @@ def run(
         _print_run(console, inputs, profile, seed, result.metrics.to_json())
     if out is not None:
         console.print(f"wrote {out / RESULT_FILE}", style="dim")
+    if jobs_out is not None:
+        from gpufleet.sim.jobs_out import write_jobs
+
+        write_jobs(jobs_out, result.metrics.jobs)
+        console.print(f"wrote {len(result.metrics.jobs):,} jobs to {jobs_out}", style="dim")
 
 
 def _print_run(

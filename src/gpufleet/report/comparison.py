@@ -61,6 +61,8 @@ CHART_FILES: Final = {
 HEADLINE: Final = (
     *SCALARS[:4],
     *(f"{m}.{p}" for m in ("wait_s", "jct_s") for p in PERCENTILES),
+    "slowdown.mean",
+    "slowdown.p95",
     *SCALARS[4:],
 )
 PER_SEED: Final = (
@@ -99,6 +101,11 @@ LABELS: Final = {
     "relayouts_applied": "MIG re-layouts applied",
     "busy_declared_share": "Busy declared share",
     "duration_s": "Simulated span",
+    "makespan_s": "Makespan",
+    "slowdown.mean": "Slowdown mean",
+    "slowdown.p50": "Slowdown p50",
+    "slowdown.p95": "Slowdown p95",
+    "slowdown.p99": "Slowdown p99",
 }
 PERCENT_METRICS: Final = frozenset(
     {
@@ -137,6 +144,8 @@ def fmt_value(metric: str, value: float | None) -> str:
         return fmt_duration(value)
     if metric == "jain_fairness":
         return f"{value:.3f}"
+    if metric.startswith("slowdown."):
+        return f"×{value:,.2f}"
     if "gpu_hours" in metric:
         return f"{fmt_num(value)} GPU-h"
     return fmt_num(value)

@@ -33,10 +33,8 @@ from gpufleet.specs.teams import TeamsSpec
 CONFIDENCE: Final = 0.95
 MAX_SERIES_POINTS: Final = 400  # allocation plot: enough for a page-wide line
 CDF_POINTS: Final = 101  # quantiles 0, 1, ..., 100 %
-GROUPED: Final = (
-    "wait_s",
-    "jct_s",
-)  # metrics that are {mean, p50, p95, p99}: flattened as wait_s.p50
+# metrics that are {mean, p50, p95, p99}: flattened as wait_s.p50
+GROUPED: Final = ("wait_s", "jct_s", "slowdown")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
   held; the rest was lost to preemption, failures and restart overhead.
 - `wait_s`, `jct_s` — mean/p50/p95/p99 of queue wait (first start − arrival) and job
   completion time (end − arrival) over completed jobs; also per team and per kind.
+- `slowdown` — mean/p50/p95/p99 of JCT ÷ the job's uninterrupted run time (1 = it ran at
+  once and was never stopped), over completed batch and training jobs.
+- `makespan_s` — from the first arrival to the last completion (None when none completed).
 - `jain_fairness` — Jain's index over teams of their satisfaction: share of GPU-hours
   held ÷ the share due to them, capped at 1, where the share due is the smaller of the
   entitled share (the team's share of guaranteed GPUs, or equal shares when no team has
@@ -78,6 +81,7 @@ SCALARS: Final = (
     "relayout_proposals",
     "relayouts_applied",
     "duration_s",
+    "makespan_s",
 )
 # the mean is what papers report (Tiresias, Pollux: "average JCT"); the percentiles the tail
 PERCENTILES: Final = ("mean", "p50", "p95", "p99")
@@ -110,6 +114,49 @@ class Sample:
     fragmented_gpus: int
 
 
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One completed job, as papers tabulate them (`gpufleet simulate --jobs-out`)."""
+
+    name: str
+    team: str
+    kind: str
+    gpus: float  # GPUs its last attempt held
+    submit_s: float
+    first_start_s: float
+    end_s: float
+    duration_s: float  # its uninterrupted run time (the trace's)
+    attempts: int  # starts: 1 + preemptions, failures and reclaims it came back from
+
+    @property
+    def wait_s(self) -> float:
+        return self.first_start_s - self.submit_s
+
+    @property
+    def jct_s(self) -> float:
+        return self.end_s - self.submit_s
+
+    @property
+    def slowdown(self) -> float:
+        return self.jct_s / self.duration_s if self.duration_s > 0 else 1.0
+
+
+JOB_COLUMNS: Final = (
+    "name",
+    "team",
+    "kind",
+    "gpus",
+    "submit_s",
+    "first_start_s",
+    "end_s",
+    "wait_s",
+    "jct_s",
+    "duration_s",
+    "slowdown",
+    "attempts",
+)
+
+
 @dataclass(frozen=True)
 class SimMetrics:
     """The run's results (the stable JSON fields, plus the time series for plots)."""
@@ -135,16 +182,20 @@ class SimMetrics:
     relayout_proposals: int
     relayouts_applied: int
     duration_s: float
+    makespan_s: float | None
+    slowdown: Mapping[str, float | None]
     per_team: Mapping[str, Mapping[str, Any]]
     per_kind: Mapping[str, Mapping[str, Any]]
     samples: tuple[Sample, ...] = field(default=(), repr=False)
     waits: tuple[float, ...] = field(default=(), repr=False)  # every completed job's wait
     jcts: tuple[float, ...] = field(default=(), repr=False)
+    jobs: tuple[JobRecord, ...] = field(default=(), repr=False)  # completed, in end order
 
     def to_json(self, *, series: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in SCALARS}
         out["wait_s"] = dict(self.wait_s)
         out["jct_s"] = dict(self.jct_s)
+        out["slowdown"] = dict(self.slowdown)
         out["per_team"] = {k: dict(v) for k, v in self.per_team.items()}
         out["per_kind"] = {k: dict(v) for k, v in self.per_kind.items()}
         if series:
@@ -220,6 +271,7 @@ class MetricsRecorder:
         self.preemptions = self.failures = self.spot_reclaims = self.relayouts = 0
         self.relayouts_applied = 0
         self.completed_runs: list[tuple[TraceJob, float, float]] = []  # job, wait, jct
+        self.job_records: list[JobRecord] = []
         self.samples: list[Sample] = []
         self.entitled = self._entitlements(teams, workload)
         self.inference_wanted_s = 0.0
@@ -267,6 +319,19 @@ class MetricsRecorder:
         job = run.trace
         start = run.first_start_s if run.first_start_s is not None else t_s
         self.completed_runs.append((job, start - job.submit_s, t_s - job.submit_s))
+        self.job_records.append(
+            JobRecord(
+                job.name,
+                job.team,
+                job.kind,
+                run.gpus,
+                job.submit_s,
+                start,
+                t_s,
+                job.duration_s,
+                run.attempt + 1,
+            )
+        )
         if job.kind == "inference":
             self.inference_served_s += run.served_s
             self.useful_gpu_s += run.served_s * run.gpus
@@ -383,11 +448,16 @@ class MetricsRecorder:
             relayout_proposals=self.relayouts,
             relayouts_applied=self.relayouts_applied,
             duration_s=span,
+            makespan_s=(
+                max(r.end_s for r in self.job_records) - self.start_s if self.job_records else None
+            ),
+            slowdown=percentiles([r.slowdown for r in self.job_records if r.kind != "inference"]),
             per_team=self._grouped([j.team for j, _, _ in runs], wait_arr, jct_arr, team_used),
             per_kind=self._grouped([j.kind for j, _, _ in runs], wait_arr, jct_arr, None),
             samples=tuple(self.samples),
             waits=tuple(waits),
             jcts=tuple(jcts),
+            jobs=tuple(self.job_records),
         )
 
     def _grouped(
