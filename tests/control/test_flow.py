@@ -589,3 +589,18 @@ def test_a_job_submitted_while_a_cycle_runs_has_its_events_in_order(plane: Plane
     times = [e["at_s"] for e in events]
     assert [e["kind"] for e in events][:2] == ["submitted", "starting"]
     assert times == sorted(times), events
+
+
+def test_idle_capacity_counts_from_when_the_nodes_joined(lite: Plane) -> None:
+    """Issue 30: a cluster and store 7 minutes old were charged idle from the 1st of the
+    month ($26,470 idle against $31 billed). Idle is capacity since each node joined, minus
+    what was billed, and never capacity that did not exist yet."""
+    h = lite.auth("admin")
+    lite.client.put("/api/v1/admin/rates/h100-sxm5-80gb", params={"usd_per_gpu_h": 2.0}, headers=h)
+    lite.cycle(420)  # seven minutes after the nodes were recorded
+    report = lite.client.get("/api/v1/reports/chargeback", headers=h).json()
+    # 24 GPUs (16 H100, 8 A100) have existed for 420 s of this month, and nothing ran
+    assert report["capacity_gpu_hours"] == pytest.approx(24 * 420 / 3600, abs=0.01)
+    assert report["idle_gpu_hours"] == pytest.approx(24 * 420 / 3600, abs=0.01)
+    # only the H100 has a rate: 16 GPUs × 420 s × $2/GPU-h
+    assert float(report["idle"]["idle_cost_usd"]) == pytest.approx(2.0 * 16 * 420 / 3600, abs=0.01)

@@ -30,7 +30,12 @@ from gpufleet.control import chargeback as cb
 from gpufleet.control.chargeback_budget import budget_status
 from gpufleet.control.chargeback_csv import to_csv, to_focus_csv
 from gpufleet.control.chargeback_report import ChargebackReport, ChargebackRow
-from gpufleet.control.ledger import month_gpu_hours, month_start_s, usage_records
+from gpufleet.control.ledger import (
+    capacity_gpu_us,
+    month_gpu_hours,
+    month_start_s,
+    usage_records,
+)
 from gpufleet.control.models import (
     MAX_UNIX_S,
     Allocation,
@@ -287,6 +292,8 @@ def chargeback(
         capacity_gpus=dict(ctx.cluster.gpus_by_accelerator) if who.is_admin else {},
         basis=basis,
         idle_method=idle if who.is_admin else "none",
+        # counted from when each node joined, and never past now (issue 30)
+        capacity_gpu_us=capacity_gpu_us(s, start, min(now, end)) if who.is_admin else None,
     )
     if format == "csv":
         return PlainTextResponse(to_csv(report), media_type="text/csv")

@@ -81,6 +81,7 @@ def chargeback(
     capacity_gpus: Mapping[str, int] | None = None,
     basis: Basis = "allocation",
     idle_method: IdleMethod = "none",
+    capacity_gpu_us: Mapping[str, int] | None = None,
 ) -> ChargebackReport:
     """Charge the GPU time of `records` in [period_start_s, period_end_s) to groups.
 
@@ -92,7 +93,10 @@ def chargeback(
     class), job. A flavor missing from `rates_usd_micro_per_gpu_h` costs 0 and is listed in
     `unpriced_flavors`, so a missing price shows up instead of quietly zeroing a bill.
     `capacity_gpus` (GPUs per flavor in the cluster) is needed for idle; a flavor missing
-    from it has no idle.
+    from it has no idle. `capacity_gpu_us`, when given, is the capacity each flavor really
+    had in the period (GPU-microseconds: each node counted from when it existed) and replaces
+    capacity_gpus × the period, so a cluster a week old is not charged idle for the month
+    before it (issue 30).
 
     basis "allocation": cost = allocated GPU-hours × rate. This is the honest charge for a
     GPU: a held GPU is unavailable to everyone else whether it is busy or not.
@@ -137,6 +141,7 @@ def chargeback(
             rates=rates,
             period_us=period_us,
             idle_method=idle_method,
+            existed_us=None if capacity_gpu_us is None else capacity_gpu_us.get(flavor),
         )
         for flavor in flavors
     ]
@@ -237,12 +242,17 @@ def _flavor_idle(
     rates: Mapping[str, int],
     period_us: int,
     idle_method: str,
+    existed_us: int | None = None,
 ) -> _FlavorIdle:
-    """Idle of one flavor (capacity × period − billed, floored at 0) and who pays for it."""
+    """Idle of one flavor (capacity × period − billed, floored at 0) and who pays for it.
+    `existed_us`: the flavor's GPU-microseconds in the period, nodes counted from when they
+    existed, instead of its GPUs × the whole period."""
     mine = [(values, acc) for (values, f), acc in cells.items() if f == flavor]
     alloc = sum(acc.alloc for _, acc in mine)
     billed = sum(acc.billed for _, acc in mine)
-    capacity = caps[flavor] * 1000 * period_us if flavor in caps else None
+    capacity = None
+    if flavor in caps:
+        capacity = 1000 * (caps[flavor] * period_us if existed_us is None else existed_us)
     idle = max(0, capacity - billed) if capacity is not None else 0
     idle_cost = Fraction(idle * rates.get(flavor, 0), UNITS_MICRO_PER_USD)
     users = sorted(

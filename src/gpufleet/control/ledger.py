@@ -16,7 +16,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpufleet.control.chargeback_report import UsageRecord
-from gpufleet.control.models import Allocation, Job, JobEvent, Team, UsageEntry
+from gpufleet.control.models import Allocation, Job, JobEvent, NodeRecord, Team, UsageEntry
 
 # the job event of an attempt that never ran on the engine, so was not billed (`close_allocations`)
 UNBILLED = "unbilled"
@@ -60,6 +60,19 @@ def close_allocations(
         total += milli / 1000 * max(0.0, now_s - start_s)
     session.flush()
     return total
+
+
+def capacity_gpu_us(session: Session, start_s: float, end_s: float) -> dict[str, int]:
+    """GPU-microseconds each flavor's nodes existed in [start_s, end_s): each node counted
+    from when it joined (`NodeRecord.created_s`), so idle is never charged for capacity the
+    cluster did not have yet. Whole microseconds per node, as the chargeback counts."""
+    out: dict[str, int] = defaultdict(int)
+    for node in session.scalars(select(NodeRecord)):
+        since = node.created_s if node.created_s is not None else node.updated_s
+        lo, hi = max(start_s, since), end_s
+        if hi > lo:
+            out[node.accelerator] += node.gpus * (round(hi * 1e6) - round(lo * 1e6))
+    return dict(out)
 
 
 def usage_records(

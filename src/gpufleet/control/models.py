@@ -268,6 +268,8 @@ class NodeRecord(Base):
     state: Mapped[str] = mapped_column(String(8), default="up")  # up | down | drain
     reason: Mapped[str] = mapped_column(Text, default="")
     updated_s: Mapped[float] = mapped_column(Float)
+    # when it joined the cluster: idle capacity is counted from then (migration 0006)
+    created_s: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Device(Base):

@@ -108,6 +108,7 @@ def sync_nodes(
                         state="up",
                         reason="",
                         updated_s=now_s,
+                        created_s=now_s,
                     )
                 )
         s.flush()
