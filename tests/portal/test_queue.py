@@ -237,3 +237,6 @@ def test_a_member_cancels_a_waiting_job(queued: tuple[Portal, list[int]]) -> Non
     page = portal.as_("vision-member").get(f"/portal/jobs/{a}").text
     assert "state-cancelled" in page
     assert 'id="cancel-job"' not in page
+    # issue 30: a job cancelled while it waited no longer reads "Not placed yet"
+    assert "Not placed yet" not in page
+    assert "Never placed: it ended before it got GPUs." in page
