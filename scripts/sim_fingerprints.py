@@ -77,6 +77,8 @@ def _drop_means(data: dict[str, Any]) -> None:
     which the hash keeps."""
     data.pop("makespan_s", None)  # issue 29 too, from the same completions
     data.pop("slowdown", None)
+    data.pop("gpu_allocation_while_arriving", None)
+    data.pop("per_size", None)
     groups = [data, *data.get("per_team", {}).values(), *data.get("per_kind", {}).values()]
     for group in groups:
         for key in ("wait_s", "jct_s"):

@@ -375,3 +375,16 @@ def test_an_arrival_at_the_instant_of_a_cycle_is_in_that_cycle() -> None:
     )
     r = simulate(cluster(1), teams("a"), w, SimConfig(cycle_interval_s=100.0))
     assert r.first_start_s == {"first": 0.0, "second": 100.0, "third": 100.0}
+
+
+def test_allocation_while_jobs_arrive_and_the_size_breakdown_by_hand() -> None:
+    """Issue 29: a: 8 GPUs from 0 for 2 h; b: 8 GPUs from 1 h for 1 h, on 16 GPUs. While jobs
+    arrive (0 to 1 h) 8 of 16 GPUs are held: 50 %; over the run 24 of 32 GPU-hours: 75 %."""
+    w = workload(job("a", 0.0, 2 * HOUR), job("b", HOUR, HOUR))
+    m = simulate(cluster(2), teams("a"), w, SimConfig()).metrics
+    assert m.gpu_allocation_while_arriving == pytest.approx(0.5)
+    assert m.gpu_allocation_ratio == pytest.approx(0.75)
+    assert m.makespan_s == pytest.approx(2 * HOUR)
+    assert list(m.per_size) == ["2-8 GPUs"]
+    assert m.per_size["2-8 GPUs"]["jobs_completed"] == 2
+    assert m.per_size["2-8 GPUs"]["slowdown"]["mean"] == pytest.approx(1.0)

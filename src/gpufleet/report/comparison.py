@@ -102,6 +102,7 @@ LABELS: Final = {
     "busy_declared_share": "Busy declared share",
     "duration_s": "Simulated span",
     "makespan_s": "Makespan",
+    "gpu_allocation_while_arriving": "GPU allocation while jobs arrive",
     "slowdown.mean": "Slowdown mean",
     "slowdown.p50": "Slowdown p50",
     "slowdown.p95": "Slowdown p95",
@@ -110,6 +111,7 @@ LABELS: Final = {
 PERCENT_METRICS: Final = frozenset(
     {
         "gpu_allocation_ratio",
+        "gpu_allocation_while_arriving",
         "busy_utilization",
         "busy_declared_share",
         "goodput_ratio",

@@ -16,6 +16,10 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
 - `slowdown` — mean/p50/p95/p99 of JCT ÷ the job's uninterrupted run time (1 = it ran at
   once and was never stopped), over completed batch and training jobs.
 - `makespan_s` — from the first arrival to the last completion (None when none completed).
+- `gpu_allocation_while_arriving` — `gpu_allocation_ratio` over the window jobs arrive in
+  (first to last arrival): the load the workload puts on the cluster, without the drain
+  tail after the last arrival that pulls the whole-run figure down (None: one instant).
+- `per_size` — `jobs_completed`, `wait_s`, `jct_s` and `slowdown` by job size (GPUs).
 - `jain_fairness` — Jain's index over teams of their satisfaction: share of GPU-hours
   held ÷ the share due to them, capped at 1, where the share due is the smaller of the
   entitled share (the team's share of guaranteed GPUs, or equal shares when no team has
@@ -82,6 +86,7 @@ SCALARS: Final = (
     "relayouts_applied",
     "duration_s",
     "makespan_s",
+    "gpu_allocation_while_arriving",
 )
 # the mean is what papers report (Tiresias, Pollux: "average JCT"); the percentiles the tail
 PERCENTILES: Final = ("mean", "p50", "p95", "p99")
@@ -112,6 +117,22 @@ class Sample:
     pending: int
     running: int
     fragmented_gpus: int
+
+
+SIZE_ORDER: Final = ("under 1 GPU", "1 GPU", "2-8 GPUs", "9-64 GPUs", "over 64 GPUs")
+
+
+def size_bucket(gpus: float) -> str:
+    """A job's size class by the GPUs it held (a share or a slice is under one GPU)."""
+    if gpus < 1:
+        return SIZE_ORDER[0]
+    if gpus == 1:
+        return SIZE_ORDER[1]
+    if gpus <= 8:
+        return SIZE_ORDER[2]
+    if gpus <= 64:
+        return SIZE_ORDER[3]
+    return SIZE_ORDER[4]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +205,10 @@ class SimMetrics:
     duration_s: float
     makespan_s: float | None
     slowdown: Mapping[str, float | None]
+    gpu_allocation_while_arriving: float | None
     per_team: Mapping[str, Mapping[str, Any]]
     per_kind: Mapping[str, Mapping[str, Any]]
+    per_size: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     samples: tuple[Sample, ...] = field(default=(), repr=False)
     waits: tuple[float, ...] = field(default=(), repr=False)  # every completed job's wait
     jcts: tuple[float, ...] = field(default=(), repr=False)
@@ -198,6 +221,7 @@ class SimMetrics:
         out["slowdown"] = dict(self.slowdown)
         out["per_team"] = {k: dict(v) for k, v in self.per_team.items()}
         out["per_kind"] = {k: dict(v) for k, v in self.per_kind.items()}
+        out["per_size"] = {k: dict(v) for k, v in self.per_size.items()}
         if series:
             out["samples"] = [s.__dict__ for s in self.samples]
         return out
@@ -278,6 +302,8 @@ class MetricsRecorder:
         self.demand: dict[str, float] = {}  # team -> GPU-seconds its jobs asked for
         self.inference_served_s = 0.0
         self.changes: list[HeldChange] | None = [] if keep_changes else None
+        self.last_arrival_s = workload.jobs[-1].submit_s if workload.jobs else self.start_s
+        self.area_at_last_arrival: float | None = None  # held GPU-seconds until then
 
     @staticmethod
     def _entitlements(teams: TeamsSpec, workload: Workload) -> dict[str, float]:
@@ -293,6 +319,9 @@ class MetricsRecorder:
     # -- events --------------------------------------------------------------------------
 
     def arrived(self, job: TraceJob) -> None:
+        if self.area_at_last_arrival is None and job.submit_s >= self.last_arrival_s:
+            a = self.alloc
+            self.area_at_last_arrival = a.area + a.level * (job.submit_s - a.last_s)
         self.demand[job.team] = self.demand.get(job.team, 0.0) + job.total_gpus * job.duration_s
         if job.kind == "inference":
             self.inference_wanted_s += job.duration_s
@@ -452,13 +481,37 @@ class MetricsRecorder:
                 max(r.end_s for r in self.job_records) - self.start_s if self.job_records else None
             ),
             slowdown=percentiles([r.slowdown for r in self.job_records if r.kind != "inference"]),
+            gpu_allocation_while_arriving=self._while_arriving(),
             per_team=self._grouped([j.team for j, _, _ in runs], wait_arr, jct_arr, team_used),
             per_kind=self._grouped([j.kind for j, _, _ in runs], wait_arr, jct_arr, None),
+            per_size=self._by_size(),
             samples=tuple(self.samples),
             waits=tuple(waits),
             jcts=tuple(jcts),
             jobs=tuple(self.job_records),
         )
+
+    def _while_arriving(self) -> float | None:
+        window = self.last_arrival_s - self.start_s
+        if self.area_at_last_arrival is None or window <= 0 or not self.capacity_gpus:
+            return None
+        return self.area_at_last_arrival / (self.capacity_gpus * window)
+
+    def _by_size(self) -> dict[str, dict[str, Any]]:
+        """Completed jobs by size: papers break results down this way (small jobs wait
+        behind large ones under FIFO, large ones starve under packing policies)."""
+        groups: dict[str, list[JobRecord]] = {}
+        for r in self.job_records:
+            groups.setdefault(size_bucket(r.gpus), []).append(r)
+        return {
+            name: {
+                "jobs_completed": len(rs),
+                "wait_s": percentiles([r.wait_s for r in rs]),
+                "jct_s": percentiles([r.jct_s for r in rs]),
+                "slowdown": percentiles([r.slowdown for r in rs if r.kind != "inference"]),
+            }
+            for name, rs in sorted(groups.items(), key=lambda kv: SIZE_ORDER.index(kv[0]))
+        }
 
     def _grouped(
         self,
