@@ -63,7 +63,7 @@ class _Recorder:
 
     def finish(self, result: SimResult) -> str:
         data = result.metrics.to_json(series=True)
-        _drop_means(data)
+        _drop_added_fields(data)
         metrics = json.dumps(data, sort_keys=True, default=str)
         self.digest.update(metrics.encode())
         self.digest.update(repr(sorted(result.first_start_s.items())).encode())
@@ -71,7 +71,7 @@ class _Recorder:
         return self.digest.hexdigest()[:16]
 
 
-def _drop_means(data: dict[str, Any]) -> None:
+def _drop_added_fields(data: dict[str, Any]) -> None:
     """The means of wait and JCT, the makespan and the slowdown were added after the
     baseline (issue 29); they are computed from the same completions as the percentiles,
     which the hash keeps."""

@@ -168,7 +168,7 @@ def validate_inference(
 ) -> None:
     """Compare the inference estimator with published measurements: the A100 ground truth
     (--rows calibration, the default), current accelerators (--rows modern) or both."""
-    from gpufleet.cli.validate_modern import inference_payload, markdown, print_tables
+    from gpufleet.cli.validate_modern import inference_payload, show_rows
     from gpufleet.validation.inference import fit_engine
     from gpufleet.validation.modern import check_rows
 
@@ -193,21 +193,13 @@ def validate_inference(
             )
         )
         return
-    show_calibration, show_modern = which in ("calibration", "all"), which in ("modern", "all")
-    if fmt == "json":
-        calibration = _calibration_json() if show_calibration else {}
-        modern = inference_payload()[0] if show_modern else {}
-        both = {"calibration": calibration, "modern": modern}
-        typer.echo(json.dumps(both if which == "all" else calibration or modern, indent=2))
-        return
-    if show_calibration:
-        _print_calibration(fmt)
-    if show_modern:
-        _, sections, line = inference_payload()
-        if fmt == "markdown":
-            typer.echo(("\n" if show_calibration else "") + markdown(sections, line))
-        else:
-            print_tables(sections, line)
+    show_rows(
+        which,
+        fmt,
+        calibration_json=_calibration_json,
+        print_calibration=_print_calibration,
+        payload=inference_payload,
+    )
 
 
 def _calibration_json() -> dict[str, object]:

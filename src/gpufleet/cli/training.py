@@ -208,7 +208,7 @@ def validate_training(
 ) -> None:
     """Compare the training estimator with published runs: the A100 ground truth and hold-out
     runs (--rows calibration, the default), current accelerators (--rows modern) or both."""
-    from gpufleet.cli.validate_modern import markdown, print_tables, training_payload
+    from gpufleet.cli.validate_modern import show_rows, training_payload
     from gpufleet.validation.modern import check_rows
     from gpufleet.validation.training import fit_parameters, write_fitted
 
@@ -236,21 +236,13 @@ def validate_training(
             )
         )
         return
-    show_calibration, show_modern = which in ("calibration", "all"), which in ("modern", "all")
-    if fmt == "json":
-        calibration = _calibration_json() if show_calibration else {}
-        modern = training_payload()[0] if show_modern else {}
-        both = {"calibration": calibration, "modern": modern}
-        typer.echo(json.dumps(both if which == "all" else calibration or modern, indent=2))
-        return
-    if show_calibration:
-        _print_calibration(fmt)
-    if show_modern:
-        _, sections, line = training_payload()
-        if fmt == "markdown":
-            typer.echo(("\n" if show_calibration else "") + markdown(sections, line))
-        else:
-            print_tables(sections, line)
+    show_rows(
+        which,
+        fmt,
+        calibration_json=_calibration_json,
+        print_calibration=_print_calibration,
+        payload=training_payload,
+    )
 
 
 def _calibration_json() -> dict[str, object]:

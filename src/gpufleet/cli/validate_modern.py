@@ -10,10 +10,12 @@ JSON, so the three formats cannot disagree.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import typer
 from rich.table import Table
 
 from gpufleet.cli.output import wide_console
@@ -291,3 +293,30 @@ def inference_payload() -> tuple[dict[str, Any], list[Section], str]:
     }
     sections = inference_sections(results, skipped, pair_list, summary)
     return payload, sections, inference_line(summary)
+
+
+def show_rows(
+    which: str,
+    fmt: str,
+    *,
+    calibration_json: Callable[[], dict[str, object]],
+    print_calibration: Callable[[str], None],
+    payload: Callable[[], tuple[dict[str, Any], list[Section], str]],
+) -> None:
+    """`validate training|inference --rows calibration|modern|all` in `fmt`: the row sets
+    the user asked for, one JSON object when both (keyed by set)."""
+    show_calibration, show_modern = which in ("calibration", "all"), which in ("modern", "all")
+    if fmt == "json":
+        calibration = calibration_json() if show_calibration else {}
+        modern = payload()[0] if show_modern else {}
+        both = {"calibration": calibration, "modern": modern}
+        typer.echo(json.dumps(both if which == "all" else calibration or modern, indent=2))
+        return
+    if show_calibration:
+        print_calibration(fmt)
+    if show_modern:
+        _, sections, line = payload()
+        if fmt == "markdown":
+            typer.echo(("\n" if show_calibration else "") + markdown(sections, line))
+        else:
+            print_tables(sections, line)

@@ -104,12 +104,16 @@ def split(
     """Place the demand on `fleet_gpus` owned GPUs and say what is rented."""
     hours = demand_hours(spec)
     serving = _serving(spec, choices, hours)
+    runs = _runs(spec, choices, hours)
     owned = np.minimum(serving, fleet_gpus)
     serving_excess = float(np.sum(serving - owned))
+    owned_serving = float(np.sum(owned))
     rented: list[str] = []
     rented_hours = 0.0
     owned_training = 0.0
-    for run in _runs(spec, choices, hours):
+    curve = serving.copy()
+    for run in runs:
+        curve[run.start_h : run.end_h] += run.gpus
         window = owned[run.start_h : run.end_h]
         if window.size and float(window.max()) + run.gpus <= fleet_gpus:
             owned[run.start_h : run.end_h] += run.gpus
@@ -117,12 +121,10 @@ def split(
         else:
             rented.append(run.name)
             rented_hours += run.gpu_hours
-    curve = total_curve(spec, choices)
     days = math.ceil(hours / HOURS_PER_DAY)
     padded = np.zeros(days * HOURS_PER_DAY)
     padded[:hours] = curve
     daily_max = padded.reshape(days, HOURS_PER_DAY).max(axis=1)
-    owned_serving = float(np.sum(np.minimum(serving, fleet_gpus)))
     return DemandCurve(
         policy=policy,
         fleet_gpus=fleet_gpus,

@@ -418,11 +418,6 @@ def tornado_svg(plan: Plan) -> str | None:
     return svg.render()
 
 
-def recommended_cost_usd(plan: Plan) -> float | None:
-    """Sum of the recommendation's workload costs; None when any is unknown."""
-    return workloads_cost_usd(plan.recommendation)
-
-
 def alternatives_svg(plan: Plan) -> str | None:
     if not plan.alternatives:
         return None
@@ -431,7 +426,7 @@ def alternatives_svg(plan: Plan) -> str | None:
     ]
     gpus: list[float | None] = [float(plan.recommendation.total_gpus)]
     gpus += [float(a.total_gpus) for a in plan.alternatives]
-    costs: list[float | None] = [recommended_cost_usd(plan)]
+    costs: list[float | None] = [workloads_cost_usd(plan.recommendation)]
     costs += [a.cost_usd for a in plan.alternatives]
     row_h, top, left, width = 30.0, 52.0, 210.0, 760.0
     mid = left + (width - left) / 2

@@ -39,7 +39,7 @@ from gpufleet.formatting import (
 )
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import ExecutiveSummary, Plan
-from gpufleet.plan.summary import executive_summary
+from gpufleet.plan.summary import executive_summary, workloads_cost_usd
 from gpufleet.report import charts
 
 DERIVED_MARK = "†"
@@ -304,7 +304,7 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
     return {
         "plan": plan,
         "rec": plan.recommendation,
-        "rec_cost": charts.recommended_cost_usd(plan),
+        "rec_cost": workloads_cost_usd(plan.recommendation),
         "headline": headline_cost(plan),
         "rent_or_own": rent_or_own_rows(plan),
         "cost_options": charts.cost_options(plan.cost),

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.catalog.accelerators import get_accelerator
-from gpufleet.catalog.architecture import ModelArch
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import efficiency_for
@@ -37,6 +36,7 @@ from gpufleet.estimate.inference import (
     static_batch,
 )
 from gpufleet.validation.data_files import csv_rows
+from gpufleet.validation.inference import arch_of  # the same columns as the calibration rows
 from gpufleet.validation.modern import (
     Group,
     NotExpressibleError,
@@ -127,21 +127,6 @@ class ModernInferenceSummary:
 
 def load_rows() -> list[dict[str, str]]:
     return csv_rows("inference_modern.csv")
-
-
-def arch_of(row: dict[str, str]) -> ModelArch:
-    return ModelArch.model_validate(
-        {
-            "name": row["model"],
-            "layers": int(row["layers"]),
-            "hidden": int(row["hidden"]),
-            "heads": int(row["heads"]),
-            "kv_heads": int(row["kv_heads"]),
-            "ffn_hidden": int(row["ffn_hidden"]),
-            "ffn_type": row["ffn_type"],
-            "vocab": int(row["vocab"]),
-        }
-    )
 
 
 def case_of(row: dict[str, str]) -> InferenceCase:
