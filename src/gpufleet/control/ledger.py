@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.control.chargeback_report import UsageRecord
 from gpufleet.control.models import Allocation, Job, JobEvent, NodeRecord, Team, UsageEntry
+from gpufleet.control.telemetry_store import busy_share
 
 # the job event of an attempt that never ran on the engine, so was not billed (`close_allocations`)
 UNBILLED = "unbilled"
@@ -43,6 +44,8 @@ def close_allocations(
         )
     total = 0.0
     for (attempt, flavor, start_s), milli in sorted(groups.items()):
+        held_gpu_s = milli / 1000 * max(0.0, now_s - start_s)
+        share = busy_share(session, job.id, attempt)
         session.add(
             UsageEntry(
                 job_id=job.id,
@@ -55,9 +58,10 @@ def close_allocations(
                 start_s=start_s,
                 end_s=max(start_s, now_s),
                 gpu_milli=milli,
+                used_gpu_s=None if share is None else held_gpu_s * share,
             )
         )
-        total += milli / 1000 * max(0.0, now_s - start_s)
+        total += held_gpu_s
     session.flush()
     return total
 
@@ -102,6 +106,11 @@ def usage_records(
     return out
 
 
+def _used(session: Session, job_id: int, attempt: int, held_gpu_s: float) -> float | None:
+    share = busy_share(session, job_id, attempt)
+    return None if share is None else held_gpu_s * share
+
+
 def _open(
     session: Session, start_s: float, end_s: float, now_s: float, team: str | None
 ) -> list[UsageRecord]:
@@ -130,6 +139,7 @@ def _open(
             start_s=alloc_s,
             end_s=max(alloc_s, now_s),
             gpu_milli=milli,
+            used_gpu_s=_used(session, job_id, attempt, milli / 1000 * max(0.0, now_s - alloc_s)),
         )
         for (job_id, attempt, flavor, alloc_s), (job, team_name, milli) in sorted(
             groups.items(), key=lambda kv: kv[0]

@@ -49,7 +49,7 @@ TRANSITIONS: dict[str, dict[str, str]] = {
     "stopping": {
         # whatever the exit code: a job told to stop cannot be told from one that finished
         "pending": "stopped after preemption or failure: requeued from its last checkpoint",
-        "cancelled": "stopped after a cancel",
+        "cancelled": "stopped after a cancel, or reclaimed by the team's idle-GPU policy",
     },
     "succeeded": {},
     "failed": {},

@@ -58,6 +58,8 @@ class Team(Base):
     monthly_budget_gpu_h: Mapped[float | None] = mapped_column(Float)
     budget_gate: Mapped[bool] = mapped_column(Boolean, default=False)
     created_s: Mapped[float] = mapped_column(Float)
+    # what happens to a job whose GPUs sit idle (issue 30): off | notify | reclaim
+    idle_policy: Mapped[str] = mapped_column(String(8), default="notify", server_default="notify")
 
     quotas: Mapped[list[Quota]] = relationship(
         back_populates="team", cascade="all, delete-orphan", order_by="Quota.flavor"
@@ -345,3 +347,86 @@ class PortalSession(Base):
     last_seen_s: Mapped[float] = mapped_column(Float)
 
     token: Mapped[Token] = relationship()
+
+
+class GpuSample(Base):
+    """One reading of one GPU (issue 30), kept raw for a day (`control.telemetry_store`).
+
+    `job_id`/`team` are who held the GPU when it was read (from the active allocation,
+    not from the collector), so a sample is attributed to the same holder the ledger bills.
+    Utilisation is the collector's busy percentage (NVML/DCGM GPU_UTIL: the share of time a
+    kernel ran; SM_ACTIVE where the collector has it is kept beside it)."""
+
+    __tablename__ = "gpu_samples"
+    __table_args__ = (
+        Index("ix_gpu_samples_time", "time_s"),
+        Index("ix_gpu_samples_job", "job_id", "time_s"),
+    )
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    time_s: Mapped[float] = mapped_column(Float)
+    node: Mapped[str] = mapped_column(String(NAME))
+    gpu: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[int | None] = mapped_column(Int64)
+    team: Mapped[str | None] = mapped_column(String(NAME))
+    util_pct: Mapped[float] = mapped_column(Float)
+    sm_active_pct: Mapped[float | None] = mapped_column(Float)
+    mem_used_bytes: Mapped[int] = mapped_column(Int64)
+    mem_total_bytes: Mapped[int] = mapped_column(Int64)
+    power_w: Mapped[float | None] = mapped_column(Float)
+    temp_c: Mapped[float | None] = mapped_column(Float)
+    healthy: Mapped[bool] = mapped_column(Boolean, default=True)
+    health: Mapped[str] = mapped_column(Text, default="")
+    source: Mapped[str] = mapped_column(String(16))
+
+
+class GpuSample5m(Base):
+    """Five-minute roll-up of `gpu_samples` per GPU and holder, kept for 90 days."""
+
+    __tablename__ = "gpu_samples_5m"
+    __table_args__ = (
+        Index("ix_gpu_5m_bucket", "bucket_s"),
+        Index("ix_gpu_5m_job", "job_id", "bucket_s"),
+    )
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    bucket_s: Mapped[float] = mapped_column(Float)  # start of the 5-minute bucket
+    node: Mapped[str] = mapped_column(String(NAME))
+    gpu: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[int | None] = mapped_column(Int64)
+    team: Mapped[str | None] = mapped_column(String(NAME))
+    samples: Mapped[int] = mapped_column(Integer)
+    util_mean_pct: Mapped[float] = mapped_column(Float)
+    util_max_pct: Mapped[float] = mapped_column(Float)
+    mem_used_max_bytes: Mapped[int] = mapped_column(Int64)
+    mem_total_bytes: Mapped[int] = mapped_column(Int64)
+    power_mean_w: Mapped[float | None] = mapped_column(Float)
+    unhealthy_samples: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class JobUtilization(Base):
+    """What telemetry says about one running attempt, updated at every reading: the busy
+    GPU-seconds behind the ledger's `used_gpu_s`, and the idle detector's state."""
+
+    __tablename__ = "job_utilization"
+
+    job_id: Mapped[int] = mapped_column(
+        Int64, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer)
+    busy_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    sampled_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)  # GPU-seconds observed
+    last_sample_s: Mapped[float | None] = mapped_column(Float)
+    last_util_pct: Mapped[float | None] = mapped_column(Float)
+    mem_used_bytes: Mapped[int | None] = mapped_column(Int64)
+    low_since_s: Mapped[float | None] = mapped_column(Float)  # below the idle threshold since
+    idle_flagged_s: Mapped[float | None] = mapped_column(Float)  # flagged idle at (None: not)
+
+
+class TelemetryState(Base):
+    """One row per roll-up: the last five-minute bucket already rolled up."""
+
+    __tablename__ = "telemetry_state"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    rolled_up_to_s: Mapped[float] = mapped_column(Float)

@@ -288,10 +288,11 @@ class Reconciler:
         )
         if job.state == "stopping":
             reason, job.stop_for = job.stop_for, None
-            if reason == "cancel":
+            if reason in ("cancel", "idle"):  # idle: reclaimed by the team's idle policy
                 job.finished_s = now
                 job.exit_code = code
-                lifecycle.move(s, job, "cancelled", now, f"stopped after a cancel ({what})")
+                cause = "a cancel" if reason == "cancel" else "its GPUs sat idle (team policy)"
+                lifecycle.move(s, job, "cancelled", now, f"stopped after {cause} ({what})")
             else:
                 job.lost_gpu_s += lost
                 self._requeue(

@@ -1,0 +1,513 @@
+"""GPU telemetry in the store: attribute readings to holders, keep them bounded, flag idle jobs.
+
+Readings come from any collector (`gpufleet.telemetry`); this module is the only
+writer of the telemetry tables. Each reading is attributed to whoever holds the
+GPU *in the store* at that moment (the active allocation), never to what the
+collector claims, so utilisation and the ledger bill the same holder.
+
+Retention (documented in docs/design/0017): raw rows for `RAW_KEEP_S` (one day),
+then only five-minute roll-ups, for `ROLLUP_KEEP_S` (90 days). At one reading
+per GPU every 15 s that is 5,760 raw rows per GPU-day and 25,920 roll-up rows per
+GPU over 90 days: a 1,024-GPU cluster holds ~5.9 M raw and ~26.5 M roll-up rows
+at most (each ~100 bytes: ~3.2 GB), independent of how long it runs.
+
+Used GPU-seconds: each reading adds, per running attempt, `held GPUs × dt` to the
+GPU-seconds observed and `held GPUs × busy % × dt` to the busy ones, `dt` being
+the time since the attempt's previous reading (capped, so a collector outage is
+not filled with a guess). The ledger bills `held GPU-seconds × busy / observed`:
+the busy share over the time it was measured, applied to the time it was held.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy.orm import Session
+
+from gpufleet.control import lifecycle
+from gpufleet.control.models import (
+    Allocation,
+    GpuSample,
+    GpuSample5m,
+    Job,
+    JobUtilization,
+    Team,
+    TelemetryState,
+)
+
+RAW_KEEP_S = 86_400.0
+ROLLUP_KEEP_S = 90 * 86_400.0
+BUCKET_S = 300.0
+IdlePolicy = Literal["off", "notify", "reclaim"]
+IDLE_POLICIES: tuple[IdlePolicy, ...] = ("off", "notify", "reclaim")
+
+
+class Reading(Protocol):
+    """One GPU reading, as every collector in `gpufleet.telemetry` produces it."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def gpu(self) -> int: ...
+    @property
+    def sm_util_pct(self) -> float: ...
+    @property
+    def sm_active_pct(self) -> float | None: ...
+    @property
+    def mem_used_bytes(self) -> int: ...
+    @property
+    def mem_total_bytes(self) -> int: ...
+    @property
+    def power_w(self) -> float | None: ...
+    @property
+    def temp_c(self) -> float | None: ...
+    @property
+    def healthy(self) -> bool: ...
+    @property
+    def health_detail(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """How readings become used GPU-hours and idle flags (`gpufleet serve --idle-*`)."""
+
+    interval_s: float = 15.0  # how often the collector is read
+    idle_threshold_pct: float = 5.0  # a job's mean busy % under this counts as idle
+    idle_after_s: float = 1800.0  # ... for this long before it is flagged
+    max_gap_s: float = 60.0  # longer gaps between readings are not counted as observed
+
+    def __post_init__(self) -> None:
+        for name in ("interval_s", "idle_after_s", "max_gap_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value}")
+        if not 0 <= self.idle_threshold_pct <= 100:
+            raise ValueError(
+                f"idle_threshold_pct must be within 0-100, not {self.idle_threshold_pct}"
+            )
+
+
+@dataclass(frozen=True)
+class Holder:
+    job_id: int
+    attempt: int
+    team: str
+    milli: int  # thousandths of this GPU the attempt holds
+
+
+@dataclass
+class IngestReport:
+    samples: int = 0
+    unattributed: int = 0  # readings of GPUs no job holds
+    flagged_idle: list[int] = field(default_factory=list)
+    busy_again: list[int] = field(default_factory=list)
+    reclaimed: list[int] = field(default_factory=list)
+
+
+def holders(session: Session) -> dict[tuple[str, int], list[Holder]]:
+    """Who holds each GPU now: whole GPUs, MIG slices and shares of it (several holders)."""
+    q = (
+        select(Allocation, Team.name)
+        .join(Job, Job.id == Allocation.job_id)
+        .join(Team, Team.id == Job.team_id)
+        .where(Allocation.released_s.is_(None), Allocation.gpu.is_not(None))
+    )
+    out: dict[tuple[str, int], list[Holder]] = defaultdict(list)
+    for alloc, team in session.execute(q):
+        assert alloc.gpu is not None
+        out[(alloc.node, alloc.gpu)].append(Holder(alloc.job_id, alloc.attempt, team, alloc.milli))
+    return dict(out)
+
+
+def ingest(
+    session: Session, readings: Sequence[Reading], now_s: float, config: TelemetryConfig
+) -> IngestReport:
+    """Store one round of readings taken at `now_s` and update every holder's meters."""
+    report = IngestReport()
+    held = holders(session)
+    # per attempt: sum of milli × busy %, and milli read, at this round
+    busy: dict[tuple[int, int], float] = defaultdict(float)
+    read_milli: dict[tuple[int, int], int] = defaultdict(int)
+    mem: dict[tuple[int, int], int] = defaultdict(int)
+    teams: dict[int, str] = {}
+    for r in readings:
+        who = held.get((r.node, r.gpu), [])
+        sole = who[0] if len(who) == 1 else None
+        util = min(100.0, max(0.0, float(r.sm_util_pct)))
+        session.add(
+            GpuSample(
+                time_s=now_s,
+                node=r.node,
+                gpu=r.gpu,
+                job_id=sole.job_id if sole else None,
+                team=sole.team if sole else _shared_team(who),
+                util_pct=util,
+                sm_active_pct=r.sm_active_pct,
+                mem_used_bytes=int(r.mem_used_bytes),
+                mem_total_bytes=int(r.mem_total_bytes),
+                power_w=r.power_w,
+                temp_c=r.temp_c,
+                healthy=r.healthy,
+                health=r.health_detail,
+                source=r.source[:16],
+            )
+        )
+        report.samples += 1
+        if not who:
+            report.unattributed += 1
+        for h in who:
+            # a shared GPU's (MIG, fraction) utilisation cannot be split per holder from
+            # device counters: each holder is credited with the device's busy share
+            key = (h.job_id, h.attempt)
+            busy[key] += h.milli * util
+            read_milli[key] += h.milli
+            mem[key] += round(r.mem_used_bytes * h.milli / 1000)
+            teams[h.job_id] = h.team
+    _update_meters(
+        session, _Round(busy, read_milli, mem), now_s=now_s, config=config, report=report
+    )
+    session.flush()
+    return report
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One reading round, per attempt (job id, attempt): Σ milli × busy %, milli read, and
+    the memory its GPUs use (a shared GPU's memory split by the shares held)."""
+
+    busy: dict[tuple[int, int], float]
+    read_milli: dict[tuple[int, int], int]
+    mem: dict[tuple[int, int], int]
+
+
+def _shared_team(who: Sequence[Holder]) -> str | None:
+    names = {h.team for h in who}
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def _update_meters(
+    session: Session,
+    round_: _Round,
+    *,
+    now_s: float,
+    config: TelemetryConfig,
+    report: IngestReport,
+) -> None:
+    busy, read_milli, mem = round_.busy, round_.read_milli, round_.mem
+    if not read_milli:
+        return
+    ids = sorted({job_id for job_id, _ in read_milli})
+    meters = {
+        m.job_id: m
+        for m in session.scalars(select(JobUtilization).where(JobUtilization.job_id.in_(ids)))
+    }
+    jobs = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(ids)))}
+    team_ids = {j.team_id for j in jobs.values()}
+    policies: dict[int, str] = dict(
+        session.execute(select(Team.id, Team.idle_policy).where(Team.id.in_(team_ids))).all()
+    )
+    for (job_id, attempt), milli in sorted(read_milli.items()):
+        util = busy[(job_id, attempt)] / milli  # milli-weighted mean busy % of its GPUs
+        gpus = milli / 1000
+        m = meters.get(job_id)
+        if m is None or m.attempt != attempt:  # a new attempt starts its meters afresh
+            if m is not None:
+                session.delete(m)
+                session.flush()
+            m = JobUtilization(job_id=job_id, attempt=attempt, busy_gpu_s=0.0, sampled_gpu_s=0.0)
+            session.add(m)
+            dt = config.interval_s
+        else:
+            last = m.last_sample_s if m.last_sample_s is not None else now_s - config.interval_s
+            dt = now_s - last if now_s - last <= config.max_gap_s else 0.0
+        m.low_since_s = _low_since(m.low_since_s, util, now_s - dt, config)
+        m.busy_gpu_s += gpus * dt * util / 100
+        m.sampled_gpu_s += gpus * dt
+        m.last_sample_s = now_s
+        m.last_util_pct = util
+        m.mem_used_bytes = mem[(job_id, attempt)]
+        job = jobs.get(job_id)
+        if job is not None and job.state == "running":
+            policy = policies.get(job.team_id, "notify")
+            _detect_idle(
+                session, job, m, util, now_s=now_s, config=config, policy=policy, report=report
+            )
+
+
+def _low_since(
+    since_s: float | None, util: float, covers_from_s: float, config: TelemetryConfig
+) -> float | None:
+    """When the attempt's run of readings under the threshold began (None: it is busy).
+    A reading stands for the interval since the previous one, so a run starts there."""
+    if util >= config.idle_threshold_pct:
+        return None
+    return since_s if since_s is not None else covers_from_s
+
+
+def _detect_idle(
+    session: Session,
+    job: Job,
+    m: JobUtilization,
+    util: float,
+    *,
+    now_s: float,
+    config: TelemetryConfig,
+    policy: str,
+    report: IngestReport,
+) -> None:
+    """Flag a job whose GPUs stayed under the threshold for `idle_after_s`, once; the flag
+    clears (with an event) when it gets busy again. `reclaim` stops it as a cancel would."""
+    if m.low_since_s is None:
+        if m.idle_flagged_s is not None:
+            m.idle_flagged_s = None
+            lifecycle.record(session, job, "busy", now_s, f"GPUs busy again ({util:.0f} %)")
+            report.busy_again.append(job.id)
+        return
+    if (
+        m.idle_flagged_s is not None
+        or policy == "off"
+        or now_s - m.low_since_s < config.idle_after_s
+    ):
+        return
+    m.idle_flagged_s = now_s
+    minutes = (now_s - m.low_since_s) / 60
+    text = (
+        f"GPUs idle: under {config.idle_threshold_pct:g} % busy for {minutes:.0f} min "
+        f"(now {util:.1f} %)"
+    )
+    report.flagged_idle.append(job.id)
+    if policy == "reclaim" and job.preemptible:
+        job.stop_for = "idle"
+        lifecycle.move(
+            session, job, "stopping", now_s, f"{text}; the team's policy reclaims idle GPUs"
+        )
+        report.reclaimed.append(job.id)
+    else:
+        lifecycle.record(session, job, "idle", now_s, f"{text}; the team's lead is notified")
+
+
+def busy_share(session: Session, job_id: int, attempt: int) -> float | None:
+    """Busy GPU-seconds over observed GPU-seconds of an attempt (None: never measured)."""
+    m = session.get(JobUtilization, job_id)
+    if m is None or m.attempt != attempt or m.sampled_gpu_s <= 0:
+        return None
+    return min(1.0, m.busy_gpu_s / m.sampled_gpu_s)
+
+
+def roll_up(session: Session, now_s: float) -> int:
+    """Roll closed five-minute buckets of raw rows into `gpu_samples_5m`; prune both tables.
+    Returns the roll-up rows written. Idempotent: a bucket is rolled up once."""
+    state = session.get(TelemetryState, "rollup")
+    closed_to = math.floor(now_s / BUCKET_S) * BUCKET_S
+    if state is None:
+        first = session.scalar(select(func.min(GpuSample.time_s)))
+        if first is None:
+            return 0
+        state = TelemetryState(
+            name="rollup", rolled_up_to_s=math.floor(first / BUCKET_S) * BUCKET_S
+        )
+        session.add(state)
+    start = state.rolled_up_to_s
+    written = 0
+    if closed_to > start:
+        cells: dict[tuple[float, str, int, int | None, str | None], list[GpuSample]] = defaultdict(
+            list
+        )
+        rows = session.scalars(
+            select(GpuSample).where(GpuSample.time_s >= start, GpuSample.time_s < closed_to)
+        )
+        for r in rows:
+            b = math.floor(r.time_s / BUCKET_S) * BUCKET_S
+            cells[(b, r.node, r.gpu, r.job_id, r.team)].append(r)
+        for (b, node, gpu, job_id, team), got in sorted(cells.items(), key=_cell_order):
+            powers = [r.power_w for r in got if r.power_w is not None]
+            session.add(
+                GpuSample5m(
+                    bucket_s=b,
+                    node=node,
+                    gpu=gpu,
+                    job_id=job_id,
+                    team=team,
+                    samples=len(got),
+                    util_mean_pct=sum(r.util_pct for r in got) / len(got),
+                    util_max_pct=max(r.util_pct for r in got),
+                    mem_used_max_bytes=max(r.mem_used_bytes for r in got),
+                    mem_total_bytes=max(r.mem_total_bytes for r in got),
+                    power_mean_w=sum(powers) / len(powers) if powers else None,
+                    unhealthy_samples=sum(1 for r in got if not r.healthy),
+                )
+            )
+            written += 1
+        state.rolled_up_to_s = closed_to
+    session.execute(delete(GpuSample).where(GpuSample.time_s < now_s - RAW_KEEP_S))
+    session.execute(delete(GpuSample5m).where(GpuSample5m.bucket_s < now_s - ROLLUP_KEEP_S))
+    session.flush()
+    return written
+
+
+def _cell_order(
+    item: tuple[tuple[float, str, int, int | None, str | None], object],
+) -> tuple[float, str, int, int]:
+    (b, node, gpu, job_id, _), _ = item
+    return (b, node, gpu, job_id if job_id is not None else -1)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a utilisation series: mean busy % and GPUs read over [start_s, +step_s)."""
+
+    start_s: float
+    util_pct: float
+    gpus: float  # mean number of GPUs read per reading round in the step
+
+
+def series(
+    session: Session,
+    start_s: float,
+    end_s: float,
+    step_s: float,
+    *,
+    team: str | None = None,
+    job_id: int | None = None,
+    by_team: bool = False,
+) -> dict[str, list[Point]]:
+    """Utilisation over [start_s, end_s) in steps of `step_s`, from raw rows where they still
+    exist and from roll-ups before that. Keys: a team name (`by_team`), else "all"."""
+    out: dict[str, dict[int, tuple[float, float, float]]] = defaultdict(dict)
+    # roll-ups answer for every bucket before the roll-up mark, raw rows from there on: the
+    # two never overlap, and both are complete (raw rows are pruned only once rolled up)
+    mark = _rolled_up_to(session)
+    raw_from = max(start_s, mark)
+    for source_rows in (
+        _rollup_rows(session, start_s, min(end_s, mark), team, job_id),
+        _raw_rows(session, raw_from, end_s, team, job_id),
+    ):
+        for t_s, team_name, util_sum, reads, rounds in source_rows:
+            key = (team_name or "unattributed") if by_team else "all"
+            i = max(0, int((t_s - start_s) // step_s))  # a roll-up may begin before start
+            u, r, n = out[key].get(i, (0.0, 0.0, 0.0))
+            out[key][i] = (u + util_sum, r + reads, n + rounds)
+    result: dict[str, list[Point]] = {}
+    steps = max(1, math.ceil((end_s - start_s) / step_s))
+    for key, cells in sorted(out.items()):
+        result[key] = [
+            Point(start_s + i * step_s, u / r, r / n)
+            for i in range(steps)
+            if (cell := cells.get(i)) is not None
+            for u, r, n in [cell]
+            if r > 0
+        ]
+    return result
+
+
+def _rolled_up_to(session: Session) -> float:
+    state = session.get(TelemetryState, "rollup")
+    return state.rolled_up_to_s if state is not None else -math.inf
+
+
+def _filters(
+    model: type[GpuSample] | type[GpuSample5m], team: str | None, job_id: int | None
+) -> list[ColumnElement[bool]]:
+    out: list[ColumnElement[bool]] = []
+    if team is not None:
+        out.append(model.team == team)
+    if job_id is not None:
+        out.append(model.job_id == job_id)
+    return out
+
+
+def _raw_rows(
+    session: Session, start_s: float, end_s: float, team: str | None, job_id: int | None
+) -> Iterable[tuple[float, str | None, float, float, float]]:
+    """(time, team, Σ busy %, readings, rounds=1) per reading round and team."""
+    if not start_s < end_s:
+        return []
+    q = (
+        select(GpuSample.time_s, GpuSample.team, func.sum(GpuSample.util_pct), func.count())
+        .where(
+            GpuSample.time_s >= start_s,
+            GpuSample.time_s < end_s,
+            *_filters(GpuSample, team, job_id),
+        )
+        .group_by(GpuSample.time_s, GpuSample.team)
+    )
+    return [(float(t), tm, float(u), float(n), 1.0) for t, tm, u, n in session.execute(q)]
+
+
+def _rollup_rows(
+    session: Session, start_s: float, end_s: float, team: str | None, job_id: int | None
+) -> Iterable[tuple[float, str | None, float, float, float]]:
+    """Roll-ups count `samples` readings per GPU; a bucket's rounds are its largest count."""
+    if not start_s < end_s:
+        return []
+    q = (
+        select(
+            GpuSample5m.bucket_s,
+            GpuSample5m.team,
+            func.sum(GpuSample5m.util_mean_pct * GpuSample5m.samples),
+            func.sum(GpuSample5m.samples),
+            func.max(GpuSample5m.samples),
+        )
+        .where(
+            GpuSample5m.bucket_s > start_s - BUCKET_S,
+            GpuSample5m.bucket_s < end_s,
+            *_filters(GpuSample5m, team, job_id),
+        )
+        .group_by(GpuSample5m.bucket_s, GpuSample5m.team)
+    )
+    return [(float(b), tm, float(u), float(n), float(r)) for b, tm, u, n, r in session.execute(q)]
+
+
+@dataclass(frozen=True)
+class GpuNow:
+    """The latest reading of one GPU, for the cluster heat map."""
+
+    node: str
+    gpu: int
+    time_s: float
+    util_pct: float
+    mem_used_bytes: int
+    mem_total_bytes: int
+    healthy: bool
+    job_id: int | None
+    team: str | None
+
+
+def latest(session: Session) -> list[GpuNow]:
+    """The most recent reading of every GPU that has one."""
+    newest = (
+        select(GpuSample.node, GpuSample.gpu, func.max(GpuSample.time_s).label("t"))
+        .group_by(GpuSample.node, GpuSample.gpu)
+        .subquery()
+    )
+    q = (
+        select(GpuSample)
+        .join(
+            newest,
+            (GpuSample.node == newest.c.node)
+            & (GpuSample.gpu == newest.c.gpu)
+            & (GpuSample.time_s == newest.c.t),
+        )
+        .order_by(GpuSample.node, GpuSample.gpu)
+    )
+    return [
+        GpuNow(
+            r.node,
+            r.gpu,
+            r.time_s,
+            r.util_pct,
+            r.mem_used_bytes,
+            r.mem_total_bytes,
+            r.healthy,
+            r.job_id,
+            r.team,
+        )
+        for r in session.scalars(q)
+    ]

@@ -1,0 +1,203 @@
+"""GPU readings in the store: attributed to holders, billed as used GPU-hours, rolled up, idle.
+
+Each test checks a figure against an independent calculation: the busy share the
+readings were made with, times the GPU-seconds the job held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from gpufleet.control import telemetry_store as ts
+from gpufleet.control.models import GpuSample, GpuSample5m, Job, Team, UsageEntry
+
+from .conftest import Plane
+from .test_flow import job, submit
+
+CONFIG = ts.TelemetryConfig(interval_s=15, idle_threshold_pct=5, idle_after_s=600, max_gap_s=60)
+
+
+@dataclass(frozen=True)
+class Reading:
+    node: str
+    gpu: int
+    sm_util_pct: float
+    mem_used_bytes: int = 10 * 2**30
+    mem_total_bytes: int = 80 * 2**30
+    sm_active_pct: float | None = None
+    power_w: float | None = 400.0
+    temp_c: float | None = 60.0
+    healthy: bool = True
+    health_detail: str = ""
+    source: str = "test"
+
+
+def _all_gpus(plane: Plane, busy: dict[tuple[str, int], float]) -> list[Reading]:
+    """A reading of every GPU of the h100 nodes: `busy` where given, else 0 %."""
+    return [
+        Reading(f"h100-{n}", g, busy.get((f"h100-{n}", g), 0.0)) for n in range(2) for g in range(8)
+    ]
+
+
+def _placed(plane: Plane, job_id: int) -> list[tuple[str, int]]:
+    got = job(plane, "vision-member", job_id)
+    return [(p["node"], g) for p in got["placement"] for g in p["gpus"]]
+
+
+def _run(plane: Plane, seconds: float, util: dict[tuple[str, int], float]) -> None:
+    """Read every 15 s for `seconds`, reconciling as the loop does."""
+    for _ in range(round(seconds / 15)):
+        plane.cycle(15)
+        with plane.sessions.begin() as s:
+            ts.ingest(s, _all_gpus(plane, util), plane.clock(), CONFIG)
+
+
+def test_used_gpu_hours_are_held_hours_times_busy_share(plane: Plane) -> None:
+    j = submit(plane, "vision-member", name="a", gpus=4, runtime_estimate_s=1200)["id"]
+    plane.cycle()
+    plane.cycle(1)
+    gpus = _placed(plane, j)
+    # two GPUs at 90 %, two at 30 %: 60 % busy on average
+    util = {g: (90.0 if i < 2 else 30.0) for i, g in enumerate(gpus)}
+    _run(plane, 1200, util)
+    assert job(plane, "vision-member", j)["state"] == "succeeded"
+    with plane.sessions() as s:
+        row = s.scalars(select(UsageEntry).where(UsageEntry.job_id == j)).one()
+        held = row.gpu_milli / 1000 * (row.end_s - row.start_s)
+        assert row.used_gpu_s is not None
+        assert abs(row.used_gpu_s - 0.6 * held) < 1e-6 * held
+    js = plane.client.get("/api/v1/reports/chargeback", headers=plane.auth("admin")).json()
+    vision = next(r for r in js["rows"] if r["team"] == "vision")
+    assert abs(float(vision["gpu_hours_used"]) - 0.6 * float(vision["gpu_hours_allocated"])) < 0.01
+
+
+def test_a_reading_of_a_free_gpu_belongs_to_no_one(plane: Plane) -> None:
+    with plane.sessions.begin() as s:
+        report = ts.ingest(s, _all_gpus(plane, {}), plane.clock(), CONFIG)
+    assert report.samples == 16
+    assert report.unattributed == 16
+    with plane.sessions() as s:
+        assert s.scalar(select(func.count()).where(GpuSample.job_id.is_not(None))) == 0
+
+
+def _idle_job(plane: Plane, policy: str) -> int:
+    with plane.sessions.begin() as s:
+        s.scalars(select(Team).where(Team.name == "vision")).one().idle_policy = policy
+    j = submit(plane, "vision-member", name="nb", gpus=1, runtime_estimate_s=7200)["id"]
+    plane.cycle()
+    plane.cycle(1)
+    return int(j)
+
+
+def test_an_idle_job_is_flagged_once_and_cleared_when_busy(plane: Plane) -> None:
+    j = _idle_job(plane, "notify")
+    gpu = _placed(plane, j)[0]
+    _run(plane, 600 - 15, {gpu: 1.0})  # one reading short of the 10 minutes
+    kinds = [e["kind"] for e in job(plane, "vision-member", j)["events"]]
+    assert "idle" not in kinds
+    _run(plane, 300, {gpu: 1.0})
+    events = job(plane, "vision-member", j)["events"]
+    assert [e["kind"] for e in events].count("idle") == 1
+    idle = next(e for e in events if e["kind"] == "idle")
+    assert "under 5 % busy for 10 min" in idle["message"]
+    _run(plane, 30, {gpu: 80.0})
+    kinds = [e["kind"] for e in job(plane, "vision-member", j)["events"]]
+    assert kinds[-1] == "busy"
+    assert job(plane, "vision-member", j)["state"] == "running"
+
+
+def test_reclaim_policy_stops_an_idle_job(plane: Plane) -> None:
+    j = _idle_job(plane, "reclaim")
+    gpu = _placed(plane, j)[0]
+    _run(plane, 600, {gpu: 0.0})
+    assert job(plane, "vision-member", j)["state"] == "stopping"
+    _run(plane, 60, {gpu: 0.0})
+    got = job(plane, "vision-member", j)
+    assert got["state"] == "cancelled"
+    assert "idle" in got["events"][-1]["message"]
+
+
+def test_policy_off_never_flags(plane: Plane) -> None:
+    j = _idle_job(plane, "off")
+    _run(plane, 900, {})
+    assert "idle" not in [e["kind"] for e in job(plane, "vision-member", j)["events"]]
+
+
+def test_roll_up_keeps_means_and_prunes_by_age(plane: Plane) -> None:
+    j = submit(plane, "vision-member", name="r", gpus=1, runtime_estimate_s=10**6)["id"]
+    plane.cycle()
+    plane.cycle(1)
+    gpu = _placed(plane, j)[0]
+    start = plane.clock()
+    for i in range(40):  # 10 minutes: 20 % then 60 %
+        plane.clock.advance(15)
+        with plane.sessions.begin() as s:
+            ts.ingest(s, [Reading(*gpu, 20.0 if i < 20 else 60.0)], plane.clock(), CONFIG)
+    with plane.sessions.begin() as s:
+        written = ts.roll_up(s, plane.clock())
+        again = ts.roll_up(s, plane.clock())
+    assert written >= 2
+    assert again == 0
+    with plane.sessions() as s:
+        rows = s.scalars(select(GpuSample5m).order_by(GpuSample5m.bucket_s)).all()
+        total = sum(r.util_mean_pct * r.samples for r in rows)
+        raw = s.scalars(select(GpuSample).where(GpuSample.time_s < rows[-1].bucket_s + 300)).all()
+        assert abs(total - sum(r.util_pct for r in raw)) < 1e-6
+        assert all(r.job_id == j and r.team == "vision" for r in rows)
+        whole = ts.series(s, start, plane.clock() + 1, 3600)["all"]
+        assert len(whole) == 1
+        assert abs(whole[0].util_pct - 40.0) < 1e-9
+    plane.clock.advance(ts.RAW_KEEP_S + 600)
+    with plane.sessions.begin() as s:
+        ts.roll_up(s, plane.clock())
+    with plane.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(GpuSample)) == 0
+        # the roll-ups still answer for the day that is gone
+        kept = ts.series(s, start, start + 700, 3600)["all"]
+        assert abs(kept[0].util_pct - 40.0) < 1e-9
+
+
+def test_series_by_team_and_latest(plane: Plane) -> None:
+    a = submit(plane, "vision-member", name="a", gpus=2, runtime_estimate_s=10**5)["id"]
+    b = submit(plane, "nlp-member", name="b", gpus=2, runtime_estimate_s=10**5)["id"]
+    plane.cycle()
+    plane.cycle(1)
+    ga = _placed(plane, a)
+    got = plane.client.get(f"/api/v1/jobs/{b}", headers=plane.auth("nlp-member")).json()
+    gb = [(p["node"], g) for p in got["placement"] for g in p["gpus"]]
+    util: dict[tuple[str, int], float] = {**dict.fromkeys(ga, 80.0), **dict.fromkeys(gb, 10.0)}
+    start = plane.clock()
+    _run(plane, 300, util)
+    with plane.sessions() as s:
+        teams = ts.series(s, start, plane.clock() + 1, 60, by_team=True)
+        assert {round(p.util_pct) for p in teams["vision"]} == {80}
+        assert {round(p.util_pct) for p in teams["nlp"]} == {10}
+        assert {round(p.util_pct) for p in teams["unattributed"]} == {0}
+        now = {(g.node, g.gpu): g for g in ts.latest(s)}
+        assert len(now) == 16
+        assert now[ga[0]].team == "vision"
+        assert now[ga[0]].util_pct == 80.0
+
+
+def test_config_refuses_nonsense() -> None:
+    bad: list[dict[str, Any]] = [{"interval_s": 0}, {"idle_threshold_pct": 120}, {"max_gap_s": -1}]
+    for kwargs in bad:
+        with pytest.raises(ValueError, match=next(iter(kwargs))):
+            ts.TelemetryConfig(**kwargs)
+
+
+def test_a_new_attempt_starts_its_meters_afresh(lite: Plane) -> None:
+    j = submit(lite, "vision-member", name="x", gpus=1, runtime_estimate_s=10**5)["id"]
+    lite.cycle()
+    lite.cycle(1)
+    gpu = _placed(lite, j)[0]
+    _run(lite, 60, {gpu: 50.0})
+    with lite.sessions.begin() as s:
+        job_row = s.get(Job, j)
+        assert job_row is not None
+        assert ts.busy_share(s, j, job_row.attempt) == 0.5
+        assert ts.busy_share(s, j, job_row.attempt + 1) is None
