@@ -6,7 +6,6 @@ readings were made with, times the GPU-seconds the job held.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from sqlalchemy import func, select
 
 from gpufleet.control import telemetry_store as ts
 from gpufleet.control.models import GpuSample, GpuSample5m, Job, Team, UsageEntry
+from gpufleet.telemetry.samples import GpuSample as GpuReading
 
 from .conftest import Plane
 from .test_flow import job, submit
@@ -21,19 +21,18 @@ from .test_flow import job, submit
 CONFIG = ts.TelemetryConfig(interval_s=15, idle_threshold_pct=5, idle_after_s=600, max_gap_s=60)
 
 
-@dataclass(frozen=True)
-class Reading:
-    node: str
-    gpu: int
-    sm_util_pct: float
-    mem_used_bytes: int = 10 * 2**30
-    mem_total_bytes: int = 80 * 2**30
-    sm_active_pct: float | None = None
-    power_w: float | None = 400.0
-    temp_c: float | None = 60.0
-    healthy: bool = True
-    health_detail: str = ""
-    source: str = "test"
+def Reading(node: str, gpu: int, util: float) -> GpuReading:  # noqa: N802 - reads as a record
+    return GpuReading(
+        time_s=0.0,
+        node=node,
+        gpu_index=gpu,
+        source="test",
+        sm_util_pct=util,
+        mem_used_bytes=10 * 2**30,
+        mem_total_bytes=80 * 2**30,
+        power_w=400.0,
+        temp_c=60.0,
+    )
 
 
 def _all_gpus(plane: Plane, busy: dict[tuple[str, int], float]) -> list[Reading]:
@@ -201,3 +200,24 @@ def test_a_new_attempt_starts_its_meters_afresh(lite: Plane) -> None:
         assert job_row is not None
         assert ts.busy_share(s, j, job_row.attempt) == 0.5
         assert ts.busy_share(s, j, job_row.attempt + 1) is None
+
+
+def test_a_job_level_reading_stands_for_every_gpu_its_job_holds(lite: Plane) -> None:
+    """Slurm's TRES usage is per job: it is spread over the GPUs the job holds in the store."""
+    j = submit(lite, "vision-member", name="s", gpus=4, runtime_estimate_s=10**5)["id"]
+    lite.cycle()
+    lite.cycle(1)
+    whole_job = GpuReading(
+        time_s=0.0, node="", gpu_index=None, source="slurm", sm_util_pct=70.0, job_id=str(j)
+    )
+    stranger = GpuReading(
+        time_s=0.0, node="", gpu_index=None, source="slurm", sm_util_pct=9.0, job_id="999"
+    )
+    with lite.sessions.begin() as s:
+        report = ts.ingest(s, [whole_job, stranger], lite.clock(), CONFIG)
+    assert report.samples == 4
+    with lite.sessions() as s:
+        rows = s.scalars(select(GpuSample)).all()
+        assert {(r.node, r.gpu) for r in rows} == set(_placed(lite, j))
+        assert {r.util_pct for r in rows} == {70.0}
+        assert all(r.mem_used_bytes is None for r in rows)

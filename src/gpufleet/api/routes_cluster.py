@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, Response
@@ -45,6 +45,7 @@ from gpufleet.control.models import (
     NodeRecord,
     Team,
 )
+from gpufleet.control.telemetry_store import FRESH_S, GpuNow, latest
 from gpufleet.errors import UserError
 
 router = APIRouter(
@@ -192,6 +193,8 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
         if on is not None:
             per_gpu[(node, on)] += milli
     uuids = {(d.node, d.index): d.uuid for d in s.scalars(select(Device))}
+    now_s = ctx.clock()
+    readings = {(g.node, g.gpu): g for g in latest(s) if now_s - g.time_s <= FRESH_S}
     allocated: dict[str, float] = defaultdict(float)
     nodes = []
     for n in ctx.cluster.nodes:
@@ -209,6 +212,7 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
                         index=g,
                         uuid=uuids.get((n.name, g), f"{n.name}/gpu{g}"),
                         allocated_milli=per_gpu[(n.name, g)],
+                        **_reading(readings.get((n.name, g))),
                     )
                     for g in range(n.gpus)
                 ],
@@ -221,8 +225,22 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
         gpus=gpus,
         allocated_gpus={k: allocated.get(k, 0.0) for k in gpus},
         allocation_ratio=sum(allocated.values()) / total if total else 0.0,
+        utilization=(
+            sum(g.util_pct for g in readings.values()) / len(readings) / 100 if readings else None
+        ),
         nodes=nodes,
     )
+
+
+def _reading(g: GpuNow | None) -> dict[str, Any]:
+    if g is None:
+        return {}
+    return {
+        "util_pct": g.util_pct,
+        "mem_used_bytes": g.mem_used_bytes,
+        "healthy": g.healthy,
+        "read_s": g.time_s,
+    }
 
 
 def _time(value: str | None, default: float, what: str) -> float:

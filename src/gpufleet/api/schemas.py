@@ -34,6 +34,18 @@ class EventOut(BaseModel):
     message: str
 
 
+class JobUtilizationOut(BaseModel):
+    """Telemetry of a job's current (or last) attempt, from `control.telemetry_store`."""
+
+    attempt: int
+    util_pct: float | None = Field(description="Mean busy % of its GPUs at the latest reading.")
+    busy_share: float | None = Field(description="Busy / observed GPU-seconds of the attempt.")
+    mem_used_bytes: int | None
+    read_s: float | None
+    idle_since_s: float | None = Field(description="Under the idle threshold since (None: busy).")
+    flagged_idle_s: float | None = Field(description="When the idle detector flagged it.")
+
+
 class JobOut(BaseModel):
     id: int
     name: str
@@ -68,6 +80,9 @@ class JobOut(BaseModel):
     checkpoint_interval_s: float | None
     runtime_estimate_s: float | None
     events: list[EventOut] | None = None
+    utilization: JobUtilizationOut | None = Field(
+        default=None, description="What telemetry read of this attempt (None: never read)."
+    )
 
 
 class JobList(BaseModel):
@@ -117,6 +132,12 @@ class DeviceOut(BaseModel):
     index: int
     uuid: str = Field(description="From nvidia-smi where the executor found it, else node/gpuN.")
     allocated_milli: int = Field(description="Thousandths of this GPU held (1000: whole).")
+    util_pct: float | None = Field(
+        default=None, description="Busy % at the latest reading (None: no recent reading)."
+    )
+    mem_used_bytes: int | None = None
+    healthy: bool | None = Field(default=None, description="None: no recent reading.")
+    read_s: float | None = Field(default=None, description="When it was last read.")
 
 
 class NodeOut(BaseModel):

@@ -14,11 +14,19 @@ from weakref import WeakKeyDictionary
 from sqlalchemy import Row, bindparam, select, text
 from sqlalchemy.orm import Session
 
-from gpufleet.api.schemas import EventOut, JobOut, QueuePosition
+from gpufleet.api.schemas import EventOut, JobOut, JobUtilizationOut, QueuePosition
 from gpufleet.control.auth import Principal
 from gpufleet.control.jobs import Submitted, require_visible
 from gpufleet.control.lifecycle import FINAL, PREEMPTED_AUDIT
-from gpufleet.control.models import Allocation, AuditEntry, Job, JobEvent, QueueSnapshot, Team
+from gpufleet.control.models import (
+    Allocation,
+    AuditEntry,
+    Job,
+    JobEvent,
+    JobUtilization,
+    QueueSnapshot,
+    Team,
+)
 from gpufleet.control.snapshot import Queue
 
 
@@ -278,6 +286,21 @@ def _team_name(s: Session, team_id: int) -> str:
     return name
 
 
+def _utilization(s: Session, job_id: int) -> JobUtilizationOut | None:
+    m = s.get(JobUtilization, job_id)
+    if m is None:
+        return None
+    return JobUtilizationOut(
+        attempt=m.attempt,
+        util_pct=m.last_util_pct,
+        busy_share=m.busy_gpu_s / m.sampled_gpu_s if m.sampled_gpu_s > 0 else None,
+        mem_used_bytes=m.mem_used_bytes,
+        read_s=m.last_sample_s,
+        idle_since_s=m.low_since_s,
+        flagged_idle_s=m.idle_flagged_s,
+    )
+
+
 def job_out(
     s: Session,
     job: Job | Row[Any],
@@ -340,6 +363,7 @@ def job_out(
         last_checkpoint_s=job.last_checkpoint_s,
         checkpoint_interval_s=job.checkpoint_interval_s,
         runtime_estimate_s=job.runtime_estimate_s,
+        utilization=_utilization(s, job.id),
     )
     if events:
         history = s.execute(_EVENTS, {"id": job.id})

@@ -371,8 +371,8 @@ class GpuSample(Base):
     team: Mapped[str | None] = mapped_column(String(NAME))
     util_pct: Mapped[float] = mapped_column(Float)
     sm_active_pct: Mapped[float | None] = mapped_column(Float)
-    mem_used_bytes: Mapped[int] = mapped_column(Int64)
-    mem_total_bytes: Mapped[int] = mapped_column(Int64)
+    mem_used_bytes: Mapped[int | None] = mapped_column(Int64)  # None: the source has no figure
+    mem_total_bytes: Mapped[int | None] = mapped_column(Int64)
     power_w: Mapped[float | None] = mapped_column(Float)
     temp_c: Mapped[float | None] = mapped_column(Float)
     healthy: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -398,8 +398,8 @@ class GpuSample5m(Base):
     samples: Mapped[int] = mapped_column(Integer)
     util_mean_pct: Mapped[float] = mapped_column(Float)
     util_max_pct: Mapped[float] = mapped_column(Float)
-    mem_used_max_bytes: Mapped[int] = mapped_column(Int64)
-    mem_total_bytes: Mapped[int] = mapped_column(Int64)
+    mem_used_max_bytes: Mapped[int | None] = mapped_column(Int64)
+    mem_total_bytes: Mapped[int | None] = mapped_column(Int64)
     power_mean_w: Mapped[float | None] = mapped_column(Float)
     unhealthy_samples: Mapped[int] = mapped_column(Integer, default=0)
 

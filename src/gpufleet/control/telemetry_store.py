@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.orm import Session
@@ -39,39 +39,15 @@ from gpufleet.control.models import (
     Team,
     TelemetryState,
 )
+from gpufleet.telemetry.samples import GpuSample as Reading
 
 RAW_KEEP_S = 86_400.0
 ROLLUP_KEEP_S = 90 * 86_400.0
 BUCKET_S = 300.0
+# a reading older than this is not "now": its collector stopped, so nothing is shown for it
+FRESH_S = 300.0
 IdlePolicy = Literal["off", "notify", "reclaim"]
 IDLE_POLICIES: tuple[IdlePolicy, ...] = ("off", "notify", "reclaim")
-
-
-class Reading(Protocol):
-    """One GPU reading, as every collector in `gpufleet.telemetry` produces it."""
-
-    @property
-    def node(self) -> str: ...
-    @property
-    def gpu(self) -> int: ...
-    @property
-    def sm_util_pct(self) -> float: ...
-    @property
-    def sm_active_pct(self) -> float | None: ...
-    @property
-    def mem_used_bytes(self) -> int: ...
-    @property
-    def mem_total_bytes(self) -> int: ...
-    @property
-    def power_w(self) -> float | None: ...
-    @property
-    def temp_c(self) -> float | None: ...
-    @property
-    def healthy(self) -> bool: ...
-    @property
-    def health_detail(self) -> str: ...
-    @property
-    def source(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -137,21 +113,22 @@ def ingest(
     read_milli: dict[tuple[int, int], int] = defaultdict(int)
     mem: dict[tuple[int, int], int] = defaultdict(int)
     teams: dict[int, str] = {}
-    for r in readings:
-        who = held.get((r.node, r.gpu), [])
+    for r in _per_gpu(readings, held):
+        assert r.gpu_index is not None
+        who = held.get((r.node, r.gpu_index), [])
         sole = who[0] if len(who) == 1 else None
         util = min(100.0, max(0.0, float(r.sm_util_pct)))
         session.add(
             GpuSample(
                 time_s=now_s,
                 node=r.node,
-                gpu=r.gpu,
+                gpu=r.gpu_index,
                 job_id=sole.job_id if sole else None,
                 team=sole.team if sole else _shared_team(who),
                 util_pct=util,
                 sm_active_pct=r.sm_active_pct,
-                mem_used_bytes=int(r.mem_used_bytes),
-                mem_total_bytes=int(r.mem_total_bytes),
+                mem_used_bytes=r.mem_used_bytes,
+                mem_total_bytes=r.mem_total_bytes,
                 power_w=r.power_w,
                 temp_c=r.temp_c,
                 healthy=r.healthy,
@@ -168,7 +145,8 @@ def ingest(
             key = (h.job_id, h.attempt)
             busy[key] += h.milli * util
             read_milli[key] += h.milli
-            mem[key] += round(r.mem_used_bytes * h.milli / 1000)
+            if r.mem_used_bytes is not None:
+                mem[key] += round(r.mem_used_bytes * h.milli / 1000)
             teams[h.job_id] = h.team
     _update_meters(
         session, _Round(busy, read_milli, mem), now_s=now_s, config=config, report=report
@@ -185,6 +163,26 @@ class _Round:
     busy: dict[tuple[int, int], float]
     read_milli: dict[tuple[int, int], int]
     mem: dict[tuple[int, int], int]
+
+
+def _per_gpu(
+    readings: Sequence[Reading], held: dict[tuple[str, int], list[Holder]]
+) -> list[Reading]:
+    """Readings per GPU: a job-level reading (Slurm's TRES usage has no device index) stands
+    for every GPU its job holds now; one whose job holds none here is dropped."""
+    out = [r for r in readings if r.gpu_index is not None]
+    job_level = [r for r in readings if r.gpu_index is None and r.job_id]
+    if job_level:
+        gpus_of: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for (node, gpu), who in held.items():
+            for h in who:
+                gpus_of[str(h.job_id)].append((node, gpu))
+        out += [
+            replace(r, node=node, gpu_index=gpu, gpu_count=1)
+            for r in job_level
+            for node, gpu in gpus_of.get(str(r.job_id), [])
+        ]
+    return out
 
 
 def _shared_team(who: Sequence[Holder]) -> str | None:
@@ -338,8 +336,8 @@ def roll_up(session: Session, now_s: float) -> int:
                     samples=len(got),
                     util_mean_pct=sum(r.util_pct for r in got) / len(got),
                     util_max_pct=max(r.util_pct for r in got),
-                    mem_used_max_bytes=max(r.mem_used_bytes for r in got),
-                    mem_total_bytes=max(r.mem_total_bytes for r in got),
+                    mem_used_max_bytes=_max_known(r.mem_used_bytes for r in got),
+                    mem_total_bytes=_max_known(r.mem_total_bytes for r in got),
                     power_mean_w=sum(powers) / len(powers) if powers else None,
                     unhealthy_samples=sum(1 for r in got if not r.healthy),
                 )
@@ -350,6 +348,11 @@ def roll_up(session: Session, now_s: float) -> int:
     session.execute(delete(GpuSample5m).where(GpuSample5m.bucket_s < now_s - ROLLUP_KEEP_S))
     session.flush()
     return written
+
+
+def _max_known(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def _cell_order(
@@ -473,8 +476,8 @@ class GpuNow:
     gpu: int
     time_s: float
     util_pct: float
-    mem_used_bytes: int
-    mem_total_bytes: int
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
     healthy: bool
     job_id: int | None
     team: str | None
