@@ -137,6 +137,7 @@ class EmulatedCollector:
         self, now_s: float, node: str, index: int, job: EmulatedJob | None, util: float
     ) -> GpuSample:
         g = self.gpu
+        util = round(util, 1)
         share = _MEM_SHARE.get(job.profile, 0.5) if job else 0.0
         power = g.idle_w + (g.max_w - g.idle_w) * util / 100
         return GpuSample(
@@ -144,7 +145,7 @@ class EmulatedCollector:
             node=node,
             gpu_index=index,
             source=SOURCE,
-            sm_util_pct=round(util, 1),
+            sm_util_pct=util,
             uuid=f"GPU-emulated-{node}-{index}",
             model=g.model,
             mem_used_bytes=round(g.mem_total_bytes * share),
