@@ -23,12 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpufleet.telemetry.nvml_api import NvmlModule, NvmlUnavailable, load, text
-from gpufleet.telemetry.samples import GpuSample
+from gpufleet.telemetry.samples import GpuSample, xid_problem
 
 SOURCE = "nvml"
-# Xids that mean the hardware, not the application, failed (NVIDIA's Xid catalogue): double
-# bit ECC, row remap events, NVLink, fallen off the bus, uncontained ECC, GSP errors.
-HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 
 T = TypeVar("T")
 JobOfPid = Callable[[int], str | None]
@@ -169,7 +166,7 @@ class NvmlCollector:
         elif retired:
             out.append((False, f"{len(retired)} pages retired after double-bit errors"))
         for xid in self._xids.pop(index, []):
-            out.append((xid in HARDWARE_XIDS, f"Xid {xid}"))
+            out.append(xid_problem(xid))
         return out
 
     def _pids(self, handle: Any) -> list[int]:

@@ -15,6 +15,17 @@ from typing import Any, Protocol
 
 from gpufleet.errors import GpufleetError
 
+# Xids that mean the hardware, not the application, failed (NVIDIA's Xid catalogue): double
+# bit ECC, row remap events, NVLink, fallen off the bus, uncontained ECC, GSP errors. Others
+# (13 graphics engine exception, 31 MMU fault, 43 GPU stopped processing...) are usually the
+# program's own fault and leave the GPU healthy.
+HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+
+
+def xid_problem(xid: int) -> tuple[bool, str]:
+    """(makes the GPU unhealthy, words) for one Xid."""
+    return xid in HARDWARE_XIDS, f"Xid {xid}"
+
 
 class TelemetryError(GpufleetError):
     """A telemetry source could not be read at all (its library, endpoint or command)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpufleet.control.executors.base import RunKey
+from gpufleet.telemetry.slurm import parse_tres
 
 NodeState = Literal["up", "down", "drain"]
 
@@ -150,14 +151,10 @@ def gres_gpus(text: str) -> tuple[int, str | None]:
 def tres_gpus(text: str) -> int:
     """GPUs in a TRES string: ``billing=2,cpu=2,gres/gpu=16,node=2`` -> 16 (typed entries
     such as ``gres/gpu:h100=16`` repeat the total and are not added again)."""
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        if name == "gres/gpu":
-            try:
-                return int(value)
-            except ValueError:
-                return 0
-    return 0
+    try:
+        return int(parse_tres(text).get("gres/gpu", "0"))
+    except ValueError:
+        return 0
 
 
 def node_state(raw: str) -> NodeState:
