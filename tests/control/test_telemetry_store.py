@@ -221,3 +221,50 @@ def test_a_job_level_reading_stands_for_every_gpu_its_job_holds(lite: Plane) -> 
         assert {(r.node, r.gpu) for r in rows} == set(_placed(lite, j))
         assert {r.util_pct for r in rows} == {70.0}
         assert all(r.mem_used_bytes is None for r in rows)
+
+
+def test_the_emulated_source_feeds_the_store_through_the_loop(plane: Plane, cluster: Any) -> None:
+    """make_collector -> TelemetryLoop.tick -> store: a training job reads busy, an idle dev
+    box reads idle and is flagged, free GPUs read 0 % and belong to no one, MIG slices count
+    on their GPU, and nothing is read while another server leads."""
+    from gpufleet.control.telemetry_sources import (
+        BUSY_PROFILE_ENV,
+        TelemetryLoop,
+        TelemetryOptions,
+        make_collector,
+    )
+
+    train = submit(plane, "vision-member", name="t", gpus=4, runtime_estimate_s=10**5)["id"]
+    idle = submit(
+        plane,
+        "nlp-member",
+        name="d",
+        gpus=1,
+        runtime_estimate_s=10**5,
+        env={BUSY_PROFILE_ENV: "idle"},
+    )["id"]
+    nb = submit(plane, "nlp-member", name="n", kind="interactive", mig_profile="1g.10gb")["id"]
+    plane.cycle()
+    plane.cycle(1)
+    collector = make_collector(TelemetryOptions(source="auto"), "emulated", plane.sessions, cluster)
+    assert collector is not None
+    leading = [False]
+    loop = TelemetryLoop(plane.sessions, collector, CONFIG, lambda: leading[0], clock=plane.clock)
+    assert loop.tick() is None
+    leading[0] = True
+    for _ in range(60):  # 15 minutes: past the 2-minute warm-up and the 10-minute idle limit
+        plane.clock.advance(15)
+        report = loop.tick()
+        assert report is not None
+    assert report.samples == 24  # every GPU of the cluster, the MIG one included
+    with plane.sessions() as s:
+        now = {(g.node, g.gpu): g for g in ts.latest(s)}
+        assert len(now) == 24
+        busy = {g.job_id: g.util_pct for g in now.values() if g.job_id is not None}
+    assert busy[train] > 80
+    assert busy[idle] < 5
+    assert 0 <= busy[nb] <= 80  # a notebook on a MIG slice: read on the slice's GPU
+    assert [e["kind"] for e in job(plane, "nlp-member", idle)["events"]].count("idle") == 1
+    assert "idle" not in [e["kind"] for e in job(plane, "vision-member", train)["events"]]
+    free = [g for g in now.values() if g.team is None]
+    assert free and all(g.util_pct == 0 for g in free)

@@ -45,7 +45,7 @@ from gpufleet.control.models import (
     NodeRecord,
     Team,
 )
-from gpufleet.control.telemetry_store import FRESH_S, GpuNow, latest
+from gpufleet.control.telemetry_store import FRESH_S, GpuNow, gpu_of, latest
 from gpufleet.errors import UserError
 
 router = APIRouter(
@@ -182,16 +182,10 @@ def cluster(who: Caller, ctx: Ctx, s: Db) -> ClusterOut:
         by_node[node] = int(milli or 0)
     states = {n.name: n.state for n in s.scalars(select(NodeRecord))}
     per_gpu: dict[tuple[str, int], int] = defaultdict(int)
-    for node, gpu, slice_id, milli in s.execute(
-        select(Allocation.node, Allocation.gpu, Allocation.slice_id, Allocation.milli).where(
-            Allocation.released_s.is_(None)
-        )
-    ):
-        on = gpu
-        if on is None and slice_id is not None:  # a MIG slice: "<node>/gpu<g>/mig:..."
-            on = int(slice_id.split("/gpu", 1)[1].split("/", 1)[0])
+    for alloc in s.scalars(select(Allocation).where(Allocation.released_s.is_(None))):
+        on = gpu_of(alloc)  # a MIG slice's GPU too
         if on is not None:
-            per_gpu[(node, on)] += milli
+            per_gpu[(alloc.node, on)] += alloc.milli
     uuids = {(d.node, d.index): d.uuid for d in s.scalars(select(Device))}
     now_s = ctx.clock()
     readings = {(g.node, g.gpu): g for g in latest(s) if now_s - g.time_s <= FRESH_S}

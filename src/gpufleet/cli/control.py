@@ -18,6 +18,7 @@ from gpufleet.errors import UserError
 
 if TYPE_CHECKING:
     from gpufleet.control.server import ServeOptions
+    from gpufleet.control.telemetry_sources import TelemetryOptions
 
 DB_HELP = "Store URL (default: $GPUFLEET_DB, else sqlite:///gpufleet.db in this directory)."
 DbOpt = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
@@ -313,6 +314,35 @@ def token_list(db: DbOpt = None) -> None:
     wide_console().print(table)
 
 
+def _telemetry_options(
+    source: str,
+    urls: list[str] | None,
+    interval_s: float,
+    threshold_pct: float,
+    idle_after_s: float,
+) -> TelemetryOptions:
+    from gpufleet.control.telemetry_sources import TelemetryOptions
+    from gpufleet.control.telemetry_store import TelemetryConfig
+
+    try:
+        config = TelemetryConfig(
+            interval_s=interval_s,
+            idle_threshold_pct=threshold_pct,
+            idle_after_s=idle_after_s,
+            max_gap_s=max(60.0, 4 * interval_s),
+        )
+    except ValueError as exc:  # the message names the config's field; say the option's
+        text = str(exc)
+        for field_name, option in (
+            ("interval_s", "--telemetry-interval"),
+            ("idle_threshold_pct", "--idle-threshold"),
+            ("idle_after_s", "--idle-after"),
+        ):
+            text = text.replace(field_name, option)
+        raise UserError(text) from None
+    return TelemetryOptions(source=source, dcgm_urls=tuple(urls or ()), config=config)
+
+
 def _supervise(
     url: str, cluster_path: Path, options: ServeOptions, *, host: str, port: int, workers: int
 ) -> None:
@@ -410,6 +440,26 @@ def serve(
     access_log: Annotated[
         bool, typer.Option(help="Log a line per request (costs CPU at high rates).")
     ] = False,
+    telemetry: Annotated[
+        str,
+        typer.Option(
+            help="GPU utilisation source: auto (by executor: emulated, nvml, slurm), emulated, "
+            "nvml, dcgm, slurm or off."
+        ),
+    ] = "auto",
+    dcgm_url: Annotated[
+        list[str] | None,
+        typer.Option(help="A DCGM exporter's /metrics URL (repeatable; implies dcgm for auto)."),
+    ] = None,
+    telemetry_interval: Annotated[
+        float, typer.Option(help="Seconds between GPU utilisation readings.")
+    ] = 15.0,
+    idle_threshold: Annotated[
+        float, typer.Option(help="A job whose GPUs are under this busy % counts as idle.")
+    ] = 5.0,
+    idle_after: Annotated[
+        float, typer.Option(help="Seconds idle before a job is flagged (teams' idle policy).")
+    ] = 1800.0,
 ) -> None:
     """Run the control plane: the REST API under /api/v1 and the reconciler (on the leader)."""
     from gpufleet.cluster import Cluster
@@ -437,6 +487,9 @@ def serve(
         run_root=runs.resolve(),
         holder=default_holder(),
         access_log=access_log,
+        telemetry=_telemetry_options(
+            telemetry, dcgm_url, telemetry_interval, idle_threshold, idle_after
+        ),
     )
     if executor == "slurm":  # checked against Slurm's nodes here, once, before any process
         from dataclasses import replace

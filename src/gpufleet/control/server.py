@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import select
@@ -31,6 +31,7 @@ from gpufleet.control.executors.slurm_commands import SlurmOptions
 from gpufleet.control.leader import release
 from gpufleet.control.models import Device, NodeRecord
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
+from gpufleet.control.telemetry_sources import TelemetryLoop, TelemetryOptions, make_collector
 from gpufleet.errors import UserError
 from gpufleet.sched.preempt import GRACE_PERIOD_S
 
@@ -49,6 +50,7 @@ class ServeOptions:
     run_root: Path = Path("gpufleet-runs")
     holder: str = ""
     slurm: SlurmOptions | None = None  # the slurm executor's settings (`--slurm-*` options)
+    telemetry: TelemetryOptions = field(default_factory=TelemetryOptions)  # `--telemetry` ...
 
 
 def make_executor(
@@ -163,6 +165,21 @@ class ReconcileLoop:
             self._thread.join(timeout=30)
         with self.reconciler.sessions.begin() as s:
             release(s, "reconciler", self.reconciler.config.holder)
+
+
+def telemetry_loop(
+    options: ServeOptions, reconciler: Reconciler, executor: Executor
+) -> TelemetryLoop | None:
+    """The telemetry reader beside the reconciler (None: `--telemetry off`, or nothing to
+    read on this host); it reads only while this server leads."""
+    collector = make_collector(
+        options.telemetry, options.executor, reconciler.sessions, reconciler.cluster, executor
+    )
+    if collector is None:
+        return None
+    return TelemetryLoop(
+        reconciler.sessions, collector, options.telemetry.config, lambda: reconciler.leading
+    )
 
 
 def default_holder() -> str:

@@ -158,7 +158,12 @@ def reconciler_main(config: ChildConfig, ready: Callable[[], None]) -> None:
     from gpufleet.cluster import Cluster
     from gpufleet.control.db import make_engine, sessions
     from gpufleet.control.reconciler import Reconciler
-    from gpufleet.control.server import ReconcileLoop, make_executor, reconciler_config
+    from gpufleet.control.server import (
+        ReconcileLoop,
+        make_executor,
+        reconciler_config,
+        telemetry_loop,
+    )
     from gpufleet.specs.cluster import ClusterSpec
     from gpufleet.specs.load import load
 
@@ -170,10 +175,15 @@ def reconciler_main(config: ChildConfig, ready: Callable[[], None]) -> None:
     )
     loop = ReconcileLoop(reconciler, config.options.cycle_interval_s)
     loop.start()
+    telemetry = telemetry_loop(config.options, reconciler, executor)
+    if telemetry is not None:
+        telemetry.start()
     ready()
     while not stop.wait(1.0):
         if _orphaned(config):
             break
+    if telemetry is not None:
+        telemetry.stop()
     loop.stop()
 
 

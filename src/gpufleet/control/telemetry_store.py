@@ -87,18 +87,29 @@ class IngestReport:
     reclaimed: list[int] = field(default_factory=list)
 
 
+def gpu_of(alloc: Allocation) -> int | None:
+    """The GPU index an allocation is on: its own, or a MIG slice's ("<node>/gpu<g>/mig:...")."""
+    if alloc.gpu is not None:
+        return alloc.gpu
+    if alloc.slice_id and "/gpu" in alloc.slice_id:
+        index = alloc.slice_id.split("/gpu", 1)[1].split("/", 1)[0]
+        return int(index) if index.isdigit() else None
+    return None
+
+
 def holders(session: Session) -> dict[tuple[str, int], list[Holder]]:
     """Who holds each GPU now: whole GPUs, MIG slices and shares of it (several holders)."""
     q = (
         select(Allocation, Team.name)
         .join(Job, Job.id == Allocation.job_id)
         .join(Team, Team.id == Job.team_id)
-        .where(Allocation.released_s.is_(None), Allocation.gpu.is_not(None))
+        .where(Allocation.released_s.is_(None))
     )
     out: dict[tuple[str, int], list[Holder]] = defaultdict(list)
     for alloc, team in session.execute(q):
-        assert alloc.gpu is not None
-        out[(alloc.node, alloc.gpu)].append(Holder(alloc.job_id, alloc.attempt, team, alloc.milli))
+        gpu = gpu_of(alloc)
+        if gpu is not None:
+            out[(alloc.node, gpu)].append(Holder(alloc.job_id, alloc.attempt, team, alloc.milli))
     return dict(out)
 
 

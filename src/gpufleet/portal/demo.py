@@ -38,6 +38,7 @@ import httpx
 from gpufleet.cluster import Cluster
 from gpufleet.control import admin
 from gpufleet.control.db import make_engine, sessions, upgrade
+from gpufleet.control.telemetry_sources import BUSY_PROFILE_ENV
 from gpufleet.errors import UserError
 from gpufleet.portal.fmt import request_text
 from gpufleet.specs.cluster import ClusterSpec
@@ -174,6 +175,18 @@ TEMPLATES: dict[str, Template] = {
             "mig_profile": rng.choice(["1g.10gb", "2g.20gb"]),
         },
     ),
+    "dev-box": Template(  # a GPU held for a debugging session that nobody uses: idle
+        0.5,
+        "research",
+        (600, 1801, 60),
+        lambda rng, n: {
+            "kind": "interactive",
+            "project": "llm",
+            "gpus": 1,
+            "accelerator": H100,
+            "env": {BUSY_PROFILE_ENV: "idle"},
+        },
+    ),
     "serve": Template(
         2.5,
         "prod",
@@ -232,13 +245,18 @@ def workload(seed: int) -> Iterator[Submission]:
     n = 0
     while True:
         n += 1
-        name = rng.choices(names, weights=weights)[0]
+        # the first job is an idle dev box, so the idle-GPU detector has something to flag
+        # within the demo's first minutes
+        name = "dev-box" if n == 1 else rng.choices(names, weights=weights)[0]
         template = TEMPLATES[name]
         runtime = rng.randrange(*template.runtime_s)
         body = {"name": f"{name}-{n}", **template.body(rng, n)}
         body["runtime_estimate_s"] = float(runtime)
         if rng.randrange(FAILING_ONE_IN) == 0:
-            body["env"] = {"GPUFLEET_EMULATE_FAIL_AFTER_S": str(runtime // 3)}
+            body["env"] = {
+                **body.get("env", {}),
+                "GPUFLEET_EMULATE_FAIL_AFTER_S": str(runtime // 3),
+            }
         yield Submission(rng.choice(SUBMITTERS[template.team]), template.team, body)
 
 
@@ -467,6 +485,12 @@ def run_demo(options: DemoOptions, say: Callable[[str], None]) -> None:
                     options.host,
                     "--port",
                     str(options.port),
+                    # read GPUs often and flag idle jobs after a minute, so a visitor sees
+                    # both within the demo's first minutes (a site's defaults: 15 s, 30 min)
+                    "--telemetry-interval",
+                    "5",
+                    "--idle-after",
+                    "60",
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,

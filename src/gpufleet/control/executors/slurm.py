@@ -220,6 +220,10 @@ class SlurmExecutor:
     def _cmd(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> CommandResult:
         return self._run(argv, {**self._env, **(env or {})}, self.options.timeout_s)
 
+    def command(self, argv: Sequence[str]) -> CommandResult:
+        """A Slurm command with this executor's environment and timeout (telemetry's sstat)."""
+        return self._cmd(argv)
+
     def _ok(self, argv: Sequence[str]) -> str:
         done = self._cmd(argv)
         if done.returncode != 0:

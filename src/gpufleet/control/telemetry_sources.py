@@ -1,0 +1,274 @@
+"""Which telemetry source `gpufleet serve` reads, and the loop that feeds the store from it.
+
+The source follows the executor unless `--telemetry` names one: the emulated cluster
+reads its jobs' declared busy profiles, a local host its GPUs through NVML, a Slurm
+cluster its jobs' TRES usage (or, with `--dcgm-url`, the DCGM exporters most sites
+run). The loop runs beside the reconciler, in its process, and reads only while that
+server leads, so two servers never store the same reading twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpufleet.cluster import Cluster
+from gpufleet.control.executors.base import Executor
+from gpufleet.control.models import Allocation, Job
+from gpufleet.control.telemetry_store import (
+    IngestReport,
+    TelemetryConfig,
+    gpu_of,
+    ingest,
+    roll_up,
+)
+from gpufleet.errors import UserError
+from gpufleet.telemetry.emulated import PROFILES, EmulatedCollector, EmulatedGpu, EmulatedJob
+from gpufleet.telemetry.samples import Collector, TelemetryError
+
+log = logging.getLogger("gpufleet.telemetry")
+SOURCES = ("auto", "emulated", "nvml", "dcgm", "slurm", "off")
+# a job's declared busy profile on the emulated executor (its `env`), as the other test hooks
+BUSY_PROFILE_ENV = "GPUFLEET_EMULATE_BUSY"
+
+
+def busy_profile(job: Job) -> str:
+    """The profile an emulated job runs with: its env's, else by kind (a server serves, a
+    notebook mostly waits for its user, the rest compute)."""
+    declared = str(job.env.get(BUSY_PROFILE_ENV, "")) if job.env else ""
+    if declared in PROFILES:
+        return declared
+    return {"inference": "inference", "interactive": "notebook"}.get(job.kind, "training")
+
+
+def emulated_jobs(sessions: sessionmaker[Session]) -> Callable[[], list[EmulatedJob]]:
+    """The store's running jobs as the emulated collector wants them: one entry per node."""
+
+    def read() -> list[EmulatedJob]:
+        with sessions() as s:
+            rows = s.execute(
+                select(Job, Allocation)
+                .join(Allocation, Allocation.job_id == Job.id)
+                .where(Allocation.released_s.is_(None), Job.state == "running")
+            ).all()
+        by: dict[tuple[int, str], tuple[Job, set[int]]] = {}
+        for job, alloc in rows:
+            gpu = gpu_of(alloc)
+            if gpu is not None:
+                by.setdefault((job.id, alloc.node), (job, set()))[1].add(gpu)
+        return [
+            EmulatedJob(
+                job_id=str(job.id),
+                profile=busy_profile(job),
+                node=node,
+                gpu_indices=tuple(sorted(gpus)),
+                start_s=job.started_s or 0.0,
+            )
+            for (_, node), (job, gpus) in sorted(by.items())
+        ]
+
+    return read
+
+
+def free_gpus(
+    sessions: sessionmaker[Session], cluster: Cluster
+) -> Callable[[], list[tuple[str, int]]]:
+    """Every GPU of the cluster that no allocation holds (they read 0 %, as idle GPUs do)."""
+
+    def read() -> list[tuple[str, int]]:
+        with sessions() as s:
+            held = {
+                (a.node, gpu_of(a))
+                for a in s.scalars(select(Allocation).where(Allocation.released_s.is_(None)))
+            }
+        return [
+            (n.name, g) for n in cluster.nodes for g in range(n.gpus) if (n.name, g) not in held
+        ]
+
+    return read
+
+
+@dataclass(frozen=True)
+class TelemetryOptions:
+    """`gpufleet serve --telemetry ... --dcgm-url ... --idle-*`."""
+
+    source: str = "auto"
+    dcgm_urls: tuple[str, ...] = ()
+    config: TelemetryConfig = field(default_factory=TelemetryConfig)
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise UserError(f"--telemetry {self.source!r}: use one of {', '.join(SOURCES)}")
+        if self.source == "dcgm" and not self.dcgm_urls:
+            raise UserError("--telemetry dcgm needs --dcgm-url (each exporter's /metrics URL)")
+
+
+def make_collector(
+    options: TelemetryOptions,
+    executor_name: str,
+    sessions: sessionmaker[Session],
+    cluster: Cluster,
+    executor: Executor | None = None,
+) -> Collector | None:
+    """The source `options` names, or the executor's natural one for `auto`; None: off (or,
+    for `auto`, nothing to read here: logged once)."""
+    source = options.source
+    if source == "auto":
+        if options.dcgm_urls:
+            source = "dcgm"
+        else:
+            source = {"emulated": "emulated", "local": "nvml", "slurm": "slurm"}[executor_name]
+    if source == "off":
+        return None
+    if source == "emulated":
+        gpu = _emulated_gpu(cluster)
+        return EmulatedCollector(
+            emulated_jobs(sessions), free_gpus=free_gpus(sessions, cluster), gpu=gpu
+        )
+    if source == "dcgm":
+        from gpufleet.telemetry.dcgm import DcgmCollector
+
+        return DcgmCollector(options.dcgm_urls, job_of=_dcgm_job_of)
+    if source == "nvml":
+        return _nvml(options, cluster)
+    return _slurm(executor, sessions)
+
+
+def _emulated_gpu(cluster: Cluster) -> EmulatedGpu:
+    """The emulated GPUs' memory and power, from the catalog row of the cluster's first
+    accelerator (a mixed cluster reads every GPU as that one: it is a demo)."""
+    from gpufleet.catalog.accelerators import get_accelerator
+
+    acc = get_accelerator(cluster.nodes[0].accelerator)
+    tdp_w = acc.tdp_w or EmulatedGpu().max_w
+    # idle power ~10 % of the board's limit: an H200 read 79 W of 700 W idle (docs/device)
+    return EmulatedGpu(
+        mem_total_bytes=acc.memory_bytes, idle_w=0.1 * tdp_w, max_w=tdp_w, model=acc.display_name
+    )
+
+
+def _dcgm_job_of(holder: object) -> str | None:
+    """dcgm-exporter's Slurm label names the Slurm job, not gpufleet's; pods are named by
+    the Kubernetes export (`gpufleet-job-<id>`), so that is the one mapping read here."""
+    pod = getattr(holder, "pod", "")
+    prefix = "gpufleet-job-"
+    if pod.startswith(prefix):
+        digits = pod[len(prefix) :].split("-", 1)[0]
+        return digits if digits.isdigit() else None
+    return None
+
+
+def _nvml(options: TelemetryOptions, cluster: Cluster) -> Collector | None:
+    from gpufleet.telemetry.nvml import NvmlCollector
+    from gpufleet.telemetry.nvml_api import NvmlUnavailable
+
+    node = cluster.nodes[0].name if len(cluster.nodes) == 1 else None
+    try:
+        return NvmlCollector(node)
+    except NvmlUnavailable as exc:
+        if options.source == "nvml":
+            raise UserError(f"--telemetry nvml: {exc}") from None
+        log.warning("no GPU telemetry: %s", exc)
+        return None
+
+
+def _slurm(executor: Executor | None, sessions: sessionmaker[Session]) -> Collector | None:
+    from gpufleet.control.executors.slurm import SlurmExecutor
+    from gpufleet.telemetry.slurm import SlurmCollector, SlurmJobRef
+
+    if not isinstance(executor, SlurmExecutor):
+        raise UserError("--telemetry slurm reads the Slurm executor's jobs: use --executor slurm")
+    slurm = executor
+
+    def refs() -> list[SlurmJobRef]:
+        out = []
+        for key in sorted(slurm.active()):
+            slurm_id = slurm.slurm_job_id(key)
+            if slurm_id:
+                out.append(SlurmJobRef(slurm_id, str(key.job_id), _gpus(sessions, key.job_id)))
+        return out
+
+    return SlurmCollector(slurm.command, refs)
+
+
+def _gpus(sessions: sessionmaker[Session], job_id: int) -> int:
+    with sessions() as s:
+        milli = s.scalars(
+            select(Allocation.milli).where(
+                Allocation.job_id == job_id, Allocation.released_s.is_(None)
+            )
+        ).all()
+    return max(1, round(sum(milli) / 1000))
+
+
+class TelemetryLoop:
+    """Reads the collector every `config.interval_s` while `leading()`, stores the readings,
+    rolls up and prunes. A failing read is logged and retried next time; it never stops
+    the reconciler beside it."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        collector: Collector,
+        config: TelemetryConfig,
+        leading: Callable[[], bool],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.sessions = sessions
+        self.collector = collector
+        self.config = config
+        self.leading = leading
+        self.clock = clock
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
+        self._reason = ""
+
+    def tick(self) -> IngestReport | None:
+        """One read (the loop's body; tests call it directly)."""
+        if not self.leading():
+            return None
+        now = self.clock()
+        try:
+            readings = self.collector.collect(now)
+        except TelemetryError as exc:
+            self.errors += 1
+            log.warning("telemetry read failed (%s): %s", self.collector.name, exc)
+            return None
+        if self.collector.reason != self._reason:
+            self._reason = self.collector.reason
+            if self._reason:
+                log.warning("telemetry (%s): %s", self.collector.name, self._reason)
+        with self.sessions.begin() as s:
+            report = ingest(s, readings, now, self.config)
+            roll_up(s, now)
+        for job_id in report.flagged_idle:
+            log.info("job %d flagged idle", job_id)
+        return report
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                self.tick()
+            except Exception:  # the store or a collector bug: keep the reconciler serving
+                self.errors += 1
+                log.exception("telemetry cycle failed")
+            self._stop.wait(max(0.0, self.config.interval_s - (time.monotonic() - began)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        close = getattr(self.collector, "close", None)
+        if callable(close):
+            close()
