@@ -106,3 +106,68 @@ def test_the_pdf_download(billed: Portal) -> None:
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/pdf"
     assert r.content.startswith(b"%PDF")
+
+
+@pytest.fixture
+def measured(portal: Portal) -> Portal:
+    """One job ran an hour on 4 GPUs read at 25 % busy: 4 GPU-hours allocated, 1 used."""
+    from gpufleet.control import telemetry_store as ts
+    from gpufleet.telemetry.samples import GpuSample
+
+    plane = portal.plane
+    config = ts.TelemetryConfig(interval_s=60, max_gap_s=120)
+    portal.submit_api("vision-member", name="m", gpus=4, runtime_estimate_s=3600, project="p1")
+    plane.cycle()
+    plane.cycle(1)
+    for _ in range(60):
+        plane.cycle(60)
+        readings = [
+            GpuSample(time_s=0, node=f"h100-{n}", gpu_index=g, source="t", sm_util_pct=25.0)
+            for n in range(2)
+            for g in range(8)
+        ]
+        with plane.sessions.begin() as s:
+            ts.ingest(s, readings, plane.clock(), config)
+    plane.cycle(1)
+    return portal
+
+
+def test_used_and_allocated_gpu_hours_in_every_format(measured: Portal) -> None:
+    admin = measured.as_("admin")
+    rows = _rows(admin.get("/portal/chargeback.csv?group_by=team").text)
+    vision = next(row for row in rows if row["team"] == "vision")
+    allocated, used = float(vision["gpu_hours_allocated"]), float(vision["gpu_hours_used"])
+    assert abs(allocated - 4.0) < 0.01
+    assert abs(used - allocated / 4) < 1e-6
+    assert abs(float(vision["gpu_efficiency"]) - 0.25) < 1e-6
+    focus = measured.plane.client.get(
+        "/api/v1/reports/chargeback",
+        params={"group_by": "team", "format": "focus"},
+        headers=measured.plane.auth("admin"),
+    )
+    row = next(
+        r for r in csv.DictReader(io.StringIO(focus.text)) if r["SubAccountName"] == "vision"
+    )
+    assert abs(float(row["x_GpuHoursUsed"]) - used) < 1e-6
+    assert row["x_GpuEfficiency"] == "0.2500"
+    page = admin.get("/portal/chargeback?group_by=team").text
+    assert "used-not-collected" not in page
+    assert "25.0%" in page or "25%" in page
+
+
+@pytest.mark.skipif(pdf_available() is not None, reason=str(pdf_available()))
+def test_the_pdf_shows_both_meters(measured: Portal, tmp_path: object) -> None:
+    import subprocess
+    from pathlib import Path
+
+    r = measured.as_("admin").get("/portal/chargeback.pdf?group_by=team")
+    assert r.status_code == 200
+    pdf = Path(str(tmp_path)) / "c.pdf"
+    pdf.write_bytes(r.content)
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "GPU-hours used" in text
+    line = next(line for line in text.splitlines() if line.strip().startswith("vision"))
+    assert "1.00" in line, line
+    assert "4.00" in line, line

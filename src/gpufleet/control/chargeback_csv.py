@@ -43,6 +43,9 @@ FOCUS_COLUMNS: tuple[str, ...] = (
     "SubAccountName",
     "Tags",
     "ProviderName",
+    # FOCUS's custom-column convention (x_): what telemetry measured of the billed hours
+    "x_GpuHoursUsed",
+    "x_GpuEfficiency",
 )
 
 
@@ -125,6 +128,8 @@ def to_focus_csv(
     BilledCost includes the row's idle share; EffectiveCost and ListCost equal it (there are
     no discounts or amortisation here). Quantities are the billed GPU-hours (the idle
     GPU-hours on idle rows). The rows add up to the report's total to the cent.
+    `x_GpuHoursUsed` and `x_GpuEfficiency` (FOCUS custom columns) carry the busy GPU-hours
+    telemetry measured and their share of the allocated ones; empty where not measured.
     `billing_currency` only labels the amounts: nothing is converted, so pass another code
     only when the rates were set in that currency.
     """
@@ -174,6 +179,8 @@ def to_focus_csv(
                 _cell(sub_account),
                 json.dumps(tags, sort_keys=True, separators=(",", ":")),
                 _cell(provider),
+                "" if row.is_idle or row.gpu_hours_used is None else _fmt_hours(row.gpu_hours_used),
+                "" if row.is_idle or row.gpu_efficiency is None else f"{row.gpu_efficiency:.4f}",
             ]
         )
     return buf.getvalue()
