@@ -5,13 +5,14 @@ What the lead runs on a GPU host (needs only torch, nvidia-ml-py and this repo's
     PYTHONPATH=src python3 scripts/device/nvml_check.py --out "$OUT"
 
 It samples every GPU every `--interval-s` while a child process keeps GPU 0 busy with
-bf16 matrix products for `--load-s` seconds, prints every reading and a summary per
-phase (before the child, its startup, the load, after it; a second either side of the
-load's start and end is left out, since NVML's window lags), and writes the readings (with their phase) to ``$OUT/nvml_samples.jsonl``. The
-child is mapped to a job ("load") by its pid, through `job_by_ancestry`, so the summary
-also says whether NVML's pids match this process namespace. It also runs
-``python -m gpufleet.telemetry.nvml`` with pydantic and numpy blocked, to show the entry
-point needs neither. Exit 0 when idle stays low and the load reads high.
+bf16 matrix products for `--load-s` seconds, prints every reading and a summary per phase
+(before the child, its startup, the load, after it; a second either side of the load's
+start and end is left out, since NVML's window lags), and writes the readings (with their
+phase) to ``$OUT/nvml_samples.jsonl``. The child is mapped to a job ("load") by its pid,
+through `job_by_ancestry`, so the summary also says whether NVML's pids match this process
+namespace. It also runs ``python -m gpufleet.telemetry.nvml`` with pydantic and numpy
+blocked, to show the entry point needs neither. Exit 0 when idle stays low and the load
+reads high.
 """
 
 from __future__ import annotations
