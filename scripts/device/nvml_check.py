@@ -5,12 +5,14 @@ What the lead runs on a GPU host (needs only torch, nvidia-ml-py and this repo's
     PYTHONPATH=src python3 scripts/device/nvml_check.py --out "$OUT"
 
 It samples every GPU every `--interval-s` while a child process keeps GPU 0 busy with
-bf16 matrix products for `--load-s` seconds, prints every reading and a summary per
-phase, and writes the readings (with their phase) to ``$OUT/nvml_samples.jsonl``. The
-child is mapped to a job ("load") by its pid, through `job_by_ancestry`, so the summary
-also says whether NVML's pids match this process namespace. It also runs
-``python -m gpufleet.telemetry.nvml`` with pydantic and numpy blocked, to show the entry
-point needs neither. Exit 0 when idle stays low and the load reads high.
+bf16 matrix products for `--load-s` seconds, prints every reading and a summary per phase
+(before the child, its startup, the load, after it; a second either side of the load's
+start and end is left out, since NVML's window lags), and writes the readings (with their
+phase) to ``$OUT/nvml_samples.jsonl``. The child is mapped to a job ("load") by its pid,
+through `job_by_ancestry`, so the summary also says whether NVML's pids match this process
+namespace. It also runs ``python -m gpufleet.telemetry.nvml`` with pydantic and numpy
+blocked, to show the entry point needs neither. Exit 0 when idle stays low and the load
+reads high.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.telemetry.nvml import NvmlCollector, job_by_ancestry
@@ -59,16 +62,33 @@ runpy.run_module("gpufleet.telemetry.nvml", run_name="__main__")
 """
 
 
-def phase_of(t: float, ready_s: float | None, done_s: float | None) -> str:
-    if ready_s is None or t < ready_s:
-        return "before"
-    if done_s is None or t <= done_s:
-        return "load"
-    return "after"
+@dataclass(frozen=True)
+class Times:
+    """When the load child was started, had CUDA ready, and finished (Unix seconds)."""
+
+    launch_s: float
+    ready_s: float | None
+    done_s: float | None
+
+    def phase(self, t: float) -> str:
+        """before / startup (torch and CUDA starting) / load / after."""
+        if t < self.launch_s:
+            return "before"
+        if self.ready_s is None or t < self.ready_s:
+            return "startup"
+        if self.done_s is None or t <= self.done_s:
+            return "load"
+        return "after"
+
+    def steady(self, t: float) -> bool:
+        """Not within a second of the load's start or end: NVML's window lags up to 1 s."""
+        edges = [e for e in (self.ready_s, self.done_s) if e is not None]
+        return all(abs(t - e) > 1.0 for e in edges)
 
 
-def run_load(load_s: float, roots: dict[int, str]) -> tuple[float | None, float | None, int]:
-    """The child's (ready time, done time, exit code); its pid is the job "load"."""
+def run_load(load_s: float, roots: dict[int, str]) -> tuple[Times, int]:
+    """Run the load child (its pid is the job "load"): when it ran, and its exit code."""
+    launch_s = time.time()
     child = subprocess.Popen(
         [sys.executable, "-c", LOAD, str(load_s)], stdout=subprocess.PIPE, text=True
     )
@@ -83,30 +103,30 @@ def run_load(load_s: float, roots: dict[int, str]) -> tuple[float | None, float 
         elif word == "DONE":
             done_s = float(rest[0])
             print(f"[load] {int(rest[1]) * 2 * 8192**3 / load_s / 1e12:.0f} TFLOP/s")
-    return ready_s, done_s, child.wait()
+    return Times(launch_s, ready_s, done_s), child.wait()
 
 
-def summarize(samples: list[GpuSample], ready_s: float | None, done_s: float | None) -> bool:
+def summarize(samples: list[GpuSample], times: Times) -> bool:
     """Per phase, GPU 0's mean utilisation and power; True if idle <= 10 % and load >= 80 %."""
-    ok = ready_s is not None
-    for name in ("before", "load", "after"):
-        # the first and last second of the load are ramps; leave them out of its mean
+    ok = times.ready_s is not None and times.done_s is not None
+    for name in ("before", "startup", "load", "after"):
         rows = [
             s
             for s in samples
-            if s.gpu_index == 0
-            and phase_of(s.time_s, ready_s, done_s) == name
-            and (name != "load" or (ready_s or 0) + 1 < s.time_s < (done_s or 0) - 1)
+            if s.gpu_index == 0 and times.phase(s.time_s) == name and times.steady(s.time_s)
         ]
         if not rows:
             print(f"{name}: no samples")
-            ok = False
+            ok = ok and name == "startup"
             continue
         util = sum(s.sm_util_pct for s in rows) / len(rows)
         power = sum(s.power_w or 0 for s in rows) / len(rows)
         jobs = sorted({s.job_id or "-" for s in rows})
         print(f"{name}: {len(rows)} samples, util {util:.1f} %, power {power:.0f} W, jobs {jobs}")
-        ok = ok and (util >= 80 if name == "load" else util <= 10)
+        if name == "load":
+            ok = ok and util >= 80
+        elif name != "startup":
+            ok = ok and util <= 10
     mapped = any(s.job_id == "load" for s in samples)
     print(f"pid -> job mapping: {'works' if mapped else 'NVML pids not visible here'}")
     return ok
@@ -157,7 +177,7 @@ def main() -> int:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     time.sleep(args.idle_s)
-    ready_s, done_s, code = run_load(args.load_s, roots)
+    times, code = run_load(args.load_s, roots)
     time.sleep(args.idle_s)
     stop.set()
     sampler.join()
@@ -167,10 +187,10 @@ def main() -> int:
 
     with (out / "nvml_samples.jsonl").open("w") as f:
         for s in samples:
-            row = s.to_dict() | {"phase": phase_of(s.time_s, ready_s, done_s)}
+            row = s.to_dict() | {"phase": times.phase(s.time_s)}
             f.write(json.dumps(row, sort_keys=True) + "\n")
     print(f"wrote {len(samples)} samples to {out / 'nvml_samples.jsonl'}")
-    ok = summarize(samples, ready_s, done_s) and code == 0
+    ok = summarize(samples, times) and code == 0
     ok = check_entry_point() and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

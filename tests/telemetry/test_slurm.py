@@ -10,11 +10,12 @@ import pytest
 
 from gpufleet.telemetry.slurm import (
     NO_ACCOUNTING,
+    SSTAT_FIELDS,
     SlurmCollector,
     SlurmJobRef,
     amount,
     finished_usage,
-    parse_sstat,
+    parse_steps,
     parse_tres,
 )
 
@@ -60,7 +61,7 @@ def test_tres_strings_and_amounts() -> None:
 
 
 def test_sstat_steps() -> None:
-    steps = parse_sstat((DATA / "sstat_gpu.txt").read_text())
+    steps = parse_steps((DATA / "sstat_gpu.txt").read_text(), SSTAT_FIELDS)
     assert [(s.job, s.step, s.gpuutil_pct) for s in steps] == [
         ("812345", "extern", 0),
         ("812345", "batch", 0),

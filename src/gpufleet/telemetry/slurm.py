@@ -101,31 +101,21 @@ def _gpus(alloc: str) -> int | None:
     return int(count) if count is not None else None
 
 
-def parse_sstat(text: str) -> list[StepUsage]:
-    """`sstat -a -n -P --noconvert -o SSTAT_FIELDS` lines."""
+def parse_steps(text: str, fields: str) -> list[StepUsage]:
+    """`sstat`/`sacct` ``-n -P -o FIELDS`` lines (SSTAT_FIELDS or SACCT_FIELDS), read by the
+    names of the fields asked for: sacct's allocation row carries AllocTRES and no usage,
+    its steps the reverse."""
+    names = fields.split(",")
     steps = []
     for line in text.splitlines():
-        fields = line.split("|")
-        if len(fields) < 4 or not fields[0].strip():
+        values = line.split("|")
+        if len(values) < len(names) or not values[0].strip():
             continue
-        job, _, step = fields[0].strip().partition(".")
-        util, mem = _usage(fields[2], fields[3])
-        steps.append(StepUsage(job, step, fields[1].strip(), util, mem))
-    return steps
-
-
-def parse_sacct_usage(text: str) -> list[StepUsage]:
-    """`sacct -n -P --noconvert -o SACCT_FIELDS` lines: the allocation row (its AllocTRES)
-    and each step's usage."""
-    steps = []
-    for line in text.splitlines():
-        fields = line.split("|")
-        if len(fields) < 6 or not fields[0].strip():
-            continue
-        job, _, step = fields[0].strip().partition(".")
-        util, mem = _usage(fields[4], fields[5])
-        elapsed = amount(fields[2])
-        steps.append(StepUsage(job, step, fields[1].strip(), util, mem, _gpus(fields[3]), elapsed))
+        row = dict(zip(names, values, strict=False))
+        job, _, step = row["JobID"].strip().partition(".")
+        util, mem = _usage(row["TRESUsageInAve"], row["TRESUsageInTot"])
+        gpus, elapsed = _gpus(row.get("AllocTRES", "")), amount(row.get("ElapsedRaw", ""))
+        steps.append(StepUsage(job, step, row["NodeList"].strip(), util, mem, gpus, elapsed))
     return steps
 
 
@@ -191,7 +181,7 @@ class SlurmCollector:
             return []
         ids = ",".join(r.slurm_job_id for r in refs)
         done = self._cmd(["sstat", "-a", "-n", "-P", "--noconvert", "-o", SSTAT_FIELDS, "-j", ids])
-        steps = parse_sstat(done.stdout)
+        steps = parse_steps(done.stdout, SSTAT_FIELDS)
         if not steps and done.returncode != 0:
             self.reason = f"sstat failed: {done.stderr.strip() or done.returncode}"
             return []
@@ -227,7 +217,7 @@ def finished_usage(
     done = cmd(argv)
     if done.returncode != 0:
         return {}, f"sacct failed: {done.stderr.strip() or done.returncode}"
-    rows = parse_sacct_usage(done.stdout)
+    rows = parse_steps(done.stdout, SACCT_FIELDS)
     out: dict[str, JobGpuUsage] = {}
     tracked = False
     for alloc in (r for r in rows if not r.step):
