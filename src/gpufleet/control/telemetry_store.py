@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy import ColumnElement, case, delete, func, select
 from sqlalchemy.orm import Session
 
 from gpufleet.control import lifecycle
@@ -380,6 +380,9 @@ class Point:
     start_s: float
     util_pct: float
     gpus: float  # mean number of GPUs read per reading round in the step
+    # mean memory used per GPU read (None: the source has no figure); where only roll-ups
+    # are left (after a day) it is each GPU's five-minute peak
+    mem_used_bytes: float | None = None
 
 
 def series(
@@ -394,7 +397,7 @@ def series(
 ) -> dict[str, list[Point]]:
     """Utilisation over [start_s, end_s) in steps of `step_s`, from raw rows where they still
     exist and from roll-ups before that. Keys: a team name (`by_team`), else "all"."""
-    out: dict[str, dict[int, tuple[float, float, float]]] = defaultdict(dict)
+    out: dict[str, dict[int, list[float]]] = defaultdict(dict)
     # roll-ups answer for every bucket before the roll-up mark, raw rows from there on: the
     # two never overlap, and both are complete (raw rows are pruned only once rolled up)
     mark = _rolled_up_to(session)
@@ -403,19 +406,20 @@ def series(
         _rollup_rows(session, start_s, min(end_s, mark), team, job_id),
         _raw_rows(session, raw_from, end_s, team, job_id),
     ):
-        for t_s, team_name, util_sum, reads, rounds in source_rows:
+        for t_s, team_name, *sums in source_rows:
             key = (team_name or "unattributed") if by_team else "all"
             i = max(0, int((t_s - start_s) // step_s))  # a roll-up may begin before start
-            u, r, n = out[key].get(i, (0.0, 0.0, 0.0))
-            out[key][i] = (u + util_sum, r + reads, n + rounds)
+            acc = out[key].setdefault(i, [0.0] * 5)
+            for k, value in enumerate(sums):
+                acc[k] += value
     result: dict[str, list[Point]] = {}
     steps = max(1, math.ceil((end_s - start_s) / step_s))
     for key, cells in sorted(out.items()):
         result[key] = [
-            Point(start_s + i * step_s, u / r, r / n)
+            Point(start_s + i * step_s, u / r, r / n, mem / mem_reads if mem_reads else None)
             for i in range(steps)
             if (cell := cells.get(i)) is not None
-            for u, r, n in [cell]
+            for u, r, n, mem, mem_reads in [cell]
             if r > 0
         ]
     return result
@@ -439,12 +443,20 @@ def _filters(
 
 def _raw_rows(
     session: Session, start_s: float, end_s: float, team: str | None, job_id: int | None
-) -> Iterable[tuple[float, str | None, float, float, float]]:
-    """(time, team, Σ busy %, readings, rounds=1) per reading round and team."""
+) -> Iterable[tuple[float, str | None, float, float, float, float, float]]:
+    """(time, team, Σ busy %, readings, rounds=1, Σ memory, readings with memory) per
+    reading round and team."""
     if not start_s < end_s:
         return []
     q = (
-        select(GpuSample.time_s, GpuSample.team, func.sum(GpuSample.util_pct), func.count())
+        select(
+            GpuSample.time_s,
+            GpuSample.team,
+            func.sum(GpuSample.util_pct),
+            func.count(),
+            func.sum(GpuSample.mem_used_bytes),
+            func.count(GpuSample.mem_used_bytes),
+        )
         .where(
             GpuSample.time_s >= start_s,
             GpuSample.time_s < end_s,
@@ -452,12 +464,15 @@ def _raw_rows(
         )
         .group_by(GpuSample.time_s, GpuSample.team)
     )
-    return [(float(t), tm, float(u), float(n), 1.0) for t, tm, u, n in session.execute(q)]
+    return [
+        (float(t), tm, float(u), float(n), 1.0, float(mem or 0), float(mem_n))
+        for t, tm, u, n, mem, mem_n in session.execute(q)
+    ]
 
 
 def _rollup_rows(
     session: Session, start_s: float, end_s: float, team: str | None, job_id: int | None
-) -> Iterable[tuple[float, str | None, float, float, float]]:
+) -> Iterable[tuple[float, str | None, float, float, float, float, float]]:
     """Roll-ups count `samples` readings per GPU; a bucket's rounds are its largest count."""
     if not start_s < end_s:
         return []
@@ -468,6 +483,10 @@ def _rollup_rows(
             func.sum(GpuSample5m.util_mean_pct * GpuSample5m.samples),
             func.sum(GpuSample5m.samples),
             func.max(GpuSample5m.samples),
+            func.sum(GpuSample5m.mem_used_max_bytes * GpuSample5m.samples),
+            func.sum(
+                case((GpuSample5m.mem_used_max_bytes.is_not(None), GpuSample5m.samples), else_=0)
+            ),
         )
         .where(
             GpuSample5m.bucket_s > start_s - BUCKET_S,
@@ -476,7 +495,10 @@ def _rollup_rows(
         )
         .group_by(GpuSample5m.bucket_s, GpuSample5m.team)
     )
-    return [(float(b), tm, float(u), float(n), float(r)) for b, tm, u, n, r in session.execute(q)]
+    return [
+        (float(b), tm, float(u), float(n), float(r), float(mem or 0), float(mem_n or 0))
+        for b, tm, u, n, r, mem, mem_n in session.execute(q)
+    ]
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,13 @@ def hours(value: float | None) -> str:
     return f"{value:,.2f}"
 
 
+def gib(value: float | None) -> str:
+    """Bytes as GiB to one decimal (GPU memory, as nvidia-smi counts it: binary units)."""
+    if value is None:
+        return "—"
+    return f"{value / 2**30:,.1f} GiB"
+
+
 def usd(value: object) -> str:
     """A dollar amount from a report (a decimal string): at least two decimals, no more
     than the amount has ("2.500000" -> "2.50", "0.123400" -> "0.1234")."""
@@ -163,6 +170,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "duration": duration,
     "gpus": gpus,
     "hours": hours,
+    "gib": gib,
     "pct": pct,
     "usd": usd,
     "request_text": request_text,

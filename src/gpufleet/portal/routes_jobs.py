@@ -8,6 +8,7 @@ in the API, reasons and events name no other team's job or team except to an adm
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from gpufleet.control import jobs, lifecycle
 from gpufleet.control.executors.base import RunKey
 from gpufleet.control.models import Allocation, PriorityClass
 from gpufleet.portal.queue import ahead_of
+from gpufleet.portal.utilisation import job_chart
 from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
 
 router = APIRouter()
@@ -121,6 +123,7 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
         logs = ctx.executor.logs(RunKey(job.id, job.attempt), LOG_TAIL_BYTES)
     ahead = ahead_of(s, index, who, [job.id]).get(job.id) if job.state == "pending" else None
     classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
+    chart = job_chart(s, job.id, job.started_s, job.finished_s or now) if job.started_s else None
     return render(
         request,
         "job_detail.html.j2",
@@ -135,6 +138,8 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
         env_names=sorted(job.env or {}),  # names only: values may be credentials
         final=job.state in lifecycle.FINAL,
         can_cancel=me.can_write and job.state not in lifecycle.FINAL,
+        busy_json=json.dumps(chart[0]).replace("<", "\\u003c") if chart else None,
+        busy_rows=chart[1] if chart else [],
     )
 
 

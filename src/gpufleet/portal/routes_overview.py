@@ -8,6 +8,7 @@ in the API, and cluster-wide totals, which the API shows everyone too.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -17,19 +18,28 @@ from gpufleet.api import routes_cluster
 from gpufleet.api.views import queue_index
 from gpufleet.control.ledger import usage_records
 from gpufleet.portal import fmt
-from gpufleet.portal.usage import WINDOWS, allocation_series, use_summary
+from gpufleet.portal.usage import (
+    WINDOWS,
+    allocation_series,
+    data_age_s,
+    use_summary,
+    window_for,
+)
+from gpufleet.portal.utilisation import has_readings, heat_map, idle_jobs, utilisation_chart
 from gpufleet.portal.web import Caller, Ctx, Db, render
 
 router = APIRouter()
 
 
 @router.get("/", name="overview", response_class=HTMLResponse)
-def overview(request: Request, me: Caller, ctx: Ctx, s: Db, window: str = "24h") -> HTMLResponse:
+def overview(
+    request: Request, me: Caller, ctx: Ctx, s: Db, window: str | None = None
+) -> HTMLResponse:
     who = me.who
-    if window not in WINDOWS:
-        window = "24h"
-    span_s, buckets = WINDOWS[window]
     now = ctx.clock()
+    if window is None or window not in WINDOWS:
+        window = window_for(data_age_s(s, now))
+    span_s, buckets = WINDOWS[window]
     cluster = routes_cluster.cluster(who, ctx, s)
     teams = routes_cluster.teams(who, ctx, s)
     queues = routes_cluster.queues(who, s)
@@ -40,6 +50,8 @@ def overview(request: Request, me: Caller, ctx: Ctx, s: Db, window: str = "24h")
     mine = [r for r in records if r.team == who.team] if who.team else []
     by_team = allocation_series(mine, start_s=start, end_s=now, buckets=buckets, label="team")
     chart = _chart(by_flavor.starts_s, {**by_flavor.values, **by_team.values}, cluster.gpus)
+    busy = utilisation_chart(s, who, start, now, buckets)
+    heat = heat_map(s, ctx.cluster, who, now)
     return render(
         request,
         "overview.html.j2",
@@ -56,6 +68,13 @@ def overview(request: Request, me: Caller, ctx: Ctx, s: Db, window: str = "24h")
         chart_columns=[d["label"] for d in chart["datasets"]],
         chart_rows=_rows(chart),
         use=use_summary(records, start_s=start, end_s=now),
+        heat=heat,
+        heat_read=any(node.mean_util_pct is not None for node in heat),
+        busy_json=json.dumps(busy).replace("<", "\\u003c"),
+        busy_shown=has_readings(busy),
+        busy_columns=[d["label"] for d in busy["datasets"]],
+        busy_rows=_rows(busy, cell=lambda v: "—" if v is None else f"{v:.0f} %"),
+        idle=idle_jobs(s, who),
     )
 
 
@@ -77,10 +96,8 @@ def _chart(
     }
 
 
-def _rows(chart: dict[str, Any]) -> list[list[str]]:
+def _rows(chart: dict[str, Any], cell: Callable[[Any], str] = fmt.gpus) -> list[list[str]]:
     """The chart as table rows (time, then one column per dataset): the page's no-JS and
     screen-reader view of the same data."""
     columns = [d["data"] for d in chart["datasets"]]
-    return [
-        [label, *(fmt.gpus(col[i]) for col in columns)] for i, label in enumerate(chart["labels"])
-    ]
+    return [[label, *(cell(col[i]) for col in columns)] for i, label in enumerate(chart["labels"])]

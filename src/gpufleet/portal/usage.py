@@ -12,14 +12,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
 from gpufleet.control.chargeback_report import UsageRecord
+from gpufleet.control.models import NodeRecord
 
 WINDOWS: Mapping[str, tuple[float, int]] = {  # name -> (seconds, buckets)
     "1h": (3_600.0, 60),
     "24h": (86_400.0, 48),
     "7d": (7 * 86_400.0, 56),
     "30d": (30 * 86_400.0, 60),
+    "90d": (90 * 86_400.0, 90),
 }
+
+
+def window_for(age_s: float) -> str:
+    """The smallest window that shows all the data there is (a 10-minute-old cluster: 1h,
+    not 24 hours of nothing with a spike at the end), at most the longest."""
+    return next((name for name, (span_s, _) in WINDOWS.items() if span_s >= age_s), "90d")
+
+
+def data_age_s(session: Session, now_s: float) -> float:
+    """How long the cluster has existed in the store: since its first node joined."""
+    first = session.scalar(select(func.min(NodeRecord.created_s)))
+    return now_s - first if first is not None else 0.0
 
 
 @dataclass(frozen=True)
