@@ -113,6 +113,24 @@ class Live:
         return int(r.json()["id"])
 
 
+def read_gpus(live: Live, seconds: float, *, idle_after_s: float = 300.0) -> None:
+    """Cycle for `seconds` in 15-second steps, reading the GPUs through the emulated source
+    and the telemetry loop at each step, as `gpufleet serve` does."""
+    from gpufleet.control.telemetry_sources import TelemetryLoop, TelemetryOptions, make_collector
+    from gpufleet.control.telemetry_store import TelemetryConfig
+
+    plane = live.plane
+    collector = make_collector(
+        TelemetryOptions(), "emulated", plane.sessions, plane.reconciler.cluster
+    )
+    assert collector is not None
+    config = TelemetryConfig(interval_s=15, idle_after_s=idle_after_s, max_gap_s=60)
+    loop = TelemetryLoop(plane.sessions, collector, config, lambda: True, clock=plane.clock)
+    for _ in range(round(seconds / 15)):
+        live.cycle(15)
+        loop.tick()
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Engine]:
     engine = make_engine(f"sqlite:///{tmp_path}/portal.db")

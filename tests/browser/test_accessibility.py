@@ -4,8 +4,9 @@
   critical violation of a WCAG 2.1 A/AA rule or of axe's best practices fails the test.
 - The keyboard: the first Tab lands on the skip link, which moves focus to the content;
   Tab then reaches every control of the page, each with a visible focus outline.
-- Layout at a 1280 × 800 laptop and at 1024 wide: nothing is wider than the window (no
-  sideways scrolling), and a full-page screenshot of each page goes to `artifacts/`.
+- Layout at a 1280 × 800 laptop, at 1024 wide and on a 390 px phone: nothing is wider than
+  the window (no sideways scrolling), and a full-page screenshot of each page goes to
+  `artifacts/`.
 """
 
 from __future__ import annotations
@@ -19,13 +20,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import ARTIFACTS, H100, Live, log_in
+from .conftest import ARTIFACTS, H100, Live, log_in, read_gpus
 
 AXE = (Path(__file__).parent / "vendor" / "axe.min.js").read_text()
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 FAILING_IMPACTS = ("serious", "critical")
 BACKGROUNDS = ("rgb(255, 255, 255)", "rgb(244, 246, 249)")
-VIEWPORTS = {"1280": {"width": 1280, "height": 800}, "1024": {"width": 1024, "height": 768}}
+VIEWPORTS = {
+    "1280": {"width": 1280, "height": 800},
+    "1024": {"width": 1024, "height": 768},
+    "390": {"width": 390, "height": 844},  # a phone (issue 30: the portal was 625 px wide)
+}
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ def _seed(live: Live) -> Seeded:
     waiting = live.submit("vision-member", name="eval", gpus=8, accelerator=H100)
     live.submit("vision-member", name="eval-2", gpus=8, accelerator=H100)  # a class to reorder
     nlp_waiting = live.submit("nlp-member", name="sweep", gpus=4, accelerator=H100)
-    live.cycle(1800)
+    read_gpus(live, 1650)  # the heat map, the utilisation chart and the idle list have data
     live.plane.reconciler.estimate_etas()
     return Seeded(running, waiting, nlp_waiting)
 

@@ -430,3 +430,5 @@ class TelemetryState(Base):
 
     name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     rolled_up_to_s: Mapped[float] = mapped_column(Float)
+    # raw rows before this were pruned (None: none ever was): series read roll-ups there
+    raw_pruned_to_s: Mapped[float | None] = mapped_column(Float)

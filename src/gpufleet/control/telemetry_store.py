@@ -355,7 +355,11 @@ def roll_up(session: Session, now_s: float) -> int:
             )
             written += 1
         state.rolled_up_to_s = closed_to
-    session.execute(delete(GpuSample).where(GpuSample.time_s < now_s - RAW_KEEP_S))
+    cutoff = now_s - RAW_KEEP_S
+    oldest = session.scalar(select(func.min(GpuSample.time_s)))
+    if oldest is not None and oldest < cutoff:
+        session.execute(delete(GpuSample).where(GpuSample.time_s < cutoff))
+        state.raw_pruned_to_s = cutoff
     session.execute(delete(GpuSample5m).where(GpuSample5m.bucket_s < now_s - ROLLUP_KEEP_S))
     session.flush()
     return written
@@ -398,9 +402,9 @@ def series(
     """Utilisation over [start_s, end_s) in steps of `step_s`, from raw rows where they still
     exist and from roll-ups before that. Keys: a team name (`by_team`), else "all"."""
     out: dict[str, dict[int, list[float]]] = defaultdict(dict)
-    # roll-ups answer for every bucket before the roll-up mark, raw rows from there on: the
-    # two never overlap, and both are complete (raw rows are pruned only once rolled up)
-    mark = _rolled_up_to(session)
+    # raw rows where all of them are still there (every reading, any step), roll-ups before
+    # (five-minute buckets): the two never overlap, each is complete where it is read
+    mark = _raw_complete_from(session)
     raw_from = max(start_s, mark)
     for source_rows in (
         _rollup_rows(session, start_s, min(end_s, mark), team, job_id),
@@ -425,9 +429,13 @@ def series(
     return result
 
 
-def _rolled_up_to(session: Session) -> float:
+def _raw_complete_from(session: Session) -> float:
+    """The first bucket boundary from which no raw row was pruned (-inf: none ever was).
+    Buckets before it were rolled up before their rows went (roll-up precedes pruning)."""
     state = session.get(TelemetryState, "rollup")
-    return state.rolled_up_to_s if state is not None else -math.inf
+    if state is None or state.raw_pruned_to_s is None:
+        return -math.inf
+    return math.ceil(state.raw_pruned_to_s / BUCKET_S) * BUCKET_S
 
 
 def _filters(

@@ -110,7 +110,13 @@ def utilisation_chart(
         {"key": name, "label": f"{name}", "data": column(points)}
         for name, points in sorted(shown.items())
     ]
-    return {"labels": labels, "datasets": datasets, "capacity": [], "y_label": "busy % (mean)"}
+    return {
+        "labels": labels,
+        "datasets": datasets,
+        "capacity": [],
+        "y_label": "busy % (mean)",
+        "points": True,
+    }
 
 
 def has_readings(chart: dict[str, Any]) -> bool:
@@ -167,6 +173,7 @@ def job_chart(
         ],
         "capacity": [],
         "y_label": "busy % / GiB",
+        "points": True,
     }
     rows = [
         [label, "—" if b is None else f"{b:.0f}", "—" if m is None else f"{m:.1f}"]

@@ -23,7 +23,8 @@
         borderColor: palette[i % palette.length],
         backgroundColor: palette[i % palette.length],
         borderWidth: 2,
-        pointRadius: 0,
+        // a series with gaps (telemetry: no reading) shows a lone interval as a dot
+        pointRadius: spec.points ? 2 : 0,
         stepped: true
       };
     });
@@ -55,7 +56,22 @@
 
   function drawAll() {
     document.querySelectorAll("canvas[data-chart]").forEach(draw);
+    scrollable();
   }
+
+  // A wide table scrolls inside its box (portal.css): where it overflows, the box takes
+  // keyboard focus so that it can be scrolled without a pointer; where it fits, it does not.
+  function scrollable() {
+    document.querySelectorAll(".table-scroll").forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 1) {
+        box.setAttribute("tabindex", "0");
+      } else {
+        box.removeAttribute("tabindex");
+      }
+    });
+  }
+
+  window.addEventListener("resize", scrollable);
 
   document.addEventListener("DOMContentLoaded", drawAll);
   document.addEventListener("htmx:afterSettle", drawAll);

@@ -77,6 +77,7 @@ def upgrade() -> None:
         "telemetry_state",
         sa.Column("name", sa.String(length=63), nullable=False),
         sa.Column("rolled_up_to_s", sa.Float(), nullable=False),
+        sa.Column("raw_pruned_to_s", sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint("name"),
     )
     with op.batch_alter_table("teams", schema=None) as batch_op:
