@@ -49,7 +49,8 @@ from gpufleet.specs.load import load, validate
 
 H100 = "h100-sxm5-80gb"
 H100_BANDWIDTH = 3.35e12  # H100 SXM5 datasheet: 3.35 TB/s HBM3
-TRTLLM = engine("tensorrt-llm")
+# The profile H100 cases get: TensorRT-LLM fitted on Hopper rows (engine_generations.yaml).
+TRTLLM = engine("tensorrt-llm", "NVIDIA", H100)
 EXAMPLE = Path(__file__).parents[2] / "examples" / "inference-llama2-70b.yaml"
 
 # Published sizes (Hugging Face safetensors counts; embeddings = 2 untied tables of V·h).
@@ -223,16 +224,16 @@ def one(times: StepTimes | Serving | Memory, name: str) -> float:
 def test_batch_1_decode_is_a_weight_read_at_the_engine_bandwidth() -> None:
     case = make_case("llama-2-7b")
     assert case.hw.memory_bytes_per_s == H100_BANDWIDTH
-    assert TRTLLM.step_overhead_s == 0.0  # so the step is the roofline alone
+    assert case.engine == TRTLLM
     step = decode_step(case, arr(1), arr(1), arr(128))
     weights_s = 2 * LLAMA2_7B_PARAMS / (H100_BANDWIDTH * TRTLLM.decode_bandwidth_fraction)
     assert one(step, "memory_s") > 50 * one(step, "compute_s")  # bandwidth-bound
     assert one(step, "comm_s") == 0.0
     # 128 cached tokens add 67 MB to 13.5 GB of weights: within a few percent.
     assert 1.0 < one(step, "seconds") / weights_s < 1.03
-    kv = 524_288 * 128
-    expected = (2 * LLAMA2_7B_PARAMS + kv) / (H100_BANDWIDTH * TRTLLM.decode_bandwidth_fraction)
-    assert one(step, "seconds") == pytest.approx(expected, rel=1e-12)
+    kv_s = 524_288 * 128 / (H100_BANDWIDTH * TRTLLM.kv_fraction)
+    overhead = TRTLLM.step_overhead_s + TRTLLM.sequence_overhead_s
+    assert one(step, "seconds") == pytest.approx(weights_s + kv_s + overhead, rel=1e-12)
 
 
 def test_decode_compute_is_two_flops_per_active_weight_plus_logits_and_attention() -> None:

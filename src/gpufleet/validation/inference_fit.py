@@ -83,6 +83,10 @@ def _with(eng: EngineEfficiency, values: dict[str, float]) -> EngineEfficiency:
     return replace(eng, **values)  # type: ignore[arg-type]
 
 
+def _fitted(values: dict[str, float]) -> Callable[[Prepared], EngineEfficiency]:
+    return lambda p: _with(_base(p), values)
+
+
 def _errors(
     rows: Sequence[Prepared], eng_of: Callable[[Prepared], EngineEfficiency]
 ) -> list[float]:
@@ -93,8 +97,10 @@ def fit_group(rows: Sequence[Prepared]) -> dict[str, float]:
     """Bounded least squares on log(predicted/published throughput) over `rows`."""
     from scipy.optimize import least_squares
 
-    bounds = generation_table()["bounds"]
-    keys = list(GENERATION_KEYS)
+    table = generation_table()
+    bounds = table["bounds"]
+    held = set(table.get("held", {}).get(rows[0].group[0], []))
+    keys = [k for k in GENERATION_KEYS if k not in held]
     low = np.array([float(bounds[k][0]) for k in keys])
     high = np.array([float(bounds[k][1]) for k in keys])
     base = _base(rows[0])
@@ -123,7 +129,7 @@ def fit_all(prepared: Sequence[Prepared]) -> list[GroupFit]:
         rows = [p for p in prepared if p.group == group]
         values = fit_group(rows)
         before = median_abs(_errors(rows, _base))
-        after = median_abs(_errors(rows, lambda p, v=values: _with(_base(p), v)))
+        after = median_abs(_errors(rows, _fitted(values)))
         out.append(GroupFit(group, len(rows), values, before, after))
     return out
 
