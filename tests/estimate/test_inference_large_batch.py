@@ -144,3 +144,18 @@ def _body_flops(case: InferenceCase) -> float:
 
 def _flops(case: InferenceCase) -> float:
     return case.hw.peak_flops * case.engine.prefill_compute_fraction
+
+
+def test_the_decode_probe_prints_the_composed_step(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpufleet.estimate.decode_probe import main
+
+    main(["--batch", "1,64", "--context", "1024,4096"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[1].startswith("batch,context,step_ms")
+    rows = [[float(x) for x in line.split(",")] for line in lines[2:]]
+    assert len(rows) == 4
+    for row in rows:  # step = max(weights, gemm) + max(kv, attn) + comm + overhead
+        b, _, step, weights, kv, gemm, attn, comm, overhead, rate = row
+        assert step == pytest.approx(max(weights, gemm) + max(kv, attn) + comm + overhead, abs=1e-3)
+        assert rate == pytest.approx(b / step * 1e3, rel=1e-3)
+    assert rows[3][4] == pytest.approx(4 * rows[2][4], rel=1e-3)  # KV read ∝ context

@@ -70,6 +70,9 @@ def engine(
     engines.yaml (engines relative to another scale its fitted fractions)."""
     base_eff = _engine(name, vendor)
     fit = generation_fit(name, accelerator)
+    relative = engine_table()[name].get("relative_to")
+    if fit is None and relative and generation_fit(relative, accelerator):
+        return _relative_on_generation(base_eff, relative, accelerator)
     if fit is None:
         return base_eff
     gen, values = fit
@@ -77,6 +80,23 @@ def engine(
         base_eff,
         source=f"{base_eff.source}; fitted on {gen} rows (engine_generations.yaml)",
         **values,  # type: ignore[arg-type]
+    )
+
+
+def _relative_on_generation(
+    eff: EngineEfficiency, relative: str, accelerator: str | None
+) -> EngineEfficiency:
+    """An engine stated as a ratio of `relative` keeps its ratios (and its own overheads) on
+    a generation where `relative` was fitted: the ratios apply to the fitted fractions."""
+    ref, ref_a100 = engine(relative, None, accelerator), _engine(relative, None)
+    scale_bw = eff.decode_bandwidth_fraction / ref_a100.decode_bandwidth_fraction
+    scale_flops = eff.prefill_compute_fraction / ref_a100.prefill_compute_fraction
+    return replace(
+        eff,
+        decode_bandwidth_fraction=ref.decode_bandwidth_fraction * scale_bw,
+        kv_bandwidth_fraction=ref.kv_fraction * scale_bw,
+        prefill_compute_fraction=ref.prefill_compute_fraction * scale_flops,
+        source=f"{eff.source}; ratios applied to {ref.name} {ref.source.rsplit('; ', 1)[-1]}",
     )
 
 
