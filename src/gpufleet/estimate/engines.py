@@ -74,7 +74,11 @@ def engine(
     if fit is None and relative and generation_fit(relative, accelerator):
         return _relative_on_generation(base_eff, relative, accelerator)
     if fit is None:
-        return base_eff
+        if accelerator is None:
+            return base_eff
+        where = generation_of(accelerator) or accelerator
+        note = f"; no {name} rows fitted on {where}: the engines.yaml profile (A100 fit)"
+        return replace(base_eff, source=base_eff.source + note)
     gen, values = fit
     return replace(
         base_eff,
