@@ -130,14 +130,20 @@ class StepTimes:
     """
 
     seconds: Array
-    memory_s: Array  # weights_s + kv_s
-    compute_s: Array  # gemm_s + attention_s
     comm_s: Array
     weights_s: Array
     kv_s: Array
     gemm_s: Array
     attention_s: Array
     overhead_s: Array
+
+    @property
+    def memory_s(self) -> Array:
+        return self.weights_s + self.kv_s
+
+    @property
+    def compute_s(self) -> Array:
+        return self.gemm_s + self.attention_s
 
 
 def _active_body_params(arch: ModelArch) -> float:
@@ -196,17 +202,7 @@ def _step(
         + comm
         + overhead
     )
-    return StepTimes(
-        seconds=seconds,
-        memory_s=weights_s + kv_s,
-        compute_s=gemm_s + attention_s,
-        comm_s=comm,
-        weights_s=weights_s,
-        kv_s=kv_s,
-        gemm_s=gemm_s,
-        attention_s=attention_s,
-        overhead_s=overhead,
-    )
+    return StepTimes(seconds, comm, weights_s, kv_s, gemm_s, attention_s, overhead)
 
 
 def decode_step(case: InferenceCase, tp: Array, batch: Array, context: Array) -> StepTimes:
@@ -240,18 +236,7 @@ def prefill(case: InferenceCase, tp: Array, requests: Array, prompt: Array) -> S
     comm = _allreduce(case, tp, tokens)
     overhead = np.full_like(tokens, eng.step_overhead_s)
     seconds = np.maximum(weights_s, gemm_s + attention_s) + comm + overhead
-    zero = np.zeros_like(tokens)
-    return StepTimes(
-        seconds=seconds,
-        memory_s=weights_s,
-        compute_s=gemm_s + attention_s,
-        comm_s=comm,
-        weights_s=weights_s,
-        kv_s=zero,
-        gemm_s=gemm_s,
-        attention_s=attention_s,
-        overhead_s=overhead,
-    )
+    return StepTimes(seconds, comm, weights_s, np.zeros_like(tokens), gemm_s, attention_s, overhead)
 
 
 @dataclass(frozen=True)
