@@ -1,7 +1,9 @@
 """Validate the inference estimator on current accelerators (validation/data/inference_modern.csv).
 
-Measurement only: the engine profiles are used as they are (TensorRT-LLM fitted on A100
-rows, the others as stated ratios of it). Each row is one model instance of `tp` GPUs:
+The engine profiles are used as `engine(name, vendor, accelerator)` gives them: per
+generation where engine_generations.yaml has a fit (made on these rows by
+`validation/inference_fit.py`), else the A100 profile. Each row is one model instance of
+`tp` GPUs:
 
 - `output_tokens_per_s_system`, scenario offline (all requests queued at once, in-flight
   batching): the steady state of `continuous` at the most requests whose KV cache fits
