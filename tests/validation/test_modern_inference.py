@@ -1,5 +1,6 @@
-"""The inference estimator on the modern rows: every row compared or skipped, and the
-H100/H200 pairs compared as ratios. Measurement only: no accuracy target is asserted."""
+"""The inference estimator on the modern rows: every row compared, the H100/H200 pairs
+compared as ratios, and the accuracy the per-generation fit reaches (issue 28 item 5), so a
+regression fails here."""
 
 from __future__ import annotations
 
@@ -41,10 +42,11 @@ def test_every_row_is_compared_or_skipped_for_a_fixed_reason(validated: Results)
     ids = [r["id"] for r in load_rows()]
     assert sorted([r.id for r in results] + [s.id for s in skipped]) == sorted(ids)
     assert all(math.isfinite(r.predicted) and r.predicted > 0 for r in results)
-    # Exactly the NVFP4 rows are skipped: the model has no 4-bit float weights.
-    fp4 = {r["id"] for r in load_rows() if r["precision"] == "fp4"}
-    assert {s.id for s in skipped} == fp4
-    assert {s.reason for s in skipped} == {SkipReason.precision_not_modelled}
+    # NVFP4 rows run at the catalog's FP4 peak: nothing is skipped any more.
+    assert skipped == []
+    fp4 = [r for r in results if r.precision == "fp4"]
+    assert len(fp4) == 40
+    assert {r.accelerator for r in fp4} == {"b200-sxm-192gb", "gb200"}
 
 
 def test_pairs_are_h100_and_h200_at_the_same_settings(validated: Results) -> None:
@@ -68,7 +70,7 @@ def test_a_latency_row_by_hand(validated: Results) -> None:
     row = next(r for r in load_rows() if r["id"] == "oci-mi300x-llama31-405b-fp8-b1-i128-o128")
     case = case_of(row)
     assert case.engine.name == "vllm"
-    assert case.engine.decode_bandwidth_fraction < 0.733 * 0.9  # AMD maturity factor applied
+    assert "cdna3" in case.engine.source  # the vLLM profile fitted on MI300X rows
     served = static_batch(case, np.array([8.0]), np.array([1.0]), 128.0, 128.0)
     expected = float(served.ttft_s[0] + 127 * served.tpot_s[0])
     result = next(r for r in validated[0] if r.id == row["id"])
@@ -82,6 +84,32 @@ def test_summary_counts(validated: Results) -> None:
     assert s.validated + s.skipped == 143
     assert sum(g.rows for g in s.by_accelerator) == s.validated
     assert sum(g.rows for g in s.by_metric) == s.validated
-    assert s.skipped_by_reason[SkipReason.precision_not_modelled.value] == 40
+    assert s.skipped_by_reason[SkipReason.precision_not_modelled.value] == 0
     assert math.isfinite(s.pairs_median_abs)
     assert abs(s.worst[0].throughput_error) == max(abs(r.throughput_error) for r in validated[0])
+
+
+# --- the accuracy the fit reaches (issue 28 item 5; issue targets: median <= 12 %, every
+# H100/H200 pair within 15 %). Thresholds are what the fit reaches, with a little slack.
+
+
+def test_modern_median_error_meets_the_fitted_level(validated: Results) -> None:
+    s = summarise_modern(*validated)
+    assert s.validated == 143
+    assert s.median_abs <= 0.07  # reached 5.7 %; issue target 12 %
+    assert s.within_15 >= 125  # reached 128 of 143
+
+
+def test_every_accelerator_is_within_ten_percent(validated: Results) -> None:
+    s = summarise_modern(*validated)
+    by = {g.key: g for g in s.by_accelerator}
+    assert set(by) == {"h100-sxm5-80gb", "h200-sxm-141gb", "b200-sxm-192gb", "gb200", "mi300x"}
+    assert all(g.median_abs <= 0.10 for g in by.values()), by  # worst reached: mi300x 7.7 %
+
+
+def test_h200_h100_pairs(validated: Results) -> None:
+    """All but one pair within the issue's 15 % (405B at 20k in / 2k out: -17.8 %)."""
+    _, _, pairs = validated
+    assert sum(abs(p.error) <= 0.15 for p in pairs) >= 19
+    assert max(abs(p.error) for p in pairs) <= 0.20
+    assert summarise_modern(*validated).pairs_median_abs <= 0.06  # reached 3.7 %

@@ -152,7 +152,14 @@ def search_inference(
 
 
 def validate_inference(
-    fit: Annotated[bool, typer.Option("--fit", help="Refit the TensorRT-LLM profile.")] = False,
+    fit: Annotated[
+        bool,
+        typer.Option(
+            "--fit",
+            help="Refit: the TensorRT-LLM A100 profile (calibration rows) or, with --rows "
+            "modern, the per-generation profiles.",
+        ),
+    ] = False,
     write: Annotated[bool, typer.Option("--write", help="With --fit: save it.")] = False,
     format: Annotated[
         str, typer.Option("--format", "-f", help="table, json or markdown.")
@@ -176,8 +183,11 @@ def validate_inference(
     which = check_rows(rows)
     if write and not fit:
         raise UserError("--write needs --fit")
-    if fit and which != "calibration":
-        raise UserError("--fit fits the calibration rows only; drop --rows")
+    if fit and which == "all":
+        raise UserError("--fit fits one set: --rows calibration or --rows modern")
+    if fit and which == "modern":
+        _fit_modern(write)
+        return
     if fit:
         fitted, before, after = fit_engine()
         if write:
@@ -199,6 +209,45 @@ def validate_inference(
         calibration_json=_calibration_json,
         print_calibration=_print_calibration,
         payload=inference_payload,
+    )
+
+
+def _fit_modern(write: bool) -> None:
+    """Fit engine_generations.yaml per (engine, generation) and report leave-one-source-out."""
+    from gpufleet.validation.inference_fit import (
+        fit_all,
+        fitted_yaml,
+        leave_one_model_out,
+        leave_one_source_out,
+        prepare,
+        write_fitted,
+    )
+
+    prepared = prepare()
+    fits = fit_all(prepared)
+    holdouts = leave_one_source_out(prepared)
+    by_model = leave_one_model_out(prepared)
+    if write:
+        write_fitted(fits)
+    typer.echo(fitted_yaml(fits))
+    typer.echo(
+        json.dumps(
+            {
+                "groups": [
+                    {
+                        "engine": f.group[0],
+                        "generation": f.group[1],
+                        "rows": f.rows,
+                        "median_abs_before": f.median_abs_before,
+                        "median_abs_after": f.median_abs_after,
+                    }
+                    for f in fits
+                ],
+                "leave_one_source_out": [h.__dict__ for h in holdouts],
+                "leave_one_model_out": [h.__dict__ for h in by_model],
+            },
+            indent=2,
+        )
     )
 
 

@@ -23,6 +23,7 @@ from gpufleet.validation.inference_modern import (
     ModernInferenceResult,
     ModernInferenceSummary,
     PairRatio,
+    VsH100,
 )
 from gpufleet.validation.modern import Group, Skipped
 from gpufleet.validation.training_modern import ModernTrainingResult, ModernTrainingSummary
@@ -139,9 +140,11 @@ def inference_sections(
     skipped: Sequence[Skipped],
     pair_list: Sequence[PairRatio],
     summary: ModernInferenceSummary,
+    vs_h100: Sequence[VsH100] = (),
 ) -> list[Section]:
     rows = Section(
-        "Inference estimator vs modern published measurements (before refit)",
+        "Inference estimator vs modern published measurements "
+        "(engine profiles fitted per generation, engine_generations.yaml)",
         (
             "id",
             "accelerator",
@@ -188,6 +191,32 @@ def inference_sections(
             for p in pair_list
         ],
     )
+    versus = Section(
+        "Per-GPU throughput over H100's, same model and request lengths (offline rows)",
+        (
+            "accelerator",
+            "model",
+            "input",
+            "output",
+            "published ratio",
+            "predicted ratio",
+            "error",
+            "settings",
+        ),
+        [
+            (
+                v.accelerator,
+                v.model,
+                str(v.input_tokens),
+                str(v.output_tokens),
+                f"{v.published:.3f}",
+                f"{v.predicted:.3f}",
+                _pct(v.error),
+                v.settings,
+            )
+            for v in vs_h100
+        ],
+    )
     worst = Section(
         "Worst rows (throughput error)",
         ("id", "accelerator", "metric", "published", "predicted", "throughput error"),
@@ -206,6 +235,7 @@ def inference_sections(
     return [
         rows,
         pairs,
+        versus,
         _groups("By accelerator (throughput error)", "accelerator", summary.by_accelerator),
         _groups("By source (throughput error)", "source", summary.by_source),
         _groups("By metric (error in the row's metric)", "metric", summary.by_metric),
@@ -281,17 +311,24 @@ def training_payload() -> tuple[dict[str, Any], list[Section], str]:
 
 
 def inference_payload() -> tuple[dict[str, Any], list[Section], str]:
-    from gpufleet.validation.inference_modern import summarise_modern, validate_modern
+    from gpufleet.validation.inference_modern import (
+        models_of,
+        ratios_vs_h100,
+        summarise_modern,
+        validate_modern,
+    )
 
     results, skipped, pair_list = validate_modern()
     summary = summarise_modern(results, skipped, pair_list)
+    versus = ratios_vs_h100(results, models_of())
     payload = {
         "rows": to_json(results),
         "skipped": to_json(skipped),
         "pairs": to_json(pair_list),
+        "vs_h100": to_json(versus),
         "summary": to_json(summary),
     }
-    sections = inference_sections(results, skipped, pair_list, summary)
+    sections = inference_sections(results, skipped, pair_list, summary, versus)
     return payload, sections, inference_line(summary)
 
 

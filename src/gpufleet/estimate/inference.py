@@ -1,13 +1,21 @@
 """Inference model: memory, prefill and decode time, throughput, vectorised over layouts.
 
-A decode step reads every local weight once and the KV cache of every request
-in the batch, and does 2 FLOPs per weight per request: it is a roofline,
-memory-bound at small batches and compute-bound past the ridge point
-(peak FLOP/s ÷ bandwidth). Prefill is compute-bound matrix work over the
-prompt. Tensor parallelism splits both and adds two all-reduces per layer per
-step, which at decode sizes cost their latency. Engines differ in how close
-they get to the roofline and in fixed costs per step and per request; those
-come from `estimate/data/engines.yaml`, fitted on published TensorRT-LLM rows.
+A decode step is composed of its parts, each bounded by what it really waits on:
+
+- the linear layers read every local weight once per step (shared by the whole batch) and do
+  2 FLOPs per weight per request: a roofline, max(weight read, GEMM), memory-bound at small
+  batch and compute-bound past the ridge point;
+- attention reads the KV cache of every request (batch × context tokens): memory-bound at
+  any batch (a few FLOPs per cached byte), so it is added, not hidden under the GEMMs —
+  attention kernels and GEMMs run one after the other in each layer;
+- two tensor-parallel all-reduces per layer (latency-bound at decode sizes), a fixed cost
+  per step (launches, scheduler) and a cost per sequence per step (sampling, bookkeeping).
+
+Under continuous batching the prefill tokens of replacement requests ride in the same step
+(chunked prefill): they add GEMM FLOPs and causal-attention FLOPs to the step but share its
+weight read. Engines differ in how close they get to each bound; those fractions come from
+`estimate/data/engines.yaml` (A100 fit) and `engine_generations.yaml` (per accelerator
+generation, fitted on the modern TensorRT-LLM and vLLM rows).
 
 Arrays: every function takes numpy arrays of tensor-parallel size and batch
 (concurrency) of equal shape, so `gpufleet search inference` evaluates all
@@ -28,7 +36,7 @@ from gpufleet.estimate.hardware import GpuHardware
 from gpufleet.estimate.params import embedding_params, parameter_count
 
 Array = npt.NDArray[np.float64]
-WeightPrecision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+WeightPrecision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 GiB = 2**30
 
 # Bytes per weight. int4 (AWQ/GPTQ-style) carries one fp16 scale per group of 128 weights.
@@ -38,14 +46,18 @@ BYTES_PER_WEIGHT: dict[str, float] = {
     "fp8": 1.0,
     "int8": 1.0,
     "int4": 0.5 + 2.0 / 128,
+    # NVFP4 (Blackwell): 4-bit E2M1 values with one FP8 (E4M3) scale per block of 16
+    # (NVIDIA, "Introducing NVFP4", 2025); the per-tensor FP32 scale is negligible.
+    "fp4": 0.5 + 1.0 / 16,
 }
 # The precision the matrix units run at: weight-only int8/int4 kernels dequantise to 16-bit.
-COMPUTE_PRECISION: dict[str, Literal["bf16", "fp8"]] = {
+COMPUTE_PRECISION: dict[str, Literal["bf16", "fp8", "fp4"]] = {
     "bf16": "bf16",
     "fp16": "bf16",
     "fp8": "fp8",
     "int8": "bf16",
     "int4": "bf16",
+    "fp4": "fp4",  # NVFP4 GEMMs run on Blackwell's FP4 tensor cores
 }
 # CUDA context, NCCL buffers, CUDA-graph pools: not in any formula (assumption).
 ENGINE_RESERVE_BYTES = int(1.5 * GiB)
@@ -54,14 +66,20 @@ ENGINE_RESERVE_BYTES = int(1.5 * GiB)
 @dataclass(frozen=True)
 class EngineEfficiency:
     name: str
-    decode_bandwidth_fraction: float
-    prefill_compute_fraction: float
+    decode_bandwidth_fraction: float  # weight reads of the linear layers
+    prefill_compute_fraction: float  # GEMMs (decode and prefill) and prefill attention
     step_overhead_s: float
     request_overhead_s: float
     allreduce_latency_s: float
     gpu_memory_utilization: float
     profile_tokens: int
     source: str
+    kv_bandwidth_fraction: float = 0.0  # decode attention's KV reads; 0 = decode fraction
+    sequence_overhead_s: float = 0.0  # per sequence per step: sampling, bookkeeping
+
+    @property
+    def kv_fraction(self) -> float:
+        return self.kv_bandwidth_fraction or self.decode_bandwidth_fraction
 
 
 @dataclass(frozen=True)
@@ -76,7 +94,7 @@ class InferenceCase:
 
 def kv_bytes_per_token(arch: ModelArch, kv_precision: str) -> float:
     """KV-cache bytes one token occupies across all layers (GQA and MLA aware)."""
-    per = BYTES_PER_WEIGHT[kv_precision] if kv_precision != "int4" else 0.5
+    per = BYTES_PER_WEIGHT[kv_precision] if kv_precision not in ("int4", "fp4") else 0.5
     if arch.attention == "mla":
         # MLA caches the compressed latent and the shared rotary key, not per-head K/V
         # (DeepSeek-V2 §2.1.2): (kv_lora_rank + qk_rope_head_dim) per layer.
@@ -105,10 +123,27 @@ def weight_bytes_per_gpu(arch: ModelArch, precision: str, tp: Array) -> Array:
 
 @dataclass(frozen=True)
 class StepTimes:
+    """One step's time and its parts (seconds, arrays like the inputs).
+
+    seconds = max(weights_s, gemm_s) + max(kv_s, attention_s) + comm_s + overhead_s.
+    memory_s and compute_s are the totals of HBM traffic and of matrix work, for reports.
+    """
+
     seconds: Array
-    memory_s: Array
-    compute_s: Array
     comm_s: Array
+    weights_s: Array
+    kv_s: Array
+    gemm_s: Array
+    attention_s: Array
+    overhead_s: Array
+
+    @property
+    def memory_s(self) -> Array:
+        return self.weights_s + self.kv_s
+
+    @property
+    def compute_s(self) -> Array:
+        return self.gemm_s + self.attention_s
 
 
 def _active_body_params(arch: ModelArch) -> float:
@@ -124,38 +159,84 @@ def _allreduce(case: InferenceCase, tp: Array, tokens: Array) -> Array:
     return np.where(tp > 1, 2 * case.arch.layers * one, 0.0)
 
 
+def _attention_flops_per_token(arch: ModelArch, context: Array) -> Array:
+    """QK^T and PV for one new token against `context` cached ones, all layers."""
+    d_qk, d_v = qk_v_dims(arch)
+    return np.asarray(2.0 * arch.heads * (d_qk + d_v) * arch.layers * context, dtype=np.float64)
+
+
+def _step(
+    case: InferenceCase,
+    tp: Array,
+    decode: Array,
+    context: Array,
+    *,
+    prefill_tokens: Array,
+    prompt: Array,
+) -> StepTimes:
+    """A step that decodes `decode` requests at `context` and prefills `prefill_tokens`
+    prompt tokens (of prompts `prompt` long): one weight read, shared by all of them."""
+    arch, hw, eng = case.arch, case.hw, case.engine
+    bw = hw.memory_bytes_per_s
+    weights_s = weight_bytes_per_gpu(arch, case.precision, tp) / (
+        bw * eng.decode_bandwidth_fraction
+    )
+    kv = kv_bytes_per_token_per_gpu(arch, case.kv_precision, tp) * decode * context
+    kv_s = kv / (bw * eng.kv_fraction)
+    flops_s = hw.peak_flops * eng.prefill_compute_fraction
+    body = 2 * _active_body_params(arch)
+    logits = 2.0 * arch.hidden * arch.vocab
+    # Decode tokens and prefill tokens go through the same GEMMs; logits only for the
+    # decode tokens and the last position of each prompt (counted with the decode ones).
+    gemm_s = ((decode + prefill_tokens) * body + decode * logits) / tp / flops_s
+    decode_attn = decode * _attention_flops_per_token(arch, context) / tp
+    # Causal prefill attention: half the square; tensor cores, so the compute fraction.
+    prefill_attn = prefill_tokens * _attention_flops_per_token(arch, prompt) / 2 / tp
+    attention_s = (decode_attn + prefill_attn) / flops_s
+    comm = _allreduce(case, tp, decode + prefill_tokens)
+    overhead = eng.step_overhead_s + eng.sequence_overhead_s * decode
+    seconds = (
+        np.maximum(weights_s, gemm_s)
+        + np.maximum(kv_s, decode_attn / flops_s)
+        + prefill_attn / flops_s
+        + comm
+        + overhead
+    )
+    return StepTimes(seconds, comm, weights_s, kv_s, gemm_s, attention_s, overhead)
+
+
 def decode_step(case: InferenceCase, tp: Array, batch: Array, context: Array) -> StepTimes:
     """One decode step: every request in `batch` emits a token with `context` cached."""
-    arch, hw, eng = case.arch, case.hw, case.engine
-    weights = weight_bytes_per_gpu(arch, case.precision, tp)
-    kv = kv_bytes_per_token_per_gpu(arch, case.kv_precision, tp) * batch * context
-    memory_s = (weights + kv) / (hw.memory_bytes_per_s * eng.decode_bandwidth_fraction)
-    d_qk, d_v = qk_v_dims(arch)
-    attn = 2.0 * arch.heads * (d_qk + d_v) * arch.layers * context
-    flops = batch * (2 * _active_body_params(arch) + 2.0 * arch.hidden * arch.vocab + attn) / tp
-    compute_s = flops / (hw.peak_flops * eng.prefill_compute_fraction)
-    comm = _allreduce(case, tp, batch)
-    # step_overhead_s: the fixed cost of one forward step (kernel launches and tails under
-    # CUDA graphs, the scheduler), fitted per engine.
-    seconds = np.maximum(memory_s, compute_s) + comm + eng.step_overhead_s
-    return StepTimes(seconds, memory_s, compute_s, comm)
+    zero = np.zeros_like(batch)
+    return _step(case, tp, batch, context, prefill_tokens=zero, prompt=zero)
+
+
+def mixed_step(
+    case: InferenceCase, tp: Array, batch: Array, context: Array, *, prompt: Array, output: float
+) -> StepTimes:
+    """A continuous-batching step: `batch` decodes plus the chunked prefill of the prompts
+    that replace finished requests (each slot turns over once every `output` steps, so
+    batch·prompt/output prompt tokens per step)."""
+    return _step(case, tp, batch, context, prefill_tokens=batch * prompt / output, prompt=prompt)
 
 
 def prefill(case: InferenceCase, tp: Array, requests: Array, prompt: Array) -> StepTimes:
     """Process `requests` prompts of `prompt` tokens in one batch (causal attention)."""
     arch, hw, eng = case.arch, case.hw, case.engine
     tokens = requests * prompt
-    d_qk, d_v = qk_v_dims(arch)
     body = 2 * _active_body_params(arch)
-    attn = arch.heads * (d_qk + d_v) * arch.layers * prompt  # 2·a·(dqk+dv)·L·s/2 (causal)
+    attn = _attention_flops_per_token(arch, prompt) / 2  # causal: half the square
     logits = 2.0 * arch.hidden * arch.vocab * requests  # only the last position of each
-    flops = (tokens * (body + attn) + logits) / tp
-    compute_s = flops / (hw.peak_flops * eng.prefill_compute_fraction)
+    gemm = (tokens * body + logits) / tp
+    flops_s = hw.peak_flops * eng.prefill_compute_fraction
+    gemm_s = gemm / flops_s
+    attention_s = tokens * attn / tp / flops_s
     weights = weight_bytes_per_gpu(arch, case.precision, tp)
-    memory_s = weights / (hw.memory_bytes_per_s * eng.decode_bandwidth_fraction)
+    weights_s = weights / (hw.memory_bytes_per_s * eng.decode_bandwidth_fraction)
     comm = _allreduce(case, tp, tokens)
-    seconds = np.maximum(memory_s, compute_s) + comm + eng.step_overhead_s
-    return StepTimes(seconds, memory_s, compute_s, comm)
+    overhead = np.full_like(tokens, eng.step_overhead_s)
+    seconds = np.maximum(weights_s, gemm_s + attention_s) + comm + overhead
+    return StepTimes(seconds, comm, weights_s, np.zeros_like(tokens), gemm_s, attention_s, overhead)
 
 
 @dataclass(frozen=True)
@@ -241,15 +322,13 @@ def continuous(
     case: InferenceCase, tp: Array, concurrency: Array, prompt: float, output: float
 ) -> Serving:
     """Steady state of in-flight batching: each step decodes `concurrency` requests and
-    prefills the prompts of the requests that replace finished ones (chunked prefill)."""
+    prefills the prompts of the requests that replace finished ones (chunked prefill), so
+    prefill and decode interfere inside one step rather than taking turns."""
     mid = np.full_like(concurrency, prompt + output / 2)
-    step = decode_step(case, tp, concurrency, mid)
-    # Every `output` steps each slot turns over once: prompt tokens per step = c·prompt/output.
+    prompts = np.full_like(concurrency, prompt)
+    mixed = mixed_step(case, tp, concurrency, mid, prompt=prompts, output=output).seconds
     one = np.ones_like(concurrency)
-    per_request = prefill(case, tp, one, np.full_like(concurrency, prompt))
-    mixed = step.seconds + concurrency / output * (
-        per_request.seconds - case.engine.step_overhead_s
-    )
+    per_request = prefill(case, tp, one, prompts)
     ttft = per_request.seconds + mixed + case.engine.request_overhead_s
     return Serving(
         ttft_s=ttft,

@@ -124,7 +124,7 @@ def case_for(
         system=spec.hardware.system if same else None,
         scale_out=spec.hardware.scale_out if same else None,
     )
-    eng = engine(spec.serving.engine, device.vendor)
+    eng = engine(spec.serving.engine, device.vendor, device.name)
     log.add(f"engine[{eng.name}]", eng.source, "src/gpufleet/estimate/data/engines.yaml")
     train_eff, _ = efficiency_for(hw.accelerator)
     return InferenceCase(

@@ -87,7 +87,7 @@ def case_of(row: dict[str, str], eng: EngineEfficiency | None = None) -> Inferen
         precision=precision,  # type: ignore[arg-type]
         kv_precision=precision,  # type: ignore[arg-type]
         hw=hw,
-        engine=eng or engine(row["engine"]),
+        engine=eng or engine(row["engine"], accelerator=hw.accelerator),
         scaleup_link_fraction=eff.scaleup_link_fraction,
     )
 

@@ -1,7 +1,9 @@
 """Validate the inference estimator on current accelerators (validation/data/inference_modern.csv).
 
-Measurement only: the engine profiles are used as they are (TensorRT-LLM fitted on A100
-rows, the others as stated ratios of it). Each row is one model instance of `tp` GPUs:
+The engine profiles are used as `engine(name, vendor, accelerator)` gives them: per
+generation where engine_generations.yaml has a fit (made on these rows by
+`validation/inference_fit.py`), else the A100 profile. Each row is one model instance of
+`tp` GPUs:
 
 - `output_tokens_per_s_system`, scenario offline (all requests queued at once, in-flight
   batching): the steady state of `continuous` at the most requests whose KV cache fits
@@ -12,12 +14,12 @@ rows, the others as stated ratios of it). Each row is one model instance of `tp`
 Errors are reported in the row's metric and, for a summary on one footing, as the error of
 the output throughput the row implies (a latency row's throughput is batch × output ÷
 latency). KV cache is held at the weights' precision, as `gpufleet estimate inference`
-defaults. FP4 (NVFP4) rows are skipped: the inference model has no 4-bit float format.
+defaults, except as `kv_precision_of` says. NVFP4 rows run at the catalog's FP4 peak.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,7 +32,9 @@ from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.inference import (
     BYTES_PER_WEIGHT,
     COMPUTE_PRECISION,
+    EngineEfficiency,
     InferenceCase,
+    WeightPrecision,
     continuous,
     max_sequences,
     static_batch,
@@ -108,6 +112,25 @@ class PairRatio:
 
 
 @dataclass(frozen=True)
+class VsH100:
+    """Per-GPU output throughput of an accelerator over the H100's on the same model and
+    request lengths (offline rows). `settings` says what else differs: the publications run
+    each GPU at its own tp, precision or engine, so only the H200 pairs are like for like."""
+
+    accelerator: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    published: float
+    predicted: float
+    settings: str
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.published - 1.0
+
+
+@dataclass(frozen=True)
 class ModernInferenceSummary:
     validated: int
     skipped: int
@@ -129,6 +152,19 @@ def load_rows() -> list[dict[str, str]]:
     return csv_rows("inference_modern.csv")
 
 
+def kv_precision_of(engine_name: str, precision: str) -> WeightPrecision:
+    """The KV-cache format each engine uses by default with the rows' checkpoints.
+
+    vLLM: `--kv-cache-dtype auto` is the model's activation dtype (16-bit); the ROCm rows run
+    `--dtype float16` and pass no `--kv-cache-dtype`. TensorRT-LLM: the ModelOpt FP8 and
+    NVFP4 checkpoints quantise the KV cache to FP8 (`kv_cache_quant_algo: FP8` in their
+    hf_quant_config.json; as recalled, not re-read).
+    """
+    if engine_name == "vllm":
+        return "fp16"
+    return "fp8" if precision in ("fp8", "fp4") else precision  # type: ignore[return-value]
+
+
 def case_of(row: dict[str, str]) -> InferenceCase:
     accelerator = accelerator_of(row["gpu"])
     precision = row["precision"]
@@ -148,16 +184,23 @@ def case_of(row: dict[str, str]) -> InferenceCase:
     return InferenceCase(
         arch=arch_of(row),
         precision=precision,  # type: ignore[arg-type]
-        kv_precision=precision,  # type: ignore[arg-type]
+        kv_precision=kv_precision_of(row["engine"], precision),
         hw=hw,
-        engine=engine(row["engine"], device.vendor),
+        engine=engine(row["engine"], device.vendor, hw.accelerator),
         scaleup_link_fraction=train_eff.scaleup_link_fraction,
     )
 
 
-def predict(row: dict[str, str]) -> ModernInferenceResult:
-    """Compare one row; raises NotExpressibleError when the estimator cannot express it."""
+def predict(row: dict[str, str], eng: EngineEfficiency | None = None) -> ModernInferenceResult:
+    """Compare one row; raises NotExpressibleError when the estimator cannot express it.
+    `eng` replaces the row's engine profile (the fit tries candidate values this way)."""
     case = case_of(row)
+    return compare(row, case if eng is None else replace(case, engine=eng))
+
+
+def compare(row: dict[str, str], case: InferenceCase) -> ModernInferenceResult:
+    """One row predicted with `case` (offline: continuous batching at the KV-cache limit;
+    static: the batch's end-to-end latency)."""
     tp = int(row["tp"])
     if tp != int(row["gpus"]):
         raise UserError(f"modern row {row['id']}: one instance must have gpus = tp")
@@ -246,6 +289,41 @@ def pairs(results: list[ModernInferenceResult], models: dict[str, str]) -> list[
                     predicted=new.predicted / old.predicted,
                 )
             )
+    return out
+
+
+def models_of() -> dict[str, str]:
+    """Row id -> model name (the results carry the shape, not the name)."""
+    return {row["id"]: row["model"] for row in load_rows()}
+
+
+def ratios_vs_h100(results: list[ModernInferenceResult], models: dict[str, str]) -> list[VsH100]:
+    """Every offline row of another accelerator against the H100 row with the same model and
+    request lengths, per GPU (throughput ÷ tp)."""
+    offline = [r for r in results if r.metric == THROUGHPUT]
+    h100 = {(models[r.id], r.input_tokens, r.output_tokens): r for r in offline if r.gpu == PAIR[0]}
+    out = []
+    for r in offline:
+        base = h100.get((models[r.id], r.input_tokens, r.output_tokens))
+        if r.gpu == PAIR[0] or base is None:
+            continue
+        same = (r.tp, r.precision, r.engine) == (base.tp, base.precision, base.engine)
+        settings = (
+            "same tp, precision, engine"
+            if same
+            else f"{r.engine} {r.precision} tp{r.tp} vs {base.engine} {base.precision} tp{base.tp}"
+        )
+        out.append(
+            VsH100(
+                accelerator=r.accelerator,
+                model=models[r.id],
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                published=(r.published / r.tp) / (base.published / base.tp),
+                predicted=(r.predicted / r.tp) / (base.predicted / base.tp),
+                settings=settings,
+            )
+        )
     return out
 
 
