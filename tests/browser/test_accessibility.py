@@ -115,7 +115,11 @@ VISITS = [
         lambda s: f"/portal/whatif?run=1&add_gpus=16&accelerator={H100}&to_team=vision",
         "#whatif-jobs",
     ),
-    Visit("admin", "admin", lambda s: "/portal/admin", "#new-token", _issue_token),
+    Visit("admin", "admin", lambda s: "/portal/admin", "#admin-teams"),
+    Visit("admin-nodes", "admin", lambda s: "/portal/admin/nodes", "#admin-nodes"),
+    Visit("admin-rates", "admin", lambda s: "/portal/admin/rates", "#admin-rates"),
+    Visit("admin-tokens", "admin", lambda s: "/portal/admin/tokens", "#new-token", _issue_token),
+    Visit("admin-audit", "admin", lambda s: "/portal/admin/audit", "#admin-audit"),
     Visit("not-found", "nlp-member", lambda s: f"/portal/jobs/{s.running}", "#error-message"),
 ]
 

@@ -99,3 +99,23 @@ def test_an_admin_issues_a_token_that_then_logs_in(page: Page, live: Live, shot:
     page.get_by_role("button", name="Log in").click()
     expect(page.locator("#whoami")).to_have_text("ada · member · nlp")
     expect(page.get_by_role("link", name="Admin")).to_have_count(0)
+
+
+def test_revoking_a_token_asks_first(page: Page, live: Live) -> None:
+    log_in(page, live, "admin", "/portal/admin/tokens")
+    row = page.locator("#admin-tokens tbody tr", has_text="nlp-viewer")
+    asked: list[str] = []
+
+    def dismiss(dialog: object) -> None:
+        asked.append(dialog.message)  # type: ignore[attr-defined]
+        dialog.dismiss()  # type: ignore[attr-defined]
+
+    page.once("dialog", dismiss)
+    row.get_by_role("button", name=re.compile("^Revoke")).click()
+    expect(row).not_to_contain_text("revoked")
+    assert asked
+    assert "cannot be undone" in asked[0]
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name=re.compile("^Revoke")).click()
+    expect(page.locator("#admin-notice")).to_contain_text("revoked")
+    expect(page.locator("#admin-tokens tbody tr", has_text="nlp-viewer")).to_have_count(0)

@@ -94,13 +94,16 @@ def test_a_lead_raises_a_waiting_job_and_moves_one_within_its_class(
     expect(page.locator(f"#team-job-{a} button", has_text="Top")).to_have_count(0)  # first
     page.get_by_role("button", name=f"Move job {b} to the top of its class").click()
     notice = page.locator("#move-notice")  # htmx swapped the queue in place
-    expect(notice).to_have_text(
-        f"Moved #{b} b: now 1 of the team's 2 waiting standard jobs. "
-        "The positions below change at the scheduler's next cycle."
+    expect(notice).to_contain_text(
+        f"Moved #{b} b: now 1 of the team's 2 waiting standard jobs. The table shows the "
+        "places it now takes"
     )
     expect(notice).to_be_focused()  # the keyboard is not lost with the button it pressed
     expect(page).to_have_url(f"{live.url}/portal/team?team=vision")  # no page load
-    expect(page.locator(f"#team-job-{b} .pos-team")).to_have_text("3")  # until the next cycle
+    # the standard class holds places 2 and 3: b takes 2 at once, as the next cycle will
+    expect(page.locator(f"#team-job-{b} .pos-team")).to_have_text("2")
+    expect(page.locator(f"#team-job-{a} .pos-team")).to_have_text("3")
+    expect(page.locator("#team-queue-table tbody tr").nth(1)).to_have_id(f"team-job-{b}")
     shot("team-moved")
 
     live.cycle(10)

@@ -267,4 +267,5 @@ def test_the_emulated_source_feeds_the_store_through_the_loop(plane: Plane, clus
     assert [e["kind"] for e in job(plane, "nlp-member", idle)["events"]].count("idle") == 1
     assert "idle" not in [e["kind"] for e in job(plane, "vision-member", train)["events"]]
     free = [g for g in now.values() if g.team is None]
-    assert free and all(g.util_pct == 0 for g in free)
+    assert free
+    assert all(g.util_pct == 0 for g in free)

@@ -42,13 +42,13 @@ def test_an_admin_creates_a_team_sets_a_quota_and_issues_a_token(portal: Portal)
     )
     assert r.status_code == 200
     token = re.search(r'id="new-token" readonly value="(gpf_[^"]+)"', r.text).group(1)  # type: ignore[union-attr]
-    assert token not in admin.get("/portal/admin").text  # shown once
+    assert token not in admin.get("/portal/admin/tokens").text  # shown once
     sam = portal.browser()
     assert login(sam.client, token).status_code == 303
     page = sam.get("/portal/team").text
     assert "Team speech" in page
     assert "asr, tts" in page
-    audit = admin.get("/portal/admin").text
+    audit = admin.get("/portal/admin/audit").text
     log = re.search(r'id="admin-audit">(.*?)</table>', audit, re.S).group(1)  # type: ignore[union-attr]
     for action in ("team.create", "quota.set", "token.create"):
         assert action in log
@@ -58,7 +58,7 @@ def test_an_admin_creates_a_team_sets_a_quota_and_issues_a_token(portal: Portal)
 def test_revoking_a_token_from_the_page_ends_its_sessions(portal: Portal) -> None:
     member = portal.as_("nlp-member")
     admin = portal.as_("admin")
-    page = admin.get("/portal/admin").text
+    page = admin.get("/portal/admin/tokens").text
     token_id = re.search(
         r'<tr id="token-(\d+)"><th scope="row">\d+</th><td><code>[^<]*</code>'
         r"</td><td>nlp-member</td>",
@@ -128,7 +128,43 @@ def test_a_token_row_with_an_impossible_expiry_does_not_break_the_page(portal: P
         assert r.status_code == 200
         with portal.plane.sessions.begin() as s:
             s.execute(update(Token).where(Token.user.has(name=f"odd{n}")).values(expires_s=expiry))
-    page = admin.get("/portal/admin")
+    page = admin.get("/portal/admin/tokens")
     assert page.status_code == 200, page.text[:500]
     assert "odd0" in page.text  # 1e308: far in the future, still live
     assert "1 revoked or expired token not listed" in page.text  # -1e308: long expired
+
+
+def test_each_section_has_its_own_page_and_the_quota_form_shows_the_quota(portal: Portal) -> None:
+    admin = portal.as_("admin")
+    pages = {
+        k: admin.get(f"/portal/admin/{k}") for k in ("teams", "nodes", "rates", "tokens", "audit")
+    }
+    assert all(r.status_code == 200 for r in pages.values())
+    assert 'id="admin-nodes"' in pages["nodes"].text
+    assert 'id="admin-tokens"' not in pages["nodes"].text  # one section per page
+    assert 'aria-current="page">Nodes<' in pages["nodes"].text
+    assert admin.get("/portal/admin/nope").status_code == 404
+    # the quota form is filled in with the quota it edits, not zeros
+    r = admin.post(
+        "/portal/admin/quotas",
+        {
+            "team": "nlp",
+            "flavor": "h100-sxm5-80gb",
+            "guaranteed_gpus": "6",
+            "limit_gpus": "12",
+            "borrowing": "on",
+        },
+    )
+    assert r.status_code == 200
+    page = admin.get("/portal/admin/teams?team=nlp&flavor=h100-sxm5-80gb").text
+    form = re.search(r'<form[^>]*id="quota-form">(.*?)</form>', page, re.S).group(1)  # type: ignore[union-attr]
+    assert (
+        'id="quota-guaranteed" name="guaranteed_gpus" type="number" min="0" step="1" value="6"'
+        in form
+    )
+    assert 'name="limit_gpus" type="number" min="0" step="1" value="12"' in form
+    assert "<option selected>nlp</option>" in form
+    assert 'id="quota-lending" name="lending" value="on">' in form  # lending off now
+    # a destructive form asks first (portal.js reads data-confirm)
+    assert "data-confirm=" in pages["nodes"].text
+    assert "data-confirm=" in pages["tokens"].text

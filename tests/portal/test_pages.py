@@ -19,6 +19,10 @@ PAGES = {
     "planner": "/portal/planner",
     "whatif": "/portal/whatif?run=1&add_gpus=8",
     "admin": "/portal/admin",
+    "admin-nodes": "/portal/admin/nodes",
+    "admin-rates": "/portal/admin/rates",
+    "admin-tokens": "/portal/admin/tokens",
+    "admin-audit": "/portal/admin/audit",
 }
 MARKERS = {  # an element each page must carry
     "overview": 'id="cluster-table"',
@@ -28,7 +32,11 @@ MARKERS = {  # an element each page must carry
     "chargeback": 'id="chargeback-table"',
     "planner": 'id="planner-form"',
     "whatif": 'id="whatif-result"',
-    "admin": 'id="admin-tokens"',
+    "admin": 'id="admin-teams"',
+    "admin-nodes": 'id="admin-nodes"',
+    "admin-rates": 'id="admin-rates"',
+    "admin-tokens": 'id="admin-tokens"',
+    "admin-audit": 'id="admin-audit"',
 }
 ROLES = ("admin", "vision-lead", "vision-member", "vision-viewer")
 
@@ -53,7 +61,7 @@ def test_every_page_renders_for_each_role(busy: tuple[Portal, list[int]], role: 
     b = portal.as_(role)
     for name, path in [*PAGES.items(), ("job", f"/portal/jobs/{ids[0]}")]:
         r = b.get(path)
-        if name == "admin" and role != "admin":
+        if name.startswith("admin") and role != "admin":
             assert r.status_code == 403, name
             assert "admin" in r.text
             continue

@@ -9,6 +9,7 @@ created it, and never again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -23,13 +24,64 @@ from gpufleet.api.context import AppContext
 from gpufleet.api.deps import TokenId
 from gpufleet.control.admin import AdminError
 from gpufleet.control.auth import ROLES, NotFoundError
-from gpufleet.control.models import NodeRecord, PriorityClass
+from gpufleet.control.models import NodeRecord, PriorityClass, Quota, Team
 from gpufleet.errors import UserError
 from gpufleet.portal.web import Caller, Ctx, Db, Form, Me, render, text
 from gpufleet.quantities import parse_duration
 
 router = APIRouter()
 AUDIT_ROWS = 100
+# the admin page's sections, each at its own URL (/portal/admin/<key>): one long page was
+# 4,400 px of scrolling (issue 30)
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("teams", "Teams and quotas"),
+    ("nodes", "Nodes"),
+    ("rates", "Rates"),
+    ("tokens", "Tokens"),
+    ("audit", "Audit log"),
+)
+
+
+@dataclass(frozen=True)
+class QuotaForm:
+    """What the quota form is filled in with: the quota as it is (or a new one's defaults)."""
+
+    team: str
+    flavor: str
+    exists: bool
+    guaranteed_gpus: int = 0
+    limit_gpus: int | None = None
+    borrowing_limit_gpus: int | None = None
+    lending_limit_gpus: int | None = None
+    borrowing: bool = True
+    lending: bool = True
+
+
+def _quota_form(
+    s: Session, teams: list[str], flavors: list[str], team: str | None, flavor: str | None
+) -> QuotaForm | None:
+    if not teams or not flavors:
+        return None
+    team = team if team in teams else teams[0]
+    flavor = flavor if flavor in flavors else flavors[0]
+    q = s.scalars(
+        select(Quota)
+        .join(Team, Team.id == Quota.team_id)
+        .where(Team.name == team, Quota.flavor == flavor)
+    ).first()
+    if q is None:
+        return QuotaForm(team, flavor, exists=False)
+    return QuotaForm(
+        team,
+        flavor,
+        exists=True,
+        guaranteed_gpus=q.guaranteed_gpus,
+        limit_gpus=q.limit_gpus,
+        borrowing_limit_gpus=q.borrowing_limit_gpus,
+        lending_limit_gpus=q.lending_limit_gpus,
+        borrowing=q.borrowing,
+        lending=q.lending,
+    )
 
 
 def _page(
@@ -42,24 +94,31 @@ def _page(
     error: str | None = None,
     issued: api_admin.TokenOut | None = None,
     status_code: int = 200,
+    section: str = "teams",
+    quota_of: tuple[str | None, str | None] = (None, None),
 ) -> HTMLResponse:
     who = me.who
     who.require("admin")
     tokens, now = api_admin.list_tokens(who, s), ctx.clock()
+    teams = routes_cluster.teams(who, ctx, s)
+    flavors = sorted(ctx.cluster.gpus_by_accelerator)
     return render(
         request,
         "admin.html.j2",
         me,
         status_code,
         nav="admin",
-        teams=routes_cluster.teams(who, ctx, s),
+        teams=teams,
+        section=section,
+        sections=SECTIONS,
+        quota=_quota_form(s, [t.name for t in teams], flavors, *quota_of),
         nodes=s.scalars(select(NodeRecord).order_by(NodeRecord.name)).all(),
         rates=api_admin.rates(who, s),
         tokens=[t for t in tokens if _live(t, now)],
         retired_tokens=sum(not _live(t, now) for t in tokens),
         audit=api_admin.audit_log(who, s, limit=AUDIT_ROWS),
         classes=s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all(),
-        flavors=sorted(ctx.cluster.gpus_by_accelerator),
+        flavors=flavors,
         roles=ROLES,
         notice=notice,
         error=error,
@@ -78,11 +137,38 @@ def admin_page(request: Request, me: Caller, ctx: Ctx, s: Db) -> HTMLResponse:
     return _page(request, me, ctx, s)
 
 
-def _act(
-    request: Request, me: Me, ctx: AppContext, s: Session, action: Callable[[], Any]
+@router.get("/admin/{section}", name="admin_section", response_class=HTMLResponse)
+def admin_section(
+    request: Request,
+    section: str,
+    me: Caller,
+    ctx: Ctx,
+    s: Db,
+    *,
+    team: str | None = None,
+    flavor: str | None = None,
 ) -> HTMLResponse:
-    """Run one admin action; the page again with what happened, or why it did not."""
+    if section not in dict(SECTIONS):
+        raise NotFoundError(f"no admin section {section!r}: {', '.join(k for k, _ in SECTIONS)}")
+    return _page(request, me, ctx, s, section=section, quota_of=(team, flavor))
+
+
+def _act(
+    request: Request,
+    me: Me,
+    ctx: AppContext,
+    s: Session,
+    action: Callable[[], Any],
+    *,
+    section: str,
+    quota_of: tuple[str | None, str | None] = (None, None),
+) -> HTMLResponse:
+    """Run one admin action; its section again with what happened, or why it did not."""
     me.who.require("admin")
+
+    def page(**kwargs: Any) -> HTMLResponse:
+        return _page(request, me, ctx, s, section=section, quota_of=quota_of, **kwargs)
+
     try:
         done = action()
     except ValidationError as exc:
@@ -90,16 +176,16 @@ def _act(
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
-        return _page(request, me, ctx, s, error=problems, status_code=422)
+        return page(error=problems, status_code=422)
     except UserError as exc:
         s.rollback()
         status = (
             409 if isinstance(exc, AdminError) else 404 if isinstance(exc, NotFoundError) else 422
         )
-        return _page(request, me, ctx, s, error=str(exc), status_code=status)
+        return page(error=str(exc), status_code=status)
     if isinstance(done, api_admin.TokenOut):
-        return _page(request, me, ctx, s, issued=done, notice=f"Token {done.id} created.")
-    return _page(request, me, ctx, s, notice=str(done))
+        return page(issued=done, notice=f"Token {done.id} created.")
+    return page(notice=str(done))
 
 
 def _optional(form: Form, name: str) -> str | None:
@@ -128,7 +214,7 @@ def create_team(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HT
         api_admin.create_team(body, me.who, ctx, s)
         return f"Team {body.name} created."
 
-    return _act(request, me, ctx, s, action)
+    return _act(request, me, ctx, s, action, section="teams")
 
 
 @router.post("/admin/teams/update", name="admin_team_update", response_class=HTMLResponse)
@@ -147,7 +233,7 @@ def update_team(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HT
         api_admin.update_team(team, body, who=me.who, ctx=ctx, s=s)
         return f"Team {team} updated."
 
-    return _act(request, me, ctx, s, action)
+    return _act(request, me, ctx, s, action, section="teams")
 
 
 @router.post("/admin/quotas", name="admin_quota", response_class=HTMLResponse)
@@ -167,7 +253,15 @@ def set_quota(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HTML
         api_admin.set_quota(team, flavor, body=body, who=me.who, ctx=ctx, s=s)
         return f"Quota of {team} for {flavor} set to {body.guaranteed_gpus} guaranteed GPUs."
 
-    return _act(request, me, ctx, s, action)
+    return _act(
+        request,
+        me,
+        ctx,
+        s,
+        action,
+        section="teams",
+        quota_of=(text(form, "team"), text(form, "flavor")),
+    )
 
 
 @router.post("/admin/rates", name="admin_rate", response_class=HTMLResponse)
@@ -183,7 +277,7 @@ def set_rate(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HTMLR
         api_admin.set_rate(flavor, usd_per_gpu_h=usd, who=me.who, ctx=ctx, s=s)
         return f"Rate of {flavor} set to {usd:g} USD per GPU-hour."
 
-    return _act(request, me, ctx, s, action)
+    return _act(request, me, ctx, s, action, section="rates")
 
 
 @router.post("/admin/nodes", name="admin_node", response_class=HTMLResponse)
@@ -196,7 +290,7 @@ def set_node(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HTMLR
         api_admin.set_node(node, body, who=me.who, ctx=ctx, s=s)
         return f"Node {node} is now {body.state}."
 
-    return _act(request, me, ctx, s, action)
+    return _act(request, me, ctx, s, action, section="nodes")
 
 
 @router.post("/admin/tokens", name="admin_token_create", response_class=HTMLResponse)
@@ -223,7 +317,7 @@ def create_token(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> H
         )
         return api_admin.create_token(body, who=me.who, ctx=ctx, s=s)
 
-    return _act(request, me, ctx, s, action)
+    return _act(request, me, ctx, s, action, section="tokens")
 
 
 @router.post("/admin/tokens/{token_id}/revoke", name="admin_token_revoke")
@@ -234,4 +328,4 @@ def revoke_token(
         api_admin.revoke_token(token_id, me.who, ctx, s)
         return f"Token {token_id} revoked; its portal sessions end with it."
 
-    return _act(request, me, ctx, s, action)
+    return _act(request, me, ctx, s, action, section="tokens")

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from gpufleet.api import routes_cluster
 from gpufleet.api.deps import MAX_ID, JobId
+from gpufleet.api.schemas import JobOut, QueuePosition
 from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs
 from gpufleet.control.auth import NotFoundError
@@ -51,6 +52,14 @@ def team_page(
     index = queue_index(s)
     rows = jobs.list_jobs(s, who, team=found.name, state="pending", limit=1000)
     pending = [job_out(s, j, now, index=index, full=who.is_admin) for j in rows]
+    if jobs.moves_apply(ctx.profile):  # a lead's move shows at once, not at the next cycle
+        held = {
+            j.id: (j.queue_position.team, j.queue_position.cluster)
+            for j in pending
+            if j.queue_position
+        }
+        places = jobs.places_in_lead_order(rows, held)
+        pending = [_at(j, places.get(j.id)) for j in pending]
     pending.sort(key=lambda j: (j.queue_position.team if j.queue_position else 10**9, j.id))
     classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
     names = [c.name for c in classes]
@@ -72,6 +81,13 @@ def team_page(
         places=jobs.class_places(rows),
         moved=next((j for j in pending if j.id == moved), None),
     )
+
+
+def _at(job: JobOut, place: tuple[int, int] | None) -> JobOut:
+    if place is None:
+        return job
+    position = QueuePosition(team=place[0], cluster=place[1])
+    return job.model_copy(update={"queue_position": position})
 
 
 @router.post("/jobs/{job_id}/move", name="job_move")

@@ -73,6 +73,16 @@
 
   window.addEventListener("resize", scrollable);
 
+  // A destructive form (cancel a job, revoke a token, take a node down) says what it will
+  // do and asks first. Without scripts the form posts at once, as before.
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    var question = form && form.getAttribute && form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) {
+      evt.preventDefault();
+    }
+  });
+
   document.addEventListener("DOMContentLoaded", drawAll);
   document.addEventListener("htmx:afterSettle", drawAll);
 
