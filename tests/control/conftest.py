@@ -151,7 +151,16 @@ def build_plane(
         tokens["admin"] = admin.init(s, clock()).token
         actor = admin.cli_principal()
         for team in ("vision", "nlp"):
-            admin.create_team(s, actor, team, clock(), cohort="ml", projects=["p1", "p2"])
+            # leads and members may use every class here (the cap is tested on its own)
+            admin.create_team(
+                s,
+                actor,
+                team,
+                clock(),
+                cohort="ml",
+                projects=["p1", "p2"],
+                max_priority_class="production",
+            )
             s.flush()
             admin.set_quota(s, actor, team, "h100-sxm5-80gb", clock(), guaranteed_gpus=8)
             admin.set_quota(s, actor, team, "a100-sxm4-80gb", clock(), guaranteed_gpus=4)

@@ -47,6 +47,10 @@ class TeamIn(BaseModel):
     projects: list[Name] = Field(default_factory=list, max_length=1000)
     monthly_budget_gpu_h: BudgetGpuH | None = None
     budget_gate: bool = False
+    max_priority_class: ShortText | None = Field(
+        default=None,
+        description="Highest class its leads and members may use (default: default_priority).",
+    )
 
 
 class TeamPatch(BaseModel):
@@ -61,6 +65,9 @@ class TeamPatch(BaseModel):
     monthly_budget_gpu_h: BudgetGpuH | None = None
     budget_gate: bool | None = None
     clear_budget: bool = False
+    max_priority_class: str | None = Field(
+        default=None, max_length=63, description="'' goes back to the team's default class."
+    )
 
 
 class QuotaIn(BaseModel):
@@ -120,6 +127,7 @@ class TeamSettings(BaseModel):
     cohort: str | None
     weight: float
     default_priority: str
+    max_priority_class: str | None
     monthly_budget_gpu_h: float | None
     budget_gate: bool
 
@@ -169,6 +177,7 @@ def update_team(team: TeamName, body: TeamPatch, *, who: Caller, ctx: Ctx, s: Db
         cohort=row.cohort,
         weight=row.weight,
         default_priority=row.default_priority,
+        max_priority_class=row.max_priority_class,
         monthly_budget_gpu_h=row.monthly_budget_gpu_h,
         budget_gate=row.budget_gate,
     )

@@ -116,6 +116,7 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
                 cohort=t.cohort,
                 weight=t.weight,
                 default_priority=t.default_priority,
+                max_priority_class=t.max_priority_class or t.default_priority,
                 projects=[p.name for p in t.projects],
                 quotas=quotas,
                 pending_jobs=counts.get((t.id, "pending"), 0),

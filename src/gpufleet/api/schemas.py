@@ -106,6 +106,9 @@ class TeamOut(BaseModel):
     cohort: str | None
     weight: float
     default_priority: str
+    max_priority_class: str = Field(
+        description="Highest priority class its leads and members may use (admins: any)."
+    )
     projects: list[str]
     quotas: list[QuotaOut]
     pending_jobs: int

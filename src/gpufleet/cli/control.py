@@ -101,6 +101,10 @@ def team_create(
         float | None, typer.Option(help="Monthly GPU-hour budget (alerts at 80%, 100%).")
     ] = None,
     budget_gate: Annotated[bool, typer.Option(help="Refuse submissions over budget.")] = False,
+    max_priority_class: Annotated[
+        str | None,
+        typer.Option(help="Highest class its leads and members may use (default: the default)."),
+    ] = None,
 ) -> None:
     """Create a team."""
     from gpufleet.control import admin
@@ -117,6 +121,7 @@ def team_create(
             projects=project or [],
             monthly_budget_gpu_h=budget_gpu_h,
             budget_gate=budget_gate,
+            max_priority_class=max_priority_class,
         )
     typer.echo(f"team {name} created")
 
@@ -134,6 +139,10 @@ def team_update(
     budget_gate: Annotated[
         bool | None, typer.Option("--budget-gate/--no-budget-gate", help="Refuse over budget.")
     ] = None,
+    max_priority_class: Annotated[
+        str | None,
+        typer.Option(help="Highest class its leads and members may use ('' for its default)."),
+    ] = None,
 ) -> None:
     """Change a team's settings (only the options given)."""
     from gpufleet.control import admin
@@ -150,6 +159,7 @@ def team_update(
             monthly_budget_gpu_h=budget_gpu_h,
             budget_gate=budget_gate,
             clear_budget=no_budget,
+            max_priority_class=max_priority_class,
         )
     typer.echo(f"team {name} updated")
 

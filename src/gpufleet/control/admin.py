@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpufleet.catalog.accelerators import get_accelerator
-from gpufleet.control.auth import ROLES, NotFoundError, Principal, Role, new_token
+from gpufleet.control.auth import ROLES, ForbiddenError, NotFoundError, Principal, Role, new_token
 from gpufleet.control.models import (
     MAX_UNIX_S,
     AuditEntry,
@@ -126,6 +126,7 @@ def create_team(
     projects: Sequence[str] = (),
     monthly_budget_gpu_h: float | None = None,
     budget_gate: bool = False,
+    max_priority_class: str | None = None,
 ) -> Team:
     actor.require("admin")
     check_name("team", name)
@@ -137,12 +138,15 @@ def create_team(
         raise AdminError("a monthly budget cannot be negative")
     if session.scalar(select(Team).where(Team.name == name)) is not None:
         raise AdminError(f"team {name!r} exists already")
-    priority_class(session, default_priority)
+    default_class = priority_class(session, default_priority)
+    if max_priority_class is not None:
+        _check_cap_order(default_class, priority_class(session, max_priority_class))
     team = Team(
         name=name,
         cohort=cohort,
         weight=weight,
         default_priority=default_priority,
+        max_priority_class=max_priority_class,
         monthly_budget_gpu_h=monthly_budget_gpu_h,
         budget_gate=budget_gate,
         created_s=now_s,
@@ -165,8 +169,10 @@ def update_team(
     monthly_budget_gpu_h: float | None = None,
     budget_gate: bool | None = None,
     clear_budget: bool = False,
+    max_priority_class: str | None = None,
 ) -> Team:
-    """Change a team's settings; fields left None stay as they are."""
+    """Change a team's settings; fields left None stay as they are (`max_priority_class`
+    "" goes back to the default: the team's default class)."""
     actor.require("admin")
     team = team_by_name(session, name)
     changes: dict[str, Any] = {}
@@ -181,6 +187,14 @@ def update_team(
         team.default_priority = changes["default_priority"] = priority_class(
             session, default_priority
         ).name
+    if max_priority_class is not None:
+        cap = priority_class(session, max_priority_class).name if max_priority_class else None
+        team.max_priority_class = changes["max_priority_class"] = cap
+    if team.max_priority_class is not None:
+        _check_cap_order(
+            priority_class(session, team.default_priority),
+            priority_class(session, team.max_priority_class),
+        )
     if clear_budget:
         team.monthly_budget_gpu_h = changes["monthly_budget_gpu_h"] = None
     elif monthly_budget_gpu_h is not None:
@@ -246,6 +260,35 @@ def set_quota(
         lending_limit_gpus=spec.lending_limit_gpus,
     )
     return quota
+
+
+def _check_cap_order(default: PriorityClass, cap: PriorityClass) -> None:
+    if cap.value < default.value:
+        raise AdminError(
+            f"max priority class {cap.name!r} is below the default class {default.name!r}: "
+            "the team's own jobs would be refused; raise the cap or lower the default"
+        )
+
+
+def class_cap(session: Session, team: Team) -> PriorityClass:
+    """The highest priority class the team's leads and members may use."""
+    return priority_class(session, team.max_priority_class or team.default_priority)
+
+
+def check_class_allowed(
+    session: Session, who: Principal, team: Team, wanted: PriorityClass
+) -> None:
+    """Leads and members use classes up to their team's cap; admins any (issue 30: a lead
+    could make a job non-preemptible production with no policy)."""
+    if who.is_admin:
+        return
+    cap = class_cap(session, team)
+    if wanted.value > cap.value:
+        raise ForbiddenError(
+            f"priority class {wanted.name!r} is above what team {team.name} may use "
+            f"({cap.name!r} and below); an admin can allow it: gpufleet admin team update "
+            f"{team.name} --max-priority-class {wanted.name}"
+        )
 
 
 def priority_class(session: Session, name: str) -> PriorityClass:
@@ -434,6 +477,7 @@ def import_teams(session: Session, actor: Principal, spec: TeamsSpec, now_s: flo
             weight=t.weight,
             default_priority=t.default_priority,
             projects=t.projects,
+            max_priority_class=t.max_priority_class,
         )
         session.flush()
         for q in t.quotas:

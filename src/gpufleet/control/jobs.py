@@ -28,7 +28,13 @@ from sqlalchemy.orm import Session
 
 from gpufleet.cluster import Cluster
 from gpufleet.control import lifecycle
-from gpufleet.control.admin import NAME_RE, audit, priority_class, teams_spec
+from gpufleet.control.admin import (
+    NAME_RE,
+    audit,
+    check_class_allowed,
+    priority_class,
+    teams_spec,
+)
 from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
 from gpufleet.control.eta import RunningJob
 from gpufleet.control.ledger import month_gpu_hours
@@ -163,6 +169,11 @@ def submit(
         known = session.scalars(select(PriorityClass.name)).all()
         wanted = req.priority_class or team.default_priority
         raise UnknownNameError("priority class", wanted, known)
+    if not who.is_admin and team.cap_value is not None and team.class_value > team.cap_value:
+        row, asked = session.get(Team, team.id), session.get(PriorityClass, team.class_name)
+        assert row is not None
+        assert asked is not None
+        check_class_allowed(session, who, row, asked)  # refuses, and says who can allow it
     request = _request(req, cluster)
     _check_budget(session, team, now_s)
     values: dict[str, Any] = {
@@ -220,12 +231,23 @@ class Submitted:
 # (the one asked for, else the team's default; NULL when there is none of that name), and
 # whether the team lists projects and the one asked for among them
 _CLASS = PriorityClass.__table__
+_CAP = PriorityClass.__table__.alias("cap")
+# the value of the highest class the team's leads and members may use (`admin.class_cap`)
+_CAP_VALUE = (
+    select(_CAP.c.value)
+    .where(_CAP.c.name == func.coalesce(Team.max_priority_class, Team.default_priority))
+    .correlate(Team.__table__)
+    .scalar_subquery()
+    .label("cap_value")
+)
 _TEAM = (
     select(Team.id, Team.name, Team.default_priority, Team.budget_gate)
     .add_columns(
         Team.monthly_budget_gpu_h,
         _CLASS.c.name.label("class_name"),
         _CLASS.c.preemptible.label("class_preemptible"),
+        _CLASS.c.value.label("class_value"),
+        _CAP_VALUE,
         exists().where(Project.team_id == Team.id).label("has_projects"),
         exists()
         .where(Project.team_id == Team.id, Project.name == bindparam("project"))
@@ -385,6 +407,7 @@ def set_priority(session: Session, who: Principal, job_id: int, priority: str, n
     if who.role not in ("admin", "lead"):
         raise ForbiddenError("only a team lead or an admin changes priorities")
     pc = priority_class(session, priority)
+    check_class_allowed(session, who, job.team, pc)
     if job.state in lifecycle.FINAL:
         raise UserError(f"job {job_id} is {job.state}; its priority no longer matters")
     old = job.priority_class

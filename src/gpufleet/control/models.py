@@ -58,6 +58,9 @@ class Team(Base):
     monthly_budget_gpu_h: Mapped[float | None] = mapped_column(Float)
     budget_gate: Mapped[bool] = mapped_column(Boolean, default=False)
     created_s: Mapped[float] = mapped_column(Float)
+    # the highest priority class its leads and members may use (NULL: its default class);
+    # admins grant more, e.g. a non-preemptible production class (issue 30)
+    max_priority_class: Mapped[str | None] = mapped_column(String(NAME))
     # what happens to a job whose GPUs sit idle (issue 30): off | notify | reclaim
     idle_policy: Mapped[str] = mapped_column(String(8), default="notify", server_default="notify")
 

@@ -209,6 +209,7 @@ def create_team(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HT
                 "projects": [p.strip() for p in text(form, "projects").split(",") if p.strip()],
                 "monthly_budget_gpu_h": _optional(form, "monthly_budget_gpu_h"),
                 "budget_gate": _checked(form, "budget_gate"),
+                "max_priority_class": _optional(form, "max_priority_class"),
             }
         )
         api_admin.create_team(body, me.who, ctx, s)
@@ -227,6 +228,10 @@ def update_team(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HT
                 "default_priority": _optional(form, "default_priority"),
                 "monthly_budget_gpu_h": _optional(form, "monthly_budget_gpu_h"),
                 "clear_budget": _checked(form, "clear_budget"),
+                # "(default)": back to the team's default class ('' in the API)
+                "max_priority_class": {"(default)": ""}.get(
+                    text(form, "max_priority_class"), _optional(form, "max_priority_class")
+                ),
             }
         )
         team = text(form, "team")

@@ -104,6 +104,11 @@ class Team(Spec):
     quotas: list[Quota] = Field(default_factory=list)
     projects: list[str] = Field(default_factory=list)
     default_priority: str = "standard"
+    max_priority_class: str | None = Field(
+        default=None,
+        description="The highest priority class the team's leads and members may use "
+        "(default: its default_priority); admins may use any.",
+    )
 
     # Keys of the short form, for did-you-mean hints on typos.
     extra_keys: ClassVar[tuple[str, ...]] = (
@@ -173,6 +178,11 @@ class TeamsSpec(Spec):
                 problems.append(
                     f"teams[{i}].default_priority: unknown priority class "
                     f"'{team.default_priority}'; known: {', '.join(classes)}"
+                )
+            if team.max_priority_class is not None and team.max_priority_class not in classes:
+                problems.append(
+                    f"teams[{i}].max_priority_class: unknown priority class "
+                    f"'{team.max_priority_class}'; known: {', '.join(classes)}"
                 )
             flavors = [q.flavor for q in team.quotas]
             if len(set(flavors)) != len(flavors):
