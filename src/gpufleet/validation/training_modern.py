@@ -59,12 +59,12 @@ SOURCES: tuple[tuple[str, str], ...] = (
     ("AI-Hypercomputer/maxtext", "maxtext"),
 )
 # Row `framework` -> the estimator's framework profile (estimate/data/frameworks.yaml).
-# Megatron-Bridge runs NeMo 2's Megatron-Core recipes with their communication overlaps.
+# Megatron-Bridge runs Megatron-Core with the recipes' communication overlaps.
 FRAMEWORK_PROFILES: dict[str, str] = {
-    "llm-foundry-fsdp": "fsdp",
-    "torchtitan-fsdp2": "fsdp",
+    "llm-foundry-fsdp": "llm-foundry-fsdp",
+    "torchtitan-fsdp2": "torchtitan-fsdp2",
     "pytorch-fsdp": "fsdp",
-    "megatron-bridge": "nemo",
+    "megatron-bridge": "megatron-core",
     "nemo": "nemo",
     "jax-maxtext": "jax",
 }
@@ -305,7 +305,11 @@ def predict(row: dict[str, str]) -> ModernTrainingResult:
     if row["metric"] not in METRICS:
         raise UserError(f"modern row {row['id']}: unknown metric '{row['metric']}'")
     case = case_of(row)
-    lay = layouts_of(row, case)
+    return predict_prepared(row, case, layouts_of(row, case))
+
+
+def predict_prepared(row: dict[str, str], case: TrainingCase, lay: Layouts) -> ModernTrainingResult:
+    """Compare one row already rebuilt (the fit calls this with other efficiencies)."""
     ev = evaluate(case, lay)
     fits = ev.total_bytes <= case.hw.memory_bytes
     pool = np.flatnonzero(fits) if fits.any() else np.arange(lay.tp.size)
