@@ -125,7 +125,7 @@ recompute, sequence parallelism, ZeRO stage and virtual pipeline stages, and the
 profile (`llm-foundry-fsdp`, `torchtitan-fsdp2`, `fsdp` for AMD's FSDP script,
 `megatron-core` for Megatron-Bridge, `nemo`, `jax` for MaxText). What a source leaves out
 (NeMo's recompute and microbatch, for example) is chosen as `gpufleet search` would: the
-fastest choice that fits, or the fastest when none fits in the memory model (then flagged in
+fastest choice that fits, or the one nearest to fitting when none fits the memory model (flagged in
 the layout). Training is compared in the row's own metric: tokens/s per GPU where the source
 measured it, else TFLOP/s in the source's FLOP convention, which
 `tests/validation/test_modern_training.py` checks against every rate the sources printed
@@ -149,8 +149,8 @@ exactly its output and that the figures do not regress):
 {fit}
 
 Against the issue's targets: overall median {overall} (target 8 %); per accelerator with at
-least 5 rows {per_acc} (target 12 %); leave-one-source-out {loso} (target 15 %). Not met, and
-why, as far as the rows show it:
+least 5 rows {per_acc} (target 12 %); leave-one-source-out {loso} (target 15 %). The overall
+and leave-one-source-out targets are not met; why, as far as the rows show it:
 
 - Leave-one-source-out is the figure for runs nobody fitted on, and it is large where one
   source is a family's only source: without MaxText the TPU borrows Hopper's fractions
@@ -159,9 +159,9 @@ why, as far as the rows show it:
   accelerator without rows carry the same uncertainty, and say so in their assumptions.
 - The worst rows are not efficiency: llm-foundry FSDP at microbatch 2 on 16-64 GPUs is
   predicted 60-70 % slow (its gathers would need more than one 400 Gb/s NIC per GPU in the
-  model); the memory model rejects the published layouts of AMD's 70B runs, MaxText's
-  selective remat, Megatron's 405B and the MI325X FP8 runs, so the search falls back to full
-  recompute or an infeasible layout (issue 28 item 4). These rows bound how low the medians
+  model); the memory model rejects layouts that ran (MaxText's selective remat, Megatron's
+  405B, the MI325X FP8 runs without recompute), so the search falls back to full recompute or
+  to the layout nearest to fitting (issue 28 item 4). These rows bound how low the medians
   can honestly go with bounded efficiencies.
 - The flash-attn-class attention kernel fits at its lower bound (0.30 of the bf16 GEMM rate on
   Hopper): llm-foundry's 16K-64K-token rows are that slow; no faster value fits them.

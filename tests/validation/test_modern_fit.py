@@ -2,8 +2,8 @@
 
 The thresholds are the figures the fit reaches (docs/validation.md), with a little room:
 a change to the model that makes any of them worse fails here. The issue's targets
-(8 % overall, 12 % per accelerator, 15 % leave-one-source-out) are not all met; the doc
-says which and why.
+(8 % overall, 12 % per accelerator with >= 5 rows, 15 % leave-one-source-out): the
+per-accelerator one is met, the other two are not; docs/validation.md says why.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from gpufleet.validation.training_fit import ModernFit, fit_all, fit_modern, pre
 # Median |error| per accelerator with >= 5 rows, as fitted (docs/validation.md), + ~1 point.
 ACCELERATOR_LIMITS = {
     "h100-sxm5-80gb": 0.105,
-    "mi300x": 0.09,
-    "mi325x": 0.18,
+    "mi300x": 0.10,
+    "mi325x": 0.125,
     "tpu-v5p": 0.045,
 }
 
@@ -56,7 +56,7 @@ def test_modern_rows_after_the_fit() -> None:
 
 
 def test_leave_one_source_out(fit: ModernFit) -> None:
-    assert fit.loso_median_abs <= 0.27
+    assert fit.loso_median_abs <= 0.26
     by_source = {r.source: r for r in fit.loso}
     assert by_source["amd-rocm-training"].borrowed == ("cdna3",)  # borrowed from Hopper
     assert by_source["maxtext"].borrowed == ("tpu-v5p",)
