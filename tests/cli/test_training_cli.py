@@ -306,7 +306,7 @@ def test_validate_training_rows_json(capsys: pytest.CaptureFixture[str]) -> None
     ("argv", "message"),
     [
         (["--rows", "newest"], "error: --rows: 'newest' is not one of calibration, modern, all"),
-        (["--rows", "modern", "--fit"], "error: --fit fits the calibration rows only"),
+        (["--rows", "all", "--fit"], "error: --fit fits one row set"),
     ],
 )
 def test_validate_training_rows_bad_input(

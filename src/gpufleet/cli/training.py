@@ -199,7 +199,14 @@ def search_training(
 
 
 def validate_training(
-    fit: Annotated[bool, typer.Option("--fit", help="Refit the efficiency parameters.")] = False,
+    fit: Annotated[
+        bool,
+        typer.Option(
+            "--fit",
+            help="Refit the efficiency parameters: A100 ones on the calibration rows, the "
+            "per-family ones with --rows modern (also prints leave-one-source-out errors).",
+        ),
+    ] = False,
     write: Annotated[bool, typer.Option("--write", help="With --fit: save them.")] = False,
     format: Annotated[
         str, typer.Option("--format", "-f", help="table, json or markdown (for docs/).")
@@ -216,8 +223,13 @@ def validate_training(
     which = check_rows(rows)
     if write and not fit:
         raise UserError("--write needs --fit")
-    if fit and which != "calibration":
-        raise UserError("--fit fits the calibration rows only; drop --rows")
+    if fit and which == "all":
+        raise UserError("--fit fits one row set: --rows calibration (A100) or --rows modern")
+    if fit and which == "modern":
+        from gpufleet.cli.validate_fit import show_modern_fit
+
+        show_modern_fit(fmt, write)
+        return
     if fit:
         result = fit_parameters()
         if write:

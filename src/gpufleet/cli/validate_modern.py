@@ -77,7 +77,7 @@ def training_sections(
         return f"{r.published_tflops:,.0f} / {r.predicted_tflops:,.0f} ({r.convention})"
 
     rows = Section(
-        "Training estimator vs modern published runs (before refit)",
+        "Training estimator vs modern published runs (per-family fit)",
         (
             "id",
             "accelerator",

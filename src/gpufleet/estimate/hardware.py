@@ -29,6 +29,9 @@ class GpuHardware:
 
     accelerator: str
     peak_flops: float  # dense, at the workload's precision
+    # Attention and other non-GEMM matrix work stay in 16-bit even in FP8 training
+    # (Transformer Engine casts only Linear/GEMM inputs to FP8): dense bf16 peak.
+    bf16_peak_flops: float
     memory_bytes: int  # what frameworks can allocate (driver-reported where known)
     memory_bytes_per_s: float
     scaleup_bytes_per_s: float  # unidirectional, per GPU, inside the scale-up domain
@@ -77,6 +80,7 @@ def resolve_hardware(
     return GpuHardware(
         accelerator=device.name,
         peak_flops=peak,
+        bf16_peak_flops=device.dense_flops("bf16") or device.dense_flops("fp16") or peak,
         memory_bytes=usable_memory_bytes(device, log),
         memory_bytes_per_s=device.memory_bandwidth_gbytes_per_s * 1e9,
         scaleup_bytes_per_s=scaleup if scaleup is not None else scaleout,

@@ -7,8 +7,9 @@ one layout, `gpufleet search` with the whole space at once: one model, no
 second copy for the search.
 
 The model, per microbatch and pipeline stage (references in docs/design/0003):
-- compute: matrix products at a fitted fraction of the dense peak plus a fixed
-  cost per kernel; attention core at the flash-attention fraction (causal blocks
+- compute: matrix products at a fitted fraction of the dense peak at the training
+  precision (FP8 has its own fraction, and its casts cost HBM traffic) plus a fixed
+  cost per kernel; attention core in bf16 at the flash-attention fraction (causal blocks
   skipped) or as full GEMMs plus memory-bound softmax (unfused); norms,
   activations and residuals as HBM traffic. Backward = 2× forward
   (flash attention backward 2.5×); recomputation adds a forward (full) or the
@@ -20,7 +21,9 @@ The model, per microbatch and pipeline stage (references in docs/design/0003):
   (ZeRO 1-2) once per step; ZeRO 3 gathers parameters every microbatch;
 - context parallel: ring exchange of K/V, overlapped with attention;
 - expert parallel: all-to-all dispatch and combine per MoE layer.
-Overlapped work costs max(a, b) + interference × min(a, b).
+What overlaps is the framework profile's (docs/design/0016): communication c under a
+compute window w is exposed for max(0, c − w) + interference × min(c, w): the part the
+window cannot hide, plus the compute slowed while both share SMs and HBM.
 Memory follows Korthikanti et al. 2022, generalised to GQA, SwiGLU and MoE.
 """
 
@@ -169,9 +172,20 @@ class Evaluation:
     params_per_gpu: Array
 
 
-def _overlap(a: Array, b: Array, interference: float) -> Array:
-    """Time of two overlapped activities: the longer one plus contention on the shorter."""
-    return np.maximum(a, b) + interference * np.minimum(a, b)
+def overlap_exposed(comm_s: Array, window_s: Array, interference: float) -> Array:
+    """Exposed cost of communication `comm_s` overlapped with a compute window `window_s`.
+
+    Overlap is not free: collectives run kernels on the same SMs and move data through the
+    same HBM as the compute they hide behind, so the window slows by `interference` × the
+    overlapped time. What does not fit in the window is exposed in full:
+    max(0, comm − window) + interference × min(comm, window).
+    """
+    return np.maximum(comm_s - window_s, 0.0) + interference * np.minimum(comm_s, window_s)
+
+
+def _overlap(compute_s: Array, comm_s: Array, interference: float) -> Array:
+    """Time of compute with communication overlapped under it."""
+    return compute_s + overlap_exposed(comm_s, compute_s, interference)
 
 
 def _ring(volume_bytes: Array, n: IntArray, bandwidth: Array, latency_s: float) -> Array:
@@ -214,7 +228,7 @@ def _layer_bytes_per_token(
 ) -> tuple[Array, Array, Array]:
     """(stored activations, elementwise traffic per forward, unfused softmax traffic per
     forward) in bytes per token of one layer on one GPU."""
-    arch, flash = case.arch, case.profile.attention_kernel == "flash"
+    arch, flash = case.arch, case.profile.flash_attention
     h = float(arch.hidden)
     d_qk, d_v = qk_v_dims(arch)
     a, g = float(arch.heads), float(arch.kv_heads)
@@ -240,6 +254,22 @@ def _layer_bytes_per_token(
         elementwise = elementwise + 4 * arch.experts_per_token * h * 2 / tp  # permute/unpermute
     softmax = 0.0 if flash else a * context * (4.0 + (5.0 if case.dropout else 0.0))
     return stored, elementwise, softmax / tp
+
+
+def _fp8_cast_bytes_per_token(case: TrainingCase, lay: Layouts, *, moe: bool) -> Array:
+    """HBM traffic of FP8 casts per token of one layer's forward: each GEMM input (QKV and
+    fc1 inputs, attention output, MLP hidden) is read in bf16 and written in FP8 (3 bytes
+    per element); the backward casts its gradients likewise (the 2x of elementwise work)."""
+    if case.precision != "fp8":
+        return np.zeros(lay.tp.shape)
+    arch = case.arch
+    h = float(arch.hidden)
+    _, d_v = qk_v_dims(arch)
+    width = float(arch.moe_ffn_hidden or arch.ffn_hidden) if moe else float(arch.ffn_hidden)
+    streams = float(arch.experts_per_token + arch.shared_experts) if moe else 1.0
+    rep_div = np.where(lay.sp == 1, lay.tp.astype(np.float64), 1.0)
+    split = arch.heads * d_v + streams * width
+    return np.asarray(3.0 * (2 * h / rep_div + split / lay.tp.astype(np.float64)))
 
 
 @dataclass(frozen=True)
@@ -271,16 +301,19 @@ def _layer_time(
 ) -> _LayerTime:
     eff, hw, prof = case.eff, case.hw, case.profile
     tp = lay.tp.astype(np.float64)
-    flash = prof.attention_kernel == "flash"
-    gemm_rate = hw.peak_flops * eff.gemm_peak_fraction
-    attn_rate = gemm_rate * (eff.attention_vs_gemm if flash else 1.0)
+    flash = prof.flash_attention
+    gemm_rate = hw.peak_flops * eff.gemm_fraction(case.precision)
+    # Attention runs in bf16 in FP8 training too (Transformer Engine's FP8 recipe covers
+    # Linear layers), at the bf16 GEMM fraction times the attention kernel's own.
+    bf16_rate = hw.bf16_peak_flops * eff.gemm_peak_fraction
+    attn_rate = bf16_rate * eff.attention_fraction(prof.attention_kernel)
     mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
     causal = 0.5 if flash else 1.0  # flash attention skips fully masked blocks
     overhead = lf.gemm_count * eff.kernel_overhead_s
     gemm_f = tokens * (lf.projections + lf.mlp + lf.router) / tp / gemm_rate + overhead
     core_f = tokens * lf.attention_core * causal / tp / attn_rate
     _, elem_bpt, softmax_bpt = _layer_bytes_per_token(case, lay, moe=moe)
-    elem_f = tokens * elem_bpt / mem_rate
+    elem_f = tokens * (elem_bpt + _fp8_cast_bytes_per_token(case, lay, moe=moe)) / mem_rate
     soft_f = tokens * softmax_bpt / mem_rate
     h = float(case.arch.hidden)
     latency = np.where(
@@ -303,8 +336,12 @@ def _layer_time(
     core_b_factor = 2.5 if flash else 2.0  # FlashAttention-2 backward: 5 GEMMs vs 2
     compute_f = gemm_f + elem_f
     compute_b = 2 * (gemm_f - overhead) + 2 * overhead + 2 * elem_f
-    attn_f = _overlap(core_f + soft_f, cp_f, k)
-    attn_b = _overlap(core_f * core_b_factor + 2 * soft_f, 2 * cp_f, k)
+    if prof.cp_overlap:
+        attn_f = _overlap(core_f + soft_f, cp_f, k)
+        attn_b = _overlap(core_f * core_b_factor + 2 * soft_f, 2 * cp_f, k)
+    else:
+        attn_f = core_f + soft_f + cp_f
+        attn_b = core_f * core_b_factor + 2 * soft_f + 2 * cp_f
     if prof.tp_overlap:
         fwd = _overlap(compute_f, tp_pass, k) + attn_f + ep_f
         bwd = _overlap(compute_b, tp_pass, k) + attn_b + 2 * ep_f
@@ -390,7 +427,8 @@ def _stage(case: TrainingCase, lay: Layouts, bw: dict[str, Array]) -> _Stage:
     # Uneven splits are allowed: the critical stage holds vs · ceil(L / (pp · vs)) layers.
     vs = _floats(lay.vs)
     share = vs * np.ceil(arch.layers / (pp * vs)) / max(arch.layers, 1)
-    gemm_rate = hw.peak_flops * eff.gemm_peak_fraction
+    # The output layer stays in bf16 in FP8 recipes (not a Transformer Engine Linear).
+    gemm_rate = hw.bf16_peak_flops * eff.gemm_peak_fraction
     mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
     logits = 3 * (
         tokens * logits_flops(arch) / tp / gemm_rate + tokens * arch.vocab * 8 / tp / mem_rate
@@ -475,20 +513,29 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
     bubble_mb = (pp - 1) / vs
     pipeline = (m + bubble_mb) * t_mb
 
-    # Gradient sync once per step (ZeRO 0-2): all-reduce, or reduce-scatter of gradients
-    # plus all-gather of updated bf16 weights (distributed optimizer).
+    # Gradient sync once per step (ZeRO 0-2): all-reduce of gradients, or reduce-scatter
+    # of gradients then all-gather of the updated bf16 weights (distributed optimizer).
+    # The gradient part can hide under the last microbatch's backward (dp_overlap); the
+    # weight all-gather only under the next step's first forward (param_gather_overlap),
+    # since the weights it carries exist only after the optimizer step.
     grad_volume = np.where(
         lay.zero == 0,
         2 * st.params_tp * prof.grad_reduce_bytes,
-        st.params_tp * (prof.grad_reduce_bytes + WEIGHT_BYTES),
+        st.params_tp * prof.grad_reduce_bytes,
     )
-    ring = _ring(grad_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
-    dp_sync = np.where(lay.zero == 3, 0.0, ring)
-    if prof.dp_overlap:
-        window = st.sum("backward")  # hidden behind the last microbatch's backward
-        dp_exposed = np.maximum(_overlap(dp_sync, window, k) - window, 0.0)
-    else:
-        dp_exposed = dp_sync
+    gather_volume = np.where(lay.zero == 0, 0.0, st.params_tp * WEIGHT_BYTES)
+    reduce_s = _ring(grad_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
+    gather_s = _ring(gather_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
+    reduce_s = np.where(lay.zero == 3, 0.0, reduce_s)
+    gather_s = np.where(lay.zero == 3, 0.0, gather_s)
+    dp_sync = reduce_s + gather_s
+    reduce_exposed = (
+        overlap_exposed(reduce_s, st.sum("backward"), k) if prof.dp_overlap else reduce_s
+    )
+    gather_exposed = (
+        overlap_exposed(gather_s, st.sum("forward"), k) if prof.param_gather_overlap else gather_s
+    )
+    dp_exposed = reduce_exposed + gather_exposed
     mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
     shard = np.where(lay.zero >= 1, dp, 1.0)
     optimizer = st.params_tp / shard * OPTIMIZER_BYTES_PER_PARAM / mem_rate
@@ -505,7 +552,7 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
     # Hardware FLOPs add what is computed twice: a whole forward with full recomputation,
     # the attention core with selective recomputation, and always with flash attention,
     # whose backward recomputes the scores (the time model's 2.5x backward holds it).
-    flash = prof.attention_kernel == "flash"
+    flash = prof.flash_attention
     attn_again = np.where((lay.recompute == 1) | flash, attn_core, 0.0)
     hw_flops = mf + np.where(lay.recompute == 2, layer_fwd, 0.0) + attn_again
     tflops = mf * tokens_per_s / gpus / 1e12

@@ -26,15 +26,23 @@ def case_for(
         system=spec.hardware.system if same else None,
         scale_out=spec.hardware.scale_out if same else None,
     )
-    eff, calibrated = efficiency_for(hw.accelerator)
-    if not calibrated:
-        log.add(
-            f"gemm_peak_fraction[{hw.accelerator}]",
-            eff.gemm_peak_fraction,
-            f"no calibration rows for {hw.accelerator}: {eff.source}",
-        )
+    eff, cal = efficiency_for(hw.accelerator)
     profile = framework_profile(spec.training.framework)
-    log.add(f"framework[{profile.name}]", profile.description, profile.source)
+    # Always stated: which efficiency rows this accelerator's figures rest on, and when
+    # none of its own exist, which family they are borrowed from and at what penalty.
+    log.add(
+        f"efficiency[{hw.accelerator}]",
+        f"GEMM {eff.gemm_fraction(spec.training.precision):.0%} of the "
+        f"{spec.training.precision} peak, {profile.attention_kernel} attention "
+        f"{eff.attention_fraction(profile.attention_kernel):.2f}x bf16 GEMM, "
+        f"HBM {eff.memory_bandwidth_fraction:.0%}",
+        cal.describe(),
+    )
+    log.add(
+        f"framework[{profile.name}]",
+        f"{profile.description}; {profile.overlaps()}",
+        profile.source,
+    )
     return TrainingCase(
         arch=arch or spec.model,
         seq_len=spec.training.seq_len,

@@ -17,7 +17,17 @@ from gpufleet.specs.hardware import HardwareSpec
 from gpufleet.specs.model_ref import ModelSpec
 
 TrainingPrecision = Literal["bf16", "fp8"]
-Framework = Literal["megatron", "megatron-2021", "nemo", "deepspeed", "fsdp", "jax"]
+Framework = Literal[
+    "megatron-core",
+    "megatron",
+    "megatron-2021",
+    "nemo",
+    "deepspeed",
+    "fsdp",
+    "torchtitan-fsdp2",
+    "llm-foundry-fsdp",
+    "jax",
+]
 Recompute = Literal["none", "selective", "full"]
 
 
@@ -30,7 +40,9 @@ class TrainingParams(Spec):
     precision: TrainingPrecision = "bf16"
     optimizer: Literal["adam", "adamw"] = "adam"
     framework: Framework = Field(
-        default="megatron", description="Selects an efficiency profile with its source."
+        default="megatron-core",
+        description="Selects a framework profile (what overlaps with what) with its source; "
+        "the default is today's common practice, Megatron-Core with DP and TP overlap.",
     )
     dropout: bool = Field(
         default=False,

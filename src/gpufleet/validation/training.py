@@ -214,7 +214,7 @@ def fit_parameters() -> FitResult:
     high = np.array([spec[n][2] for n in names])
     rows = [r for r in load_rows() if r["metric"] in THROUGHPUT_METRICS]
     accelerator = rows[0]["gpu"].lower()
-    base, _ = efficiency_for(resolve_hardware(accelerator, "bf16", Assumptions()).accelerator)
+    base, _cal = efficiency_for(resolve_hardware(accelerator, "bf16", Assumptions()).accelerator)
     prepared = [(row, case_of(row)) for row in rows]
     prepared_layouts = [layouts_of(row, case) for row, case in prepared]
 

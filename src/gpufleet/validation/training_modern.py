@@ -1,12 +1,13 @@
 """Validate the training estimator on current accelerators (validation/data/training_modern.csv).
 
-Measurement only: every row is rebuilt as the run its publication describes and predicted
-with the estimator's parameters as they are (fitted on 2021-2022 A100 rows), so the numbers
-are the baseline a refit is judged against. A row is rebuilt from its own columns: model
+Every row is rebuilt as the run its publication describes and predicted with the
+estimator's parameters as they are (per-family efficiency fitted on these rows by
+`validation.training_fit`). A row is rebuilt from its own columns: model
 shape, the catalog accelerator its `gpu` maps to (`modern.ACCELERATORS`), precision, the
 stated tp/pp/dp/cp, microbatch, recompute, sequence parallelism and ZeRO stage, and the
 framework's profile. What the publication leaves out is chosen as `gpufleet search` would
-(the fastest choice that fits), as for the calibration rows. A row the estimator cannot
+(the fastest choice that fits), as for the calibration rows; when no choice fits the memory
+model, the one nearest to fitting (the run did fit its memory). A row the estimator cannot
 express is skipped with a `SkipReason`. Rows whose run used a speed-up the model has no knob
 for (torch.compile, async TP, MXFP8 or rowwise FP8 scaling) are still compared and carry the
 knob in `unmodelled`, so their error shows what the model misses.
@@ -59,12 +60,12 @@ SOURCES: tuple[tuple[str, str], ...] = (
     ("AI-Hypercomputer/maxtext", "maxtext"),
 )
 # Row `framework` -> the estimator's framework profile (estimate/data/frameworks.yaml).
-# Megatron-Bridge runs NeMo 2's Megatron-Core recipes with their communication overlaps.
+# Megatron-Bridge runs Megatron-Core with the recipes' communication overlaps.
 FRAMEWORK_PROFILES: dict[str, str] = {
-    "llm-foundry-fsdp": "fsdp",
-    "torchtitan-fsdp2": "fsdp",
+    "llm-foundry-fsdp": "llm-foundry-fsdp",
+    "torchtitan-fsdp2": "torchtitan-fsdp2",
     "pytorch-fsdp": "fsdp",
-    "megatron-bridge": "nemo",
+    "megatron-bridge": "megatron-core",
     "nemo": "nemo",
     "jax-maxtext": "jax",
 }
@@ -305,11 +306,21 @@ def predict(row: dict[str, str]) -> ModernTrainingResult:
     if row["metric"] not in METRICS:
         raise UserError(f"modern row {row['id']}: unknown metric '{row['metric']}'")
     case = case_of(row)
-    lay = layouts_of(row, case)
+    return predict_prepared(row, case, layouts_of(row, case))
+
+
+def predict_prepared(row: dict[str, str], case: TrainingCase, lay: Layouts) -> ModernTrainingResult:
+    """Compare one row already rebuilt (the fit calls this with other efficiencies)."""
     ev = evaluate(case, lay)
     fits = ev.total_bytes <= case.hw.memory_bytes
-    pool = np.flatnonzero(fits) if fits.any() else np.arange(lay.tp.size)
-    i = int(pool[np.argmin(ev.step_time_s[pool])])
+    if fits.any():
+        pool = np.flatnonzero(fits)
+        i = int(pool[np.argmin(ev.step_time_s[pool])])
+    else:
+        # The published run did fit its memory; when no candidate fits the memory model,
+        # the one nearest to fitting is the most like what ran (the fastest would be the
+        # least like it: no recompute, the largest microbatch).
+        i = int(np.argmin(ev.total_bytes))
     gpus = int(lay.gpus[i])
     tokens_per_gpu = float(ev.tokens_per_s[i]) / gpus
     convention = row["flops_convention"]

@@ -1,0 +1,63 @@
+"""Issue 28 (item 2): the per-family efficiency fit on the modern training rows.
+
+The thresholds are the figures the fit reaches (docs/validation.md), with a little room:
+a change to the model that makes any of them worse fails here. The issue's targets
+(8 % overall, 12 % per accelerator with >= 5 rows, 15 % leave-one-source-out): the
+per-accelerator one is met, the other two are not; docs/validation.md says why.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.estimate.efficiency import fitted_parameters
+from gpufleet.validation.modern import groups, median_abs
+from gpufleet.validation.training_fit import ModernFit, fit_all, fit_modern, predict_all, prepare
+
+# Median |error| per accelerator with >= 5 rows, as fitted (docs/validation.md), + ~1 point.
+ACCELERATOR_LIMITS = {
+    "h100-sxm5-80gb": 0.105,
+    "mi300x": 0.10,
+    "mi325x": 0.125,
+    "tpu-v5p": 0.045,
+}
+
+
+@pytest.fixture(scope="module")
+def fit() -> ModernFit:
+    return fit_modern()
+
+
+def test_the_shipped_parameters_are_what_the_fit_gives() -> None:
+    """efficiency.yaml holds the fit's output (`--fit --write`), reproducibly."""
+    prepared = prepare()
+    _, fits, borrowed = fit_all(prepared)
+    assert borrowed == ()
+    fitted = {k: v for f in fits for k, v in f.parameters.items()}
+    shipped = fitted_parameters("fitted-modern")
+    assert set(fitted) == set(shipped)
+    for name, (value, low, high) in shipped.items():
+        assert fitted[name] == pytest.approx(value, rel=2e-3, abs=1e-4), name
+        assert low <= value <= high, name
+
+
+def test_modern_rows_after_the_fit() -> None:
+    results = predict_all(prepare())
+    errors = [r.error for r in results]
+    assert len(results) == 125
+    assert median_abs(errors) <= 0.10
+    by_accelerator = {g.key: g for g in groups(results, lambda r: r.accelerator, lambda r: r.error)}
+    for accelerator, limit in ACCELERATOR_LIMITS.items():
+        assert by_accelerator[accelerator].median_abs <= limit, accelerator
+    by_precision = {g.key: g for g in groups(results, lambda r: r.precision, lambda r: r.error)}
+    assert by_precision["bf16"].median_abs <= 0.095
+    assert by_precision["fp8"].median_abs <= 0.145
+    assert abs(by_precision["fp8"].median_signed) <= 0.05  # no longer optimistic on FP8
+
+
+def test_leave_one_source_out(fit: ModernFit) -> None:
+    assert fit.loso_median_abs <= 0.26
+    by_source = {r.source: r for r in fit.loso}
+    assert by_source["amd-rocm-training"].borrowed == ("cdna3",)  # borrowed from Hopper
+    assert by_source["maxtext"].borrowed == ("tpu-v5p",)
+    assert by_source["nemo-24.07"].median_abs <= 0.10
