@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (Markdown tables in the page's prose are one line per row)
 """Regenerate docs/validation.md from the validation commands' own output.
 
     .venv/bin/python scripts/write_validation_doc.py
@@ -96,6 +97,13 @@ output tokens per request (the OpenOrca subset's means as recalled, not checked)
 used in the fit. Its error (about −33 %) cannot be split between that assumption and the
 model: prefill dominates at these lengths, so shorter real prompts would raise the prediction.
 It counts in the throughput median, which stays within target with or without it.
+Since issue 28 (item 5) the H100 takes the TensorRT-LLM profile fitted on the modern Hopper
+rows (`engine_generations.yaml`: compute fraction 0.50 of the FP8 peak where the A100 fit had
+0.75 of bf16, 50 µs per all-reduce), and this row dropped from −33 % to −55 %: prefill
+dominates at these lengths, and MLPerf submissions run tuned C++ engines where the modern rows
+run `trtllm-bench` on the PyTorch backend. The A100 rows are unchanged except the batch-256
+row (+18.8 % → +4.9 %), where the composed decode step now adds the KV reads the old
+max(memory, compute) hid.
 """
 
 
@@ -165,13 +173,12 @@ and leave-one-source-out targets are not met; why, as far as the rows show it:
   can honestly go with bounded efficiencies.
 - The flash-attn-class attention kernel fits at its lower bound (0.30 of the bf16 GEMM rate on
   Hopper): llm-foundry's 16K-64K-token rows are that slow; no faster value fits them.
-- Inference is optimistic by a median of {inf_signed} (not refitted here). On MI300X latency
-  rows the throughput error grows with the batch, from about 0 at batch 1-4 to +55-90 % at
-  128-256: the model's decode step slows less with batch than vLLM on ROCm does. The
-  H200/H100 ratio is overstated for Llama 3.1 8B (median predicted {ratio_8b_pred} against
-  a published {ratio_8b_pub}) and close for 405B at TP8 ({ratio_405b} median |error|).
-- No B200/GB200 inference baseline: every row on them is NVFP4, which the inference model
-  does not have. The Grand Teton H100 (torchtitan, 30 rows) is not in the catalog.
+- Inference (refitted per engine and generation, issue 28 item 5; section "Inference, modern
+  rows" below): median signed error {inf_signed}. The H200/H100 ratio for Llama 3.1 8B:
+  median predicted {ratio_8b_pred} against a published {ratio_8b_pub}; for 405B at TP8,
+  {ratio_405b} median |error|. These are in-sample figures: held out by model they are
+  14-24 %.
+- The Grand Teton H100 (torchtitan, 30 rows) is not in the catalog.
 """
 
 
@@ -243,6 +250,7 @@ def main() -> int:
         "benchmarks.device.compare",
         "benchmarks/device/results/h200-2026-11-29.json",
     ).replace("\n### ", "\n#### ")
+    parts = run(sys.executable, "-m", "benchmarks.device.compare_parts")
     head = [
         "# Validation of the estimators",
         "",
@@ -275,37 +283,168 @@ def main() -> int:
             "",
             "### Inference, modern rows",
             "",
+            INFERENCE_MODERN,
+            "",
             modern_inference,
             "",
-            "## Device check: one H200 (not used for fitting)",
-            "",
-            "`benchmarks/device/gpu_check.py` ran on a lent H200 (PyTorch 2.11, CUDA 13) on",
-            "2026-11-29; raw results are in `benchmarks/device/results/`.",
-            "`python -m benchmarks.device.compare` sets the model beside them:",
-            "",
+            DEVICE_HEAD,
             device,
             "",
             READING,
+            DEVICE_PARTS,
+            parts,
+            "",
+            READING_PARTS,
         ]
     )
     (ROOT / "docs" / "validation.md").write_text(page + "\n", encoding="utf-8")
     return 0
 
 
+INFERENCE_MODERN = """\
+Issue 28 (item 5). The numbers in the paragraph above are the baseline (A100 profile,
+`max(memory, compute)` per step, NVFP4 skipped: 103 rows, median 17.4 %, H200/H100 ratio
+1.35 predicted against 1.18). What changed, and what it reaches now:
+
+- **Decode composed of its parts** (`estimate/inference.py`, design 0005): the linear
+  layers are a roofline, max(weight read, GEMMs); the attention's KV-cache read
+  (batch × context) is added, memory-bound at any batch; then the all-reduces, a fixed cost
+  per step and a cost per sequence per step. Under continuous batching the chunked-prefill
+  tokens ride in the same step (GEMM and causal-attention FLOPs, no second weight read).
+- **NVFP4** (B200/GB200): 4-bit weights plus one FP8 scale per 16 (0.5625 bytes), GEMMs at
+  the catalog's dense FP4 peak (9 PFLOP/s B200, 10 PFLOP/s GB200), KV cache in FP8. The 40
+  FP4 rows are now compared.
+- **KV format per engine**: vLLM's default `--kv-cache-dtype auto` keeps the KV cache in the
+  16-bit activation dtype (the ROCm rows pass `--dtype float16` and no KV flag); TensorRT-LLM's
+  ModelOpt FP8/NVFP4 checkpoints quantise it to FP8 (as recalled, not re-read).
+- **Engine profiles fitted per accelerator generation** (`estimate/data/engine_generations.yaml`)
+  on these rows: TensorRT-LLM on Hopper (60 rows), TensorRT-LLM on Blackwell (40), vLLM on
+  MI300X (43). Bounded least squares on log throughput error; bounds: bandwidth fractions
+  0.5–0.95, compute 0.3–0.85, step overhead ≤ 2 ms, per-sequence overhead ≤ 50 µs,
+  all-reduce latency 2–50 µs. TensorRT-LLM's weight-read fraction is held at its A100 fit
+  (0.733): every TensorRT-LLM row is offline at hundreds of requests, where the weight read
+  hides under the GEMMs, so the rows cannot identify it. The A100 profile (engines.yaml) is
+  untouched; engines stated as ratios of TensorRT-LLM (vLLM, SGLang, generic) apply their
+  ratios to its generation fit.
+
+```sh
+.venv/bin/gpufleet validate inference --rows modern --fit          # fit + holdouts (JSON)
+.venv/bin/gpufleet validate inference --rows modern --fit --write  # rewrite the yaml block
+.venv/bin/gpufleet validate inference --rows modern --format markdown
+```
+
+Fitted values (rounded to 4 significant figures by the fit):
+
+| engine, generation | rows | weight read | KV read | compute | step | per sequence | all-reduce |
+|---|---|---|---|---|---|---|---|
+| tensorrt-llm, hopper | 60 | 0.733 (held) | 0.853 | 0.501 | 2.0 ms (bound) | 0.8 µs | 50 µs (bound) |
+| tensorrt-llm, blackwell | 40 | 0.733 (held) | 0.512 | 0.388 | 0.78 ms | 8.2 µs | 50 µs (bound) |
+| vllm, cdna3 | 43 | 0.553 | 0.50 (bound) | 0.30 (bound) | 0 (bound) | 50 µs (bound) | 36 µs |
+
+Seven of the sixteen fitted values sit on a bound, and they say what the composition lacks
+rather than what the hardware does: the all-reduce latency at 50 µs absorbs a per-layer cost of
+tensor-parallel steps (kernel launches, synchronisation) the model has no other term for;
+vLLM on ROCm grows with the batch faster than any bandwidth or compute fraction explains
+(its MI300X latency rows add about 110 µs per sequence per step for 70B and 260 µs for 405B
+at batch 128), so the per-sequence cost sits at its bound and the KV and compute fractions
+at their floors; TensorRT-LLM on Hopper puts 2 ms (the bound) in the fixed step cost, which
+is plausible for the PyTorch backend at large batch but also lands on batch-1 latency.
+
+**Results.** 143 rows compared, 0 skipped; median |output-throughput error| **5.7 %**
+(median −1.3 %), 128 rows within 15 %. Per accelerator: h100-sxm5-80gb 5.0 % (30 rows),
+h200-sxm-141gb 3.9 % (30), b200-sxm-192gb 3.5 % (20), gb200 3.3 % (20), mi300x 7.7 % (43).
+Per source: tensorrt-llm-perf-overview 4.1 % (100), rocm-vllm-dev-docker 7.2 % (32),
+oci-mi300x-blog 14.7 % (11). These are in-sample: the fit saw every row.
+
+**Held out.** Leave-one-source-out (refit without a source, predict it): oci-mi300x-blog
+24.3 % (11 rows, vLLM/MI300X fitted on the ROCm rows only), rocm-vllm-dev-docker 19.6 % (32,
+fitted on OCI's 11), tensorrt-llm-perf-overview 44.1 % (100 rows; with TensorRT-LLM's only
+source out, nothing modern is left to fit and the rows fall back to the A100 profile — this
+is the figure for a new generation with no rows). Because one source holds all TensorRT-LLM
+rows, leave-one-model-out is the more telling holdout for the fit itself: llama-3.1-405b
+14.4 % (67 rows), llama-3.1-70b 24.3 % (16, the ROCm rows), llama-3.1-8b 20.8 % (20),
+llama-3.3-70b 6.8 % (40). Runs nobody fitted on should expect about 15–25 %, not 5.7 %.
+
+**Ratios against the H100** (per-GPU output throughput, offline rows with the same model and
+request lengths; medians over the matched rows; `settings` in the table below says what else
+differs):
+
+| accelerator | matched rows | published median | predicted median | median \\|ratio error\\| | worst | within 15 % | same settings? |
+|---|---|---|---|---|---|---|---|
+| H200 : H100 | 20 pairs | 1.18 | 1.21 | 3.7 % | −17.8 % (405B, 20k in / 2k out) | 19 of 20 | yes: same model, tp, precision, engine |
+| H200 : H100, all offline rows | 30 | 1.25 | 1.24 | 4.2 % | +23.3 % (70B, 128 in / 4k out) | 25 of 30 | the 70B rows are H200 tp1 vs H100 tp2 |
+| B200 : H100 | 20 | 3.37 | 3.40 | 5.4 % | +29.6 % (70B, 128 in / 4k out) | 19 of 20 | no: NVFP4 at half the tp vs FP8 |
+| GB200 : H100 | 20 | 3.65 | 3.56 | 5.7 % | −17.4 % (405B, 20k in / 2k out) | 19 of 20 | no: NVFP4 at half the tp vs FP8 |
+| MI300X : H100 | 2 | 0.60 | 0.76 | 28.3 % | +35.3 % (405B, 128 in / 128 out) | 0 of 2 | no: vLLM (OCI) vs TensorRT-LLM, both tp 8 FP8 |
+
+The issue's target of every H100/H200 pair within 15 % is met by 19 of 20; the pair at
+405B, 20k in / 2k out is predicted 1.20 against a published 1.46: at 20k-token prompts the
+H100 holds 32 requests in its KV cache, and the model overrates what so small a batch does
+on the H100 (+26 % on that row) while the H200 row is within 3 %. MI300X against H100 rests on two
+OCI offline rows from a blog without engine versions; the model puts the MI300X 25–35 %
+closer to the H100 than published.
+
+**An independent check** (not fitted): the device check below measured Llama-3-8B decode on
+an H200 with CUDA graphs at batch 1/8/32/128, context 1024: 5.19, 5.67, 6.45, 10.08 ms. The
+composed step with the `vllm` profile on Hopper gives 5.78, 6.03, 6.91, 10.40 ms (+11, +6,
++7, +3 %): the growth from batch 1 to 128 (+4.9 ms measured, +4.6 ms model) is the KV read
+and GEMMs the composition adds. `python -m gpufleet.estimate.decode_probe` prints the step
+and its parts for any model, accelerator, tp, batch, context and precision.
+
+`tests/validation/test_modern_inference.py` holds these figures (median ≤ 7 %, every
+accelerator ≤ 10 %, 19 of 20 pairs within 15 %, pair median ≤ 6 %) so a regression fails.
+"""
+
+DEVICE_HEAD = """\
+## Device check: one H200 (not used for fitting)
+
+Two runs on lent H200 machines (PyTorch 2.11, CUDA 13), raw results in
+`benchmarks/device/results/` (its README lists the files and commands). Nothing in them is
+used to fit a parameter; the tables below are regenerated from them.
+
+### 2026-11-29: GEMMs, training steps, decode (`benchmarks/device/gpu_check.py`)
+
+`.venv/bin/python -m benchmarks.device.compare benchmarks/device/results/h200-2026-11-29.json`:
+"""
+
 READING = """\
-Reading: the GEMM term, fitted on A100 rows only, carries to the H200 within about 4 % median
-on transformer-sized GEMMs (n, k >= 4096); small GEMMs (n or k = 1024) run slower than the
-model by up to 40 %. Whole eager-PyTorch training steps are 12–21 % slower than the model,
-which is calibrated on fused Megatron kernels: eager PyTorch re-casts fp32 master weights every
-step and launches unfused elementwise kernels. Activation memory without recomputation matches
-within 9 %. The "measured activations" column is peak minus the bytes left after a step;
-because `zero_grad(set_to_none=True)` frees gradients at the start of the next step, rows with
-full recomputation (small activations) peak in the optimizer instead, so their measured value
-is not an activation size (the 0.4 GiB row). Prefill of the 8B stack lands within 3 % of the
-model. Decode is 41–49 % faster than the `generic` engine profile predicts: that profile
-assumes a Python generation loop (2 ms per step) and unfused kernels, while the benchmark
-replays CUDA graphs; the bandwidth term alone would be about 10 % slow. A CUDA-graph PyTorch
-deployment is closer to the `vllm` profile.
+Reading (after the issue 28 refit):
+- GEMMs: the model's bf16 GEMM term uses the Hopper family's fraction fitted on the modern
+  rows (whole published training runs), which sits below what a bare cuBLAS GEMM reaches: the
+  transformer-sized shapes (n, k >= 4096) run a median 13 % faster than the term (4 % with
+  the A100 fraction used before). The fitted fraction carries what a framework loses around
+  its GEMMs: the right number for whole steps, a conservative one for a bare GEMM.
+- Whole eager-PyTorch training steps land 3-12 % faster than the model (12-21 % slower
+  before the refit); activation memory without recomputation matches within 9 %. The
+  "measured activations" column is peak minus the bytes left after a step; rows with full
+  recomputation peak in the optimizer instead, so their measured value is not an activation
+  size (the 0.4 GiB row). Prefill of the 8B stack lands within 3 % of the model.
+- Decode: the `generic` engine profile assumes a Python generation loop (a 2 ms step cost);
+  this loop replays CUDA graphs, so it is 41-49 % faster than that profile. The 2026-12-04
+  run below holds it against the `vllm` profile, which assumes CUDA graphs.
+"""
+
+DEVICE_PARTS = """\
+### 2026-12-04: decode in its parts (`benchmarks/device/decode_parts.py`)
+
+A Llama-3-8B-shaped decode step (32 layers, GQA 32/8, bf16, random weights, CUDA graphs),
+timed whole and as its parts: the linear layers alone (weight reads or GEMMs) and attention
+over the KV cache alone. `.venv/bin/python -m benchmarks.device.compare_parts`, against the
+`vllm` engine profile fitted in issue 28 (item 5):
+"""
+
+READING_PARTS = """\
+Reading:
+- The parts add up: the whole step is within 1 % of linear + attention in every case
+  (29.36 ms = 8.83 + 20.74 at batch 256, context 2,048), the composition the model now
+  uses; a roofline over the step's bytes at the copy ceiling would give about 20 ms there.
+- Attention over the KV cache stays memory-bound at large batch: 68.7 GB of KV read in
+  20.7-21.1 ms (3.3 TB/s, 78 % of the 4.23 TB/s copy ceiling), against the model's 19.3 ms.
+- The largest error (-19 %, batch 128) is the linear layers at their knee, where neither the
+  weight read nor the GEMMs alone bound them (measured 7.6 ms, model max(5.1, 4.3) ms).
+- The training step (8 of the 32 layers, 8,192 tokens per step, eager PyTorch) is 8 % faster
+  than the model; the run's peak-memory counter included the decode cases, so no activation
+  figure is taken from it.
 """
 
 

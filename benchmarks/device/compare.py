@@ -3,8 +3,9 @@
     .venv/bin/python -m benchmarks.device.compare benchmarks/device/results/h200-2026-11-29.json
 
 Writes a Markdown report to stdout. Nothing here changes a parameter: the
-efficiency values come from the published ground truth (A100 rows); this
-shows how far they carry to another GPU and to plain PyTorch.
+efficiency values come from the published ground truth (the A100 rows and, since
+issue 28, the per-family fit on the modern rows); this shows how far they carry
+to plain PyTorch on one GPU.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def main() -> int:
         f"copy {report['ceilings']['copy_gbytes_per_s']:.0f} GB/s, "
         f"8192³ bf16 matmul {report['ceilings']['matmul_8192_tflops']:.0f} TFLOP/s.",
         "",
-        "### bf16 GEMMs: measured vs the model's GEMM term (A100-fitted fraction, reused)",
+        "### bf16 GEMMs: measured vs the model's GEMM term (its fitted Hopper bf16 fraction)",
         "",
         "| m | n | k | measured TFLOP/s | model TFLOP/s | time error |",
         "|---|---|---|---|---|---|",

@@ -2,7 +2,7 @@
 
 Run on a lent GPU machine (`device`), which has torch but not gpufleet's
 dependencies, so this file imports torch and the standard library only. It
-writes one JSON file; `docs/validation-device.md` compares it with the
+writes one JSON file; `benchmarks/device/compare_parts.py` compares it with the
 estimator's predictions for the same shapes (computed on a machine with
 gpufleet installed). Nothing here is fitted on: it is an independent check.
 
@@ -17,7 +17,9 @@ What it measures, each the median of timed CUDA-graph replays after warm-up:
 * training: forward + backward + AdamW of the same shape cut to 8 layers
   (AMP bf16, fp32 master weights, flash attention), tokens per second.
 
-Usage: python3 scripts/device/h200_perf.py --out $OUT/h200_perf.json
+Usage: python3 benchmarks/device/decode_parts.py --out $OUT/h200_perf.json
+(run on 2026-12-04 as scripts/device/h200_perf.py; results in
+benchmarks/device/results/h200-2026-12-04-decode-parts.json)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 What the lead runs on a GPU host (needs only torch, nvidia-ml-py and this repo's src):
 
-    PYTHONPATH=src python3 scripts/device/nvml_check.py --out "$OUT"
+    PYTHONPATH=src python3 benchmarks/device/nvml_check.py --out "$OUT"
 
 It samples every GPU every `--interval-s` while a child process keeps GPU 0 busy with
 bf16 matrix products for `--load-s` seconds, prints every reading and a summary per phase

@@ -1,10 +1,11 @@
-"""Hold the estimator against what `h200_perf.py` measured on a real H200 (docs/device).
+"""Hold the estimator against what `decode_parts.py` measured on a real H200.
 
 Prints Markdown tables for docs/validation.md ("Checked on a real H200"): the decode step
 whole and in its parts (linear layers: weight reads or GEMMs; attention: KV-cache reads),
 and the training step. The measurement is a check, never a fit input.
 
-Usage: PYTHONPATH=src python scripts/device/compare_h200.py [docs/device/h200_perf.json]
+Usage: .venv/bin/python -m benchmarks.device.compare_parts \\
+    [benchmarks/device/results/h200-2026-12-04-decode-parts.json]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.device.compare import train_rows
 from gpufleet.estimate.decode_probe import probe_case, probe_rows
 
 # the loop is CUDA-graphed PyTorch kernels with no scheduler: closest to vLLM's profile
@@ -48,8 +50,44 @@ def decode_table(measured: dict[str, Any]) -> list[str]:
     return lines
 
 
+def training_table(measured: dict[str, Any]) -> list[str]:
+    """The 8-layer Llama-3-8B-shaped step, in `compare.train_rows`' table, step time only:
+    this run's peak-memory counter was not reset after the decode cases (it reads their
+    84 GB of weights and KV cache), so it says nothing about the step's activations."""
+    t = measured["training"]
+    row = {
+        "arch": {
+            "name": f"llama3-8b-{t['layers']}layers",
+            "layers": t["layers"],
+            "hidden": 4096,
+            "heads": 32,
+            "kv_heads": 8,
+            "ffn_hidden": 14336,
+            "ffn_type": "swiglu",
+            "vocab": 128256,
+        },
+        "seq_len": t["seq_len"],
+        "microbatch": t["micro_batch"],
+        "recompute": False,
+        "step_s": t["step_ms"] / 1e3,
+        "peak_bytes": 2.0,  # placeholders: the memory columns are cut below
+        "static_bytes": 1.0,
+    }
+    (line,) = train_rows({"train": [row]}, "h200-sxm-141gb")
+    cells = line.split(" | ")[:6]
+    return [
+        "| model | seq×mb | recompute | measured ms | model ms | step error |",
+        "|---|---|---|---|---|---|",
+        " | ".join(cells) + " |",
+    ]
+
+
 def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/device/h200_perf.json")
+    path = Path(
+        sys.argv[1]
+        if len(sys.argv) > 1
+        else "benchmarks/device/results/h200-2026-12-04-decode-parts.json"
+    )
     measured = json.loads(path.read_text())
     c = measured["ceilings"]
     print(
@@ -59,6 +97,8 @@ def main() -> None:
     )
     print()
     print("\n".join(decode_table(measured)))
+    print()
+    print("\n".join(training_table(measured)))
 
 
 if __name__ == "__main__":
