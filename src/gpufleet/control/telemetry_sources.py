@@ -147,7 +147,7 @@ def _emulated_gpu(cluster: Cluster) -> EmulatedGpu:
 
     acc = get_accelerator(cluster.nodes[0].accelerator)
     tdp_w = acc.tdp_w or EmulatedGpu().max_w
-    # idle power ~10 % of the board's limit: an H200 read 79 W of 700 W idle (benchmarks/device/results)
+    # idle power ~10 % of the limit: an H200 read 79 W of 700 W idle (benchmarks/device)
     return EmulatedGpu(
         mem_total_bytes=acc.memory_bytes, idle_w=0.1 * tdp_w, max_w=tdp_w, model=acc.display_name
     )
