@@ -79,6 +79,8 @@ def test_an_admin_issues_a_token_that_then_logs_in(page: Page, live: Live, shot:
     page.get_by_role("link", name="Admin").click()
     expect(page.get_by_role("heading", name="Admin", exact=True)).to_be_visible()
     expect(page.locator("#admin-teams tbody tr")).to_have_count(2)
+    page.get_by_role("navigation", name="Admin sections").get_by_role("link", name="Tokens").click()
+    expect(page.locator("#admin-sections a[aria-current=page]")).to_have_text("Tokens")
 
     form = page.locator("#token-form")
     form.get_by_label("User").fill("ada")
@@ -91,8 +93,10 @@ def test_an_admin_issues_a_token_that_then_logs_in(page: Page, live: Live, shot:
     token = page.get_by_label("Token", exact=True).input_value()
     assert token.startswith("gpf_")
     expect(page.locator("#admin-tokens tbody tr", has_text="ada")).to_contain_text("member")
-    expect(page.locator("#admin-audit")).to_contain_text("ada")
     shot("admin")
+    page.get_by_role("link", name="Audit log").click()
+    expect(page).to_have_url(f"{live.url}/portal/admin/audit")
+    expect(page.locator("#admin-audit")).to_contain_text("ada")
 
     page.get_by_role("button", name="Log out").click()
     page.get_by_label("API token").fill(token)

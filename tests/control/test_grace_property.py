@@ -121,7 +121,9 @@ def _run(url: str, sc: Scenario) -> None:
             admin.init(s, clock())
             actor = admin.cli_principal()
             for i, team in enumerate(TEAMS):
-                admin.create_team(s, actor, team, clock(), cohort="ml")
+                admin.create_team(
+                    s, actor, team, clock(), cohort="ml", max_priority_class="production"
+                )
                 s.flush()
                 admin.set_quota(
                     s,

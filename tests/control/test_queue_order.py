@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from gpufleet.cluster import Cluster
-from gpufleet.control.jobs import REORDERABLE_ORDERS, in_lead_order, ordered_places
+from gpufleet.control.jobs import in_lead_order, ordered_places
 from gpufleet.control.models import Job
+from gpufleet.control.queue_moves import REORDERABLE_ORDERS
 from gpufleet.sched.framework import OrderContext
 from gpufleet.sched.orders import FairShare, Fifo, PriorityOrder
 from gpufleet.sched.registry import QUEUE_ORDERS

@@ -110,6 +110,7 @@ def _team(used: float, weight: float = 1.0) -> TeamOut:
         cohort="ml",
         weight=weight,
         default_priority="standard",
+        max_priority_class="standard",
         projects=[],
         quotas=[quota],
         pending_jobs=0,

@@ -12,7 +12,7 @@ from gpufleet.api.deps import MAX_ID, Caller, Ctx, Db, JobId, NameFilter, ReadDb
 from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import AUTHED, PLAIN_TEXT, JobList, JobOut, ShortText, errors
 from gpufleet.api.views import job_out, queue_index, submitted_out, visible_job_out
-from gpufleet.control import jobs, lifecycle
+from gpufleet.control import jobs, lifecycle, queue_moves
 from gpufleet.control.executors.base import RunKey
 from gpufleet.errors import UserError
 
@@ -49,9 +49,9 @@ class JobMove(BaseModel):
         return self
 
     @property
-    def where(self) -> jobs.Where:
+    def where(self) -> queue_moves.Where:
         if self.before is not None:
-            return jobs.Before(self.before)
+            return queue_moves.Before(self.before)
         assert self.to is not None
         return self.to
 
@@ -157,7 +157,7 @@ def move_job(job_id: JobId, body: JobMove, who: Caller, ctx: Ctx, s: Db) -> JobO
     from the top) is accepted and records nothing. To move a job across classes, change its
     priority class (`PATCH /jobs/{id}`)."""
     now = ctx.clock()
-    job = jobs.move_job(s, who, job_id, body.where, now, profile=ctx.profile)
+    job = queue_moves.move_job(s, who, job_id, body.where, now, profile=ctx.profile)
     s.commit()
     return job_out(s, job, now, full=who.is_admin)
 

@@ -4,7 +4,7 @@ the month's GPU-hours against the budget, and the team's queue, which leads reor
 Leads reorder two ways. *Raise* and *Lower* change a job's priority class
 (`jobs.set_priority`): within a team the scheduler orders waiting jobs by class first.
 *Top*, *Up* and *Down* move a job among the team's jobs of its own class
-(`jobs.move_job`, docs/design/0013): the team's jobs keep their places in the queue, the
+(`queue_moves.move_job`, docs/design/0013): the team's jobs keep their places in the queue, the
 lead decides which job takes which. Both take effect at the scheduler's next cycle, so the
 page says so after a move instead of showing positions that have not changed yet.
 """
@@ -19,7 +19,7 @@ from gpufleet.api import routes_cluster
 from gpufleet.api.deps import MAX_ID, JobId
 from gpufleet.api.schemas import JobOut, QueuePosition
 from gpufleet.api.views import job_out, queue_index
-from gpufleet.control import jobs
+from gpufleet.control import jobs, queue_moves
 from gpufleet.control.auth import NotFoundError
 from gpufleet.control.models import PriorityClass
 from gpufleet.errors import UserError
@@ -27,7 +27,7 @@ from gpufleet.portal.explain import fair_share_why
 from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
 
 router = APIRouter()
-MOVES: dict[str, jobs.MoveTo] = {"top": "top", "up": "up", "down": "down"}
+MOVES: dict[str, queue_moves.MoveTo] = {"top": "top", "up": "up", "down": "down"}
 
 
 @router.get("/team", name="team", response_class=HTMLResponse)
@@ -52,13 +52,13 @@ def team_page(
     index = queue_index(s)
     rows = jobs.list_jobs(s, who, team=found.name, state="pending", limit=1000)
     pending = [job_out(s, j, now, index=index, full=who.is_admin) for j in rows]
-    if jobs.moves_apply(ctx.profile):  # a lead's move shows at once, not at the next cycle
+    if queue_moves.moves_apply(ctx.profile):  # a lead's move shows at once, not at the next cycle
         held = {
             j.id: (j.queue_position.team, j.queue_position.cluster)
             for j in pending
             if j.queue_position
         }
-        places = jobs.places_in_lead_order(rows, held)
+        places = queue_moves.places_in_lead_order(rows, held)
         pending = [_at(j, places.get(j.id)) for j in pending]
     pending.sort(key=lambda j: (j.queue_position.team if j.queue_position else 10**9, j.id))
     classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
@@ -77,8 +77,8 @@ def team_page(
         higher={n: names[i - 1] for i, n in enumerate(names) if i > 0},
         lower={n: names[i + 1] for i, n in enumerate(names) if i + 1 < len(names)},
         can_reorder=who.is_admin or (who.role == "lead" and who.team == found.name),
-        can_move=jobs.moves_apply(ctx.profile),
-        places=jobs.class_places(rows),
+        can_move=queue_moves.moves_apply(ctx.profile),
+        places=queue_moves.class_places(rows),
         moved=next((j for j in pending if j.id == moved), None),
     )
 
@@ -96,14 +96,14 @@ def move(job_id: JobId, me: Caller, form: Form, ctx: Ctx, s: Db) -> Response:
     `next` (the team page) with `moved` set, so the page says the move waits for a cycle.
     An htmx request gets the same redirect and swaps the queue from the page it leads to."""
     to, before = text(form, "to"), text(form, "before")
-    where: jobs.Where
+    where: queue_moves.Where
     if to in MOVES and not before:
         where = MOVES[to]
     elif before.isdigit() and not to and 1 <= int(before) <= MAX_ID:
-        where = jobs.Before(int(before))
+        where = queue_moves.Before(int(before))
     else:
         raise UserError("say where the job moves: to the top, up, down, or before a job")
-    jobs.move_job(s, me.who, job_id, where, ctx.clock(), profile=ctx.profile)
+    queue_moves.move_job(s, me.who, job_id, where, ctx.clock(), profile=ctx.profile)
     s.commit()
     back = local_next(text(form, "next"), f"{PREFIX}/team")
     sep = "&" if "?" in back else "?"
