@@ -269,3 +269,17 @@ def test_the_emulated_source_feeds_the_store_through_the_loop(plane: Plane, clus
     free = [g for g in now.values() if g.team is None]
     assert free
     assert all(g.util_pct == 0 for g in free)
+
+
+def test_metrics_export_gpu_team_job_and_idle(plane: Plane) -> None:
+    j = _idle_job(plane, "notify")
+    gpu = _placed(plane, j)[0]
+    _run(plane, 900, {gpu: 1.0})
+    text = plane.client.get("/metrics", headers=plane.auth("admin")).text
+    node, index = gpu
+    assert (
+        f'gpufleet_gpu_utilization_ratio{{gpu="{index}",node="{node}",team="vision"}} 0.01' in text
+    )
+    assert 'gpufleet_team_gpu_utilization_ratio{team="vision"} 0.01' in text
+    assert f'gpufleet_job_gpu_utilization_ratio{{job="{j}",team="vision"}} 0.01' in text
+    assert 'gpufleet_idle_jobs{team="vision"} 1.0' in text
