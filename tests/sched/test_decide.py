@@ -175,7 +175,8 @@ CASES = [
         running=[running("p", "h-3", list(range(8)), team="prod")],
         teams=teams(team("research", {H100: 8}, "ml"), team("prod", {H100: 8}, "ml")),
         pending_reason={
-            "a": "team research quota 0/8 h100-sxm5-80gb in use, cohort ml has 0 to lend"
+            "a": "team research quota 0/8 h100-sxm5-80gb in use, it may take 8 more now: 8 free "
+            "of its guarantee and 0 that cohort ml can still lend it (this job needs 16)"
         },
     ),
     Case(
@@ -186,7 +187,10 @@ CASES = [
             team("research", {H100: 4}, "ml"),
             team("prod", {H100: 16}, "ml", lending_limit={H100: 8}),
         ),
-        pending_reason={"a": "cohort ml has 8 to lend (this job needs 16)"},
+        pending_reason={
+            "a": "it may take 8 more now: 0 free of its guarantee and 8 that cohort ml can "
+            "still lend it (this job needs 16)"
+        },
         admitted={"b": ["h-0"]},
     ),
     Case(
@@ -227,7 +231,10 @@ CASES = [
             running("p1", "h-1", list(range(8)), team="prod"),
         ],
         teams=teams(team("research", {H100: 8}, "ml"), team("prod", {H100: 8}, "ml")),
-        pending_reason={"a": "cohort ml has 0 to lend"},
+        pending_reason={
+            "a": "it may take 0 more now: 0 free of its guarantee (8 of it held by other "
+            "teams) and 0 that cohort ml can still lend it (this job needs 16)"
+        },
     ),
     Case(
         "quota: borrowing is off, guarantee only",

@@ -36,6 +36,8 @@ class Status:
     code: StatusCode = "ok"
     reason: str = ""
     plugin: str = ""
+    # the numbers `reason` was written from, where the plugin gives them (`quota.QuotaWait`)
+    detail: object = None
 
     @property
     def ok(self) -> bool:

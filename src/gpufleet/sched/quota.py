@@ -18,6 +18,8 @@ which another team outside the cohort may be owed and could not reclaim.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI, Cluster, StateView, Usage
@@ -29,6 +31,65 @@ from gpufleet.specs.teams import Team, TeamsSpec
 
 QUOTA = "quota"
 MILLI_PER_EIGHTH = MILLI // FRACTION_STEPS
+
+
+WaitCase = Literal["capped", "guarantee-lent", "no-cohort", "no-borrowing", "cohort-short"]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaWait:
+    """Why a job waits on its team's quota, as numbers (issue 30: reasons as data).
+
+    `room_milli` is what the team may still take now (its limit less what it holds): the
+    job waits because `need_milli` exceeds it, and the sentence names that room, so it can
+    no longer read "cohort ml has 16 to lend (this job needs 16)" while the job waits (the
+    16 was the cohort's whole pool, 8 of which the team already borrowed)."""
+
+    case: WaitCase
+    team: str
+    flavor: str
+    used_milli: int
+    guaranteed_milli: int
+    need_milli: int
+    room_milli: int
+    cohort: str | None
+    pool_milli: int  # the cohort's lendable GPUs less their use by others (negative: lent)
+    cap_gpus: int | None
+
+    def parts(self) -> tuple[int, int, int]:
+        """The room split as the sentence says it: (free of its guarantee, held of its
+        guarantee by other teams, lendable by the cohort); free + lendable = room."""
+        held = max(0, -self.pool_milli)
+        free = min(self.room_milli, max(0, self.guaranteed_milli - self.used_milli - held))
+        return free, held, self.room_milli - free
+
+    def text(self) -> str:
+        head = (
+            f"waiting: team {self.team} quota {gpus_text(self.used_milli)}/"
+            f"{gpus_text(self.guaranteed_milli)} {self.flavor} in use"
+        )
+        room, need = gpus_text(self.room_milli), gpus_text(self.need_milli)
+        if self.case == "capped":
+            why = f"{head}, capped at {self.cap_gpus} with borrowing ({room} more allowed)"
+        elif self.case == "guarantee-lent":
+            why = (
+                f"{head}, within its guarantee but other teams of cohort {self.cohort} hold "
+                f"{gpus_text(max(0, -self.pool_milli))} of it; it comes back as they finish, "
+                "or by preemption where the profile reclaims quota"
+            )
+        elif self.case == "no-cohort":
+            why = f"{head}, no cohort to borrow from"
+        elif self.case == "no-borrowing":
+            why = f"{head}, borrowing is off for this quota"
+        else:
+            free, held, lend = self.parts()
+            by_others = f" ({gpus_text(held)} of it held by other teams)" if held else ""
+            why = (
+                f"{head}, it may take {room} more now: {gpus_text(free)} free of its "
+                f"guarantee{by_others} and {gpus_text(lend)} that cohort {self.cohort} can "
+                "still lend it"
+            )
+        return f"{why} (this job needs {need})"
 
 
 def gpus_text(milli: int) -> str:
@@ -207,24 +268,31 @@ class QuotaBook:
         if used + need <= allowed:
             return _QUOTA_OK
         g = q.guaranteed_gpus * MILLI
-        head = f"waiting: team {team.name} quota {gpus_text(used)}/{gpus_text(g)} {flavor} in use"
         cap = q.max_gpus
         pool = self.lend_pool(team, flavor) if team.cohort is not None else 0
         if cap is not None and used + need > cap * MILLI:
-            why = f"{head}, capped at {cap} with borrowing"
+            case: WaitCase = "capped"
         elif used + need <= g:
-            why = (
-                f"{head}, within its guarantee but other teams of cohort {team.cohort} hold "
-                f"{gpus_text(-pool)} of it; it comes back as they finish, or by preemption "
-                "where the profile reclaims quota"
-            )
+            case = "guarantee-lent"
         elif team.cohort is None:
-            why = f"{head}, no cohort to borrow from"
+            case = "no-cohort"
         elif not q.borrowing:
-            why = f"{head}, borrowing is off for this quota"
+            case = "no-borrowing"
         else:
-            why = f"{head}, cohort {team.cohort} has {gpus_text(max(0, pool))} to lend"
-        return Status("wait", f"{why} (this job needs {gpus_text(need)})", QUOTA)
+            case = "cohort-short"
+        wait = QuotaWait(
+            case=case,
+            team=team.name,
+            flavor=flavor,
+            used_milli=used,
+            guaranteed_milli=g,
+            need_milli=need,
+            room_milli=max(0, allowed - used),
+            cohort=team.cohort,
+            pool_milli=pool,
+            cap_gpus=cap,
+        )
+        return Status("wait", wait.text(), QUOTA, wait)
 
     def add(self, team: str, flavor: str, milli: int) -> None:
         changes = self.changes
