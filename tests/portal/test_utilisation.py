@@ -109,3 +109,34 @@ def test_the_window_fits_the_data() -> None:
     assert window_for(3 * 3600) == "24h"
     assert window_for(40 * 86400) == "90d"
     assert window_for(400 * 86400) == "90d"
+
+
+def test_a_lead_sees_who_holds_the_gpus_a_waiting_job_needs(portal: Portal) -> None:
+    """vision borrows 8 H100s beyond its guarantee of 8; nlp's job waits for them."""
+    plane = portal.plane
+    portal.submit_api(
+        "vision-member", name="big", gpus=8, workers=2, runtime_estimate_s=10**5, preemptible=False
+    )
+    plane.cycle()
+    plane.cycle(1)
+    waiting = portal.submit_api("nlp-member", name="w", gpus=8, accelerator="h100-sxm5-80gb")
+    plane.cycle(10)
+    lead = portal.as_("nlp-lead").get(f"/portal/jobs/{waiting}").text
+    table = re.search(r'id="holders-table">(.*?)</table>', lead, re.S).group(1)  # type: ignore[union-attr]
+    row = re.search(
+        r'<th scope="row">vision</th><td class="num">(\d+)</td>'
+        r'<td class="num">(\d+)</td><td class="num">(\d+)</td>',
+        table,
+    )
+    assert row is not None
+    assert row.groups() == ("16", "8", "8")  # holds 16, guaranteed 8, borrows 8
+    member = portal.as_("nlp-member").get(f"/portal/jobs/{waiting}").text
+    table = re.search(r'id="holders-table">(.*?)</table>', member, re.S).group(1)  # type: ignore[union-attr]
+    assert "vision" not in table
+    assert '<th scope="row">other teams</th><td class="num">16</td>' in table
+    # the overview's total and the team rows count the same jobs
+    page = portal.as_("admin").get("/portal/").text
+    total = int(re.search(r'id="pending-total">(\d+) job', page).group(1))  # type: ignore[union-attr]
+    rows = re.search(r'id="queue-table">(.*?)</table>', page, re.S).group(1)  # type: ignore[union-attr]
+    pending = [int(n) for n in re.findall(r'</th>\s*<td class="num">(\d+)</td>', rows)]
+    assert total == sum(pending) == 1

@@ -23,6 +23,7 @@ from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs, lifecycle
 from gpufleet.control.executors.base import RunKey
 from gpufleet.control.models import Allocation, PriorityClass
+from gpufleet.portal.holders import holdings
 from gpufleet.portal.queue import ahead_of
 from gpufleet.portal.utilisation import job_chart
 from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
@@ -124,6 +125,8 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
     ahead = ahead_of(s, index, who, [job.id]).get(job.id) if job.state == "pending" else None
     classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
     chart = job_chart(s, job.id, job.started_s, job.finished_s or now) if job.started_s else None
+    flavors = out.request.get("accelerators") or sorted(ctx.cluster.gpus_by_accelerator)
+    holders = holdings(s, who, list(flavors)) if job.state == "pending" else []
     return render(
         request,
         "job_detail.html.j2",
@@ -140,6 +143,7 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
         can_cancel=me.can_write and job.state not in lifecycle.FINAL,
         busy_json=json.dumps(chart[0]).replace("<", "\\u003c") if chart else None,
         busy_rows=chart[1] if chart else [],
+        holders=holders,
     )
 
 

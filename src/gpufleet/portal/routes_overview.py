@@ -13,10 +13,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
+from sqlalchemy import func, select
 
 from gpufleet.api import routes_cluster
 from gpufleet.api.views import queue_index
 from gpufleet.control.ledger import usage_records
+from gpufleet.control.models import Job
 from gpufleet.portal import fmt
 from gpufleet.portal.usage import (
     WINDOWS,
@@ -60,7 +62,9 @@ def overview(
         cluster=cluster,
         teams=teams,
         queues=queues,
-        pending_total=len(index.queue) if index else 0,
+        # from the store, as the per-team counts beside it (the scheduler's last snapshot
+        # could say 19 while the teams' rows added up to 10 + 10)
+        pending_total=s.scalar(select(func.count()).where(Job.state == "pending")) or 0,
         queue_at_s=index.at_s if index else None,
         window=window,
         windows=list(WINDOWS),

@@ -1,0 +1,72 @@
+"""Who holds the GPUs a waiting job needs: per team, what it holds of each flavor, its
+guarantee and what it borrows beyond it (issue 30: "a lead cannot see which teams hold the
+GPUs they wait for").
+
+Leads and admins see every team by name, so a lead can tell whose borrowing keeps their job
+waiting; members and viewers see their own team and the other teams as one row (the rule
+of the rest of the portal: a member never reads another team's name).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpufleet.control.auth import Principal
+from gpufleet.control.models import Allocation, Job, Quota, Team
+
+OTHER_TEAMS = "other teams"
+
+
+@dataclass(frozen=True)
+class Holding:
+    flavor: str
+    team: str
+    holds_gpus: float
+    guaranteed_gpus: int | None  # None: the aggregated row of other teams
+    borrowed_gpus: float
+
+
+def holdings(s: Session, who: Principal, flavors: list[str]) -> list[Holding]:
+    """Per flavor, each team holding any of it or guaranteed some (largest holder first)."""
+    held: dict[tuple[str, str], float] = defaultdict(float)
+    q = (
+        select(Team.name, Allocation.flavor, func.sum(Allocation.milli))
+        .join(Job, Job.id == Allocation.job_id)
+        .join(Team, Team.id == Job.team_id)
+        .where(Allocation.released_s.is_(None), Allocation.flavor.in_(flavors))
+        .group_by(Team.name, Allocation.flavor)
+    )
+    for team, flavor, milli in s.execute(q):
+        held[(flavor, team)] += (milli or 0) / 1000
+    guaranteed = {
+        (flavor, team): g
+        for team, flavor, g in s.execute(
+            select(Team.name, Quota.flavor, Quota.guaranteed_gpus)
+            .join(Team, Team.id == Quota.team_id)
+            .where(Quota.flavor.in_(flavors))
+        )
+    }
+    named = who.is_admin or who.role == "lead"
+    out: list[Holding] = []
+    for flavor in flavors:
+        teams = sorted(
+            {t for f, t in (*held, *guaranteed) if f == flavor},
+            key=lambda t: (-held.get((flavor, t), 0.0), t),
+        )
+        others = [0.0, 0.0]
+        for team in teams:
+            holds = held.get((flavor, team), 0.0)
+            g = guaranteed.get((flavor, team), 0)
+            borrowed = max(0.0, holds - g)
+            if named or team == who.team:
+                out.append(Holding(flavor, team, holds, g, borrowed))
+            else:
+                others[0] += holds
+                others[1] += borrowed
+        if not named and any(others):
+            out.append(Holding(flavor, OTHER_TEAMS, others[0], None, others[1]))
+    return out
