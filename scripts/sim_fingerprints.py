@@ -79,6 +79,8 @@ def _drop_added_fields(data: dict[str, Any]) -> None:
     data.pop("slowdown", None)
     data.pop("gpu_allocation_while_arriving", None)
     data.pop("per_size", None)
+    for key in ("gpu_allocation_in_window", "window_from_s", "window_to_s"):
+        data.pop(key, None)  # only with --window, which the fingerprint runs do not give
     groups = [data, *data.get("per_team", {}).values(), *data.get("per_kind", {}).values()]
     for group in groups:
         for key in ("wait_s", "jct_s"):

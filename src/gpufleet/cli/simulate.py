@@ -161,6 +161,7 @@ def _read_inputs(
     repair_h: float,
     first_seed: int,
     restart_overhead: str = "5min",
+    window: str | None = None,
 ) -> _Inputs:
     from gpufleet.cluster import Cluster
     from gpufleet.quantities import parse_duration
@@ -184,6 +185,7 @@ def _read_inputs(
         raise UserError(f"--restart-overhead: {exc}") from None
     if restart_s < 0:
         raise UserError(f"--restart-overhead: must not be negative, got {restart_overhead!r}")
+    window_s = _window(window)
     spec = None if cluster_arg == TRACE else load(ClusterSpec, Path(cluster_arg))
     teams = load(TeamsSpec, teams_path) if teams_path is not None else None
     source = workload_source(workload_arg, trace_format, nodes=trace_nodes)
@@ -203,8 +205,27 @@ def _read_inputs(
         horizon_s=horizon_s,
         failures=FailureModel(gpu_mtbf_h=gpu_mtbf_h or None, repair_mean_h=repair_h),
         restart_overhead_s=restart_s,
+        metrics_window_s=window_s,
     )
     return _Inputs(cluster, source, first, teams, teams_path, config)
+
+
+def _window(text: str | None) -> tuple[float, float] | None:
+    """`--window FROM-TO`: two durations from the first arrival, e.g. 2h-10h or 0-1d."""
+    if text is None:
+        return None
+    from gpufleet.quantities import parse_duration
+
+    start, sep, end = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError("give FROM-TO, e.g. 2h-10h (both from the first arrival)")
+        from_s, to_s = parse_duration(start.strip()), parse_duration(end.strip())
+    except ValueError as exc:
+        raise UserError(f"--window {text!r}: {exc}") from None
+    if not 0 <= from_s < to_s:
+        raise UserError(f"--window {text!r}: FROM must be at least 0 and before TO")
+    return from_s, to_s
 
 
 def _check_profiles(names: Sequence[str]) -> None:
@@ -312,6 +333,14 @@ def run(
     gpu_mtbf_h: MtbfOpt = None,
     repair_h: RepairOpt = 4.0,
     restart_overhead: RestartOpt = "5min",
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            help="Also report GPU allocation over FROM-TO (durations from the first arrival, "
+            "e.g. 2h-10h): a busy week without the ramp-up and drain.",
+        ),
+    ] = None,
     format: FormatOpt = "table",
     out: Annotated[
         Path | None,
@@ -351,6 +380,7 @@ def run(
         repair_h=repair_h,
         restart_overhead=restart_overhead,
         first_seed=seed,
+        window=window,
     )
     console = wide_console() if fmt == "table" else Console(stderr=True)
     warnings = inputs.warnings(inputs.first)

@@ -103,6 +103,9 @@ LABELS: Final = {
     "duration_s": "Simulated span",
     "makespan_s": "Makespan",
     "gpu_allocation_while_arriving": "GPU allocation while jobs arrive",
+    "gpu_allocation_in_window": "GPU allocation in the window",
+    "window_from_s": "Window from (after the first arrival)",
+    "window_to_s": "Window to",
     "slowdown.mean": "Slowdown mean",
     "slowdown.p50": "Slowdown p50",
     "slowdown.p95": "Slowdown p95",
@@ -112,6 +115,7 @@ PERCENT_METRICS: Final = frozenset(
     {
         "gpu_allocation_ratio",
         "gpu_allocation_while_arriving",
+        "gpu_allocation_in_window",
         "busy_utilization",
         "busy_declared_share",
         "goodput_ratio",

@@ -118,6 +118,9 @@ class SimConfig:
     # MIG re-layouts the scheduler proposes for idle GPUs are applied after this long
     # (reconfiguring MIG needs the GPU idle; None: proposals are only counted)
     relayout_s: float | None = 120.0
+    # a window the user names, as offsets from the first arrival: the metrics add the
+    # allocation over it (`SimMetrics.gpu_allocation_in_window`)
+    metrics_window_s: tuple[float, float] | None = None
 
 
 class _Specs:
@@ -311,7 +314,11 @@ class Simulation:
             workload = Workload((*workload.jobs, *started), workload.report, workload.nodes)
         self._checks = conservation.enabled()
         self.metrics = MetricsRecorder(
-            cluster, teams, workload, keep_changes=keep_changes or self._checks
+            cluster,
+            teams,
+            workload,
+            keep_changes=keep_changes or self._checks,
+            window_s=config.metrics_window_s,
         )
         for r in initial:
             self._place_initial(r)

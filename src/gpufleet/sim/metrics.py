@@ -19,6 +19,9 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
 - `gpu_allocation_while_arriving` — `gpu_allocation_ratio` over the window jobs arrive in
   (first to last arrival): the load the workload puts on the cluster, without the drain
   tail after the last arrival that pulls the whole-run figure down (None: one instant).
+- `gpu_allocation_in_window` — `gpu_allocation_ratio` over a window the user names
+  (`gpufleet simulate --window 2h-10h`: offsets from the first arrival), with the window
+  it covers (`window_from_s`, `window_to_s`: clipped to the run; None: no window asked).
 - `per_size` — `jobs_completed`, `wait_s`, `jct_s` and `slowdown` by job size (GPUs).
 - `jain_fairness` — Jain's index over teams of their satisfaction: share of GPU-hours
   held ÷ the share due to them, capped at 1, where the share due is the smaller of the
@@ -209,6 +212,9 @@ class SimMetrics:
     per_team: Mapping[str, Mapping[str, Any]]
     per_kind: Mapping[str, Mapping[str, Any]]
     per_size: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    gpu_allocation_in_window: float | None = None
+    window_from_s: float | None = None  # offsets from the first arrival, clipped to the run
+    window_to_s: float | None = None
     samples: tuple[Sample, ...] = field(default=(), repr=False)
     waits: tuple[float, ...] = field(default=(), repr=False)  # every completed job's wait
     jcts: tuple[float, ...] = field(default=(), repr=False)
@@ -222,6 +228,10 @@ class SimMetrics:
         out["per_team"] = {k: dict(v) for k, v in self.per_team.items()}
         out["per_kind"] = {k: dict(v) for k, v in self.per_kind.items()}
         out["per_size"] = {k: dict(v) for k, v in self.per_size.items()}
+        if self.window_from_s is not None:  # only when a window was asked for
+            out["gpu_allocation_in_window"] = self.gpu_allocation_in_window
+            out["window_from_s"] = self.window_from_s
+            out["window_to_s"] = self.window_to_s
         if series:
             out["samples"] = [s.__dict__ for s in self.samples]
         return out
@@ -269,6 +279,24 @@ class _Area:
         self.level += delta
 
 
+class _WindowArea:
+    """The integral of a piecewise-constant level over [from_s, to_s) only."""
+
+    __slots__ = ("area", "from_s", "last_s", "level", "to_s")
+
+    def __init__(self, from_s: float, to_s: float) -> None:
+        self.from_s, self.to_s = from_s, to_s
+        self.level = self.area = 0.0
+        self.last_s = from_s
+
+    def move(self, t_s: float, delta: float) -> None:
+        lo, hi = max(self.last_s, self.from_s), min(t_s, self.to_s)
+        if hi > lo:
+            self.area += self.level * (hi - lo)
+        self.last_s = max(self.last_s, t_s)
+        self.level += delta
+
+
 class MetricsRecorder:
     """Fed by the engine as things happen; `result()` once at the end.
 
@@ -279,12 +307,23 @@ class MetricsRecorder:
     """
 
     def __init__(
-        self, cluster: Cluster, teams: TeamsSpec, workload: Workload, *, keep_changes: bool = False
+        self,
+        cluster: Cluster,
+        teams: TeamsSpec,
+        workload: Workload,
+        *,
+        keep_changes: bool = False,
+        window_s: tuple[float, float] | None = None,
     ) -> None:
         self.cluster = cluster
         self.capacity_gpus = float(sum(n.gpus for n in cluster.nodes))
         self.start_s = workload.jobs[0].submit_s if workload.jobs else 0.0
         self.alloc = _Area(self.start_s)
+        self.window = (
+            None
+            if window_s is None
+            else _WindowArea(self.start_s + window_s[0], self.start_s + window_s[1])
+        )
         self.busy = _Area(self.start_s)
         self.declared = _Area(self.start_s)
         self.team_alloc: dict[str, _Area] = {}
@@ -332,6 +371,8 @@ class MetricsRecorder:
     def allocated(self, t_s: float, run: Run, gpus: float) -> None:
         """`run` holds `gpus` more GPUs from `t_s` (fewer when negative)."""
         self.alloc.move(t_s, gpus)
+        if self.window is not None:
+            self.window.move(t_s, gpus)
         trace = run.trace
         area = self.team_alloc.get(trace.team)
         if area is None:
@@ -485,6 +526,7 @@ class MetricsRecorder:
             per_team=self._grouped([j.team for j, _, _ in runs], wait_arr, jct_arr, team_used),
             per_kind=self._grouped([j.kind for j, _, _ in runs], wait_arr, jct_arr, None),
             per_size=self._by_size(),
+            **self._in_window(),
             samples=tuple(self.samples),
             waits=tuple(waits),
             jcts=tuple(jcts),
@@ -496,6 +538,22 @@ class MetricsRecorder:
         if self.area_at_last_arrival is None or window <= 0 or not self.capacity_gpus:
             return None
         return self.area_at_last_arrival / (self.capacity_gpus * window)
+
+    def _in_window(self) -> dict[str, float | None]:
+        """The allocation over the user's window, clipped to the run (it ends at `end_s`)."""
+        w = self.window
+        if w is None:
+            return {}
+        w.move(self.end_s, 0.0)  # the last level up to the end of the run
+        lo, hi = max(w.from_s, self.start_s), min(w.to_s, self.end_s)
+        ratio = (
+            w.area / (self.capacity_gpus * (hi - lo)) if hi > lo and self.capacity_gpus else None
+        )
+        return {
+            "gpu_allocation_in_window": ratio,
+            "window_from_s": lo - self.start_s,
+            "window_to_s": max(lo, hi) - self.start_s,
+        }
 
     def _by_size(self) -> dict[str, dict[str, Any]]:
         """Completed jobs by size: papers break results down this way (small jobs wait
