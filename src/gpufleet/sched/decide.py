@@ -72,6 +72,7 @@ from gpufleet.sched.framework import (
     Placement,
     Relayout,
 )
+from gpufleet.sched.job_facts import Facts, RequestShapes
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for, whole_gpus
@@ -117,9 +118,12 @@ def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
     return claims
 
 
-def _priorities(jobs: list[JobSpec], index: TeamIndex) -> dict[str, int]:
-    priority = index.priority
-    return {job.name: priority(job) for job in jobs}
+def _priorities(
+    jobs: list[JobSpec], index: TeamIndex, shapes: RequestShapes, whole: bool
+) -> dict[str, int]:
+    """Each pending job's priority value, from its facts (kept from cycle to cycle)."""
+    facts = shapes.facts
+    return {job.name: facts(job, index, whole).priority for job in jobs}
 
 
 def _load(
@@ -182,8 +186,12 @@ class _Cycle:
         self.team_blocker: dict[str, str] = {}  # strict FIFO: per team the job blocking it
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, Sequence[Request]] = {}
-        self._shapes = b.cluster.derived(_RequestShapes)
+        self._shapes = b.cluster.derived(RequestShapes)
         self._whole_only = plugins.profile.whole_gpus_only
+        self._index = team_index(self.teams)
+        self._last: Facts | None = None  # the facts last read (a job is read 2-3 times in a row)
+        # would_borrow per (team, requests): valid while the team's usage is unchanged
+        self._borrows_memo: dict[tuple[str, int], tuple[int, bool]] = {}
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
@@ -214,9 +222,16 @@ class _Cycle:
             now_s=self.now_s,
         )
 
+    def facts(self, job: JobSpec) -> Facts:
+        """The job's facts (`sched.job_facts`), kept from cycle to cycle."""
+        last = self._last
+        if last is None or last.job is not job:
+            last = self._last = self._shapes.facts(job, self._index, self._whole_only)
+        return last
+
     def requests(self, job: JobSpec) -> Sequence[Request]:
-        if job.workload is None:  # keyed by shape, per cluster
-            return self._shapes.requests(job, self._whole_only)
+        if job.workload is None:  # keyed by shape, per cluster, and kept in the job's facts
+            return self._shapes.job_requests(self.facts(job))
         found = self._requests.get(job.name)  # sized from its model: once per cycle
         if found is None:
             found = self._requests[job.name] = self._shapes.requests(job, self._whole_only)
@@ -228,11 +243,25 @@ class _Cycle:
         return used + request_milli(req) > book.guaranteed(job.team, req.accelerator)
 
     def would_borrow(self, job: JobSpec) -> bool:
-        """True when every way to run `job` takes its team beyond its guarantee."""
+        """True when every way to run `job` takes its team beyond its guarantee.
+
+        The answer depends only on the team's usage and the requests, so it is kept per
+        (team, requests) until the team's usage changes (`QuotaBook.changes`): a long
+        queue asks it for every job of every cycle."""
         requests = self.requests(job)
+        team = job.team
+        key = (team, id(requests))  # requests of a shape are one tuple, kept by the cluster
+        changes = self.book.changes.get(team, 0)
+        seen = self._borrows_memo.get(key)
+        if seen is not None and seen[0] == changes and job.workload is None:
+            return seen[1]
         if len(requests) == 1:
-            return self._borrows(job, requests[0])
-        return all(self._borrows(job, r) for r in requests)
+            answer = self._borrows(job, requests[0])
+        else:
+            answer = all(self._borrows(job, r) for r in requests)
+        if job.workload is None:
+            self._borrows_memo[key] = (changes, answer)
+        return answer
 
     def _memo_key(self, job: JobSpec) -> tuple[object, ...] | None:
         """What decides a job's fate in this cycle besides the state; None: do not memoise.
@@ -241,23 +270,24 @@ class _Cycle:
         backfill answers at the same state version, so a long queue of look-alike jobs
         (a simulator's, a busy cluster's) costs one evaluation per shape, not per job.
         """
-        if job.workload is not None:
+        facts = self.facts(job)
+        shape = facts.shape
+        if shape is None:
             return None  # sized from its model and load: not worth keying
+        keyed = self._keyed_preemptions
+        res = self.reservation
+        if not keyed:  # the commonest keys, built once per job (equal to the tuple below)
+            if res is None:
+                return facts.key_no_end
+            runtime = facts.runtime_s
+            ends = runtime is not None and self.now_s + runtime <= res.start_s
+            return facts.key_ends if ends else facts.key_no_end
         return (
-            job.team,
-            job.gpus,
-            job.workers,
-            tuple(job.accelerators),
-            job.mig_profile,
-            job.gpu_fraction,
-            job.topology.required,
-            job.spot_ok,
-            self.priority.get(job.name, 0),
+            shape,  # team, request, placement constraints, priority value
             # what else decides its victims (Tiresias: its attained-service queue)
-            *(p.search_key(job, self.pctx) for p in self._keyed_preemptions),
+            *(p.search_key(job, self.pctx) for p in keyed),
             # a reservation lets only jobs that end before it use its GPUs
-            self.reservation is not None
-            and backfill.ends_before(job, self.reservation, self.now_s),
+            res is not None and backfill.ends_before(job, res, self.now_s),
         )
 
     def run(self, job: JobSpec) -> None:
@@ -679,7 +709,8 @@ def decide(
         book = _load(b, running, pending, teams, usage=usage, index=index)  # 1. snapshot
         t1 = clock()
         timings["snapshot"] = t1 - t0
-        priority = _priorities(pending, index)
+        shapes = cluster.derived(RequestShapes)
+        priority = _priorities(pending, index, shapes, plugins.profile.whole_gpus_only)
         order = plugins.queue_order
         ctx = OrderContext(
             priority,
@@ -755,38 +786,6 @@ def _check_inputs(
             raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
         if backfill.HOLDER in seen:
             raise UserError("decide(): a job name may not be the reservation placeholder")
-
-
-class _RequestShapes:
-    """A cluster's requests per job shape: `requests_for` is a pure function of a job's
-    request fields and the cluster's accelerators, and a queue repeats a few shapes, so
-    each is built once per cluster (held by `Cluster.derived`). Jobs sized from an
-    inference workload are not keyed (their model and load are the shape)."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self._accelerators = list(cluster.accelerators)
-        self._by_shape: dict[tuple[object, ...], tuple[Request, ...]] = {}
-
-    def requests(self, job: JobSpec, whole: bool) -> tuple[Request, ...]:
-        """The job's requests on this cluster; `whole`: slices and fractions as whole GPUs
-        (`Profile.whole_gpus_only`)."""
-        accelerators = self._accelerators
-        if job.workload is not None:
-            found = requests_for(job, accelerators)
-            return tuple(whole_gpus(found) if whole else found)
-        key = (
-            job.gpus,
-            job.workers,
-            tuple(job.accelerators),
-            job.mig_profile,
-            job.gpu_fraction,
-            whole,
-        )
-        shaped = self._by_shape.get(key)
-        if shaped is None:
-            found = requests_for(job, accelerators)
-            shaped = self._by_shape[key] = tuple(whole_gpus(found) if whole else found)
-        return shaped
 
 
 class _PendingRequests(Sequence[Request]):

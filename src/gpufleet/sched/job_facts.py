@@ -1,0 +1,132 @@
+"""What a scheduling cycle derives from each pending job, derived once per job, not per cycle.
+
+A congested queue is looked at again every cycle: hundreds or thousands of jobs that
+mostly wait, each re-read for its priority class value, its requests on this cluster and
+the fields that key the cycle's memo of failed shapes (`decide._Cycle`). Those answers are
+pure functions of the job's (frozen) spec, the teams and the cluster, so they are kept per
+job object and reused while the same object comes back (the simulator and the ETA hand the
+same pending specs to every cycle until a job starts or is requeued; a requeued job is a
+new object and gets new facts). Design 0014 says why this is safe.
+
+The cache lives with the cluster (`Cluster.derived`), so a re-laid-out cluster starts a
+new one; an entry is reused only for the very same job object, teams index and
+whole-GPU flag. Entries hold their job, so an id is never reused while its entry
+lives; the cache is cleared when it reaches `LIMIT` entries (a long-lived control
+plane sees an unbounded stream of specs).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gpufleet.cluster import Cluster
+from gpufleet.sched.backfill import expected_runtime_s
+from gpufleet.sched.requests import Request, requests_for, whole_gpus
+from gpufleet.sched.team_index import TeamIndex
+from gpufleet.specs.jobs import JobSpec
+
+LIMIT: Final = 1 << 18  # entries kept before the cache starts over
+
+
+class Facts:
+    """One job's facts: its priority value, its memo shape (None: not memoised) and its
+    requests (None until first read), with what they were derived for."""
+
+    __slots__ = (
+        "index",
+        "job",
+        "key_ends",
+        "key_no_end",
+        "priority",
+        "requests",
+        "runtime_s",
+        "shape",
+        "whole",
+    )
+
+    def __init__(
+        self,
+        job: JobSpec,
+        index: TeamIndex,
+        whole: bool,
+        priority: int,
+        shape: tuple[object, ...] | None,
+    ) -> None:
+        self.job, self.index, self.whole = job, index, whole
+        self.priority, self.shape = priority, shape
+        self.requests: tuple[Request, ...] | None = None
+        # the cycle's memo keys when only the reservation flag follows the shape (built
+        # here once, not per cycle; `decide._Cycle._memo_key` says what they stand for)
+        self.key_no_end = (shape, False)
+        self.key_ends = (shape, True)
+        self.runtime_s = expected_runtime_s(job)
+
+
+class RequestShapes:
+    """A cluster's requests per job shape, and its per-job facts.
+
+    `requests_for` is a pure function of a job's request fields and the cluster's
+    accelerators, and a queue repeats a few shapes, so each is built once per cluster
+    (held by `Cluster.derived`). Jobs sized from an inference workload are not keyed
+    (their model and load are the shape)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._accelerators = list(cluster.accelerators)
+        self._by_shape: dict[tuple[object, ...], tuple[Request, ...]] = {}
+        self._facts: dict[int, Facts] = {}
+
+    def requests(self, job: JobSpec, whole: bool) -> tuple[Request, ...]:
+        """The job's requests on this cluster; `whole`: slices and fractions as whole GPUs
+        (`Profile.whole_gpus_only`)."""
+        accelerators = self._accelerators
+        if job.workload is not None:
+            found = requests_for(job, accelerators)
+            return tuple(whole_gpus(found) if whole else found)
+        key = (
+            job.gpus,
+            job.workers,
+            tuple(job.accelerators),
+            job.mig_profile,
+            job.gpu_fraction,
+            whole,
+        )
+        shaped = self._by_shape.get(key)
+        if shaped is None:
+            found = requests_for(job, accelerators)
+            shaped = self._by_shape[key] = tuple(whole_gpus(found) if whole else found)
+        return shaped
+
+    def facts(self, job: JobSpec, index: TeamIndex, whole: bool) -> Facts:
+        """The job's facts, made on first use (raises what `index.priority` raises)."""
+        found = self._facts.get(id(job))
+        if found is not None and found.job is job and found.index is index and found.whole is whole:
+            return found
+        priority = index.priority(job)
+        shape = None
+        if job.workload is None:  # one sized from its model and load is not memoised
+            shape = (
+                job.team,
+                job.gpus,
+                job.workers,
+                tuple(job.accelerators),
+                job.mig_profile,
+                job.gpu_fraction,
+                job.topology.required,
+                job.spot_ok,
+                priority,
+            )
+        made = Facts(job, index, whole, priority, shape)
+        if len(self._facts) >= LIMIT:
+            self._facts.clear()
+        self._facts[id(job)] = made
+        return made
+
+    def job_requests(self, facts: Facts) -> tuple[Request, ...]:
+        """A job's requests, kept in its facts after the first read (a job sized from its
+        model and load is sized again: its requests are not keyed)."""
+        found = facts.requests
+        if found is None:
+            found = self.requests(facts.job, facts.whole)
+            if facts.shape is not None:
+                facts.requests = found
+        return found
