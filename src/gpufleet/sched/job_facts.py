@@ -73,7 +73,9 @@ class RequestShapes:
     def __init__(self, cluster: Cluster) -> None:
         self._accelerators = list(cluster.accelerators)
         self._by_shape: dict[tuple[object, ...], tuple[Request, ...]] = {}
-        self._facts: dict[int, Facts] = {}
+        # id(job) -> its facts; read directly by `decide._Cycle.answered` (its hot loop),
+        # which checks the entry's job, index and flag as `facts` does
+        self.facts_of: dict[int, Facts] = {}
 
     def requests(self, job: JobSpec, whole: bool) -> tuple[Request, ...]:
         """The job's requests on this cluster; `whole`: slices and fractions as whole GPUs
@@ -98,7 +100,7 @@ class RequestShapes:
 
     def facts(self, job: JobSpec, index: TeamIndex, whole: bool) -> Facts:
         """The job's facts, made on first use (raises what `index.priority` raises)."""
-        found = self._facts.get(id(job))
+        found = self.facts_of.get(id(job))
         if found is not None and found.job is job and found.index is index and found.whole is whole:
             return found
         priority = index.priority(job)
@@ -116,9 +118,9 @@ class RequestShapes:
                 priority,
             )
         made = Facts(job, index, whole, priority, shape)
-        if len(self._facts) >= LIMIT:
-            self._facts.clear()
-        self._facts[id(job)] = made
+        if len(self.facts_of) >= LIMIT:
+            self.facts_of.clear()
+        self.facts_of[id(job)] = made
         return made
 
     def job_requests(self, facts: Facts) -> tuple[Request, ...]:
