@@ -73,6 +73,7 @@ from gpufleet.sched.framework import (
     Relayout,
 )
 from gpufleet.sched.job_facts import Facts, RequestShapes
+from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for, whole_gpus
@@ -193,6 +194,10 @@ class _Cycle:
         # would_borrow per (team, requests): valid while the team's usage is unchanged
         self._borrows_memo: dict[tuple[str, int], tuple[int, bool]] = {}
         self._strict_whys: dict[str, list[str]] = {}
+        # `_place`'s failures by (request, level, spot), for the plugin whose answer reads
+        # only those of the job (an exact type: a subclass may read more)
+        self._placement_by_request = type(self.placement) is TopologyBestFit
+        self._placement_failed: dict[tuple[object, ...], tuple[int, Placed]] = {}
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
@@ -307,27 +312,24 @@ class _Cycle:
         per cycle. Anything else (a job never seen, a slice request, a shape sized from a
         workload, a key not filed) goes back to the full path.
         """
-        memo = self._memo
-        version = self.b.version
-        facts_of = self._shapes.facts_of
-        index, whole = self._index, self._whole_only
-        keyed = bool(self._keyed_preemptions)
-        res = self.reservation
+        memo, version, facts_of = self._memo, self.b.version, self._shapes.facts_of
+        index, whole, keyed = self._index, self._whole_only, bool(self._keyed_preemptions)
+        res, now = self.reservation, self.now_s
         res_start = math.inf if res is None else res.start_s
-        now = self.now_s
-        borrows = self._borrows_memo
-        changes = self.book.changes
-        considered = self.considered
-        parts = self.reasons.parts
+        borrows, changes = self._borrows_memo, self.book.changes
+        considered, parts, waiting = self.considered, self.reasons.parts, self.waiting
         blocker, team_blocker = self.blocker, self.team_blocker
         strict = blocker is not None or bool(team_blocker)
-        waiting = self.waiting
         try:
             for job in queue:
                 f = facts_of.get(id(job))
-                if f is None or f.job is not job or f.index is not index or f.whole is not whole:
-                    return job
-                if f.shape is None:
+                if (
+                    f is None
+                    or f.job is not job
+                    or f.index is not index
+                    or f.whole is not whole
+                    or f.shape is None
+                ):
                     return job
                 team = job.team
                 if guaranteed_first:
@@ -548,8 +550,24 @@ class _Cycle:
     # -- placing and admitting -------------------------------------------------------
 
     def _place(self, job: JobSpec, req: Request) -> Placed:
-        """Place avoiding reserved GPUs; a job that ends before the reservation may use them."""
-        placed = self.placement.place(self.b, job, req)
+        """Place avoiding reserved GPUs; a job that ends before the reservation may use them.
+
+        With `topology-best-fit`, whose answer reads of the job only its request, its
+        required topology level and whether it may use spot, a failure is kept per
+        (request, level, spot) until the state changes: a congested queue's shapes differ
+        by team and priority far more often than by what placement reads."""
+        if self._placement_by_request:
+            key = (req, job.topology.required, job.spot_ok)
+            failed = self._placement_failed.get(key)
+            version = self.b.version
+            if failed is not None and failed[0] == version:
+                placed = failed[1]
+            else:
+                placed = self.placement.place(self.b, job, req)
+                if not placed.status.ok:
+                    self._placement_failed[key] = (version, placed)
+        else:
+            placed = self.placement.place(self.b, job, req)
         res = self.reservation
         if placed.status.ok or res is None or not backfill.ends_before(job, res, self.now_s):
             return placed
@@ -599,8 +617,11 @@ class _Cycle:
                     continue
                 mine = plugin.search_key(job, self.pctx)
                 where = (job.topology.required, job.spot_ok)
+                # LAS victims and their test read nothing of the team (it never reclaims a
+                # guarantee: owed is 0), so teams share its failed searches
+                team = None if plugin.name == preempt.LasPreemption.name else job.team
                 admitted, searched = self._search_victims(
-                    (plugin.name, mine, job.team, req, need, owed, where),
+                    (plugin.name, mine, team, req, need, owed, where),
                     job,
                     req,
                     need,
