@@ -85,5 +85,14 @@ def test_facts_are_kept_for_the_same_spec_object_only() -> None:
     assert shapes.facts(job, index, True) is not first  # another whole-GPU flag
     same_fields = job.replaced({"attained_gpu_s": 5.0})  # a requeued job is a new object
     assert shapes.facts(same_fields, index, False) is not first
+    assert not first.made  # the memo shape is made when first asked for
+    first.make()
     assert first.shape == (job.team, 2, 1, (), None, None, None, job.spot_ok, index.priority(job))
     assert shapes.job_requests(first) == shapes.requests(job, False)
+    other = JobSpec.model_validate({"name": "k", "team": "a", "gpus": 1, "submitted_s": 0.0})
+    assert shapes.priorities([job, other], index, False) == {
+        "j": first.priority,
+        "k": index.priority(other),
+    }
+    assert shapes.priorities([other], index, False) == {"k": index.priority(other)}
+    assert set(shapes.facts_of) == {id(other)}  # only the queue's own facts are kept

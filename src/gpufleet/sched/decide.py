@@ -44,6 +44,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cached_property, partial
+from itertools import chain
 from typing import cast, overload
 
 from gpufleet.cluster import (
@@ -122,16 +123,8 @@ def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
 def _priorities(
     jobs: list[JobSpec], index: TeamIndex, shapes: RequestShapes, whole: bool
 ) -> dict[str, int]:
-    """Each pending job's priority value, from its facts (kept from cycle to cycle; read
-    here without a call per job, as `_Cycle.answered` reads them)."""
-    facts_of, made = shapes.facts_of, shapes.facts
-    out: dict[str, int] = {}
-    for job in jobs:
-        f = facts_of.get(id(job))
-        if f is None or f.job is not job or f.index is not index or f.whole is not whole:
-            f = made(job, index, whole)
-        out[job.name] = f.priority
-    return out
+    """Each pending job's priority value, from its facts (kept from cycle to cycle)."""
+    return shapes.priorities(jobs, index, whole)
 
 
 def _load(
@@ -285,6 +278,8 @@ class _Cycle:
         """
         if facts is None:
             facts = self.facts(job)
+        if not facts.made:
+            facts.make()
         shape = facts.shape
         if shape is None:
             return None  # sized from its model and load: not worth keying
@@ -317,8 +312,25 @@ class _Cycle:
         give it (in order: considered, reason, jobs ahead), in one tight loop instead of
         three method calls and a key built per job: this loop is what a long queue costs
         per cycle. Anything else (a job never seen, a slice request, a shape sized from a
-        workload, a key not filed) goes back to the full path.
+        workload, a key not filed) goes back to the full path. With nothing filed and no
+        blocker, only a known deferral can decide a job: the first job is checked for that
+        before anything else is read (an uncongested cycle's common case).
         """
+        memo = self._memo
+        if not memo and self.blocker is None and not self.team_blocker:
+            first = next(queue, None)
+            if first is None or not guaranteed_first:
+                return first
+            f = self._shapes.facts_of.get(id(first))
+            if f is None or f.requests is None:
+                return first  # its deferral is not known yet
+            queue = chain((first,), queue)
+        return self._take_decided(queue, deferred, guaranteed_first)
+
+    def _take_decided(
+        self, queue: Iterator[JobSpec], deferred: list[JobSpec], guaranteed_first: bool
+    ) -> JobSpec | None:
+        """`answered`'s loop (its locals read once per call, not once per job)."""
         memo, version, facts_of = self._memo, self.b.version, self._shapes.facts_of
         index, whole, keyed = self._index, self._whole_only, bool(self._keyed_preemptions)
         res, now = self.reservation, self.now_s
@@ -330,13 +342,11 @@ class _Cycle:
         try:
             for job in queue:
                 f = facts_of.get(id(job))
-                if (
-                    f is None
-                    or f.job is not job
-                    or f.index is not index
-                    or f.whole is not whole
-                    or f.shape is None
-                ):
+                if f is None or f.job is not job or f.index is not index or f.whole is not whole:
+                    return job
+                if not f.made:
+                    f.make()
+                if f.shape is None:
                     return job
                 team = job.team
                 if guaranteed_first:
@@ -563,7 +573,7 @@ class _Cycle:
         required topology level and whether it may use spot, a failure is kept per
         (request, level, spot) until the state changes: a congested queue's shapes differ
         by team and priority far more often than by what placement reads."""
-        if self._placement_by_request:
+        if self._placement_by_request and self._placement_failed:
             key = (req, job.topology.required, job.spot_ok)
             failed = self._placement_failed.get(key)
             version = self.b.version
@@ -575,6 +585,9 @@ class _Cycle:
                     self._placement_failed[key] = (version, placed)
         else:
             placed = self.placement.place(self.b, job, req)
+            if self._placement_by_request and not placed.status.ok:  # the first failure
+                key = (req, job.topology.required, job.spot_ok)
+                self._placement_failed[key] = (self.b.version, placed)
         res = self.reservation
         if placed.status.ok or res is None or not backfill.ends_before(job, res, self.now_s):
             return placed

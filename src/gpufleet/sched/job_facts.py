@@ -11,13 +11,12 @@ new object and gets new facts). Design 0014 says why this is safe.
 The cache lives with the cluster (`Cluster.derived`), so a re-laid-out cluster starts a
 new one; an entry is reused only for the very same job object, teams index and
 whole-GPU flag. Entries hold their job, so an id is never reused while its entry
-lives; the cache is cleared when it reaches `LIMIT` entries (a long-lived control
-plane sees an unbounded stream of specs).
+lives; each cycle keeps only its own queue's entries (`RequestShapes.priorities`).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
 
 from gpufleet.cluster import Cluster
 from gpufleet.sched.backfill import expected_runtime_s
@@ -25,18 +24,19 @@ from gpufleet.sched.requests import Request, requests_for, whole_gpus
 from gpufleet.sched.team_index import TeamIndex
 from gpufleet.specs.jobs import JobSpec
 
-LIMIT: Final = 1 << 18  # entries kept before the cache starts over
-
 
 class Facts:
-    """One job's facts: its priority value, its memo shape (None: not memoised) and its
-    requests (None until first read), with what they were derived for."""
+    """One job's facts, with what they were derived for: its priority value (at once: every
+    cycle reads it), its requests (None until first read) and, once `make` has run (a job
+    first asked for its memo key: most jobs of an uncongested run never are), its memo
+    shape (None: not memoised), the two memo keys built from it and its expected runtime."""
 
     __slots__ = (
         "index",
         "job",
         "key_ends",
         "key_no_end",
+        "made",
         "priority",
         "requests",
         "runtime_s",
@@ -44,22 +44,35 @@ class Facts:
         "whole",
     )
 
-    def __init__(
-        self,
-        job: JobSpec,
-        index: TeamIndex,
-        whole: bool,
-        priority: int,
-        shape: tuple[object, ...] | None,
-    ) -> None:
+    def __init__(self, job: JobSpec, index: TeamIndex, whole: bool, priority: int) -> None:
         self.job, self.index, self.whole = job, index, whole
-        self.priority, self.shape = priority, shape
+        self.priority = priority
         self.requests: tuple[Request, ...] | None = None
+        self.made = False
+
+    def make(self) -> None:
+        """The memo shape, keys and runtime (read only after this has run)."""
+        job = self.job
+        shape: tuple[object, ...] | None = None
+        if job.workload is None:  # one sized from its model and load is not memoised
+            shape = (
+                job.team,
+                job.gpus,
+                job.workers,
+                tuple(job.accelerators),
+                job.mig_profile,
+                job.gpu_fraction,
+                job.topology.required,
+                job.spot_ok,
+                self.priority,
+            )
+        self.shape = shape
         # the cycle's memo keys when only the reservation flag follows the shape (built
         # here once, not per cycle; `decide._Cycle._memo_key` says what they stand for)
         self.key_no_end = (shape, False)
         self.key_ends = (shape, True)
         self.runtime_s = expected_runtime_s(job)
+        self.made = True
 
 
 class RequestShapes:
@@ -103,25 +116,29 @@ class RequestShapes:
         found = self.facts_of.get(id(job))
         if found is not None and found.job is job and found.index is index and found.whole is whole:
             return found
-        priority = index.priority(job)
-        shape = None
-        if job.workload is None:  # one sized from its model and load is not memoised
-            shape = (
-                job.team,
-                job.gpus,
-                job.workers,
-                tuple(job.accelerators),
-                job.mig_profile,
-                job.gpu_fraction,
-                job.topology.required,
-                job.spot_ok,
-                priority,
-            )
-        made = Facts(job, index, whole, priority, shape)
-        if len(self.facts_of) >= LIMIT:
-            self.facts_of.clear()
-        self.facts_of[id(job)] = made
+        made = self.facts_of[id(job)] = Facts(job, index, whole, index.priority(job))
         return made
+
+    def priorities(
+        self, pending: Sequence[JobSpec], index: TeamIndex, whole: bool
+    ) -> dict[str, int]:
+        """Each pending job's priority value, and the facts kept from now on: this queue's.
+
+        Facts of jobs that left the queue (started, or a caller's other queue) are dropped
+        here, so the cache holds no spec the caller let go (design 0014: a long run's
+        finished jobs keep nothing alive) and is never larger than one queue."""
+        old = self.facts_of
+        kept: dict[int, Facts] = {}
+        out: dict[str, int] = {}
+        for job in pending:
+            key = id(job)
+            f = old.get(key)
+            if f is None or f.job is not job or f.index is not index or f.whole is not whole:
+                f = Facts(job, index, whole, index.priority(job))
+            kept[key] = f
+            out[job.name] = f.priority
+        self.facts_of = kept
+        return out
 
     def job_requests(self, facts: Facts) -> tuple[Request, ...]:
         """A job's requests, kept in its facts after the first read (a job sized from its
@@ -129,6 +146,6 @@ class RequestShapes:
         found = facts.requests
         if found is None:
             found = self.requests(facts.job, facts.whole)
-            if facts.shape is not None:
+            if facts.job.workload is None:
                 facts.requests = found
         return found
