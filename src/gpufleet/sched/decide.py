@@ -31,8 +31,9 @@ Every job left pending gets one sentence naming what binds it (quota, room,
 topology, spot, a reservation ahead of it, strict order) and how many jobs are
 ahead of it in this cycle's order.
 
-Why one file (about 900 lines): the five phases share one `_Cycle` (the what-if, each team's
-usage, the reasons) that lives only while a cycle runs. The policies it calls have modules
+Why one file (about 1,000 lines; the reasons' wording is in `sched.reasons`): the five
+phases share one `_Cycle` (the what-if, each team's usage, the reasons) that lives only
+while a cycle runs. The policies it calls have modules
 of their own (`orders`, `quota`, `plugins`, `scoring`, `fgd`, `preempt`, `backfill`,
 `relayout`); what stays here is the cycle's control flow, which reads best in one place.
 """
@@ -76,6 +77,7 @@ from gpufleet.sched.framework import (
 from gpufleet.sched.job_facts import Facts, RequestShapes
 from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
+from gpufleet.sched.reasons import Reasons, reason_parts, with_ahead
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for, whole_gpus
 from gpufleet.sched.team_index import TeamIndex, team_index
@@ -181,7 +183,7 @@ class _Cycle:
         self.admitted: dict[str, tuple[Placement, ...]] = {}
         self.preempted: dict[str, Eviction] = {}
         self.flavors: dict[str, str] = {}
-        self.reasons = _Reasons()
+        self.reasons = Reasons()
         self.considered: list[str] = []  # pending jobs in the order they were looked at
         self.ends: list[tuple[float, str]] = []  # expected ends of jobs admitted in this cycle
         self.team_blocker: dict[str, str] = {}  # strict FIFO: per team the job blocking it
@@ -995,58 +997,4 @@ def _relayouts(b: Branch, cyc: _Cycle, now_s: float) -> tuple[Relayout, ...]:
     return relayout.propose(b, cyc.unplaced_slices, ends, now_s)
 
 
-class _Reasons(Mapping[str, str]):
-    """Pending job -> the sentence saying what binds it, worded when read.
-
-    A cycle over a long queue leaves hundreds of jobs waiting, each with a sentence; the
-    control plane reads each once, a simulator none. The parts of each sentence are kept
-    (shared, never changed after they are noted) and joined when read.
-    """
-
-    __slots__ = ("parts",)
-
-    def __init__(self) -> None:
-        # job -> (parts of its sentence, jobs ahead); `_Cycle.answered` writes it directly
-        self.parts: dict[str, tuple[list[str], int]] = {}
-
-    def note(self, job: str, why: list[str], ahead: int) -> None:
-        self.parts[job] = (why, ahead)
-
-    def __getitem__(self, job: str) -> str:
-        why, ahead = self.parts[job]
-        return _sentence(why, ahead)
-
-    def __contains__(self, job: object) -> bool:
-        return job in self.parts
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.parts)
-
-    def __len__(self) -> int:
-        return len(self.parts)
-
-
-def _sentence(why: list[str], ahead: int) -> str:
-    parts = list(dict.fromkeys(why)) or ["waiting"]
-    text = parts[0] + "".join(
-        "; " + p.removeprefix("waiting: ").removeprefix("cannot run: ") for p in parts[1:]
-    )
-    return with_ahead(text, ahead)
-
-
-def with_ahead(reason: str, ahead: int) -> str:
-    """A pending reason with the count of jobs still waiting ahead of the job, the one
-    wording of it (the control plane stores the two apart and joins them when read)."""
-    if ahead:
-        return f"{reason}; {ahead} job{'s' if ahead > 1 else ''} ahead of you"
-    return reason
-
-
-def reason_parts(reasons: Mapping[str, str], job: str) -> tuple[str, int]:
-    """`reasons[job]` as (its sentence without the jobs-ahead count, that count), so that a
-    long queue's sentences, which differ only in the count, are kept once each: a reader
-    joins them with `with_ahead`. Reasons not made by `decide` have no count apart."""
-    if isinstance(reasons, _Reasons):
-        why, ahead = reasons.parts[job]
-        return _sentence(why, 0), ahead
-    return reasons[job], 0
+__all__ = ["decide", "reason_parts", "with_ahead"]  # the reasons' wording, re-exported
