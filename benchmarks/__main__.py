@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,9 @@ class Bench:
     # When set, fn returns the seconds to record (it times only the part that matters, e.g.
     # one scheduling cycle and not the cluster and jobs built for it).
     self_timed: bool = False
+    # Off for runs too long to make twice (the congested replays): imports and caches are
+    # warmed by the entries before them.
+    warm_up: bool = True
 
 
 def _catalog_cold() -> object:
@@ -117,6 +121,62 @@ def _sim_synthetic(profile: str) -> float:
     from gpufleet.sim.bench import synthetic
 
     return synthetic(1250, SIM_JOBS, profile).wall_s
+
+
+# -- congested queues (issue 29) ----------------------------------------------------------
+
+
+def _congested_profiles() -> list[str]:
+    """Every profile, the issue's three first."""
+    from gpufleet.specs.profiles import PROFILES
+
+    first = ["fifo", "default", "tiresias"]
+    return first + [p for p in PROFILES if p not in first]
+
+
+def _congested(profile: str) -> float:
+    from benchmarks.congested import congested_s
+
+    return congested_s(profile)
+
+
+def _eta(profile: str) -> float:
+    from benchmarks.congested import eta_s
+
+    return eta_s(profile)
+
+
+def _congested_benches() -> list[Bench]:
+    """Issue 29's targets: each profile replays 100,000 congested jobs at >= 5,000 jobs/s
+    (budget = 20 s), and the queue ETA for 10,000 waiting jobs takes <= 1 s."""
+    from benchmarks.congested import CONGESTED_JOBS
+
+    out = [
+        Bench(
+            f"sim-congested-{profile}",
+            f"simulate {CONGESTED_JOBS:,} jobs at full load on 32 x 8 H100 (>= 100 waiting "
+            f"most of the time), {profile} profile; issue 29: >= 5,000 jobs/s",
+            budget_s=CONGESTED_JOBS / 5_000,
+            repeat=1,
+            fn=partial(_congested, profile),
+            self_timed=True,
+            warm_up=False,
+        )
+        for profile in _congested_profiles()
+    ]
+    out += [
+        Bench(
+            f"eta-10000-waiting-{profile}",
+            "control.eta.estimate_starts for 10,000 waiting jobs on a full 1,000 x 8 H100 "
+            f"cluster, {profile} profile; issue 29: <= 1 s",
+            budget_s=1.0,
+            repeat=3,
+            fn=partial(_eta, profile),
+            self_timed=True,
+        )
+        for profile in ("default", "fifo")
+    ]
+    return out
 
 
 # -- multi-team plan (issue 11) -------------------------------------------------------------
@@ -370,6 +430,7 @@ BENCHES = [
         fn=lambda: _sim_synthetic("fifo"),
         self_timed=True,
     ),
+    *_congested_benches(),
     Bench(
         "plan-multi-team-whatif",
         "10 teams, 14 days (~1,950 jobs a seed): 8 cluster sizes x 5 seeds, 2 worker "
@@ -456,7 +517,8 @@ def main() -> int:
     for bench in BENCHES:
         if not chosen(bench):
             continue
-        bench.fn()  # warm-up: imports and caches are not what we measure twice
+        if bench.warm_up:
+            bench.fn()  # warm-up: imports and caches are not what we measure twice
         times = []
         for _ in range(bench.repeat):
             start = time.perf_counter()
@@ -492,6 +554,15 @@ def main() -> int:
     ]
     if throughput:
         lines += ["", "Simulator throughput, median run: " + "; ".join(throughput) + "."]
+    from benchmarks.congested import CONGESTED_JOBS
+
+    congested = [
+        f"{name.removeprefix('sim-congested-')} {CONGESTED_JOBS / s:,.0f}"
+        for name, s in medians.items()
+        if name.startswith("sim-congested-") and s
+    ]
+    if congested:
+        lines += ["", "Congested throughput, jobs/s (target 5,000): " + "; ".join(congested) + "."]
     report = "\n".join(lines) + "\n"
     print()
     print(report)

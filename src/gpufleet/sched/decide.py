@@ -31,8 +31,9 @@ Every job left pending gets one sentence naming what binds it (quota, room,
 topology, spot, a reservation ahead of it, strict order) and how many jobs are
 ahead of it in this cycle's order.
 
-Why one file (about 900 lines): the five phases share one `_Cycle` (the what-if, each team's
-usage, the reasons) that lives only while a cycle runs. The policies it calls have modules
+Why one file (about 1,000 lines; the reasons' wording is in `sched.reasons`): the five
+phases share one `_Cycle` (the what-if, each team's usage, the reasons) that lives only
+while a cycle runs. The policies it calls have modules
 of their own (`orders`, `quota`, `plugins`, `scoring`, `fgd`, `preempt`, `backfill`,
 `relayout`); what stays here is the cycle's control flow, which reads best in one place.
 """
@@ -44,6 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cached_property, partial
+from itertools import chain
 from typing import cast, overload
 
 from gpufleet.cluster import (
@@ -72,7 +74,10 @@ from gpufleet.sched.framework import (
     Placement,
     Relayout,
 )
+from gpufleet.sched.job_facts import Facts, RequestShapes
+from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
+from gpufleet.sched.reasons import Reasons, reason_parts, with_ahead
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for, whole_gpus
 from gpufleet.sched.team_index import TeamIndex, team_index
@@ -117,9 +122,11 @@ def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
     return claims
 
 
-def _priorities(jobs: list[JobSpec], index: TeamIndex) -> dict[str, int]:
-    priority = index.priority
-    return {job.name: priority(job) for job in jobs}
+def _priorities(
+    jobs: list[JobSpec], index: TeamIndex, shapes: RequestShapes, whole: bool
+) -> dict[str, int]:
+    """Each pending job's priority value, from its facts (kept from cycle to cycle)."""
+    return shapes.priorities(jobs, index, whole)
 
 
 def _load(
@@ -176,14 +183,23 @@ class _Cycle:
         self.admitted: dict[str, tuple[Placement, ...]] = {}
         self.preempted: dict[str, Eviction] = {}
         self.flavors: dict[str, str] = {}
-        self.reasons = _Reasons()
+        self.reasons = Reasons()
         self.considered: list[str] = []  # pending jobs in the order they were looked at
         self.ends: list[tuple[float, str]] = []  # expected ends of jobs admitted in this cycle
         self.team_blocker: dict[str, str] = {}  # strict FIFO: per team the job blocking it
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, Sequence[Request]] = {}
-        self._shapes = b.cluster.derived(_RequestShapes)
+        self._shapes = b.cluster.derived(RequestShapes)
         self._whole_only = plugins.profile.whole_gpus_only
+        self._index = team_index(self.teams)
+        self._last: Facts | None = None  # the facts last read (a job is read 2-3 times in a row)
+        # would_borrow per (team, requests): valid while the team's usage is unchanged
+        self._borrows_memo: dict[tuple[str, int], tuple[int, bool]] = {}
+        self._strict_whys: dict[str, list[str]] = {}
+        # `_place`'s failures by (request, level, spot), for the plugin whose answer reads
+        # only those of the job (an exact type: a subclass may read more)
+        self._placement_by_request = type(self.placement) is TopologyBestFit
+        self._placement_failed: dict[tuple[object, ...], tuple[int, Placed]] = {}
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
@@ -214,9 +230,16 @@ class _Cycle:
             now_s=self.now_s,
         )
 
+    def facts(self, job: JobSpec) -> Facts:
+        """The job's facts (`sched.job_facts`), kept from cycle to cycle."""
+        last = self._last
+        if last is None or last.job is not job:
+            last = self._last = self._shapes.facts(job, self._index, self._whole_only)
+        return last
+
     def requests(self, job: JobSpec) -> Sequence[Request]:
-        if job.workload is None:  # keyed by shape, per cluster
-            return self._shapes.requests(job, self._whole_only)
+        if job.workload is None:  # keyed by shape, per cluster, and kept in the job's facts
+            return self._shapes.job_requests(self.facts(job))
         found = self._requests.get(job.name)  # sized from its model: once per cycle
         if found is None:
             found = self._requests[job.name] = self._shapes.requests(job, self._whole_only)
@@ -228,37 +251,152 @@ class _Cycle:
         return used + request_milli(req) > book.guaranteed(job.team, req.accelerator)
 
     def would_borrow(self, job: JobSpec) -> bool:
-        """True when every way to run `job` takes its team beyond its guarantee."""
-        requests = self.requests(job)
-        if len(requests) == 1:
-            return self._borrows(job, requests[0])
-        return all(self._borrows(job, r) for r in requests)
+        """True when every way to run `job` takes its team beyond its guarantee.
 
-    def _memo_key(self, job: JobSpec) -> tuple[object, ...] | None:
+        The answer depends only on the team's usage and the requests, so it is kept per
+        (team, requests) until the team's usage changes (`QuotaBook.changes`): a long
+        queue asks it for every job of every cycle."""
+        requests = self.requests(job)
+        team = job.team
+        key = (team, id(requests))  # requests of a shape are one tuple, kept by the cluster
+        changes = self.book.changes.get(team, 0)
+        seen = self._borrows_memo.get(key)
+        if seen is not None and seen[0] == changes and job.workload is None:
+            return seen[1]
+        if len(requests) == 1:
+            answer = self._borrows(job, requests[0])
+        else:
+            answer = all(self._borrows(job, r) for r in requests)
+        if job.workload is None:
+            self._borrows_memo[key] = (changes, answer)
+        return answer
+
+    def _memo_key(self, job: JobSpec, facts: Facts | None = None) -> tuple[object, ...] | None:
         """What decides a job's fate in this cycle besides the state; None: do not memoise.
 
         Two pending jobs with the same key meet the same quota, placement, preemption and
         backfill answers at the same state version, so a long queue of look-alike jobs
         (a simulator's, a busy cluster's) costs one evaluation per shape, not per job.
         """
-        if job.workload is not None:
+        if facts is None:
+            facts = self.facts(job)
+        if not facts.made:
+            facts.make()
+        shape = facts.shape
+        if shape is None:
             return None  # sized from its model and load: not worth keying
+        keyed = self._keyed_preemptions
+        res = self.reservation
+        if not keyed:  # the commonest keys, built once per job (equal to the tuple below)
+            if res is None:
+                return facts.key_no_end
+            runtime = facts.runtime_s
+            ends = runtime is not None and self.now_s + runtime <= res.start_s
+            return facts.key_ends if ends else facts.key_no_end
         return (
-            job.team,
-            job.gpus,
-            job.workers,
-            tuple(job.accelerators),
-            job.mig_profile,
-            job.gpu_fraction,
-            job.topology.required,
-            job.spot_ok,
-            self.priority.get(job.name, 0),
+            shape,  # team, request, placement constraints, priority value
             # what else decides its victims (Tiresias: its attained-service queue)
-            *(p.search_key(job, self.pctx) for p in self._keyed_preemptions),
+            *(p.search_key(job, self.pctx) for p in keyed),
             # a reservation lets only jobs that end before it use its GPUs
-            self.reservation is not None
-            and backfill.ends_before(job, self.reservation, self.now_s),
+            res is not None and backfill.ends_before(job, res, self.now_s),
         )
+
+    def answered(
+        self, queue: Iterator[JobSpec], deferred: list[JobSpec], guaranteed_first: bool
+    ) -> JobSpec | None:
+        """Take from `queue` every job whose turn this cycle is already decided, and return
+        the first that is not (None: the queue is done).
+
+        In a congested queue most jobs are decided before their turn: one of their shape
+        failed at this state version (`run`'s memo), a strict-FIFO blocker is ahead of
+        them, or (with `guaranteed_first`) their team's usage, unchanged since it was read,
+        defers them. Each such job gets exactly what `run` or the caller's deferral would
+        give it (in order: considered, reason, jobs ahead), in one tight loop instead of
+        three method calls and a key built per job: this loop is what a long queue costs
+        per cycle. Anything else (a job never seen, a slice request, a shape sized from a
+        workload, a key not filed) goes back to the full path. With nothing filed and no
+        blocker, only a known deferral can decide a job: the first job is checked for that
+        before anything else is read (an uncongested cycle's common case).
+        """
+        memo = self._memo
+        if not memo and self.blocker is None and not self.team_blocker:
+            first = next(queue, None)
+            if first is None or not guaranteed_first:
+                return first
+            f = self._shapes.facts_of.get(id(first))
+            if f is None or f.requests is None:
+                return first  # its deferral is not known yet
+            queue = chain((first,), queue)
+        return self._take_decided(queue, deferred, guaranteed_first)
+
+    def _take_decided(
+        self, queue: Iterator[JobSpec], deferred: list[JobSpec], guaranteed_first: bool
+    ) -> JobSpec | None:
+        """`answered`'s loop (its locals read once per call, not once per job)."""
+        memo, version, facts_of = self._memo, self.b.version, self._shapes.facts_of
+        index, whole, keyed = self._index, self._whole_only, bool(self._keyed_preemptions)
+        res, now = self.reservation, self.now_s
+        res_start = math.inf if res is None else res.start_s
+        borrows, changes = self._borrows_memo, self.book.changes
+        considered, parts, waiting = self.considered, self.reasons.parts, self.waiting
+        blocker, team_blocker = self.blocker, self.team_blocker
+        strict = blocker is not None or bool(team_blocker)
+        try:
+            for job in queue:
+                f = facts_of.get(id(job))
+                if f is None or f.job is not job or f.index is not index or f.whole is not whole:
+                    return job
+                if not f.made:
+                    f.make()
+                if f.shape is None:
+                    return job
+                team = job.team
+                if guaranteed_first:
+                    requests = f.requests
+                    if requests is None:
+                        return job
+                    seen = borrows.get((team, id(requests)))
+                    if seen is None or seen[0] != changes.get(team, 0):
+                        return job
+                    if seen[1]:
+                        deferred.append(job)
+                        continue
+                if strict:
+                    ahead = blocker or team_blocker.get(team)
+                    if ahead is not None:
+                        considered.append(job.name)
+                        parts[job.name] = (self._strict_why(ahead), waiting)
+                        waiting += 1
+                        continue
+                if not memo:
+                    return job
+                if keyed:
+                    key = self._memo_key(job, f)
+                elif res is None:
+                    key = f.key_no_end
+                else:
+                    runtime = f.runtime_s
+                    ends = runtime is not None and now + runtime <= res_start
+                    key = f.key_ends if ends else f.key_no_end
+                hit = memo.get(key) if key is not None else None
+                if hit is None or hit[0] != version or hit[2]:
+                    return job
+                name = job.name
+                considered.append(name)
+                parts[name] = (hit[1], waiting)
+                waiting += 1
+            return None
+        finally:
+            self.waiting = waiting
+
+    def _strict_why(self, blocker: str) -> list[str]:
+        """The strict-FIFO reason, one list per blocker (reasons never change a noted list)."""
+        why = self._strict_whys.get(blocker)
+        if why is None:
+            why = self._strict_whys[blocker] = [
+                f"waiting: strict FIFO, '{blocker}' ahead of it cannot start yet"
+            ]
+        return why
 
     def run(self, job: JobSpec) -> None:
         self.considered.append(job.name)
@@ -431,8 +569,27 @@ class _Cycle:
     # -- placing and admitting -------------------------------------------------------
 
     def _place(self, job: JobSpec, req: Request) -> Placed:
-        """Place avoiding reserved GPUs; a job that ends before the reservation may use them."""
-        placed = self.placement.place(self.b, job, req)
+        """Place avoiding reserved GPUs; a job that ends before the reservation may use them.
+
+        With `topology-best-fit`, whose answer reads of the job only its request, its
+        required topology level and whether it may use spot, a failure is kept per
+        (request, level, spot) until the state changes: a congested queue's shapes differ
+        by team and priority far more often than by what placement reads."""
+        if self._placement_by_request and self._placement_failed:
+            key = (req, job.topology.required, job.spot_ok)
+            failed = self._placement_failed.get(key)
+            version = self.b.version
+            if failed is not None and failed[0] == version:
+                placed = failed[1]
+            else:
+                placed = self.placement.place(self.b, job, req)
+                if not placed.status.ok:
+                    self._placement_failed[key] = (version, placed)
+        else:
+            placed = self.placement.place(self.b, job, req)
+            if self._placement_by_request and not placed.status.ok:  # the first failure
+                key = (req, job.topology.required, job.spot_ok)
+                self._placement_failed[key] = (self.b.version, placed)
         res = self.reservation
         if placed.status.ok or res is None or not backfill.ends_before(job, res, self.now_s):
             return placed
@@ -482,8 +639,11 @@ class _Cycle:
                     continue
                 mine = plugin.search_key(job, self.pctx)
                 where = (job.topology.required, job.spot_ok)
+                # LAS victims and their test read nothing of the team (it never reclaims a
+                # guarantee: owed is 0), so teams share its failed searches
+                team = None if plugin.name == preempt.LasPreemption.name else job.team
                 admitted, searched = self._search_victims(
-                    (plugin.name, mine, job.team, req, need, owed, where),
+                    (plugin.name, mine, team, req, need, owed, where),
                     job,
                     req,
                     need,
@@ -679,7 +839,8 @@ def decide(
         book = _load(b, running, pending, teams, usage=usage, index=index)  # 1. snapshot
         t1 = clock()
         timings["snapshot"] = t1 - t0
-        priority = _priorities(pending, index)
+        shapes = cluster.derived(RequestShapes)
+        priority = _priorities(pending, index, shapes, plugins.profile.whole_gpus_only)
         order = plugins.queue_order
         ctx = OrderContext(
             priority,
@@ -698,14 +859,19 @@ def decide(
         timings["order"] = cyc.mark - t1
         deferred: list[JobSpec] = []  # would borrow: after every job within its guarantee
         guaranteed_first = plugins.profile.guaranteed_first
-        for job in queue:
+        # jobs already decided (a shape that failed at this state, a strict blocker ahead,
+        # a team whose deferral is known) are taken in one tight loop (`_Cycle.answered`);
+        # the rest go through the full path one by one
+        job = cyc.answered(queue, deferred, guaranteed_first)
+        while job is not None:
             t = clock()
             timings["order"] += t - cyc.mark
             cyc.mark = t
             if guaranteed_first and cyc.would_borrow(job):
                 deferred.append(job)
-                continue
-            cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
+            else:
+                cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
+            job = cyc.answered(queue, deferred, guaranteed_first)
         t = clock()
         timings["order"] += t - cyc.mark
         cyc.mark = t
@@ -755,38 +921,6 @@ def _check_inputs(
             raise UserError(f"decide(): job names repeat: {', '.join(dupes)}")
         if backfill.HOLDER in seen:
             raise UserError("decide(): a job name may not be the reservation placeholder")
-
-
-class _RequestShapes:
-    """A cluster's requests per job shape: `requests_for` is a pure function of a job's
-    request fields and the cluster's accelerators, and a queue repeats a few shapes, so
-    each is built once per cluster (held by `Cluster.derived`). Jobs sized from an
-    inference workload are not keyed (their model and load are the shape)."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self._accelerators = list(cluster.accelerators)
-        self._by_shape: dict[tuple[object, ...], tuple[Request, ...]] = {}
-
-    def requests(self, job: JobSpec, whole: bool) -> tuple[Request, ...]:
-        """The job's requests on this cluster; `whole`: slices and fractions as whole GPUs
-        (`Profile.whole_gpus_only`)."""
-        accelerators = self._accelerators
-        if job.workload is not None:
-            found = requests_for(job, accelerators)
-            return tuple(whole_gpus(found) if whole else found)
-        key = (
-            job.gpus,
-            job.workers,
-            tuple(job.accelerators),
-            job.mig_profile,
-            job.gpu_fraction,
-            whole,
-        )
-        shaped = self._by_shape.get(key)
-        if shaped is None:
-            found = requests_for(job, accelerators)
-            shaped = self._by_shape[key] = tuple(whole_gpus(found) if whole else found)
-        return shaped
 
 
 class _PendingRequests(Sequence[Request]):
@@ -863,57 +997,4 @@ def _relayouts(b: Branch, cyc: _Cycle, now_s: float) -> tuple[Relayout, ...]:
     return relayout.propose(b, cyc.unplaced_slices, ends, now_s)
 
 
-class _Reasons(Mapping[str, str]):
-    """Pending job -> the sentence saying what binds it, worded when read.
-
-    A cycle over a long queue leaves hundreds of jobs waiting, each with a sentence; the
-    control plane reads each once, a simulator none. The parts of each sentence are kept
-    (shared, never changed after they are noted) and joined when read.
-    """
-
-    __slots__ = ("_parts",)
-
-    def __init__(self) -> None:
-        self._parts: dict[str, tuple[list[str], int]] = {}
-
-    def note(self, job: str, why: list[str], ahead: int) -> None:
-        self._parts[job] = (why, ahead)
-
-    def __getitem__(self, job: str) -> str:
-        why, ahead = self._parts[job]
-        return _sentence(why, ahead)
-
-    def __contains__(self, job: object) -> bool:
-        return job in self._parts
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._parts)
-
-    def __len__(self) -> int:
-        return len(self._parts)
-
-
-def _sentence(why: list[str], ahead: int) -> str:
-    parts = list(dict.fromkeys(why)) or ["waiting"]
-    text = parts[0] + "".join(
-        "; " + p.removeprefix("waiting: ").removeprefix("cannot run: ") for p in parts[1:]
-    )
-    return with_ahead(text, ahead)
-
-
-def with_ahead(reason: str, ahead: int) -> str:
-    """A pending reason with the count of jobs still waiting ahead of the job, the one
-    wording of it (the control plane stores the two apart and joins them when read)."""
-    if ahead:
-        return f"{reason}; {ahead} job{'s' if ahead > 1 else ''} ahead of you"
-    return reason
-
-
-def reason_parts(reasons: Mapping[str, str], job: str) -> tuple[str, int]:
-    """`reasons[job]` as (its sentence without the jobs-ahead count, that count), so that a
-    long queue's sentences, which differ only in the count, are kept once each: a reader
-    joins them with `with_ahead`. Reasons not made by `decide` have no count apart."""
-    if isinstance(reasons, _Reasons):
-        why, ahead = reasons._parts[job]
-        return _sentence(why, 0), ahead
-    return reasons[job], 0
+__all__ = ["decide", "reason_parts", "with_ahead"]  # the reasons' wording, re-exported

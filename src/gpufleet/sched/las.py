@@ -16,6 +16,7 @@ order collapses to arrival order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from gpufleet.cluster import MILLI
 from gpufleet.specs.jobs import JobSpec
@@ -36,6 +37,12 @@ class LasQueues:
     thresholds_gpu_s: tuple[float, ...] = (57_600.0,)
     starve_factor: float = 2.0
 
+    @cached_property
+    def unserved(self) -> int:
+        """The queue of a job with no attained service (asked for most waiting jobs, for
+        every cycle's order and memo keys)."""
+        return self.by_service(0.0)
+
     def by_service(self, attained_gpu_s: float) -> int:
         """The queue a job with this attained service sits in (0 = served least)."""
         return sum(1 for t in self.thresholds_gpu_s if attained_gpu_s >= t)
@@ -45,6 +52,8 @@ class LasQueues:
         `starve_factor` × its running time waiting (since its arrival, its runs excluded)
         goes back to queue 0."""
         attained = job.attained_gpu_s
+        if attained == 0.0:  # most waiting jobs have never run: no promotion, the first queue
+            return self.unserved
         executed_s = attained / max(1.0, float(job.total_gpus or 1))
         waited_s = now_s - job.submitted_s - executed_s
         if attained > 0 and waited_s >= self.starve_factor * executed_s:

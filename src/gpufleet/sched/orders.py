@@ -75,22 +75,46 @@ class FairShare:
         # each job's key once; its position breaks ties as a stable sort would, so the
         # jobs themselves are never compared
         queues: dict[str, list[tuple[tuple[float, tuple[float, str]], int, JobSpec]]] = {}
-        for keyed in sorted((_priority_key(j, ctx), i, j) for i, j in enumerate(jobs)):
-            queues.setdefault(keyed[2].team, []).append(keyed)
-        heap = [(ctx.share(t), q[0][0], t) for t, q in queues.items()]
+        priority = ctx.priority.get
+        keyed = sorted(
+            (
+                (
+                    -priority(j.name, 0),
+                    (j.submitted_s if j.order_key_s is None else j.order_key_s, j.name),
+                ),
+                i,
+                j,
+            )  # `_priority_key`, inlined: this runs for every waiting job every cycle
+            for i, j in enumerate(jobs)
+        )
+        for item in keyed:
+            queues.setdefault(item[2].team, []).append(item)
+        share_of = ctx.share
+        heap = [(share_of(t), q[0][0], t) for t, q in queues.items()]
         heapq.heapify(heap)
-        nxt = dict.fromkeys(queues, 0)
+        pop, push = heapq.heappop, heapq.heappush
+        taken = dict.fromkeys(queues, 0)  # per team: its jobs yielded so far
         while heap:
-            share, key, team = heapq.heappop(heap)
-            now = ctx.share(team)
+            share, key, team = pop(heap)
+            now = share_of(team)
             if now > share + 1e-12:
-                heapq.heappush(heap, (now, key, team))
+                push(heap, (now, key, team))
                 continue
-            queue, i = queues[team], nxt[team]
-            yield queue[i][2]
-            nxt[team] = i + 1
-            if i + 1 < len(queue):
-                heapq.heappush(heap, (ctx.share(team), queue[i + 1][0], team))
+            queue = queues[team]
+            i = taken[team]
+            while True:
+                yield queue[i][2]
+                i += 1
+                if i == len(queue):
+                    break
+                # the team's next job goes back in the heap; when it would come straight
+                # out again (it sorts before every other team's head) it is taken at once,
+                # which is what the push, the pop and the share re-read would give
+                nxt = (share_of(team), queue[i][0], team)
+                if heap and heap[0] < nxt:
+                    push(heap, nxt)
+                    break
+            taken[team] = i
 
 
 class Tiresias:

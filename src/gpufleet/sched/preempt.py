@@ -108,6 +108,12 @@ class PreemptContext:
     now_s: float
 
     @cached_property
+    def per_cycle(self) -> dict[object, object]:
+        """What a plugin derives once per cycle (its key: the plugin's own), e.g. the running
+        jobs ranked by attained service (`LasPreemption`)."""
+        return {}
+
+    @cached_property
     def classes(self) -> Mapping[str, PriorityClass | None]:
         """Running job -> its priority class; built on first use (most cycles never preempt)."""
         by_name = {c.name: c for c in self.teams.priority_classes}
@@ -313,20 +319,35 @@ class LasPreemption:
         self, job: JobSpec, request: Request, need_milli: int, ctx: PreemptContext
     ) -> list[Candidate]:
         mine = self.queues.pending(job, ctx.now_s)
-        ranked: list[tuple[int, float, str, Candidate]] = []
-        for victim in ctx.running:
-            cls = _evictable(victim, ctx)
-            if cls is None or victim.started_s is None:
-                continue
-            held = sum(ctx.held_milli(victim.name).values())
-            queue = self.queues.running(victim, held, ctx.now_s)
+        out: list[Candidate] = []
+        for queue, victim, cls in self._ranked(ctx):
             if queue <= mine:
-                continue
+                break  # ranked highest queue first: the rest are no higher
             cand = _candidate(victim, cls, request.accelerator, ctx)
-            if cand is not None:
-                ranked.append((-queue, -victim.submitted_s, victim.name, cand))
-        ranked.sort(key=lambda r: r[:3])
-        return [r[3] for r in ranked]
+            if cand is not None:  # None: holds none of it, or was evicted in this cycle
+                out.append(cand)
+        return out
+
+    def _ranked(self, ctx: PreemptContext) -> list[tuple[int, JobSpec, PriorityClass]]:
+        """The cycle's evictable running jobs with their queues, highest queue first, then
+        the latest arrival, then the name: built once per cycle, not per waiting job.
+
+        A running job's holdings change within a cycle only when it is evicted, and an
+        evicted job holds nothing, so `_candidate` (which reads its holdings now) turns it
+        away; every other job's queue is what it was when the list was built."""
+        found = ctx.per_cycle.get(self.queues)
+        if found is None:
+            ranked: list[tuple[int, float, str, JobSpec, PriorityClass]] = []
+            for victim in ctx.running:
+                cls = _evictable(victim, ctx)
+                if cls is None or victim.started_s is None:
+                    continue
+                held = sum(ctx.held_milli(victim.name).values())
+                queue = self.queues.running(victim, held, ctx.now_s)
+                ranked.append((-queue, -victim.submitted_s, victim.name, victim, cls))
+            ranked.sort(key=lambda r: r[:3])
+            found = ctx.per_cycle[self.queues] = [(-r[0], r[3], r[4]) for r in ranked]
+        return found  # type: ignore[return-value]
 
     def reason(
         self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext

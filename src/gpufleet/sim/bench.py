@@ -95,3 +95,43 @@ def synthetic(
     started = time.perf_counter()
     result = simulate(cluster, teams, workload, SimConfig(profile=profile, seed=seed))
     return SimBench(nodes, jobs, profile, time.perf_counter() - started, result)
+
+
+# -- a congested queue (issue 29) -------------------------------------------------------------
+# The uncongested stream above never queues, so it measures nothing of a long queue's cost:
+# every cycle of a congested run looks at every waiting job again. This stream is the same
+# mix offered at the cluster's full capacity on a modest cluster, where the queue random-walks
+# in the hundreds (a real congested month: the Philly week on 384 GPUs in issue 29).
+
+CONGESTED_NODES = 32  # 256 H100s: about 43 jobs run at once, the rest wait
+CONGESTED_LOAD = 1.0  # offered GPU-hours / capacity
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """How congested a run was, from its samples (every `sample_interval_s`)."""
+
+    share_at_least_100: float  # share of samples with >= 100 jobs waiting
+    mean: float
+    most: int
+
+
+def queue_depth(result: SimResult) -> QueueDepth:
+    waiting = [s.pending for s in result.metrics.samples]
+    if not waiting:
+        return QueueDepth(0.0, 0.0, 0)
+    return QueueDepth(
+        sum(w >= 100 for w in waiting) / len(waiting), sum(waiting) / len(waiting), max(waiting)
+    )
+
+
+def congested(
+    jobs: int,
+    profile: str = "default",
+    *,
+    nodes: int = CONGESTED_NODES,
+    load: float = CONGESTED_LOAD,
+    seed: int = 0,
+) -> SimBench:
+    """The synthetic mix at `load` on `nodes` 8-GPU nodes (`queue_depth` says how congested)."""
+    return synthetic(nodes, jobs, profile, load=load, seed=seed)

@@ -1,0 +1,66 @@
+"""Pending reasons as `decide()` hands them out: one sentence per waiting job, worded when read.
+
+Apart from `decide` (its cycle only notes the parts) so the control plane, which stores a
+sentence and its "jobs ahead" count apart, reads the one wording of both from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+
+class Reasons(Mapping[str, str]):
+    """Pending job -> the sentence saying what binds it, worded when read.
+
+    A cycle over a long queue leaves hundreds of jobs waiting, each with a sentence; the
+    control plane reads each once, a simulator none. The parts of each sentence are kept
+    (shared, never changed after they are noted) and joined when read.
+    """
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        # job -> (parts of its sentence, jobs ahead); `_Cycle.answered` writes it directly
+        self.parts: dict[str, tuple[list[str], int]] = {}
+
+    def note(self, job: str, why: list[str], ahead: int) -> None:
+        self.parts[job] = (why, ahead)
+
+    def __getitem__(self, job: str) -> str:
+        why, ahead = self.parts[job]
+        return _sentence(why, ahead)
+
+    def __contains__(self, job: object) -> bool:
+        return job in self.parts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.parts)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+
+def _sentence(why: list[str], ahead: int) -> str:
+    parts = list(dict.fromkeys(why)) or ["waiting"]
+    text = parts[0] + "".join(
+        "; " + p.removeprefix("waiting: ").removeprefix("cannot run: ") for p in parts[1:]
+    )
+    return with_ahead(text, ahead)
+
+
+def with_ahead(reason: str, ahead: int) -> str:
+    """A pending reason with the count of jobs still waiting ahead of the job, the one
+    wording of it (the control plane stores the two apart and joins them when read)."""
+    if ahead:
+        return f"{reason}; {ahead} job{'s' if ahead > 1 else ''} ahead of you"
+    return reason
+
+
+def reason_parts(reasons: Mapping[str, str], job: str) -> tuple[str, int]:
+    """`reasons[job]` as (its sentence without the jobs-ahead count, that count), so that a
+    long queue's sentences, which differ only in the count, are kept once each: a reader
+    joins them with `with_ahead`. Reasons not made by `decide` have no count apart."""
+    if isinstance(reasons, Reasons):
+        why, ahead = reasons.parts[job]
+        return _sentence(why, 0), ahead
+    return reasons[job], 0
