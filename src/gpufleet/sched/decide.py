@@ -561,9 +561,10 @@ class _Cycle:
         res = self.reservation
         if res is None or res.accelerator != req.accelerator or req.kind != "gpus":
             return ""
-        return (
-            f"; a {res.gpus}-GPU reservation for '{res.job}' starts in "
-            f"{backfill.eta_text(res.start_s - self.now_s)}"
+        when = backfill.eta_text(res.start_s - self.now_s)
+        # "starts in now" read oddly (issue 30): under a minute it starts now
+        return f"; a {res.gpus}-GPU reservation for '{res.job}' starts " + (
+            "now" if when == "now" else f"in {when}"
         )
 
     # -- placing and admitting -------------------------------------------------------
