@@ -28,6 +28,20 @@ from typer.core import TyperGroup
 
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.cli.schedule import PROFILE_HELP
+from gpufleet.cli.simulate_options import (
+    ClusterArg,
+    FormatOpt,
+    HorizonOpt,
+    MtbfOpt,
+    ReferenceOpt,
+    RepairOpt,
+    RestartOpt,
+    SpeedsOpt,
+    TeamsOpt,
+    TraceFormatOpt,
+    TraceNodesOpt,
+    WorkloadArg,
+)
 from gpufleet.errors import UnknownNameError, UserError
 
 if TYPE_CHECKING:
@@ -60,70 +74,6 @@ app = typer.Typer(
     "| experiment NAME",
 )
 
-# -- options both commands take ------------------------------------------------------------
-
-ClusterArg = Annotated[
-    str,
-    typer.Argument(
-        help="Cluster spec (kind: cluster), or 'trace' for the nodes the trace lists (openb).",
-        show_default=False,
-    ),
-]
-WorkloadArg = Annotated[
-    str,
-    typer.Argument(
-        help="A kind: workload generator spec (.yaml), a trace file with --trace-format, or "
-        "bundled:openb (the Alibaba GPU 2023 trace shipped with gpufleet).",
-        show_default=False,
-    ),
-]
-TraceFormatOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--trace-format", help="Trace format of WORKLOAD: openb, philly, helios, sacct, gpufleet."
-    ),
-]
-TraceNodesOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--trace-nodes", help="openb node list for CLUSTER 'trace' (default: the bundled one)."
-    ),
-]
-TeamsOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--teams",
-        help="Teams and quotas (kind: teams); without it every team may use the whole cluster.",
-    ),
-]
-HorizonOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--horizon", help="Stop at this simulated time (e.g. 14d, 36h); default: all jobs done."
-    ),
-]
-MtbfOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--gpu-mtbf-h",
-        min=0.0,
-        help="Mean time between failures of one GPU, in hours; leave out or give 0 for no "
-        "failures.",
-    ),
-]
-RepairOpt = Annotated[
-    float, typer.Option("--repair-h", min=0.0, help="Mean repair time of a failed node, hours.")
-]
-RestartOpt = Annotated[
-    str,
-    typer.Option(
-        "--restart-overhead",
-        help="What a restarted job pays before it makes progress again (reload, warm-up), "
-        "e.g. 30s or 5min.",
-    ),
-]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
-
 
 @dataclass(frozen=True)
 class _Inputs:
@@ -146,7 +96,9 @@ class _Inputs:
     def warnings(self, workload: Workload) -> tuple[str, ...]:
         from gpufleet.sim.setup import placement_warnings
 
-        return placement_warnings(self.cluster, workload, self.teams_file)
+        speeds = self.config.speeds
+        extra = speeds.warnings() if speeds is not None else []
+        return (*placement_warnings(self.cluster, workload, self.teams_file), *extra)
 
 
 def _read_inputs(
@@ -162,11 +114,14 @@ def _read_inputs(
     first_seed: int,
     restart_overhead: str = "5min",
     window: str | None = None,
+    speeds: str | None = None,
+    reference: str | None = None,
 ) -> _Inputs:
     from gpufleet.cluster import Cluster
     from gpufleet.quantities import parse_duration
     from gpufleet.sim.engine import FailureModel, SimConfig
     from gpufleet.sim.setup import check_priority_classes, cluster_from_nodes, workload_source
+    from gpufleet.sim.speed import table_from_options
     from gpufleet.specs.cluster import ClusterSpec
     from gpufleet.specs.load import load
     from gpufleet.specs.teams import TeamsSpec
@@ -206,6 +161,9 @@ def _read_inputs(
         failures=FailureModel(gpu_mtbf_h=gpu_mtbf_h or None, repair_mean_h=repair_h),
         restart_overhead_s=restart_s,
         metrics_window_s=window_s,
+        speeds=table_from_options(
+            {n.accelerator for n in cluster.nodes}, first.reference_accelerator, speeds, reference
+        ),
     )
     return _Inputs(cluster, source, first, teams, teams_path, config)
 
@@ -272,6 +230,9 @@ def _dumps(data: Any) -> str:
 def _print_preamble(console: Console, inputs: _Inputs, warnings: Sequence[str]) -> None:
     for line in inputs.first.report.lines():
         console.print(line, highlight=False, markup=False)
+    speeds = inputs.config.speeds
+    for line in speeds.lines() if speeds is not None else ():
+        console.print(line, highlight=False, markup=False)
     for line in warnings:
         console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
     if inputs.teams_file is None:
@@ -333,6 +294,8 @@ def run(
     gpu_mtbf_h: MtbfOpt = None,
     repair_h: RepairOpt = 4.0,
     restart_overhead: RestartOpt = "5min",
+    speeds: SpeedsOpt = None,
+    reference: ReferenceOpt = None,
     window: Annotated[
         str | None,
         typer.Option(
@@ -379,6 +342,8 @@ def run(
         gpu_mtbf_h=gpu_mtbf_h,
         repair_h=repair_h,
         restart_overhead=restart_overhead,
+        speeds=speeds,
+        reference=reference,
         first_seed=seed,
         window=window,
     )
@@ -487,6 +452,8 @@ def compare(
     gpu_mtbf_h: MtbfOpt = None,
     repair_h: RepairOpt = 4.0,
     restart_overhead: RestartOpt = "5min",
+    speeds: SpeedsOpt = None,
+    reference: ReferenceOpt = None,
     format: FormatOpt = "table",
     out: Annotated[
         Path,
@@ -516,6 +483,8 @@ def compare(
         gpu_mtbf_h=gpu_mtbf_h,
         repair_h=repair_h,
         restart_overhead=restart_overhead,
+        speeds=speeds,
+        reference=reference,
         first_seed=0,
     )
     # A trace with nothing random simulated gives the same run for every seed: run it once

@@ -19,7 +19,9 @@ What a job does when it runs:
   the attempt started is lost). When it is preempted, a job that checkpoints at
   all saves its work in the grace period the scheduler gives a victim (as on a
   spot notice); one without an interval loses the attempt. Either way it rejoins
-  the queue with its original submission time.
+  the queue with its original submission time. With a speed table
+  (`SimConfig.speeds`, `sim.speed`) its work is kept in the reference accelerator's
+  seconds and each attempt runs it at the pace of the slowest GPU type it holds.
 - **inference** — a service replica wanted for the window [arrival, arrival +
   duration]: however late it starts, it ends at the window's end, and served
   time / wanted time is its SLO attainment (capacity, not latency: the latency
@@ -81,6 +83,7 @@ from gpufleet.sim import conservation
 from gpufleet.sim.metrics import JobHeld, MetricsRecorder
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.run import Run
+from gpufleet.sim.speed import SpeedTable
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -121,6 +124,9 @@ class SimConfig:
     # a window the user names, as offsets from the first arrival: the metrics add the
     # allocation over it (`SimMetrics.gpu_allocation_in_window`)
     metrics_window_s: tuple[float, float] | None = None
+    # speed per accelerator: a job's duration scales by the GPUs it lands on (sim.speed);
+    # None: the same everywhere
+    speeds: SpeedTable | None = None
 
 
 class _Specs:
@@ -303,6 +309,7 @@ class Simulation:
         self.gang = plugins.profile.gang
         self._keeps_history = plugins.queue_order.uses_share
         self.specs: Mapping[str, JobSpec] = specs or {}
+        self._speeds = config.speeds
         self._spec_of = _Specs()
         if initial or start_s or specs or history.at_s:
             self._check_live_inputs(initial)
@@ -489,6 +496,8 @@ class Simulation:
             run.served_s += self.now_s - run.start_s
         else:
             self.metrics.lost(gpus * run.overhead_s)  # the restart it paid did no work
+            if self._speeds is not None:
+                run.useful_s = (run.useful_s or 0.0) + run.remaining_s * run.time_factor
         run.remaining_s = 0.0
         self.metrics.completed(run, self.now_s)
         run.spend()
@@ -698,7 +707,9 @@ class Simulation:
         if trace.kind == "inference":
             end = max(now, trace.submit_s + trace.duration_s)
         else:
-            end = now + run.overhead_s + run.remaining_s
+            if self._speeds is not None:  # remaining work is in reference seconds
+                run.time_factor = self._speeds.time_factor(held)
+            end = now + run.overhead_s + run.remaining_s * run.time_factor
         self._push(end, FINISH, (run, run.attempt))
 
     def _interrupt(
@@ -722,7 +733,10 @@ class Simulation:
             elif every is not None:
                 saved = every * (useful // every)
             lost = useful - saved + min(progress, run.overhead_s)
-            run.remaining_s = max(0.0, run.remaining_s - saved)
+            # wall seconds on this attempt's accelerator back to reference seconds
+            run.remaining_s = max(0.0, run.remaining_s - saved / run.time_factor)
+            if self._speeds is not None:
+                run.useful_s = (run.useful_s or 0.0) + saved
         self.metrics.lost(gpus * lost)
         if started:
             run.attempt += 1

@@ -14,7 +14,8 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
 - `wait_s`, `jct_s` — mean/p50/p95/p99 of queue wait (first start − arrival) and job
   completion time (end − arrival) over completed jobs; also per team and per kind.
 - `slowdown` — mean/p50/p95/p99 of JCT ÷ the job's uninterrupted run time (1 = it ran at
-  once and was never stopped), over completed batch and training jobs.
+  once and was never stopped), over completed batch and training jobs. With speeds per
+  accelerator (`sim.speed`), the run time on the accelerator its last attempt ran on.
 - `makespan_s` — from the first arrival to the last completion (None when none completed).
 - `gpu_allocation_while_arriving` — `gpu_allocation_ratio` over the window jobs arrive in
   (first to last arrival): the load the workload puts on the cluster, without the drain
@@ -149,7 +150,9 @@ class JobRecord:
     submit_s: float
     first_start_s: float
     end_s: float
-    duration_s: float  # its uninterrupted run time (the trace's)
+    # its uninterrupted run time: the trace's, scaled to the accelerator its last attempt
+    # ran on when speeds are in use (sim.speed)
+    duration_s: float
     attempts: int  # starts: 1 + preemptions, failures and reclaims it came back from
 
     @property
@@ -398,7 +401,7 @@ class MetricsRecorder:
                 job.submit_s,
                 start,
                 t_s,
-                job.duration_s,
+                job.duration_s * run.time_factor,
                 run.attempt + 1,
             )
         )
@@ -406,7 +409,8 @@ class MetricsRecorder:
             self.inference_served_s += run.served_s
             self.useful_gpu_s += run.served_s * run.gpus
         else:
-            self.useful_gpu_s += job.duration_s * run.gpus
+            useful_s = job.duration_s if run.useful_s is None else run.useful_s
+            self.useful_gpu_s += useful_s * run.gpus
 
     def preempted(self) -> None:
         self.preemptions += 1

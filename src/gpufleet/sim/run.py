@@ -29,10 +29,15 @@ class Run:
     held_milli = 0
     held_since_s = 0.0
     flavor: str | None = None  # accelerator of its last full start
+    # speed per accelerator (sim.speed): wall seconds per reference second of its last
+    # attempt (`remaining_s` is in reference seconds), and, only when a speed table is in
+    # use, the wall seconds of useful work it has done (None: its trace duration)
+    time_factor = 1.0
+    useful_s: float | None = None
 
     def __init__(self, trace: TraceJob, remaining_s: float) -> None:
         self.trace = trace
-        self.remaining_s = remaining_s  # useful work still to do
+        self.remaining_s = remaining_s  # useful work still to do, reference seconds
         self.milli: dict[str, int] = {}  # flavor -> milli-GPUs held now
         # the scheduler's entities: the job itself, or one pod per worker when the profile
         # binds pods one by one (`Profile.gang` False); their pending views, built at arrival

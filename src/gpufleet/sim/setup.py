@@ -243,13 +243,14 @@ def _read_trace(path: Path, trace_format: str, nodes: Path | None) -> Workload:
 
 def bundled_pollux(name: str) -> Workload:
     """One of the Pollux (OSDI'21) workloads shipped with gpufleet (data/traces/pollux), on
-    the paper's cluster (CLUSTER 'trace': 16 nodes × 4 GPUs, named as the trace's T4)."""
+    the paper's cluster (CLUSTER 'trace': 16 nodes × 4 GPUs, named as the trace's T4). Its
+    durations are T4 run times, so that is its reference accelerator (sim.speed)."""
     ref = resources.files("gpufleet").joinpath(
         "data", "traces", "pollux", f"workload-{name.removeprefix('pollux-')}.csv"
     )
     with resources.as_file(ref) as path:
         workload = read_native(path)
-    return replace(workload, nodes=POLLUX_NODES)
+    return replace(workload, nodes=POLLUX_NODES, reference_accelerator=POLLUX_NODES[0].accelerator)
 
 
 def _bundled(name: str, trace_format: str | None, nodes: Path | None) -> WorkloadSource:

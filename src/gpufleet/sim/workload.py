@@ -135,6 +135,9 @@ class Workload:
     jobs: tuple[TraceJob, ...]
     report: CleaningReport
     nodes: tuple[TraceNode, ...] = ()
+    # the accelerator its durations were measured on (sim.speed); None: unknown, so a job
+    # takes as long on every accelerator
+    reference_accelerator: str | None = None
 
     def __post_init__(self) -> None:
         jobs = tuple(sorted(self.jobs, key=lambda j: (j.submit_s, j.name)))
