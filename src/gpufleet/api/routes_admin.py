@@ -51,6 +51,9 @@ class TeamIn(BaseModel):
         default=None,
         description="Highest class its leads and members may use (default: default_priority).",
     )
+    idle_policy: Literal["off", "notify", "reclaim"] = Field(
+        default="notify", description="What happens to a job flagged idle: off, notify, reclaim."
+    )
 
 
 class TeamPatch(BaseModel):
@@ -68,6 +71,7 @@ class TeamPatch(BaseModel):
     max_priority_class: str | None = Field(
         default=None, max_length=63, description="'' goes back to the team's default class."
     )
+    idle_policy: Literal["off", "notify", "reclaim"] | None = None
 
 
 class QuotaIn(BaseModel):
@@ -128,6 +132,7 @@ class TeamSettings(BaseModel):
     weight: float
     default_priority: str
     max_priority_class: str | None
+    idle_policy: str
     monthly_budget_gpu_h: float | None
     budget_gate: bool
 
@@ -178,6 +183,7 @@ def update_team(team: TeamName, body: TeamPatch, *, who: Caller, ctx: Ctx, s: Db
         weight=row.weight,
         default_priority=row.default_priority,
         max_priority_class=row.max_priority_class,
+        idle_policy=row.idle_policy,
         monthly_budget_gpu_h=row.monthly_budget_gpu_h,
         budget_gate=row.budget_gate,
     )

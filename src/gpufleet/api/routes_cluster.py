@@ -117,6 +117,7 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
                 weight=t.weight,
                 default_priority=t.default_priority,
                 max_priority_class=t.max_priority_class or t.default_priority,
+                idle_policy=t.idle_policy,
                 projects=[p.name for p in t.projects],
                 quotas=quotas,
                 pending_jobs=counts.get((t.id, "pending"), 0),

@@ -106,6 +106,9 @@ class TeamOut(BaseModel):
     cohort: str | None
     weight: float
     default_priority: str
+    idle_policy: str = Field(
+        default="notify", description="What happens to its jobs flagged idle: off, notify, reclaim."
+    )
     max_priority_class: str = Field(
         description="Highest priority class its leads and members may use (admins: any)."
     )

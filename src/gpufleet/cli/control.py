@@ -105,6 +105,9 @@ def team_create(
         str | None,
         typer.Option(help="Highest class its leads and members may use (default: the default)."),
     ] = None,
+    idle_policy: Annotated[
+        str, typer.Option(help="Jobs flagged idle: off, notify or reclaim (also stop them).")
+    ] = "notify",
 ) -> None:
     """Create a team."""
     from gpufleet.control import admin
@@ -122,6 +125,7 @@ def team_create(
             monthly_budget_gpu_h=budget_gpu_h,
             budget_gate=budget_gate,
             max_priority_class=max_priority_class,
+            idle_policy=idle_policy,
         )
     typer.echo(f"team {name} created")
 
@@ -143,6 +147,9 @@ def team_update(
         str | None,
         typer.Option(help="Highest class its leads and members may use ('' for its default)."),
     ] = None,
+    idle_policy: Annotated[
+        str | None, typer.Option(help="Jobs flagged idle: off, notify or reclaim.")
+    ] = None,
 ) -> None:
     """Change a team's settings (only the options given)."""
     from gpufleet.control import admin
@@ -160,6 +167,7 @@ def team_update(
             budget_gate=budget_gate,
             clear_budget=no_budget,
             max_priority_class=max_priority_class,
+            idle_policy=idle_policy,
         )
     typer.echo(f"team {name} updated")
 

@@ -127,6 +127,7 @@ def create_team(
     monthly_budget_gpu_h: float | None = None,
     budget_gate: bool = False,
     max_priority_class: str | None = None,
+    idle_policy: str = "notify",
 ) -> Team:
     actor.require("admin")
     check_name("team", name)
@@ -138,6 +139,7 @@ def create_team(
         raise AdminError("a monthly budget cannot be negative")
     if session.scalar(select(Team).where(Team.name == name)) is not None:
         raise AdminError(f"team {name!r} exists already")
+    _check_idle_policy(idle_policy)
     default_class = priority_class(session, default_priority)
     if max_priority_class is not None:
         _check_cap_order(default_class, priority_class(session, max_priority_class))
@@ -147,6 +149,7 @@ def create_team(
         weight=weight,
         default_priority=default_priority,
         max_priority_class=max_priority_class,
+        idle_policy=idle_policy,
         monthly_budget_gpu_h=monthly_budget_gpu_h,
         budget_gate=budget_gate,
         created_s=now_s,
@@ -170,6 +173,7 @@ def update_team(
     budget_gate: bool | None = None,
     clear_budget: bool = False,
     max_priority_class: str | None = None,
+    idle_policy: str | None = None,
 ) -> Team:
     """Change a team's settings; fields left None stay as they are (`max_priority_class`
     "" goes back to the default: the team's default class)."""
@@ -190,6 +194,8 @@ def update_team(
     if max_priority_class is not None:
         cap = priority_class(session, max_priority_class).name if max_priority_class else None
         team.max_priority_class = changes["max_priority_class"] = cap
+    if idle_policy is not None:
+        team.idle_policy = changes["idle_policy"] = _check_idle_policy(idle_policy)
     if team.max_priority_class is not None:
         _check_cap_order(
             priority_class(session, team.default_priority),
@@ -260,6 +266,18 @@ def set_quota(
         lending_limit_gpus=spec.lending_limit_gpus,
     )
     return quota
+
+
+IDLE_POLICIES = ("off", "notify", "reclaim")
+
+
+def _check_idle_policy(policy: str) -> str:
+    if policy not in IDLE_POLICIES:
+        raise AdminError(
+            f"idle policy {policy!r}: use off, notify (flag idle jobs; the default) or reclaim "
+            "(also stop them)"
+        )
+    return policy
 
 
 def _check_cap_order(default: PriorityClass, cap: PriorityClass) -> None:
@@ -478,6 +496,7 @@ def import_teams(session: Session, actor: Principal, spec: TeamsSpec, now_s: flo
             default_priority=t.default_priority,
             projects=t.projects,
             max_priority_class=t.max_priority_class,
+            idle_policy=t.idle_policy,
         )
         session.flush()
         for q in t.quotas:

@@ -210,6 +210,7 @@ def create_team(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HT
                 "monthly_budget_gpu_h": _optional(form, "monthly_budget_gpu_h"),
                 "budget_gate": _checked(form, "budget_gate"),
                 "max_priority_class": _optional(form, "max_priority_class"),
+                "idle_policy": text(form, "idle_policy") or "notify",
             }
         )
         api_admin.create_team(body, me.who, ctx, s)
@@ -232,6 +233,7 @@ def update_team(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HT
                 "max_priority_class": {"(default)": ""}.get(
                     text(form, "max_priority_class"), _optional(form, "max_priority_class")
                 ),
+                "idle_policy": _optional(form, "idle_policy"),
             }
         )
         team = text(form, "team")

@@ -104,6 +104,11 @@ class Team(Spec):
     quotas: list[Quota] = Field(default_factory=list)
     projects: list[str] = Field(default_factory=list)
     default_priority: str = "standard"
+    idle_policy: Literal["off", "notify", "reclaim"] = Field(
+        default="notify",
+        description="A job of the team flagged idle: off (nothing), notify (an event and the "
+        "portal's idle list) or reclaim (also stopped, not requeued).",
+    )
     max_priority_class: str | None = Field(
         default=None,
         description="The highest priority class the team's leads and members may use "
