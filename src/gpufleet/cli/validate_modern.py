@@ -19,6 +19,7 @@ import typer
 from rich.table import Table
 
 from gpufleet.cli.output import wide_console
+from gpufleet.estimate.training_memory import NEAR_LIMIT_FRACTION
 from gpufleet.validation.inference_modern import (
     ModernInferenceResult,
     ModernInferenceSummary,
@@ -36,7 +37,19 @@ class Section:
     rows: list[tuple[str, ...]]
 
 
-_NUMERIC = {"published", "predicted", "error", "rows", "median abs error", "median error", "ratio"}
+# Columns of the memory table after id, accelerator and layout (GB per GPU, then the share).
+_MEMORY_COLUMNS = ("weights", "grads", "optimizer", "activations", "other", "total", "capacity")
+_NUMERIC = {
+    "published",
+    "predicted",
+    "error",
+    "rows",
+    "median abs error",
+    "median error",
+    "ratio",
+    *_MEMORY_COLUMNS,
+    "share",
+}
 
 
 def _pct(value: float) -> str:
@@ -118,6 +131,7 @@ def training_sections(
     )
     return [
         rows,
+        _memory(results),
         _groups("By accelerator", "accelerator", summary.by_accelerator),
         _groups("By source", "source", summary.by_source),
         _groups("By precision", "precision", summary.by_precision),
@@ -126,12 +140,48 @@ def training_sections(
     ]
 
 
+def _memory(results: Sequence[ModernTrainingResult]) -> Section:
+    """The memory model on the layouts compared, tightest first: every run fit its device,
+    so a share above 100 % is the model's error (no source publishes its peak memory)."""
+    tight = sorted(
+        (r for r in results if r.memory.share > NEAR_LIMIT_FRACTION),
+        key=lambda r: -r.memory.share,
+    )
+
+    def gb(value: float) -> str:
+        return f"{value / 1e9:,.1f}"
+
+    return Section(
+        f"Memory model on the published layouts: rows above {NEAR_LIMIT_FRACTION:.0%} of "
+        "capacity (GB per GPU; every one of these runs fit)",
+        ("id", "accelerator", "layout", *_MEMORY_COLUMNS, "share"),
+        [
+            (
+                r.id,
+                r.accelerator,
+                r.layout.split(" (model:")[0],
+                gb(r.memory.weights),
+                gb(r.memory.gradients),
+                gb(r.memory.optimizer),
+                gb(r.memory.activations),
+                gb(r.memory.other),
+                gb(r.memory.total),
+                gb(r.memory.capacity),
+                f"{r.memory.share:.0%}",
+            )
+            for r in tight
+        ],
+    )
+
+
 def training_line(s: ModernTrainingSummary) -> str:
     return (
         f"modern training rows: {s.validated} compared, {s.skipped} skipped; median |error| "
         f"{s.median_abs:.1%} (median error {_pct(s.median_signed)}; > 0 = model faster than "
         f"published); within 10%: {s.within_10}, within 25%: {s.within_25}; published layout "
-        f"over the memory model's capacity: {s.not_fitting}"
+        f"over the memory model's capacity: {s.not_fitting}, above "
+        f"{NEAR_LIMIT_FRACTION:.0%}: {s.near_limit} (median model memory "
+        f"{s.memory_share_median:.0%} of capacity)"
     )
 
 

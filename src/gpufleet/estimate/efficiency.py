@@ -128,6 +128,14 @@ class FrameworkProfile:
     virtual_stages: tuple[int, ...] = (1,)  # interleaved pipeline schedules it offers
     param_gather_overlap: bool = False
     cp_overlap: bool = True
+    # What selective recomputation keeps (docs/design/0003 "Memory"): "inputs" = Megatron's
+    # (Korthikanti et al. 2022 §5: every activation but the attention core); "matmul_outputs"
+    # = JAX's checkpoint_dots_with_no_batch_dims (MaxText remat_policy=minimal): the layer
+    # input and the outputs of weight GEMMs, everything else recomputed in the backward.
+    selective_keeps: Literal["inputs", "matmul_outputs"] = "inputs"
+    # FSDP-style sharding (FULL_SHARD, FSDP2, XLA SPMD) shards the fp32 parameter itself, the
+    # optimizer's master copy: no persistent bf16 shard beside it, only the gathered layers.
+    fp32_sharded_params: bool = False
 
     @property
     def flash_attention(self) -> bool:

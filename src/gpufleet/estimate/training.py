@@ -24,7 +24,9 @@ The model, per microbatch and pipeline stage (references in docs/design/0003):
 What overlaps is the framework profile's (docs/design/0016): communication c under a
 compute window w is exposed for max(0, c − w) + interference × min(c, w): the part the
 window cannot hide, plus the compute slowed while both share SMs and HBM.
-Memory follows Korthikanti et al. 2022, generalised to GQA, SwiGLU and MoE.
+Memory follows Korthikanti et al. 2022, generalised to GQA, SwiGLU and MoE; what selective
+recompute keeps, whether FSDP's shard is the fp32 master, and the dp × cp sharding of state
+are the framework's (docs/design/0003, "Memory, checked on the modern rows").
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ OTHER_RESERVE_BYTES = 2 * GiB
 # write master, m, v (12 B) and the bf16 weight copy (2 B).
 OPTIMIZER_BYTES_PER_PARAM = 30
 OPTIMIZER_STATE_BYTES = 12  # fp32 master weights + Adam m and v
+MASTER_WEIGHT_BYTES = 4  # the fp32 master copy within OPTIMIZER_STATE_BYTES
 WEIGHT_BYTES = 2  # bf16 (fp8 training keeps bf16 weights and casts per GEMM)
 # Mixed-precision Adam's whole training state per parameter: bf16 weights and gradients
 # (2 + 2) and the fp32 master weights with two moments (12); ZeRO (Rajbhandari et al. 2020,
@@ -246,7 +249,19 @@ def _layer_bytes_per_token(
     context = float(case.seq_len)
     score_bytes = 2.0 + (3.0 if case.dropout else 0.0)
     scores = np.where((lay.recompute == 0) & (not flash), a * context * score_bytes / tp, 0.0)
-    stored = np.where(lay.recompute == 2, 2 * h / rep_div, per_token + scores)
+    if case.profile.selective_keeps == "matmul_outputs":
+        # JAX checkpoint_dots_with_no_batch_dims keeps the layer input, the Q/K/V and
+        # attention-output projections and the MLP's first GEMM outputs (bf16); norms,
+        # activation functions and the attention core are recomputed in the backward.
+        dots = 2 * (a * d_qk + g * d_qk + g * d_v) + streams * 2 * width * (2 if gated else 1)
+        selective = (2 * h + 2 * h) / rep_div + dots / tp
+    else:
+        selective = per_token + scores
+    stored = np.where(
+        lay.recompute == 2,
+        2 * h / rep_div,
+        np.where(lay.recompute == 1, selective, per_token + scores),
+    )
     # elementwise traffic: norms (8h), residual adds (12h), activation function, dropout
     act = streams * (6 * width if gated else 4 * width)
     elementwise = (20 * h + masks) / rep_div + act / tp
@@ -349,6 +364,8 @@ def _layer_time(
         fwd = compute_f + tp_pass + attn_f + ep_f
         bwd = compute_b + tp_pass + attn_b + 2 * ep_f
     selective = np.zeros_like(core_f) if flash else core_f + soft_f
+    if prof.selective_keeps == "matmul_outputs":  # the attention core and elementwise ops
+        selective = core_f + soft_f + elem_f
     recompute = np.where(lay.recompute == 2, fwd, np.where(lay.recompute == 1, selective, 0.0))
     fwd_compute = compute_f + core_f + soft_f
     rec_compute = np.where(
@@ -465,7 +482,11 @@ class _Memory:
 
 
 def _memory(case: TrainingCase, lay: Layouts, st: _Stage, m: Array) -> _Memory:
-    pp, vs, dp, tp = _floats(lay.pp), _floats(lay.vs), _floats(lay.dp), _floats(lay.tp)
+    pp, vs, tp = _floats(lay.pp), _floats(lay.vs), _floats(lay.tp)
+    # Sharded state spans the context-parallel ranks too: they hold the same weights, and
+    # Megatron-Core's distributed optimizer and torchtitan's FSDP mesh shard over dp × cp
+    # (parallel_state data-parallel group "with_context_parallel"; dp_shard_cp mesh).
+    dp = _floats(lay.dp * lay.cp)
     zero, params = lay.zero, st.params_tp
     stored_d, _, _ = _layer_bytes_per_token(case, lay, moe=False)
     stored_m, _, _ = _layer_bytes_per_token(case, lay, moe=True)
@@ -479,10 +500,17 @@ def _memory(case: TrainingCase, lay: Layouts, st: _Stage, m: Array) -> _Memory:
     # ZeRO-3 holds the gathered current and prefetched layer in full.
     layer_params = params * pp / max(case.arch.layers, 1)
     gather = np.where(zero == 3, 2 * WEIGHT_BYTES * layer_params, 0.0)
+    # FSDP-style full sharding keeps the fp32 parameter shard, which is the optimizer's
+    # master copy (weights 4 B, Adam moments 8 B), and the gathered bf16 layers (`gather`);
+    # ZeRO-3 proper keeps a bf16 shard beside an fp32 master (2 + 12 B).
+    fsdp = (zero >= 3) & case.profile.fp32_sharded_params
+    master = MASTER_WEIGHT_BYTES
     return _Memory(
-        weights=WEIGHT_BYTES * params / np.where(zero >= 3, dp, 1.0),
+        weights=np.where(fsdp, master, WEIGHT_BYTES) * params / np.where(zero >= 3, dp, 1.0),
         grads=case.profile.grad_bytes * params / np.where(zero >= 2, dp, 1.0),
-        optimizer=OPTIMIZER_STATE_BYTES * params / np.where(zero >= 1, dp, 1.0),
+        optimizer=np.where(fsdp, OPTIMIZER_STATE_BYTES - master, OPTIMIZER_STATE_BYTES)
+        * params
+        / np.where(zero >= 1, dp, 1.0),
         activations=activations,
         other=OTHER_RESERVE_BYTES + gather,
     )
@@ -537,7 +565,7 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
     )
     dp_exposed = reduce_exposed + gather_exposed
     mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
-    shard = np.where(lay.zero >= 1, dp, 1.0)
+    shard = np.where(lay.zero >= 1, dp * _floats(lay.cp), 1.0)  # sharded over dp × cp
     optimizer = st.params_tp / shard * OPTIMIZER_BYTES_PER_PARAM / mem_rate
     step = pipeline + dp_exposed + optimizer
 

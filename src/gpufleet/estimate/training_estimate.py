@@ -27,6 +27,7 @@ from gpufleet.estimate.training import (
     evaluate,
 )
 from gpufleet.estimate.training_case import case_for, layout_for
+from gpufleet.estimate.training_memory import fitting_changes, memory_engineering
 from gpufleet.estimate.training_search import candidate_layouts
 from gpufleet.formatting import format_gb
 from gpufleet.specs.training import Parallelism, TrainingSpec
@@ -125,6 +126,9 @@ def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
     ev = evaluate(case, lay)
     fits = bool(ev.total_bytes[0] <= case.hw.memory_bytes)
     reasons = [] if fits else [_not_fitting(case, lay, ev)]
+    finding = memory_engineering(case, lay, float(ev.total_bytes[0]))
+    if finding is not None:
+        reasons.append(finding)
     return _report(
         spec, case=case, lay=lay, ev=ev, fits=fits, reasons=reasons, chosen_by=chosen_by, log=log
     )
@@ -185,29 +189,7 @@ def _best_layout(case: TrainingCase, gpus: int) -> Layouts:
 def _not_fitting(case: TrainingCase, lay: Layouts, ev: Evaluation) -> str:
     """Say how far over the layout is and which single changes would make it fit."""
     need, have = format_gb(float(ev.total_bytes[0])), format_gb(case.hw.memory_bytes)
-    tries: list[tuple[str, Layouts]] = []
-    arch = case.arch
-    for pp in (2, 4, 8, 16, 32):
-        new_pp = int(lay.pp[0]) * pp
-        dp = int(lay.dp[0])
-        if new_pp <= arch.layers and dp % pp == 0:
-            tries.append((f"pp >= {new_pp}", replace(lay, pp=lay.pp * pp, dp=lay.dp // pp)))
-    for zero in case.profile.zero_stages:
-        if zero > int(lay.zero[0]) and not (zero == 3 and int(lay.pp[0]) > 1):
-            tries.append((f"zero_stage {zero}", replace(lay, zero=np.array([zero]))))
-    if int(lay.recompute[0]) < 2:
-        tries.append(("recompute full", replace(lay, recompute=np.array([2]))))
-    if int(lay.mb[0]) > 1:
-        tries.append(("microbatch 1", replace(lay, mb=np.array([1]))))
-    helps: list[str] = []
-    seen_pp = False
-    for label, variant in tries:
-        if evaluate(case, variant).total_bytes[0] <= case.hw.memory_bytes:
-            if label.startswith("pp"):
-                if seen_pp:
-                    continue
-                seen_pp = True
-            helps.append(label)
+    helps = [label for label, _ in fitting_changes(case, lay, case.hw.memory_bytes)]
     hint = f"; try {', '.join(helps)}" if helps else "; no single change fits: use more GPUs"
     return f"does not fit: needs {need} per GPU of {have}{hint}"
 

@@ -27,6 +27,7 @@ from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
 from gpufleet.estimate.training_estimate import estimate_training
+from gpufleet.estimate.training_memory import MEMORY_ENGINEERING
 from gpufleet.estimate.training_search import (
     POWER_OF_TWO_COUNTS,
     Candidate,
@@ -173,6 +174,10 @@ def _size_training(
     data["hardware"]["count"] = pick.gpus
     data["parallelism"] = _training_parallelism(pick)
     est = estimate_training(TrainingSpec.model_validate(data))
+    for reason in est.reasons:
+        if reason.startswith(MEMORY_ENGINEERING):  # near the HBM limit: say so, with options
+            head, _, rest = reason.partition(": ")
+            log.add(f"memory[{w.name} on {accelerator}]", head, rest)
     price = cheapest_gpu_hour(accelerator, scope)
     hours = est.gpu_hours_with_failures or est.gpu_hours
     return WorkloadChoice(

@@ -34,6 +34,7 @@ from gpufleet.estimate.efficiency import efficiency_for, framework_profile
 from gpufleet.estimate.hardware import resolve_hardware
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import RECOMPUTE_CODES, Layouts, TrainingCase, evaluate
+from gpufleet.estimate.training_memory import NEAR_LIMIT_FRACTION
 from gpufleet.estimate.training_search import MICROBATCHES, RECOMPUTE, VIRTUAL_STAGES
 from gpufleet.validation.data_files import csv_rows
 from gpufleet.validation.modern import (
@@ -83,6 +84,28 @@ _HEAD_DIM = re.compile(r"\bhead_dim=(\d+)")
 
 
 @dataclass(frozen=True)
+class MemoryUse:
+    """The memory model's bytes per GPU for the layout a row is compared with. No source
+    publishes its peak memory, so the check is the one every row gives: the run fit, so the
+    model's total must not exceed the device's capacity."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    other: float
+    capacity: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.other
+
+    @property
+    def share(self) -> float:
+        return self.total / self.capacity
+
+
+@dataclass(frozen=True)
 class ModernTrainingResult:
     id: str
     source: str
@@ -99,6 +122,7 @@ class ModernTrainingResult:
     layout: str
     fits: bool
     unmodelled: tuple[str, ...]
+    memory: MemoryUse
 
     @property
     def error(self) -> float:
@@ -114,6 +138,8 @@ class ModernTrainingSummary:
     within_10: int
     within_25: int
     not_fitting: int  # rows whose published layout the memory model says does not fit
+    near_limit: int  # rows the model puts above NEAR_LIMIT_FRACTION of capacity (incl. over)
+    memory_share_median: float  # model total / capacity, median over rows
     by_accelerator: list[Group]
     by_source: list[Group]
     by_precision: list[Group]
@@ -363,6 +389,14 @@ def predict_prepared(row: dict[str, str], case: TrainingCase, lay: Layouts) -> M
         layout=layout,
         fits=bool(fits[i]),
         unmodelled=unmodelled_knobs(row),
+        memory=MemoryUse(
+            weights=float(ev.weights_bytes[i]),
+            gradients=float(ev.gradients_bytes[i]),
+            optimizer=float(ev.optimizer_bytes[i]),
+            activations=float(ev.activations_bytes[i]),
+            other=float(ev.other_bytes[i]),
+            capacity=case.hw.memory_bytes,
+        ),
     )
 
 
@@ -392,6 +426,8 @@ def summarise_modern(
         within_10=sum(abs(e) <= 0.10 for e in errors),
         within_25=sum(abs(e) <= 0.25 for e in errors),
         not_fitting=sum(not r.fits for r in results),
+        near_limit=sum(r.memory.share > NEAR_LIMIT_FRACTION for r in results),
+        memory_share_median=float(np.median([r.memory.share for r in results])) if results else 0.0,
         by_accelerator=groups(results, lambda r: r.accelerator, lambda r: r.error),
         by_source=groups(results, lambda r: r.source, lambda r: r.error),
         by_precision=groups(results, lambda r: r.precision, lambda r: r.error),
