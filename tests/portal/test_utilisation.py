@@ -140,3 +140,24 @@ def test_a_lead_sees_who_holds_the_gpus_a_waiting_job_needs(portal: Portal) -> N
     rows = re.search(r'id="queue-table">(.*?)</table>', page, re.S).group(1)  # type: ignore[union-attr]
     pending = [int(n) for n in re.findall(r'</th>\s*<td class="num">(\d+)</td>', rows)]
     assert total == sum(pending) == 1
+
+
+def test_the_quota_room_table_agrees_with_the_reason(portal: Portal) -> None:
+    """The job page's quota numbers and the scheduler's sentence say the same thing."""
+    plane = portal.plane
+    portal.submit_api(
+        "vision-member", name="big", gpus=8, workers=2, runtime_estimate_s=10**5, preemptible=False
+    )
+    plane.cycle()
+    plane.cycle(1)
+    waiting = portal.submit_api("vision-member", name="more", gpus=8, accelerator="h100-sxm5-80gb")
+    plane.cycle(10)
+    page = portal.as_("vision-member").get(f"/portal/jobs/{waiting}").text
+    reason = re.search(r'id="job-reason">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+    table = re.search(r'id="quota-room-table">(.*?)</table>', page, re.S).group(1)  # type: ignore[union-attr]
+    cells = re.findall(r'<td class="num">([^<]+)</td>', table)
+    holds, guaranteed, room, free, lend, need = cells[:6]
+    assert (holds, guaranteed, need) == ("16", "8", "8")
+    assert int(room) == int(free) + int(lend) < int(need)
+    assert f"quota {holds}/{guaranteed} h100-sxm5-80gb in use" in reason
+    assert f"it may take {room} more now" in reason

@@ -15,8 +15,13 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gpufleet.cluster import Cluster
+from gpufleet.control.admin import teams_spec
 from gpufleet.control.auth import Principal
+from gpufleet.control.jobs import spec_of
 from gpufleet.control.models import Allocation, Job, Quota, Team
+from gpufleet.sched.quota import QuotaBook, QuotaWait, request_milli
+from gpufleet.sched.requests import requests_for
 
 OTHER_TEAMS = "other teams"
 
@@ -69,4 +74,44 @@ def holdings(s: Session, who: Principal, flavors: list[str]) -> list[Holding]:
                 others[1] += borrowed
         if not named and any(others):
             out.append(Holding(flavor, OTHER_TEAMS, others[0], None, others[1]))
+    return out
+
+
+@dataclass(frozen=True)
+class QuotaRoom:
+    """A waiting job's quota arithmetic on one flavor, as the scheduler's `QuotaWait` gives
+    it, computed from the store now (the reason sentence is from the last cycle)."""
+
+    flavor: str
+    wait: QuotaWait
+
+    @property
+    def parts(self) -> tuple[int, int, int]:
+        return self.wait.parts()
+
+
+def quota_rooms(s: Session, job: Job, team: str, cluster: Cluster) -> list[QuotaRoom]:
+    """For each flavor the job may use, why its team's quota does not let it start now
+    (empty where it does, or where the team has no quota for the flavor)."""
+    spec = teams_spec(s)
+    if spec is None:
+        return []
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    q = (
+        select(Team.name, Allocation.flavor, func.sum(Allocation.milli))
+        .join(Job, Job.id == Allocation.job_id)
+        .join(Team, Team.id == Job.team_id)
+        .where(Allocation.released_s.is_(None))
+        .group_by(Team.name, Allocation.flavor)
+    )
+    for name, flavor, milli in s.execute(q):
+        used[(name, flavor)] += int(milli or 0)
+    book = QuotaBook(spec, dict(used))
+    job_spec = spec_of(job, team)
+    flavors = sorted(cluster.gpus_by_accelerator)
+    out = []
+    for req in requests_for(job_spec, flavors):  # the cluster's; the job's own choice within
+        status = book.check(job_spec, req.accelerator, request_milli(req))
+        if isinstance(status.detail, QuotaWait):
+            out.append(QuotaRoom(req.accelerator, status.detail))
     return out

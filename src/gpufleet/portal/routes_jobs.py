@@ -23,7 +23,7 @@ from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs, lifecycle
 from gpufleet.control.executors.base import RunKey
 from gpufleet.control.models import Allocation, PriorityClass
-from gpufleet.portal.holders import holdings
+from gpufleet.portal.holders import holdings, quota_rooms
 from gpufleet.portal.queue import ahead_of
 from gpufleet.portal.utilisation import job_chart
 from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
@@ -127,6 +127,7 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
     chart = job_chart(s, job.id, job.started_s, job.finished_s or now) if job.started_s else None
     flavors = out.request.get("accelerators") or sorted(ctx.cluster.gpus_by_accelerator)
     holders = holdings(s, who, list(flavors)) if job.state == "pending" else []
+    rooms = quota_rooms(s, job, out.team, ctx.cluster) if job.state == "pending" else []
     return render(
         request,
         "job_detail.html.j2",
@@ -144,6 +145,7 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
         busy_json=json.dumps(chart[0]).replace("<", "\\u003c") if chart else None,
         busy_rows=chart[1] if chart else [],
         holders=holders,
+        rooms=rooms,
     )
 
 
