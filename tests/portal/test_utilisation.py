@@ -161,3 +161,21 @@ def test_the_quota_room_table_agrees_with_the_reason(portal: Portal) -> None:
     assert int(room) == int(free) + int(lend) < int(need)
     assert f"quota {holds}/{guaranteed} h100-sxm5-80gb in use" in reason
     assert f"it may take {room} more now" in reason
+
+
+def test_an_admin_sees_every_teams_allocation_line(portal: Portal) -> None:
+    portal.submit_api("vision-member", name="a", gpus=4, runtime_estimate_s=10**5)
+    portal.submit_api("nlp-member", name="b", gpus=2, runtime_estimate_s=10**5)
+    portal.plane.cycle()
+    portal.plane.cycle(1)
+    portal.plane.cycle(600)
+
+    def labels(who: str) -> set[str]:
+        page = portal.as_(who).get("/portal/").text
+        data = json.loads(re.search(r'id="allocation-data">(.*?)</script>', page, re.S).group(1))  # type: ignore[union-attr]
+        return {d["label"] for d in data["datasets"]}
+
+    assert {"vision allocated", "nlp allocated"} <= labels("admin")
+    member = labels("nlp-member")
+    assert "nlp allocated" in member
+    assert "vision allocated" not in member

@@ -49,7 +49,8 @@ def overview(
     start = now - span_s
     records = usage_records(s, start, now, now)
     by_flavor = allocation_series(records, start_s=start, end_s=now, buckets=buckets)
-    mine = [r for r in records if r.team == who.team] if who.team else []
+    # an admin sees every team's line, anyone else their own team's
+    mine = records if who.is_admin else [r for r in records if r.team == who.team]
     by_team = allocation_series(mine, start_s=start, end_s=now, buckets=buckets, label="team")
     chart = _chart(by_flavor.starts_s, {**by_flavor.values, **by_team.values}, cluster.gpus)
     busy = utilisation_chart(s, who, start, now, buckets)
