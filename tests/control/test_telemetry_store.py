@@ -283,3 +283,20 @@ def test_metrics_export_gpu_team_job_and_idle(plane: Plane) -> None:
     assert 'gpufleet_team_gpu_utilization_ratio{team="vision"} 0.01' in text
     assert f'gpufleet_job_gpu_utilization_ratio{{job="{j}",team="vision"}} 0.01' in text
     assert 'gpufleet_idle_jobs{team="vision"} 1.0' in text
+
+
+def test_mig_instances_of_one_gpu_are_one_reading(lite: Plane) -> None:
+    """DCGM reports each MIG instance with its GPU's index: combined, never counted twice."""
+    a = GpuReading(
+        time_s=0, node="h100-0", gpu_index=3, source="dcgm", sm_util_pct=20.0, mem_used_bytes=10
+    )
+    b = GpuReading(
+        time_s=0, node="h100-0", gpu_index=3, source="dcgm", sm_util_pct=60.0, mem_used_bytes=30
+    )
+    with lite.sessions.begin() as s:
+        report = ts.ingest(s, [a, b], lite.clock(), CONFIG)
+    assert report.samples == 1
+    with lite.sessions() as s:
+        row = s.scalars(select(GpuSample)).one()
+        assert row.util_pct == 40.0
+        assert row.mem_used_bytes == 40

@@ -193,6 +193,32 @@ def _per_gpu(
             for r in job_level
             for node, gpu in gpus_of.get(str(r.job_id), [])
         ]
+    return _one_per_gpu(out)
+
+
+def _one_per_gpu(readings: list[Reading]) -> list[Reading]:
+    """One reading per GPU per round: a DCGM exporter reports each MIG instance of a GPU as
+    its own reading with the GPU's index; they are combined (mean busy share, summed memory,
+    healthy only if all are), so a GPU is never counted twice in a series."""
+    by_gpu: dict[tuple[str, int | None], list[Reading]] = defaultdict(list)
+    for r in readings:
+        by_gpu[(r.node, r.gpu_index)].append(r)
+    out = []
+    for group in by_gpu.values():
+        first = group[0]
+        if len(group) == 1:
+            out.append(first)
+            continue
+        mems = [r.mem_used_bytes for r in group if r.mem_used_bytes is not None]
+        out.append(
+            replace(
+                first,
+                sm_util_pct=sum(r.sm_util_pct for r in group) / len(group),
+                mem_used_bytes=sum(mems) if mems else None,
+                healthy=all(r.healthy for r in group),
+                health_detail="; ".join(r.health_detail for r in group if r.health_detail),
+            )
+        )
     return out
 
 
