@@ -6,6 +6,7 @@ readings were made with, times the GPU-seconds the job held.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -300,3 +301,47 @@ def test_mig_instances_of_one_gpu_are_one_reading(lite: Plane) -> None:
         row = s.scalars(select(GpuSample)).one()
         assert row.util_pct == 40.0
         assert row.mem_used_bytes == 40
+
+
+def test_an_idle_job_is_posted_to_the_webhook(plane: Plane, cluster: Any) -> None:
+    """`--idle-webhook`: one JSON notice per job flagged idle, through a real HTTP server."""
+    import http.server
+    import threading
+
+    from gpufleet.control.telemetry_sources import TelemetryLoop, TelemetryOptions, make_collector
+
+    got: list[dict[str, Any]] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            return
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        j = _idle_job(plane, "notify")
+        collector = make_collector(TelemetryOptions(), "emulated", plane.sessions, cluster)
+        assert collector is not None
+        url = f"http://127.0.0.1:{server.server_port}/hook"
+        loop = TelemetryLoop(
+            plane.sessions, collector, CONFIG, lambda: True, clock=plane.clock, webhook=url
+        )
+        with plane.sessions.begin() as s:
+            s.get(Job, j).env = {"GPUFLEET_EMULATE_BUSY": "idle"}  # type: ignore[union-attr]
+        for _ in range(60):
+            plane.clock.advance(15)
+            loop.tick()
+    finally:
+        server.shutdown()
+    assert len(got) == 1
+    assert got[0]["event"] == "idle"
+    assert got[0]["job"] == j
+    assert got[0]["team"] == "vision"
+    assert got[0]["text"].startswith(f"gpufleet: job #{j} nb (team vision): GPUs idle")
+    assert loop.errors == 0

@@ -335,9 +335,12 @@ def token_list(db: DbOpt = None) -> None:
 def _telemetry_options(
     source: str,
     urls: list[str] | None,
+    /,
     interval_s: float,
     threshold_pct: float,
     idle_after_s: float,
+    *,
+    webhook: str | None = None,
 ) -> TelemetryOptions:
     from gpufleet.control.telemetry_sources import TelemetryOptions
     from gpufleet.control.telemetry_store import TelemetryConfig
@@ -358,7 +361,9 @@ def _telemetry_options(
         ):
             text = text.replace(field_name, option)
         raise UserError(text) from None
-    return TelemetryOptions(source=source, dcgm_urls=tuple(urls or ()), config=config)
+    return TelemetryOptions(
+        source=source, dcgm_urls=tuple(urls or ()), config=config, idle_webhook=webhook
+    )
 
 
 def _supervise(
@@ -478,6 +483,10 @@ def serve(
     idle_after: Annotated[
         float, typer.Option(help="Seconds idle before a job is flagged (teams' idle policy).")
     ] = 1800.0,
+    idle_webhook: Annotated[
+        str | None,
+        typer.Option(help="POST a JSON notice here for each job flagged idle (Slack-style text)."),
+    ] = None,
 ) -> None:
     """Run the control plane: the REST API under /api/v1 and the reconciler (on the leader)."""
     from gpufleet.cluster import Cluster
@@ -506,7 +515,12 @@ def serve(
         holder=default_holder(),
         access_log=access_log,
         telemetry=_telemetry_options(
-            telemetry, dcgm_url, telemetry_interval, idle_threshold, idle_after
+            telemetry,
+            dcgm_url,
+            telemetry_interval,
+            idle_threshold,
+            idle_after,
+            webhook=idle_webhook,
         ),
     )
     if executor == "slurm":  # checked against Slurm's nodes here, once, before any process

@@ -178,7 +178,11 @@ def telemetry_loop(
     if collector is None:
         return None
     return TelemetryLoop(
-        reconciler.sessions, collector, options.telemetry.config, lambda: reconciler.leading
+        reconciler.sessions,
+        collector,
+        options.telemetry.config,
+        lambda: reconciler.leading,
+        webhook=options.telemetry.idle_webhook,
     )
 
 

@@ -9,9 +9,11 @@ server leads, so two servers never store the same reading twice.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +24,7 @@ from gpufleet.cluster import Cluster
 from gpufleet.control.executors.base import Executor
 from gpufleet.control.models import Allocation, Job
 from gpufleet.control.telemetry_store import (
+    IdleNotice,
     IngestReport,
     TelemetryConfig,
     gpu_of,
@@ -101,12 +104,17 @@ class TelemetryOptions:
     source: str = "auto"
     dcgm_urls: tuple[str, ...] = ()
     config: TelemetryConfig = field(default_factory=TelemetryConfig)
+    idle_webhook: str | None = None  # POSTed a JSON notice per job flagged idle
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise UserError(f"--telemetry {self.source!r}: use one of {', '.join(SOURCES)}")
         if self.source == "dcgm" and not self.dcgm_urls:
             raise UserError("--telemetry dcgm needs --dcgm-url (each exporter's /metrics URL)")
+        if self.idle_webhook is not None and not self.idle_webhook.startswith(
+            ("http://", "https://")
+        ):
+            raise UserError(f"--idle-webhook {self.idle_webhook!r}: give an http(s) URL")
 
 
 def make_collector(
@@ -219,6 +227,8 @@ class TelemetryLoop:
         config: TelemetryConfig,
         leading: Callable[[], bool],
         clock: Callable[[], float] = time.time,
+        *,
+        webhook: str | None = None,
     ) -> None:
         self.sessions = sessions
         self.collector = collector
@@ -226,6 +236,7 @@ class TelemetryLoop:
         self.leading = leading
         self.clock = clock
         self.errors = 0
+        self.webhook = webhook
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
         self._reason = ""
@@ -248,9 +259,37 @@ class TelemetryLoop:
         with self.sessions.begin() as s:
             report = ingest(s, readings, now, self.config)
             roll_up(s, now)
-        for job_id in report.flagged_idle:
-            log.info("job %d flagged idle", job_id)
+        for notice in report.notices:
+            log.info("job %d flagged idle: %s", notice.job_id, notice.text)
+            if self.webhook is not None:
+                self._notify(notice)
         return report
+
+    def _notify(self, notice: IdleNotice) -> None:
+        """POST the notice as JSON; `text` makes it a Slack/Mattermost incoming-webhook
+        message as it is. A failure is logged and counted, never retried or raised."""
+        assert self.webhook is not None
+        event = "reclaimed" if notice.reclaimed else "idle"
+        body = {
+            "text": f"gpufleet: job #{notice.job_id} {notice.job_name} (team {notice.team}): "
+            f"{notice.text}",
+            "event": event,
+            "job": notice.job_id,
+            "team": notice.team,
+        }
+        request = urllib.request.Request(
+            self.webhook,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            # the URL is checked to be http(s) in TelemetryOptions
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                answer.read()
+        except OSError as exc:
+            self.errors += 1
+            log.warning("idle webhook %s failed: %s", self.webhook, exc)
 
     def start(self) -> None:
         self._thread.start()

@@ -78,6 +78,17 @@ class Holder:
     milli: int  # thousandths of this GPU the attempt holds
 
 
+@dataclass(frozen=True)
+class IdleNotice:
+    """A job just flagged idle (or reclaimed), for whoever the server notifies."""
+
+    job_id: int
+    job_name: str
+    team: str
+    text: str
+    reclaimed: bool
+
+
 @dataclass
 class IngestReport:
     samples: int = 0
@@ -85,6 +96,7 @@ class IngestReport:
     flagged_idle: list[int] = field(default_factory=list)
     busy_again: list[int] = field(default_factory=list)
     reclaimed: list[int] = field(default_factory=list)
+    notices: list[IdleNotice] = field(default_factory=list)
 
 
 def gpu_of(alloc: Allocation) -> int | None:
@@ -318,14 +330,17 @@ def _detect_idle(
         f"(now {util:.1f} %)"
     )
     report.flagged_idle.append(job.id)
-    if policy == "reclaim" and job.preemptible:
+    reclaim = policy == "reclaim" and job.preemptible
+    team = job.team.name
+    if reclaim:
         job.stop_for = "idle"
-        lifecycle.move(
-            session, job, "stopping", now_s, f"{text}; the team's policy reclaims idle GPUs"
-        )
+        text = f"{text}; the team's policy reclaims idle GPUs"
+        lifecycle.move(session, job, "stopping", now_s, text)
         report.reclaimed.append(job.id)
     else:
-        lifecycle.record(session, job, "idle", now_s, f"{text}; the team's lead is notified")
+        text = f"{text}; flagged for the team (the portal's idle list)"
+        lifecycle.record(session, job, "idle", now_s, text)
+    report.notices.append(IdleNotice(job.id, job.name, team, text, reclaim))
 
 
 def busy_share(session: Session, job_id: int, attempt: int) -> float | None:
