@@ -181,7 +181,8 @@ def search_training(
             str(c.gpus),
             f"{c.tp}·{c.pp}·{c.dp}·{c.cp}·{c.ep}",
             str(c.microbatch),
-            str(c.zero_stage),
+            # an offloaded layout is marked here, so fitting results print as before
+            str(c.zero_stage) + (" +offload" if c.offload != "none" else ""),
             c.recompute,
             f"{c.mfu:.1%}",
             f"{c.step_time_s:.2f}",

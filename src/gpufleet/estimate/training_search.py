@@ -422,10 +422,12 @@ def _with_offload(
     hbm = ev_off.total_bytes <= case.hw.memory_bytes
     host = host_fits(case, ev_off)
     result.candidates_evaluated += int(extra.tp.size)
-    result.rejected["does not fit in GPU memory even with optimizer offload"] += int((~hbm).sum())
-    result.rejected["offloaded optimizer state does not fit in host memory"] += int(
-        (hbm & ~host).sum()
-    )
+    for why, mask in (
+        ("does not fit in GPU memory even with optimizer offload", ~hbm),
+        ("offloaded optimizer state does not fit in host memory", hbm & ~host),
+    ):
+        if mask.any():  # no zero counts in the list of reasons
+            result.rejected[why] += int(mask.sum())
     if (hbm & host).any():
         offload_assumptions(case.hw, result.assumptions)
     return (
