@@ -72,6 +72,7 @@ PARALLELISM_FIELDS = {
     "recompute": str,
     "sequence_parallel": bool,
     "microbatches_per_step": int,
+    "offload": str,
     "chosen_by": str,
 }
 

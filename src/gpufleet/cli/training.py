@@ -61,7 +61,8 @@ def _print_estimate(r: object, console: Console) -> None:
     console.print(
         f"[bold]{r.gpus} × {r.accelerator}[/bold]  tp {p.tp} · pp {p.pp} · dp {p.dp} · cp {p.cp}"
         f" · ep {p.ep} · microbatch {p.microbatch} · virtual stages {p.virtual_stages} · zero "
-        f"{p.zero_stage} · recompute {p.recompute} ({p.chosen_by})"
+        f"{p.zero_stage} · recompute {p.recompute}"
+        f"{' · offload ' + p.offload if p.offload != 'none' else ''} ({p.chosen_by})"
     )
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="dim")
@@ -180,7 +181,8 @@ def search_training(
             str(c.gpus),
             f"{c.tp}·{c.pp}·{c.dp}·{c.cp}·{c.ep}",
             str(c.microbatch),
-            str(c.zero_stage),
+            # an offloaded layout is marked here, so fitting results print as before
+            str(c.zero_stage) + (" +offload" if c.offload != "none" else ""),
             c.recompute,
             f"{c.mfu:.1%}",
             f"{c.step_time_s:.2f}",

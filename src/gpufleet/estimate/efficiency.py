@@ -136,6 +136,9 @@ class FrameworkProfile:
     # FSDP-style sharding (FULL_SHARD, FSDP2, XLA SPMD) shards the fp32 parameter itself, the
     # optimizer's master copy: no persistent bf16 shard beside it, only the gathered layers.
     fp32_sharded_params: bool = False
+    # Where optimizer state may live (training_offload): "optimizer" = host memory with the
+    # step on the CPU (DeepSpeed offload_optimizer, FSDP CPUOffload); stacks without it: none.
+    offload: tuple[str, ...] = ("none",)
 
     @property
     def flash_attention(self) -> bool:
@@ -265,6 +268,7 @@ def framework_profiles() -> dict[str, FrameworkProfile]:
                 **spec,
                 "zero_stages": tuple(spec["zero_stages"]),
                 "virtual_stages": tuple(spec["virtual_stages"]),
+                "offload": tuple(spec.get("offload", ("none",))),
             },
         )
     return out

@@ -54,6 +54,11 @@ from gpufleet.estimate.params import (
     norm_params,
     router_params_per_layer,
 )
+from gpufleet.estimate.training_offload import (
+    CPU_OPTIMIZER_BYTES_PER_S,
+    HOST_LINK_EFFICIENCY,
+    host_link_bytes_per_s,
+)
 
 Array = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -103,6 +108,9 @@ class Layouts:
     zero: IntArray
     recompute: IntArray  # 0 none, 1 selective, 2 full
     sp: IntArray  # sequence parallel 0/1
+    # 0 none, 1 optimizer state in host memory (training_offload); None: none anywhere, so
+    # the layouts built before the knob existed need no column.
+    offload: IntArray | None = None
 
     @classmethod
     def single(
@@ -140,7 +148,16 @@ class Layouts:
         return self.tp * self.pp * self.dp * self.cp
 
     def take(self, mask: npt.NDArray[np.bool_] | IntArray) -> Layouts:
-        return Layouts(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
+        cols: dict[str, IntArray | None] = {}
+        for f in fields(self):
+            col: IntArray | None = getattr(self, f.name)
+            cols[f.name] = None if col is None else col[mask]
+        return Layouts(**cols)  # type: ignore[arg-type]
+
+    @property
+    def offloaded(self) -> IntArray:
+        """The offload column, zeros when the layouts carry none."""
+        return np.zeros_like(self.tp) if self.offload is None else self.offload
 
 
 @dataclass(frozen=True)
@@ -173,6 +190,10 @@ class Evaluation:
     other_bytes: Array
     total_bytes: Array
     params_per_gpu: Array
+    # Optimizer offload: state held in host memory per GPU, and the seconds per step its host
+    # traffic and CPU optimizer step add (within optimizer_s and step_time_s).
+    host_bytes: Array
+    offload_s: Array
 
 
 def overlap_exposed(comm_s: Array, window_s: Array, interference: float) -> Array:
@@ -503,17 +524,41 @@ def _memory(case: TrainingCase, lay: Layouts, st: _Stage, m: Array) -> _Memory:
     # FSDP-style full sharding keeps the fp32 parameter shard, which is the optimizer's
     # master copy (weights 4 B, Adam moments 8 B), and the gathered bf16 layers (`gather`);
     # ZeRO-3 proper keeps a bf16 shard beside an fp32 master (2 + 12 B).
-    fsdp = (zero >= 3) & case.profile.fp32_sharded_params
+    # Optimizer offload moves the whole fp32 state (master and moments) to host memory; the
+    # GPU keeps bf16 weights (a bf16 shard under FSDP) and its gradients.
+    off = lay.offloaded == 1
+    fsdp = (zero >= 3) & case.profile.fp32_sharded_params & ~off
     master = MASTER_WEIGHT_BYTES
+    state = np.where(fsdp, OPTIMIZER_STATE_BYTES - master, OPTIMIZER_STATE_BYTES)
     return _Memory(
         weights=np.where(fsdp, master, WEIGHT_BYTES) * params / np.where(zero >= 3, dp, 1.0),
         grads=case.profile.grad_bytes * params / np.where(zero >= 2, dp, 1.0),
-        optimizer=np.where(fsdp, OPTIMIZER_STATE_BYTES - master, OPTIMIZER_STATE_BYTES)
-        * params
-        / np.where(zero >= 1, dp, 1.0),
+        optimizer=np.where(off, 0.0, state) * params / np.where(zero >= 1, dp, 1.0),
         activations=activations,
         other=OTHER_RESERVE_BYTES + gather,
     )
+
+
+def _optimizer(
+    case: TrainingCase, lay: Layouts, shard_params: Array, mem_rate: float
+) -> tuple[Array, Array, Array]:
+    """(optimizer step seconds, of which offload seconds, host bytes per GPU).
+
+    On the GPU the step streams OPTIMIZER_BYTES_PER_PARAM per local parameter through HBM.
+    With optimizer offload (training_offload) the gradient shard goes to the host and the
+    updated bf16 weights come back:
+    shard × (grad_bytes + 2) bytes over the host link at HOST_LINK_EFFICIENCY; then the CPU
+    streams the same 30 B/param the GPU's step would. Serialised after the backward and
+    overlapped with nothing; the host holds the fp32 master and Adam moments (12 B/param).
+    """
+    off = lay.offloaded == 1
+    link = host_link_bytes_per_s(case.hw) * HOST_LINK_EFFICIENCY
+    traffic_s = shard_params * (case.profile.grad_bytes + WEIGHT_BYTES) / link
+    cpu_s = shard_params * OPTIMIZER_BYTES_PER_PARAM / CPU_OPTIMIZER_BYTES_PER_S
+    offload_s = np.where(off, traffic_s + cpu_s, 0.0)
+    gpu_s = shard_params * OPTIMIZER_BYTES_PER_PARAM / mem_rate
+    host_bytes = np.where(off, shard_params * OPTIMIZER_STATE_BYTES, 0.0)
+    return np.where(off, offload_s, gpu_s), offload_s, host_bytes
 
 
 def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
@@ -566,7 +611,7 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
     dp_exposed = reduce_exposed + gather_exposed
     mem_rate = hw.memory_bytes_per_s * eff.memory_bandwidth_fraction
     shard = np.where(lay.zero >= 1, dp * _floats(lay.cp), 1.0)  # sharded over dp × cp
-    optimizer = st.params_tp / shard * OPTIMIZER_BYTES_PER_PARAM / mem_rate
+    optimizer, offload_s, host_bytes = _optimizer(case, lay, st.params_tp / shard, mem_rate)
     step = pipeline + dp_exposed + optimizer
 
     tokens_per_s = float(case.global_batch * case.seq_len) / step
@@ -617,4 +662,6 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
         other_bytes=mem.other,
         total_bytes=mem.total,
         params_per_gpu=st.params_tp / np.where(lay.zero >= 3, dp, 1.0),
+        host_bytes=host_bytes,
+        offload_s=offload_s,
     )

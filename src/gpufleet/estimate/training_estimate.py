@@ -27,7 +27,13 @@ from gpufleet.estimate.training import (
     evaluate,
 )
 from gpufleet.estimate.training_case import case_for, layout_for
-from gpufleet.estimate.training_memory import fitting_changes, memory_engineering
+from gpufleet.estimate.training_memory import (
+    fitting_changes,
+    host_fits,
+    memory_engineering,
+    offload_variants,
+)
+from gpufleet.estimate.training_offload import host_memory_per_gpu_bytes, offload_assumptions
 from gpufleet.estimate.training_search import candidate_layouts
 from gpufleet.formatting import format_gb
 from gpufleet.specs.training import Parallelism, TrainingSpec
@@ -70,6 +76,7 @@ class ParallelismOut(Report):
     recompute: str
     sequence_parallel: bool
     microbatches_per_step: int
+    offload: str
     chosen_by: str
 
 
@@ -126,6 +133,9 @@ def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
     ev = evaluate(case, lay)
     fits = bool(ev.total_bytes[0] <= case.hw.memory_bytes)
     reasons = [] if fits else [_not_fitting(case, lay, ev)]
+    if int(lay.offloaded[0]) == 1:
+        offload_assumptions(case.hw, log)
+        reasons.append(_offload_reason(case, ev))
     finding = memory_engineering(case, lay, float(ev.total_bytes[0]))
     if finding is not None:
         reasons.append(finding)
@@ -166,10 +176,18 @@ def _given_layout(case: TrainingCase, par: Parallelism, given: Layouts) -> tuple
     pool = replace(space.take(np.flatnonzero(mask)), sp=np.full(int(mask.sum()), given.sp[0]))
     ev = evaluate(case, pool)
     fits = ev.total_bytes <= case.hw.memory_bytes
+    how = "fastest that fits"
     if not fits.any():
-        return given, f"spec; {searched}: defaults (no searched choice fits in memory)"
+        pool = offload_variants(case, pool)
+        if pool.tp.size == 0:
+            return given, f"spec; {searched}: defaults (no searched choice fits in memory)"
+        ev = evaluate(case, pool)
+        fits = (ev.total_bytes <= case.hw.memory_bytes) & host_fits(case, ev)
+        if not fits.any():
+            return given, f"spec; {searched}: defaults (no searched choice fits in memory)"
+        how = "fastest that fits, with optimizer offload: none fits without"
     best = np.flatnonzero(fits)[np.argmin(ev.step_time_s[fits])]
-    return pool.take(np.array([int(best)])), f"spec; searched: {searched} (fastest that fits)"
+    return pool.take(np.array([int(best)])), f"spec; searched: {searched} ({how})"
 
 
 def _best_layout(case: TrainingCase, gpus: int) -> Layouts:
@@ -181,6 +199,15 @@ def _best_layout(case: TrainingCase, gpus: int) -> Layouts:
         raise UserError(f"no parallel layout of {gpus} GPUs can run this workload ({reasons})")
     ev = evaluate(case, space)
     fits = ev.total_bytes <= case.hw.memory_bytes
+    if not fits.any():
+        # Optimizer offload only when nothing fits without it (training_offload).
+        offloaded = offload_variants(case, space)
+        if offloaded.tp.size:
+            ev_off = evaluate(case, offloaded)
+            ok = (ev_off.total_bytes <= case.hw.memory_bytes) & host_fits(case, ev_off)
+            if ok.any():
+                best = np.flatnonzero(ok)[np.argmin(ev_off.step_time_s[ok])]
+                return offloaded.take(np.array([int(best)]))
     pool = np.flatnonzero(fits) if fits.any() else np.arange(space.tp.size)
     key = ev.step_time_s if fits.any() else ev.total_bytes
     return space.take(np.array([int(pool[np.argmin(key[pool])])]))
@@ -192,6 +219,20 @@ def _not_fitting(case: TrainingCase, lay: Layouts, ev: Evaluation) -> str:
     helps = [label for label, _ in fitting_changes(case, lay, case.hw.memory_bytes)]
     hint = f"; try {', '.join(helps)}" if helps else "; no single change fits: use more GPUs"
     return f"does not fit: needs {need} per GPU of {have}{hint}"
+
+
+def _offload_reason(case: TrainingCase, ev: Evaluation) -> str:
+    """What optimizer offload costs: host memory used of what is there, seconds per step."""
+    host = float(ev.host_bytes[0])
+    room = host_memory_per_gpu_bytes(case.hw)
+    added = float(ev.offload_s[0])
+    share = added / float(ev.step_time_s[0])
+    where = "fits" if host <= room else "does not fit"
+    return (
+        f"optimizer offload: fp32 master weights and Adam moments in host memory, "
+        f"{format_gb(host)} per GPU of {format_gb(room)} ({where}); its host-link traffic and "
+        f"CPU optimizer step add {added:.2f} s per step ({share:.0%} of the step)"
+    )
 
 
 def _days(seconds: float | None) -> float | None:
@@ -244,6 +285,7 @@ def _report(
         recompute=next(k for k, v in RECOMPUTE_CODES.items() if v == int(lay.recompute[0])),
         sequence_parallel=bool(lay.sp[0]),
         microbatches_per_step=int(ev.microbatches[0]),
+        offload="optimizer" if int(lay.offloaded[0]) == 1 else "none",
         chosen_by=chosen_by,
     )
 

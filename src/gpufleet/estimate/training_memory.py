@@ -7,15 +7,22 @@ fragmentation in PyTorch's caching allocator grows with it. Such a layout, and o
 not fit, are reported as needing memory engineering together with the single changes
 (full recomputation, a larger pp or tp, a higher ZeRO stage, a smaller microbatch) that
 bring the layout under the limit, each with the memory it would use.
+
+Optimizer offload (training_offload) is the last resort: the search adds offloaded variants
+only for a GPU count where no layout fits in HBM without it, so a run that fits is never
+slowed by host traffic, and the single changes list it with its seconds per step.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from gpufleet.estimate.training import Layouts, TrainingCase, evaluate
+from gpufleet.estimate.training import Evaluation, Layouts, TrainingCase, evaluate
+from gpufleet.estimate.training_offload import OFFLOAD_CODES, host_memory_per_gpu_bytes
 from gpufleet.formatting import format_gb
 
 # Above this share of HBM a layout is "near the limit" (assumption: PyTorch's caching
@@ -45,7 +52,45 @@ def single_changes(case: TrainingCase, lay: Layouts) -> list[tuple[str, Layouts]
             out.append((f"zero_stage {zero}", replace(lay, zero=np.array([zero]))))
     if int(lay.mb[0]) > 1:
         out.append(("microbatch 1", replace(lay, mb=np.array([1]))))
+    offloaded = offload_variants(case, lay)
+    if offloaded.tp.size:
+        out.append(("offload optimizer state", offloaded))
     return out
+
+
+def offload_variants(case: TrainingCase, lay: Layouts) -> Layouts:
+    """`lay`'s layouts with the optimizer state in host memory, where the framework offers
+    it and the layout shards the state (ZeRO >= 1: the offloaded shard is dp × cp-th of it);
+    empty otherwise."""
+    keep = (lay.zero >= 1) & (lay.offloaded == 0)
+    if "optimizer" not in case.profile.offload:
+        keep &= False
+    picked = lay.take(np.flatnonzero(keep))
+    return replace(picked, offload=np.full(picked.tp.size, OFFLOAD_CODES["optimizer"]))
+
+
+def host_fits(case: TrainingCase, ev: Evaluation) -> npt.NDArray[np.bool_]:
+    """Which layouts' offloaded state fits in their GPU's share of host memory."""
+    return np.asarray(ev.host_bytes <= host_memory_per_gpu_bytes(case.hw))
+
+
+def concat_layouts(a: Layouts, b: Layouts) -> Layouts:
+    """`a` then `b`, with an explicit offload column."""
+    cols = {
+        f.name: np.concatenate([getattr(a, f.name), getattr(b, f.name)])
+        for f in fields(a)
+        if f.name != "offload"
+    }
+    return Layouts(**cols, offload=np.concatenate([a.offloaded, b.offloaded]))
+
+
+def concat_evaluations(a: Evaluation, b: Evaluation) -> Evaluation:
+    """`a` then `b`, array by array (scalars are the workload's, equal in both)."""
+    out: dict[str, Any] = {}
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        out[f.name] = np.concatenate([x, y]) if isinstance(x, np.ndarray) else x
+    return Evaluation(**out)
 
 
 def fitting_changes(
@@ -56,12 +101,18 @@ def fitting_changes(
     found: list[tuple[str, float]] = []
     seen: set[str] = set()
     for label, variant in single_changes(case, lay):
-        total = float(evaluate(case, variant).total_bytes[0])
+        ev = evaluate(case, variant)
+        total = float(ev.total_bytes[0])
         axis = label.split()[0]
+        shown = label
+        if label.startswith("offload"):
+            if not bool(host_fits(case, ev)[0]):
+                continue
+            shown = f"{label} (+{float(ev.offload_s[0]):.2f} s/step over the host link)"
         if total <= limit_bytes and axis not in seen:
             if axis in ("pp", "tp"):
                 seen.add(axis)
-            found.append((label, total))
+            found.append((shown, total))
     return found
 
 

@@ -28,6 +28,13 @@ from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.hardware import GpuHardware
 from gpufleet.estimate.training import Evaluation, Layouts, TrainingCase, evaluate
 from gpufleet.estimate.training_case import case_for
+from gpufleet.estimate.training_memory import (
+    concat_evaluations,
+    concat_layouts,
+    host_fits,
+    offload_variants,
+)
+from gpufleet.estimate.training_offload import offload_assumptions
 from gpufleet.formatting import format_gb
 from gpufleet.specs.training import TrainingSpec
 
@@ -79,6 +86,7 @@ class Candidate:
     train_time_s: float | None
     gpu_hours: float | None
     cost_usd: float | None
+    offload: str = "none"  # "optimizer": state in host memory (training_offload)
 
 
 @dataclass
@@ -363,6 +371,7 @@ def _evaluate(
     ev = evaluate(case, lay)
     fits = ev.total_bytes <= case.hw.memory_bytes
     result.rejected["does not fit in GPU memory"] += int((~fits).sum())
+    lay, ev, fits = _with_offload(case, lay, ev, fits, result)
     ok = fits.copy()
     gpus = lay.gpus.astype(np.float64)
     train_s = (
@@ -393,6 +402,38 @@ def _evaluate(
         ok &= ~over
     return _best_per_count(
         case, lay=lay, ev=ev, ok=ok, train_s=train_s, gpu_hours=gpu_hours, cost=cost
+    )
+
+
+def _with_offload(
+    case: TrainingCase,
+    lay: Layouts,
+    ev: Evaluation,
+    fits: npt.NDArray[np.bool_],
+    result: SearchResult,
+) -> tuple[Layouts, Evaluation, npt.NDArray[np.bool_]]:
+    """Add optimizer-offloaded variants of the layouts on GPU counts where none fits in HBM
+    (only there: offload adds host traffic, so a count with a fitting layout keeps it)."""
+    stuck = ~np.isin(lay.gpus, lay.gpus[fits])
+    extra = offload_variants(case, lay.take(np.flatnonzero(stuck)))
+    if extra.tp.size == 0:
+        return lay, ev, fits
+    ev_off = evaluate(case, extra)
+    hbm = ev_off.total_bytes <= case.hw.memory_bytes
+    host = host_fits(case, ev_off)
+    result.candidates_evaluated += int(extra.tp.size)
+    for why, mask in (
+        ("does not fit in GPU memory even with optimizer offload", ~hbm),
+        ("offloaded optimizer state does not fit in host memory", hbm & ~host),
+    ):
+        if mask.any():  # no zero counts in the list of reasons
+            result.rejected[why] += int(mask.sum())
+    if (hbm & host).any():
+        offload_assumptions(case.hw, result.assumptions)
+    return (
+        concat_layouts(lay, extra),
+        concat_evaluations(ev, ev_off),
+        np.concatenate([fits, hbm & host]),
     )
 
 
@@ -484,6 +525,7 @@ def _candidate(
         train_time_s=num(train_s),
         gpu_hours=num(gpu_hours),
         cost_usd=num(cost),
+        offload="optimizer" if int(lay.offloaded[i]) == 1 else "none",
     )
 
 

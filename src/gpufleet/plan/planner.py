@@ -185,7 +185,11 @@ def _size_training(
         kind="training",
         accelerator=accelerator,
         gpus=pick.gpus,
-        parallelism=est.parallelism.model_dump(exclude={"chosen_by", "microbatches_per_step"}),
+        parallelism=est.parallelism.model_dump(
+            # offload shows only where it is used, so fitting plans read as before
+            exclude={"chosen_by", "microbatches_per_step"}
+            | ({"offload"} if est.parallelism.offload == "none" else set())
+        ),
         metrics={
             "train_time_days": est.train_time_days,
             "wall_clock_days_with_failures": est.wall_clock_days_with_failures,
