@@ -41,49 +41,56 @@ def gemm_rows(report: dict[str, Any], accelerator: str) -> tuple[list[str], list
     return lines, errors
 
 
+def train_model(t: dict[str, Any], accelerator: str) -> tuple[float, float]:
+    """The model's step time (s) and activation bytes for one measured training step."""
+    a = t["arch"]
+    arch = ModelArch.model_validate(
+        {
+            k: a[k]
+            for k in (
+                "layers",
+                "hidden",
+                "heads",
+                "kv_heads",
+                "ffn_hidden",
+                "ffn_type",
+                "vocab",
+            )
+        }
+        | {"norm": "rmsnorm"}
+    )
+    log = Assumptions()
+    hw = resolve_hardware(accelerator, "bf16", log)
+    eff, _ = efficiency_for(hw.accelerator)
+    case = TrainingCase(
+        arch=arch,
+        seq_len=t["seq_len"],
+        global_batch=t["microbatch"],
+        precision="bf16",
+        dropout=False,
+        hw=hw,
+        eff=eff,
+        profile=framework_profile("fsdp"),  # SDPA flash attention, fp32 gradients
+    )
+    lay = Layouts.single(
+        mb=t["microbatch"], zero=0, recompute="full" if t["recompute"] else "none", sp=False
+    )
+    ev = evaluate(case, lay)
+    return float(ev.step_time_s[0]), float(ev.activations_bytes[0])
+
+
 def train_rows(report: dict[str, Any], accelerator: str) -> list[str]:
     lines = []
     for t in report["train"]:
         a = t["arch"]
-        arch = ModelArch.model_validate(
-            {
-                k: a[k]
-                for k in (
-                    "layers",
-                    "hidden",
-                    "heads",
-                    "kv_heads",
-                    "ffn_hidden",
-                    "ffn_type",
-                    "vocab",
-                )
-            }
-            | {"norm": "rmsnorm"}
-        )
-        log = Assumptions()
-        hw = resolve_hardware(accelerator, "bf16", log)
-        eff, _ = efficiency_for(hw.accelerator)
-        case = TrainingCase(
-            arch=arch,
-            seq_len=t["seq_len"],
-            global_batch=t["microbatch"],
-            precision="bf16",
-            dropout=False,
-            hw=hw,
-            eff=eff,
-            profile=framework_profile("fsdp"),  # SDPA flash attention, fp32 gradients
-        )
-        lay = Layouts.single(
-            mb=t["microbatch"], zero=0, recompute="full" if t["recompute"] else "none", sp=False
-        )
-        ev = evaluate(case, lay)
+        step_s, act_bytes = train_model(t, accelerator)
         measured_act = (t["peak_bytes"] - t["static_bytes"]) / GiB
-        model_act = float(ev.activations_bytes[0]) / GiB
-        step_err = float(ev.step_time_s[0]) / t["step_s"] - 1
+        model_act = act_bytes / GiB
+        step_err = step_s / t["step_s"] - 1
         lines.append(
             f"| {a['name']} | {t['seq_len']}×{t['microbatch']} | "
             f"{'full' if t['recompute'] else 'none'} | {t['step_s'] * 1e3:.0f} | "
-            f"{float(ev.step_time_s[0]) * 1e3:.0f} | {step_err:+.1%} | {measured_act:.1f} | "
+            f"{step_s * 1e3:.0f} | {step_err:+.1%} | {measured_act:.1f} | "
             f"{model_act:.1f} | {model_act / measured_act - 1:+.1%} |"
         )
     return lines

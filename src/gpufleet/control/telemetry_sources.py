@@ -142,7 +142,9 @@ def make_collector(
     if source == "dcgm":
         from gpufleet.telemetry.dcgm import DcgmCollector
 
-        return DcgmCollector(options.dcgm_urls, job_of=_dcgm_job_of)
+        # readings are attributed by node and GPU index to the store's allocations, so the
+        # exporter's pod or Slurm labels are not needed (its Hostname must be the node's name)
+        return DcgmCollector(options.dcgm_urls)
     if source == "nvml":
         return _nvml(options, cluster)
     return _slurm(executor, sessions)
@@ -159,17 +161,6 @@ def _emulated_gpu(cluster: Cluster) -> EmulatedGpu:
     return EmulatedGpu(
         mem_total_bytes=acc.memory_bytes, idle_w=0.1 * tdp_w, max_w=tdp_w, model=acc.display_name
     )
-
-
-def _dcgm_job_of(holder: object) -> str | None:
-    """dcgm-exporter's Slurm label names the Slurm job, not gpufleet's; pods are named by
-    the Kubernetes export (`gpufleet-job-<id>`), so that is the one mapping read here."""
-    pod = getattr(holder, "pod", "")
-    prefix = "gpufleet-job-"
-    if pod.startswith(prefix):
-        digits = pod[len(prefix) :].split("-", 1)[0]
-        return digits if digits.isdigit() else None
-    return None
 
 
 def _nvml(options: TelemetryOptions, cluster: Cluster) -> Collector | None:

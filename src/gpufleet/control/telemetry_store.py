@@ -93,10 +93,8 @@ class IdleNotice:
 class IngestReport:
     samples: int = 0
     unattributed: int = 0  # readings of GPUs no job holds
-    flagged_idle: list[int] = field(default_factory=list)
     busy_again: list[int] = field(default_factory=list)
-    reclaimed: list[int] = field(default_factory=list)
-    notices: list[IdleNotice] = field(default_factory=list)
+    notices: list[IdleNotice] = field(default_factory=list)  # jobs just flagged idle
 
 
 def gpu_of(alloc: Allocation) -> int | None:
@@ -135,7 +133,6 @@ def ingest(
     busy: dict[tuple[int, int], float] = defaultdict(float)
     read_milli: dict[tuple[int, int], int] = defaultdict(int)
     mem: dict[tuple[int, int], int] = defaultdict(int)
-    teams: dict[int, str] = {}
     for r in _per_gpu(readings, held):
         assert r.gpu_index is not None
         who = held.get((r.node, r.gpu_index), [])
@@ -170,7 +167,6 @@ def ingest(
             read_milli[key] += h.milli
             if r.mem_used_bytes is not None:
                 mem[key] += round(r.mem_used_bytes * h.milli / 1000)
-            teams[h.job_id] = h.team
     _update_meters(
         session, _Round(busy, read_milli, mem), now_s=now_s, config=config, report=report
     )
@@ -329,14 +325,12 @@ def _detect_idle(
         f"GPUs idle: under {config.idle_threshold_pct:g} % busy for {minutes:.0f} min "
         f"(now {util:.1f} %)"
     )
-    report.flagged_idle.append(job.id)
     reclaim = policy == "reclaim" and job.preemptible
     team = job.team.name
     if reclaim:
         job.stop_for = "idle"
         text = f"{text}; the team's policy reclaims idle GPUs"
         lifecycle.move(session, job, "stopping", now_s, text)
-        report.reclaimed.append(job.id)
     else:
         text = f"{text}; flagged for the team (the portal's idle list)"
         lifecycle.record(session, job, "idle", now_s, text)

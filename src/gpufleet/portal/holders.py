@@ -9,7 +9,6 @@ of the rest of the portal: a member never reads another team's name).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
@@ -35,18 +34,21 @@ class Holding:
     borrowed_gpus: float
 
 
-def holdings(s: Session, who: Principal, flavors: list[str]) -> list[Holding]:
-    """Per flavor, each team holding any of it or guaranteed some (largest holder first)."""
-    held: dict[tuple[str, str], float] = defaultdict(float)
+def held_milli(s: Session) -> dict[tuple[str, str], int]:
+    """Milli-GPUs each team holds now, per flavor: (team, flavor) -> milli."""
     q = (
         select(Team.name, Allocation.flavor, func.sum(Allocation.milli))
         .join(Job, Job.id == Allocation.job_id)
         .join(Team, Team.id == Job.team_id)
-        .where(Allocation.released_s.is_(None), Allocation.flavor.in_(flavors))
+        .where(Allocation.released_s.is_(None))
         .group_by(Team.name, Allocation.flavor)
     )
-    for team, flavor, milli in s.execute(q):
-        held[(flavor, team)] += (milli or 0) / 1000
+    return {(team, flavor): int(milli or 0) for team, flavor, milli in s.execute(q)}
+
+
+def holdings(s: Session, who: Principal, flavors: list[str]) -> list[Holding]:
+    """Per flavor, each team holding any of it or guaranteed some (largest holder first)."""
+    held = {(f, t): m / 1000 for (t, f), m in held_milli(s).items() if f in flavors}
     guaranteed = {
         (flavor, team): g
         for team, flavor, g in s.execute(
@@ -96,17 +98,7 @@ def quota_rooms(s: Session, job: Job, team: str, cluster: Cluster) -> list[Quota
     spec = teams_spec(s)
     if spec is None:
         return []
-    used: dict[tuple[str, str], int] = defaultdict(int)
-    q = (
-        select(Team.name, Allocation.flavor, func.sum(Allocation.milli))
-        .join(Job, Job.id == Allocation.job_id)
-        .join(Team, Team.id == Job.team_id)
-        .where(Allocation.released_s.is_(None))
-        .group_by(Team.name, Allocation.flavor)
-    )
-    for name, flavor, milli in s.execute(q):
-        used[(name, flavor)] += int(milli or 0)
-    book = QuotaBook(spec, dict(used))
+    book = QuotaBook(spec, held_milli(s))
     job_spec = spec_of(job, team)
     flavors = sorted(cluster.gpus_by_accelerator)
     out = []
