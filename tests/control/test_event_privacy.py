@@ -186,12 +186,20 @@ def test_a_member_reads_no_other_teams_job_in_a_queue_reason(
     assert f"strict FIFO, '{blocker}' ahead of it" in full["reason"]
     mine = job(plane, "nlp-member", small)
     assert "strict FIFO, another team's job ahead of it" in mine["reason"]
+    # the reason's records say the same, and name the blocker to the admin only
+    (fifo,) = [w for w in mine["waits"] if w["kind"] == "strict-fifo"]
+    assert fifo["blocking_job"] == "another team's job"
+    assert fifo["text"] in mine["reason"]
+    (full_fifo,) = [w for w in full["waits"] if w["kind"] == "strict-fifo"]
+    assert full_fifo["blocking_job"] == str(blocker)
     assert not names_job(told(mine), blocker)
     assert "vision" not in told(mine)
     listed = plane.client.get("/api/v1/jobs", headers=plane.auth("nlp-member")).json()["jobs"]
     assert all(not names_job(j["reason"] or "", blocker) for j in listed)
     page = portal_page(plane, "nlp-member", small)
     assert "another team&#39;s job ahead of it" in page
+    assert 'id="wait-table"' in page
+    assert "Strict FIFO" in page
     assert f"&#39;{blocker}&#39;" not in page
     assert "vision" not in page
 

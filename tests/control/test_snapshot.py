@@ -67,3 +67,22 @@ def test_a_row_in_another_shape_reads_as_an_empty_queue(order: object) -> None:
     assert len(queue) == 0
     assert list(queue) == []
     assert queue.reason(1) is None
+
+
+def test_each_reason_reads_back_with_its_records() -> None:
+    """Issue 30: the stored records are the cycle's, kept once per sentence, and a row
+    written before records were stored still reads (its jobs show no records)."""
+    order, reasons, queue = _decided()
+    for job_id, _ in order:
+        (record,) = queue.waits(job_id)
+        assert record["kind"] == "capacity"
+        assert record["text"] == (queue.reason(job_id) or "").split("; ")[0]
+        assert record["needed_gpus"] == 8
+        assert record["free_gpus"] == 0  # the one 8-GPU leaf went to the first job
+    assert len(queue.waits_at) == len(queue.texts) == 1
+    assert queue.waits(999) == []
+    old_order, old_reasons = encode(order, reasons)
+    del old_reasons["waits"]
+    old = Queue.decode(old_order, old_reasons)
+    assert old.reason(order[0][0]) == queue.reason(order[0][0])
+    assert old.waits(order[0][0]) == []

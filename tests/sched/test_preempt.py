@@ -19,7 +19,8 @@ from gpufleet.cluster import Cluster, Node, State
 from gpufleet.sched import registry
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Placement
-from gpufleet.sched.preempt import MIN_RUNTIME_S, WOULD_NOT_HELP, lost_work_gpu_s
+from gpufleet.sched.preempt import MIN_RUNTIME_S, lost_work_gpu_s
+from gpufleet.sched.waits import WOULD_NOT_HELP
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.profiles import Profile
 from gpufleet.specs.teams import TeamsSpec

@@ -67,6 +67,10 @@ class JobOut(BaseModel):
     flavor: str | None
     placement: list[dict[str, Any]]
     reason: str
+    waits: list[WaitOut] = Field(
+        default_factory=list,
+        description="The reason's parts as numbers (pending jobs the scheduler looked at).",
+    )
     queue_position: QueuePosition | None = None
     eta_s: float | None = Field(
         default=None, description="Estimated start (Unix seconds) from a forward simulation."
@@ -82,6 +86,25 @@ class JobOut(BaseModel):
     events: list[EventOut] | None = None
     utilization: JobUtilizationOut | None = Field(
         default=None, description="What telemetry read of this attempt (None: never read)."
+    )
+
+
+class WaitOut(BaseModel):
+    """One part of a pending job's reason as numbers (`sched.waits`): the sentence is made
+    from them, so the two always agree."""
+
+    kind: str = Field(
+        description="capacity, quota, mig-slice, gpu-share, reserved, reservation, "
+        "no-reservation, strict-fifo, preemption, no-accelerator, or other (a sentence only)."
+    )
+    text: str = Field(description="This part of the reason, as the sentence says it.")
+    accelerator: str | None = None
+    needed_gpus: float | None = Field(default=None, description="What the job needs of it.")
+    blocking_job: str | None = Field(
+        default=None, description="The job it waits behind (another team's: not named)."
+    )
+    numbers: dict[str, Any] = Field(
+        default_factory=dict, description="Every number the sentence names, by kind."
     )
 
 

@@ -14,7 +14,7 @@ from weakref import WeakKeyDictionary
 from sqlalchemy import Row, bindparam, select, text
 from sqlalchemy.orm import Session
 
-from gpufleet.api.schemas import EventOut, JobOut, JobUtilizationOut, QueuePosition
+from gpufleet.api.schemas import EventOut, JobOut, JobUtilizationOut, QueuePosition, WaitOut
 from gpufleet.control.auth import Principal
 from gpufleet.control.jobs import Submitted, require_visible
 from gpufleet.control.lifecycle import FINAL, PREEMPTED_AUDIT
@@ -70,6 +70,41 @@ def public_reason(reason: str, team: str, index: QueueIndex | None) -> str:
         return m[0] if quoted == team else "another team's job"
 
     return _TEAMS_LISTED.sub(" is not in the teams file", _QUOTED_JOB.sub(named, reason))
+
+
+def public_waits(
+    records: list[dict[str, Any]], team: str, index: QueueIndex | None, full: bool
+) -> list[WaitOut]:
+    """The reason's records as the API shows them; for a team member, a job of another
+    team they name is "another team's job", as in `public_reason`."""
+    out = []
+    for r in records:
+        numbers = {k: v for k, v in r.items() if k not in ("kind", "text")}
+        text = str(r.get("text", ""))
+        blocking = numbers.get("blocking_job")
+        if not full:
+            text = public_reason(text, team, index)
+            if blocking is not None and _team_of_job(index, blocking) != team:
+                blocking = numbers["blocking_job"] = "another team's job"
+        needed, acc = numbers.get("needed_gpus"), numbers.get("accelerator")
+        out.append(
+            WaitOut(
+                kind=str(r.get("kind", "other")),
+                text=text,
+                accelerator=acc if isinstance(acc, str) else None,
+                needed_gpus=float(needed) if isinstance(needed, int | float) else None,
+                blocking_job=None if blocking is None else str(blocking),
+                numbers=numbers,
+            )
+        )
+    return out
+
+
+def _team_of_job(index: QueueIndex | None, name: object) -> str | None:
+    """The team of a waiting job named by its id (control-plane job names are ids)."""
+    if index is None or not str(name).isdigit():
+        return None
+    return index.queue.team_of(int(str(name)))
 
 
 def attributed(s: Session, job_id: int, events: list[EventOut]) -> list[EventOut]:
@@ -315,6 +350,7 @@ def job_out(
     team = _team_name(s, job.team_id)
     position = None
     reason = job.reason
+    waits: list[WaitOut] = []
     eta = None
     if job.state == "pending":
         index = index or queue_index(s)
@@ -324,9 +360,11 @@ def job_out(
             reason = queue.reason(job.id) or reason
             if not full:
                 reason = public_reason(reason, team, index)
+            waits = public_waits(queue.waits(job.id), team, index, full)
             eta = index.etas.get(str(job.id))
         if job.not_before_s is not None and job.not_before_s > now_s:
             reason = f"restart backoff: eligible in {job.not_before_s - now_s:.0f} s"
+            waits = []
     elif job.state in ("admitted", "starting") and job.started_s is None:
         eta = now_s
     gpu_s = job.attained_gpu_s
@@ -356,6 +394,7 @@ def job_out(
         flavor=job.flavor,
         placement=job.placement,
         reason=reason,
+        waits=waits,
         queue_position=position,
         eta_s=eta,
         gpu_hours=gpu_s / 3600,

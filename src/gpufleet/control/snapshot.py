@@ -12,17 +12,23 @@ a quarter of the parse time; `Queue` answers position and reason lookups from it
 
 `order`:   {"teams": [name, ...], "jobs": [id, ...], "team": [index into teams, ...]}
 `reasons`: {"texts": [sentence, ...], "text": [index into texts or -1, ...],
-            "ahead": [jobs waiting ahead, ...]}, aligned with `order["jobs"]`.
+            "ahead": [jobs waiting ahead, ...], "waits": [[record, ...], ...]}, aligned
+            with `order["jobs"]` except `waits`, aligned with `texts`: each sentence's
+            parts as `sched.waits` records (kind, the part's sentence, its numbers), kept
+            once per sentence as the sentence is (issue 30: reasons as data). A row
+            written before records were stored has no `waits`: its jobs show none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
 from gpufleet.sched.decide import reason_parts, with_ahead
+from gpufleet.sched.reasons import reason_waits
+from gpufleet.sched.waits import numbers_of
 
 NO_REASON = -1
 
@@ -34,6 +40,7 @@ def encode(
     considered first) and the cycle's reasons keyed by job name (`str(id)`)."""
     teams: dict[str, int] = {}
     texts: dict[str, int] = {}
+    waits: list[list[dict[str, object]]] = []
     team_at: list[int] = []
     text_at: list[int] = []
     ahead_at: list[int] = []
@@ -42,14 +49,17 @@ def encode(
         name = str(job_id)
         if name in reasons:
             base, ahead = reason_parts(reasons, name)
-            text_at.append(texts.setdefault(base, len(texts)))
+            at = texts.setdefault(base, len(texts))
+            if at == len(waits):  # a sentence not seen before: its records, once
+                waits.append([numbers_of(w) for w in reason_waits(reasons, name)])
+            text_at.append(at)
             ahead_at.append(ahead)
         else:
             text_at.append(NO_REASON)
             ahead_at.append(0)
     return (
         {"teams": list(teams), "jobs": [job_id for job_id, _ in order], "team": team_at},
-        {"texts": list(texts), "text": text_at, "ahead": ahead_at},
+        {"texts": list(texts), "text": text_at, "ahead": ahead_at, "waits": waits},
     )
 
 
@@ -63,6 +73,7 @@ class Queue:
     texts: list[str]
     text_at: list[int]
     ahead_at: list[int]
+    waits_at: list[list[dict[str, Any]]]  # per text: its parts' records ([] if not stored)
 
     @classmethod
     def decode(cls, order: Any, reasons: Any) -> Queue:
@@ -76,12 +87,15 @@ class Queue:
                 list(reasons["texts"]),
                 list(reasons["text"]),
                 list(reasons["ahead"]),
+                [list(w) for w in reasons.get("waits", [])],
             )
-        except (KeyError, TypeError):
-            return cls([], [], [], [], [], [])
+        except (KeyError, TypeError, AttributeError):
+            return cls([], [], [], [], [], [], [])
         n = len(queue.jobs)
         if not (len(queue.team_at) == len(queue.text_at) == len(queue.ahead_at) == n):
-            return cls([], [], [], [], [], [])
+            return cls([], [], [], [], [], [], [])
+        if len(queue.waits_at) != len(queue.texts):
+            return replace(queue, waits_at=[[] for _ in queue.texts])
         return queue
 
     def __len__(self) -> int:
@@ -108,6 +122,14 @@ class Queue:
         if pos is None or self.text_at[pos - 1] == NO_REASON:
             return None
         return with_ahead(self.texts[self.text_at[pos - 1]], self.ahead_at[pos - 1])
+
+    def waits(self, job_id: int) -> list[dict[str, Any]]:
+        """The parts of the cycle's reason for a waiting job as records (kind, sentence,
+        numbers; `sched.waits`), [] when it has none or the row predates them."""
+        pos = self.cluster_pos.get(job_id)
+        if pos is None or self.text_at[pos - 1] == NO_REASON:
+            return []
+        return self.waits_at[self.text_at[pos - 1]]
 
     def team_of(self, job_id: int) -> str | None:
         pos = self.cluster_pos.get(job_id)

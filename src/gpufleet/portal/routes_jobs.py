@@ -26,6 +26,7 @@ from gpufleet.control.models import Allocation, PriorityClass
 from gpufleet.portal.holders import holdings, quota_rooms
 from gpufleet.portal.queue import ahead_of
 from gpufleet.portal.utilisation import job_chart
+from gpufleet.portal.wait_rows import wait_rows
 from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
 
 router = APIRouter()
@@ -146,6 +147,7 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
         busy_rows=chart[1] if chart else [],
         holders=holders,
         rooms=rooms,
+        wait_rows=wait_rows(out.waits),
     )
 
 

@@ -142,14 +142,3 @@ def unmask(b: Branch, placements: Sequence[Placement]) -> None:
 def ends_before(job: JobSpec, reservation: Reservation, now_s: float) -> bool:
     runtime = expected_runtime_s(job)
     return runtime is not None and now_s + runtime <= reservation.start_s
-
-
-def eta_text(seconds: float) -> str:
-    """A coarse, honest duration: "~40 min", "~3.5 h", "~2 d"; "now" under a minute."""
-    if seconds < 60:
-        return "now"
-    if seconds < 5400:
-        return f"~{round(seconds / 60)} min"
-    if seconds < 172_800:
-        return f"~{seconds / 3600:.2g} h"
-    return f"~{seconds / 86400:.2g} d"

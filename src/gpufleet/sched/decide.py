@@ -81,6 +81,15 @@ from gpufleet.sched.reasons import Reasons, reason_parts, with_ahead
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request, requests_for, whole_gpus
 from gpufleet.sched.team_index import TeamIndex, team_index
+from gpufleet.sched.waits import (
+    PREEMPTION_FUTILE,
+    NoAccelerator,
+    NoEstimates,
+    ReservationAhead,
+    ReservedFor,
+    StrictFifo,
+    Wait,
+)
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
@@ -195,15 +204,15 @@ class _Cycle:
         self._last: Facts | None = None  # the facts last read (a job is read 2-3 times in a row)
         # would_borrow per (team, requests): valid while the team's usage is unchanged
         self._borrows_memo: dict[tuple[str, int], tuple[int, bool]] = {}
-        self._strict_whys: dict[str, list[str]] = {}
+        self._strict_whys: dict[str, list[str | Wait]] = {}
         # `_place`'s failures by (request, level, spot), for the plugin whose answer reads
         # only those of the job (an exact type: a subclass may read more)
         self._placement_by_request = type(self.placement) is TopologyBestFit
         self._placement_failed: dict[tuple[object, ...], tuple[int, Placed]] = {}
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         # failed evaluations by job shape, valid while the state version is unchanged
-        self._memo: dict[tuple[object, ...], tuple[int, list[str], tuple[Request, ...]]] = {}
-        self._why: list[str] = []
+        self._memo: dict[tuple[object, ...], tuple[int, list[str | Wait], tuple[Request, ...]]] = {}
+        self._why: list[str | Wait] = []
 
     @cached_property
     def _lowest_preemptible_class(self) -> float:
@@ -389,13 +398,11 @@ class _Cycle:
         finally:
             self.waiting = waiting
 
-    def _strict_why(self, blocker: str) -> list[str]:
+    def _strict_why(self, blocker: str) -> list[str | Wait]:
         """The strict-FIFO reason, one list per blocker (reasons never change a noted list)."""
         why = self._strict_whys.get(blocker)
         if why is None:
-            why = self._strict_whys[blocker] = [
-                f"waiting: strict FIFO, '{blocker}' ahead of it cannot start yet"
-            ]
+            why = self._strict_whys[blocker] = [StrictFifo(blocker)]
         return why
 
     def run(self, job: JobSpec) -> None:
@@ -435,13 +442,9 @@ class _Cycle:
         requests = self.requests(job)
         if len(requests) > 1:
             requests = sorted(requests, key=lambda r: self._borrows(job, r))
-        why: list[str] = []
+        why: list[str | Wait] = []
         if not requests:
-            accepts = ", ".join(job.accelerators) or "any"
-            why.append(
-                "cannot run here: no accelerator of this cluster fits the request "
-                f"(accepts: {accepts})"
-            )
+            why.append(NoAccelerator(tuple(job.accelerators)))
         # (request, milli-GPUs, milli-GPUs of the team's guarantee that borrowers hold and it
         # must take back first) for requests the quota allows, or would but for what is
         # lent, and for which evicting may help
@@ -456,7 +459,7 @@ class _Cycle:
             self.mark = t
             owed = 0
             if not status.ok:
-                why.append(status.reason)
+                why.append(status.detail or status.reason)
                 owed = self.book.reclaim_milli(job.team, req.accelerator, need)
                 if not owed:
                     over.append((req, need))
@@ -471,7 +474,7 @@ class _Cycle:
             if placed.status.ok:
                 reclaim.append((req, need, owed))
             else:
-                why.append(placed.status.reason + self._reservation_note(job, req))
+                why += self._placement_why(placed, job, req)
                 blocked.append((req, need, owed))
             t = clock()
             timings["place"] += t - self.mark
@@ -496,16 +499,12 @@ class _Cycle:
         blocker = self.blocker or self.team_blocker.get(job.team)
         if blocker is None:
             return False
-        self.reasons.note(
-            job.name,
-            [f"waiting: strict FIFO, '{blocker}' ahead of it cannot start yet"],
-            self.waiting,
-        )
+        self.reasons.note(job.name, self._strict_why(blocker), self.waiting)
         self.waiting += 1
         return True
 
     def _blocked(
-        self, job: JobSpec, blocked: list[tuple[Request, int, int]], why: list[str]
+        self, job: JobSpec, blocked: list[tuple[Request, int, int]], why: list[str | Wait]
     ) -> None:
         rule = self.plugins.profile.head_of_line
         if rule == "strict":
@@ -520,7 +519,7 @@ class _Cycle:
                 self.unplaced_slices.append((job.name, req))
 
     def _reserve(
-        self, job: JobSpec, blocked: list[tuple[Request, int, int]], why: list[str]
+        self, job: JobSpec, blocked: list[tuple[Request, int, int]], why: list[str | Wait]
     ) -> None:
         """EASY: the first job blocked by capacity gets the earliest reservation it can."""
         whole = [req for req, _, _ in blocked if req.kind == "gpus"]
@@ -535,17 +534,18 @@ class _Cycle:
             if res is not None and (best is None or res.start_s < best.start_s):
                 best = res
         if best is None:
-            why.append("no reservation yet: the jobs holding these GPUs have no runtime estimates")
+            why.append(NoEstimates())
             return
         self.reservation = best
         backfill.mask(self.b, best)
-        nodes = best.nodes()
-        shown = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
-        n = len(best.waits_for)
         why.append(
-            f"reserved {best.gpus} {best.accelerator} GPUs on {shown} from "
-            f"{backfill.eta_text(best.start_s - self.now_s)} (when {n} running "
-            f"job{'s are' if n != 1 else ' is'} expected to end)"
+            ReservedFor(
+                best.gpus,
+                best.accelerator,
+                tuple(best.nodes()),
+                best.start_s - self.now_s,
+                len(best.waits_for),
+            )
         )
 
     def running_ends(self) -> list[tuple[float, str]]:
@@ -557,15 +557,19 @@ class _Cycle:
                 out.append((end, job.name))
         return out + self.ends
 
-    def _reservation_note(self, job: JobSpec, req: Request) -> str:
+    def _placement_why(self, placed: Placed, job: JobSpec, req: Request) -> list[str | Wait]:
+        """A failed placement's part of the reason, and the reservation it meets if any."""
+        why: list[str | Wait] = [placed.status.detail or placed.status.reason]
+        note = self._reservation_note(job, req)
+        if note is not None:
+            why.append(note)
+        return why
+
+    def _reservation_note(self, job: JobSpec, req: Request) -> ReservationAhead | None:
         res = self.reservation
         if res is None or res.accelerator != req.accelerator or req.kind != "gpus":
-            return ""
-        when = backfill.eta_text(res.start_s - self.now_s)
-        # "starts in now" read oddly (issue 30): under a minute it starts now
-        return f"; a {res.gpus}-GPU reservation for '{res.job}' starts " + (
-            "now" if when == "now" else f"in {when}"
-        )
+            return None
+        return ReservationAhead(res.job, res.gpus, res.accelerator, res.start_s - self.now_s)
 
     # -- placing and admitting -------------------------------------------------------
 
@@ -619,7 +623,7 @@ class _Cycle:
             self.ends.append((self.now_s + runtime, name))
 
     def _preempt_for(
-        self, job: JobSpec, targets: list[tuple[Request, int, int]], why: list[str]
+        self, job: JobSpec, targets: list[tuple[Request, int, int]], why: list[str | Wait]
     ) -> bool:
         """Evict running jobs so `job` starts with one of its requests, plugin by plugin.
 
@@ -656,11 +660,11 @@ class _Cycle:
                     return True
                 tried |= searched
         if tried:
-            why.append(preempt.WOULD_NOT_HELP)
+            why.append(PREEMPTION_FUTILE)
         return False
 
     def _preempt_own(
-        self, job: JobSpec, targets: list[tuple[Request, int]], why: list[str]
+        self, job: JobSpec, targets: list[tuple[Request, int]], why: list[str | Wait]
     ) -> bool:
         """A job beyond its team's quota evicts the team's own jobs until it fits the quota
         and the cluster, by the profile's plugins that may act within a team: priority
@@ -689,7 +693,7 @@ class _Cycle:
                     return True
                 tried |= searched
         if tried:
-            why.append(preempt.WOULD_NOT_HELP)
+            why.append(PREEMPTION_FUTILE)
         return False
 
     def _lower_own(self, job: JobSpec) -> bool:

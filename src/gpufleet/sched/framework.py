@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 from gpufleet.cluster import Claim, MigSlice, Node, Share, StateView, Whole
 from gpufleet.errors import UserError
 from gpufleet.sched.requests import Request
+from gpufleet.sched.waits import Wait
 from gpufleet.specs.jobs import JobSpec
 
 StatusCode = Literal["ok", "unschedulable", "wait"]
@@ -36,8 +37,8 @@ class Status:
     code: StatusCode = "ok"
     reason: str = ""
     plugin: str = ""
-    # the numbers `reason` was written from, where the plugin gives them (`quota.QuotaWait`)
-    detail: object = None
+    # the numbers `reason` was written from, where the plugin gives them (`sched.waits`)
+    detail: Wait | None = None
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,7 @@ from gpufleet.sched.framework import (
     whole_placement,
 )
 from gpufleet.sched.requests import FRACTION_STEPS, Request
+from gpufleet.sched.waits import CapacityWait, ShareWait, SliceWait, UnknownLevel, Wait
 from gpufleet.specs.jobs import JobSpec
 
 MILLI_PER_EIGHTH = 1000 // FRACTION_STEPS
@@ -157,8 +158,8 @@ class TopologyBestFit:
             return self._mig(view, job, request)
         return self._fraction(view, job, request)
 
-    def _wait(self, reason: str) -> Placed:
-        return Placed(status=Status("wait", reason, self.name))
+    def _wait(self, wait: Wait) -> Placed:
+        return Placed(status=Status("wait", wait.text(), self.name, wait))
 
     def _allowed(self, view: StateView, job: JobSpec, name: str) -> bool:
         return self.filter_node(job, view.cluster.node(name)).ok
@@ -228,9 +229,10 @@ class TopologyBestFit:
             view.free_gpus(n) // per for n in view.nodes_with_free(acc, per) if n not in excluded
         )
 
-    def _spot_note(self, view: StateView, job: JobSpec, acc: str) -> str:
+    def _spot_excluded(self, view: StateView, job: JobSpec, acc: str) -> bool:
+        """Whether free GPUs of `acc` lie on spot nodes this job may not use."""
         if job.spot_ok:
-            return ""
+            return False
         info = _info(view.cluster)
         spot = info.spot.get(acc, ())
         if not spot:
@@ -239,7 +241,7 @@ class TopologyBestFit:
             found = any(view.free_gpus(n) >= 1 for n in spot)
         else:
             found = any(n in info.spot_set[acc] for n in view.nodes_with_free(acc, 1))
-        return "; spot nodes excluded (this job may not run on spot)" if found else ""
+        return found
 
     def _full_tiers(self, view: StateView) -> set[_TierKey]:
         """Tiers known unable to hold a shape in this state: valid while its free epoch holds.
@@ -338,31 +340,25 @@ class TopologyBestFit:
         room = view.worker_room(acc, per)
         if required is not None:
             if required not in cluster.levels:
-                known = ", ".join(cluster.levels)
-                return Placed(
-                    status=Status(
-                        "unschedulable",
-                        f"cannot run: topology level '{required}' is not in this cluster ({known})",
-                        self.name,
-                    )
-                )
+                unknown = UnknownLevel(required, tuple(cluster.levels))
+                return Placed(status=Status("unschedulable", unknown.text(), self.name, unknown))
             if room >= workers:
                 fit = self._tier(view, info, ("level", required), request, excluded)
                 if fit is not None:
                     return Placed(fit)
-            shape = f"{workers}×{per}"
             most = view.most_free_in_group(required, acc)
-            if most >= total:  # some group has the GPUs, none has them on few enough nodes
-                why = (
-                    f"waiting: no {required} can hold {shape} {acc} GPUs with each worker "
-                    f"on one node (free GPUs are fragmented; most free in one {required}: {most})"
+            return self._wait(
+                CapacityWait(
+                    # some group has the GPUs, none has them on few enough nodes
+                    "fragmented" if most >= total else "group-short",
+                    acc,
+                    workers,
+                    per,
+                    level=required,
+                    most_free_in_level=most,
+                    spot_excluded=self._spot_excluded(view, job, acc),
                 )
-            else:
-                why = (
-                    f"waiting: no {required} has {total} free {acc} GPUs for {shape} "
-                    f"(most free in one {required}: {most})"
-                )
-            return self._wait(why + self._spot_note(view, job, acc))
+            )
         if room >= workers:
             for tier in info.tiers_for(acc):
                 fit = self._tier(view, info, tier, request, excluded)
@@ -371,9 +367,15 @@ class TopologyBestFit:
         if excluded:  # the room above counted spot nodes too
             room = self._room(view, info, acc, per, excluded)
         return self._wait(
-            f"waiting: room for {room} of {workers} workers of {per} {acc} GPUs on single "
-            f"nodes ({view.free_total(acc)} free {acc} GPUs in all)"
-            + self._spot_note(view, job, acc)
+            CapacityWait(
+                "single-nodes",
+                acc,
+                workers,
+                per,
+                room_workers=room,
+                free_gpus=view.free_total(acc),
+                spot_excluded=self._spot_excluded(view, job, acc),
+            )
         )
 
     def _mig(self, view: StateView, job: JobSpec, request: Request) -> Placed:
@@ -385,13 +387,10 @@ class TopologyBestFit:
                 return Placed((Placement(node, mig_slices=(sid,)),))
             skipped = True
         if skipped:
-            return self._wait(
-                f"waiting: the free {profile} slices on {acc} are on spot capacity, which this "
-                "job may not use"
-            )
+            return self._wait(SliceWait("spot-only", acc, profile))
         if not view.has_slices(acc, profile):
-            return self._wait(f"waiting: no {acc} GPU is cut into {profile} MIG slices")
-        return self._wait(f"waiting: no free {profile} MIG slice on {acc}")
+            return self._wait(SliceWait("not-cut", acc, profile))
+        return self._wait(SliceWait("none-free", acc, profile))
 
     def _fraction(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         acc, milli = request.accelerator, request.eighths * MILLI_PER_EIGHTH
@@ -400,9 +399,4 @@ class TopologyBestFit:
             if self._allowed(view, job, node):
                 return Placed((Placement(node, gpu=gpu, milli=milli),))
             skipped = True
-        if skipped:
-            return self._wait(
-                f"waiting: the {acc} GPUs with {milli}/1000 free to share are spot capacity, "
-                "which this job may not use"
-            )
-        return self._wait(f"waiting: no {acc} GPU has {milli}/1000 free to share")
+        return self._wait(ShareWait(acc, milli, spot_only=skipped))

@@ -56,8 +56,6 @@ from gpufleet.specs.teams import PriorityClass, TeamsSpec
 MIN_RUNTIME_S = 600.0  # a job runs at least this long before it may be preempted
 GRACE_PERIOD_S = 120.0  # time a victim gets to checkpoint and exit before the preemptor starts
 
-WOULD_NOT_HELP = "preempting the jobs it may evict would not free enough"
-
 
 @dataclass(frozen=True, slots=True)
 class Candidate:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI, Cluster, StateView, Usage
 from gpufleet.sched.framework import Placement, Status
 from gpufleet.sched.requests import FRACTION_STEPS, Request
 from gpufleet.sched.team_index import TeamIndex, team_index
+from gpufleet.sched.waits import NoQuota, UnknownTeam
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import Team, TeamsSpec
 
@@ -45,6 +46,7 @@ class QuotaWait:
     no longer read "cohort ml has 16 to lend (this job needs 16)" while the job waits (the
     16 was the cohort's whole pool, 8 of which the team already borrowed)."""
 
+    kind: ClassVar[str] = "quota"
     case: WaitCase
     team: str
     flavor: str
@@ -62,6 +64,23 @@ class QuotaWait:
         held = max(0, -self.pool_milli)
         free = min(self.room_milli, max(0, self.guaranteed_milli - self.used_milli - held))
         return free, held, self.room_milli - free
+
+    def numbers(self) -> dict[str, object]:
+        free, held, lend = self.parts()
+        return {
+            "case": self.case,
+            "team": self.team,
+            "accelerator": self.flavor,
+            "needed_gpus": self.need_milli / MILLI,
+            "used_gpus": self.used_milli / MILLI,
+            "guaranteed_gpus": self.guaranteed_milli / MILLI,
+            "room_gpus": self.room_milli / MILLI,
+            "free_of_guarantee_gpus": free / MILLI,
+            "guarantee_held_by_others_gpus": held / MILLI,
+            "cohort": self.cohort,
+            "cohort_lends_gpus": lend / MILLI,
+            "cap_gpus": self.cap_gpus,
+        }
 
     def text(self) -> str:
         head = (
@@ -253,15 +272,12 @@ class QuotaBook:
     def check(self, job: JobSpec, flavor: str, need: int) -> Status:
         team = self.teams.get(job.team)
         if team is None:
-            known = ", ".join(sorted(self.teams))
-            return Status(
-                "unschedulable", f"cannot run: team {job.team} is not in the teams file ({known})"
-            )
+            unknown = UnknownTeam(job.team, tuple(sorted(self.teams)))
+            return Status("unschedulable", unknown.text(), "", unknown)
         q = self.quota(team.name, flavor)
         if q is None:
-            return Status(
-                "unschedulable", f"cannot run: team {team.name} has no quota for {flavor}", QUOTA
-            )
+            none = NoQuota(team.name, flavor)
+            return Status("unschedulable", none.text(), QUOTA, none)
         used = self.used.get((team.name, flavor), 0)
         allowed = self.limit(team, flavor)
         assert allowed is not None

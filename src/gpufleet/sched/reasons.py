@@ -6,7 +6,9 @@ sentence and its "jobs ahead" count apart, reads the one wording of both from he
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+
+from gpufleet.sched.waits import Wait, text_of
 
 
 class Reasons(Mapping[str, str]):
@@ -21,10 +23,15 @@ class Reasons(Mapping[str, str]):
 
     def __init__(self) -> None:
         # job -> (parts of its sentence, jobs ahead); `_Cycle.answered` writes it directly
-        self.parts: dict[str, tuple[list[str], int]] = {}
+        self.parts: dict[str, tuple[list[str | Wait], int]] = {}
 
-    def note(self, job: str, why: list[str], ahead: int) -> None:
+    def note(self, job: str, why: list[str | Wait], ahead: int) -> None:
         self.parts[job] = (why, ahead)
+
+    def waits(self, job: str) -> list[str | Wait]:
+        """The parts of the job's sentence as records (plain strings where a plugin gave no
+        record), each once, in the sentence's order."""
+        return _distinct(self.parts[job][0])
 
     def __getitem__(self, job: str) -> str:
         why, ahead = self.parts[job]
@@ -40,8 +47,16 @@ class Reasons(Mapping[str, str]):
         return len(self.parts)
 
 
-def _sentence(why: list[str], ahead: int) -> str:
-    parts = list(dict.fromkeys(why)) or ["waiting"]
+def _distinct(why: Sequence[str | Wait]) -> list[str | Wait]:
+    """Each part once: two records that word the same sentence count as one."""
+    seen: dict[str, str | Wait] = {}
+    for part in why:
+        seen.setdefault(text_of(part), part)
+    return list(seen.values())
+
+
+def _sentence(why: Sequence[str | Wait], ahead: int) -> str:
+    parts = list(dict.fromkeys(text_of(p) for p in why)) or ["waiting"]
     text = parts[0] + "".join(
         "; " + p.removeprefix("waiting: ").removeprefix("cannot run: ") for p in parts[1:]
     )
@@ -54,6 +69,13 @@ def with_ahead(reason: str, ahead: int) -> str:
     if ahead:
         return f"{reason}; {ahead} job{'s' if ahead > 1 else ''} ahead of you"
     return reason
+
+
+def reason_waits(reasons: Mapping[str, str], job: str) -> list[str | Wait]:
+    """`reasons[job]`'s parts as records where `decide` made them (else the sentence)."""
+    if isinstance(reasons, Reasons):
+        return reasons.waits(job)
+    return [reasons[job]]
 
 
 def reason_parts(reasons: Mapping[str, str], job: str) -> tuple[str, int]:

@@ -16,6 +16,7 @@ from gpufleet.cluster import MILLI, Cluster, StateView
 from gpufleet.cluster.topology import Node
 from gpufleet.sched.framework import Placed, Placement, Status, spot_rule
 from gpufleet.sched.requests import FRACTION_STEPS, Request, RequestKind
+from gpufleet.sched.waits import CapacityWait, ShareWait, SliceWait, UnknownLevel, Wait
 from gpufleet.specs.jobs import JobSpec
 
 # -- shared data ------------------------------------------------------------------------
@@ -301,8 +302,8 @@ class Scoring(ABC):
 
     # -- whole-GPU gangs ----------------------------------------------------------------
 
-    def _wait(self, reason: str) -> Placed:
-        return Placed(status=Status("wait", reason, self.name))
+    def _wait(self, wait: Wait) -> Placed:
+        return Placed(status=Status("wait", wait.text(), self.name, wait))
 
     def _candidates(
         self, view: StateView, job: JobSpec, acc: str, per: int, names: Iterable[str]
@@ -318,12 +319,12 @@ class Scoring(ABC):
             ):
                 yield node
 
-    def _spot_note(self, view: StateView, job: JobSpec, acc: str) -> str:
+    def _spot_excluded(self, view: StateView, job: JobSpec, acc: str) -> bool:
+        """Whether free GPUs of `acc` lie on spot nodes this job may not use."""
         if job.spot_ok:
-            return ""
+            return False
         cluster = view.cluster
-        spot = any(cluster.node(n).capacity == "spot" for n in view.nodes_with_free(acc, 1))
-        return "; spot nodes excluded (this job may not run on spot)" if spot else ""
+        return any(cluster.node(n).capacity == "spot" for n in view.nodes_with_free(acc, 1))
 
     def _gang(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         cluster = view.cluster
@@ -340,19 +341,19 @@ class Scoring(ABC):
                 for n in self._candidates(view, job, acc, per, view.nodes_with_free(acc, per))
             )
             return self._wait(
-                f"waiting: room for {room} of {workers} workers of {per} {acc} GPUs on single "
-                f"nodes ({view.free_total(acc)} free {acc} GPUs in all)"
-                + self._spot_note(view, job, acc)
-            )
-        if required not in cluster.levels:
-            known = ", ".join(cluster.levels)
-            return Placed(
-                status=Status(
-                    "unschedulable",
-                    f"cannot run: topology level '{required}' is not in this cluster ({known})",
-                    self.name,
+                CapacityWait(
+                    "single-nodes",
+                    acc,
+                    workers,
+                    per,
+                    room_workers=room,
+                    free_gpus=view.free_total(acc),
+                    spot_excluded=self._spot_excluded(view, job, acc),
                 )
             )
+        if required not in cluster.levels:
+            unknown = UnknownLevel(required, tuple(cluster.levels))
+            return Placed(status=Status("unschedulable", unknown.text(), self.name, unknown))
         groups = list(view.groups_with_free(required, acc, workers * per))
         if self._emptiest_group_first:  # stable: equal groups keep tree order
             groups.sort(key=lambda g: -view.free_in_group(required, g, acc))
@@ -373,7 +374,7 @@ class Scoring(ABC):
 
     def _required_reason(
         self, view: StateView, job: JobSpec, request: Request, required: str
-    ) -> str:
+    ) -> CapacityWait:
         """Why no group of the required level holds the gang, and how close the best came."""
         acc, workers, per = request.accelerator, request.workers, request.gpus_per_worker
         total = workers * per
@@ -390,19 +391,16 @@ class Scoring(ABC):
                     for n in self._candidates(view, job, acc, per, members)
                 )
                 most_room = max(most_room, room)
-        shape = f"{workers}×{per}"
-        close = (
-            f"most free in one {required}: {most_free}; "
-            f"at most {most_room} of {workers} workers fit in one {required}"
+        return CapacityWait(
+            "fragmented" if fragmented else "group-short",
+            acc,
+            workers,
+            per,
+            level=required,
+            most_free_in_level=most_free,
+            most_room_in_level=most_room,
+            spot_excluded=self._spot_excluded(view, job, acc),
         )
-        if fragmented:
-            why = (
-                f"waiting: no {required} can hold {shape} {acc} GPUs with each worker on one "
-                f"node (free GPUs are fragmented; {close})"
-            )
-        else:
-            why = f"waiting: no {required} has {total} free {acc} GPUs for {shape} ({close})"
-        return why + self._spot_note(view, job, acc)
 
     def _heap_assign(
         self,
@@ -459,11 +457,8 @@ class Scoring(ABC):
             pick = self._pick_slice(gpus, profile)
             return Placed((Placement(pick.node, mig_slices=(pick.slice,)),))
         if next(iter(view.free_slices(acc, profile)), None) is not None:
-            return self._wait(
-                f"waiting: the free {profile} slices on {acc} are on spot capacity, which this "
-                "job may not use"
-            )
-        return self._wait(f"waiting: no free {profile} MIG slice on {acc}")
+            return self._wait(SliceWait("spot-only", acc, profile))
+        return self._wait(SliceWait("none-free", acc, profile))
 
     def _mig_candidates(
         self, view: StateView, job: JobSpec, acc: str, profile: str
@@ -513,12 +508,8 @@ class Scoring(ABC):
         if pick is not None:
             node, gpu = pick
             return Placed((Placement(node.name, gpu=gpu, milli=milli),))
-        if next(iter(view.gpus_with_free_milli(acc, milli)), None) is not None:
-            return self._wait(
-                f"waiting: the {acc} GPUs with {milli}/1000 free to share are spot capacity, "
-                "which this job may not use"
-            )
-        return self._wait(f"waiting: no {acc} GPU has {milli}/1000 free to share")
+        spot_only = next(iter(view.gpus_with_free_milli(acc, milli)), None) is not None
+        return self._wait(ShareWait(acc, milli, spot_only=spot_only))
 
     def _share_candidates(
         self, view: StateView, job: JobSpec, acc: str, milli: int

@@ -1,0 +1,114 @@
+"""A pending job's reason, part by part, as the job page's table (issue 30: reasons as data).
+
+The rows are made from the records the scheduler stored with its sentence
+(`sched.waits`, through the API's `JobOut.waits`), never by reading the sentence back, so
+the table and the sentence above it name the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpufleet.api.schemas import WaitOut
+from gpufleet.sched.waits import eta_text
+
+KIND_LABELS = {
+    "capacity": "Free GPUs",
+    "quota": "Team quota",
+    "mig-slice": "MIG slice",
+    "gpu-share": "GPU share",
+    "reserved": "Its reservation",
+    "reservation": "Another job's reservation",
+    "no-reservation": "No reservation",
+    "strict-fifo": "Strict FIFO",
+    "preemption": "Preemption",
+    "no-accelerator": "No accelerator fits",
+}
+
+
+@dataclass(frozen=True)
+class WaitRow:
+    kind: str
+    resource: str
+    needs: str
+    has: str  # what there is of it now (free, room, when)
+    blocking: str
+    text: str
+
+
+def _gpus(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "—"
+    return f"{value:g}"
+
+
+def _capacity(n: dict[str, Any]) -> tuple[str, str, str]:
+    acc, workers, per = n.get("accelerator", ""), n.get("workers"), n.get("gpus_per_worker")
+    needs = f"{_gpus(n.get('needed_gpus'))} ({workers} × {per}, each worker on one node)"
+    if n.get("case") == "single-nodes":
+        has = (
+            f"room for {n.get('room_workers')} of {workers} workers; "
+            f"{_gpus(n.get('free_gpus'))} free in all"
+        )
+    else:
+        level = n.get("level")
+        has = f"most free in one {level}: {_gpus(n.get('most_free_in_level'))}"
+        if n.get("most_room_in_level") is not None:
+            has += f"; {n['most_room_in_level']} of {workers} workers fit in one {level}"
+        if n.get("case") == "fragmented":
+            has += " (fragmented)"
+    if n.get("spot_excluded"):
+        has += "; spot nodes excluded"
+    return f"{acc} GPUs", needs, has
+
+
+def _quota(n: dict[str, Any]) -> tuple[str, str, str]:
+    has = f"holds {_gpus(n.get('used_gpus'))} of {_gpus(n.get('guaranteed_gpus'))} guaranteed; "
+    has += f"room {_gpus(n.get('room_gpus'))}"
+    if n.get("case") == "cohort-short":
+        has += (
+            f" ({_gpus(n.get('free_of_guarantee_gpus'))} free of its guarantee, "
+            f"{_gpus(n.get('cohort_lends_gpus'))} lent by cohort {n.get('cohort')})"
+        )
+    elif n.get("case") == "capped":
+        has += f" (capped at {n.get('cap_gpus')})"
+    resource = f"team {n.get('team')}, {n.get('accelerator')}"
+    return resource, _gpus(n.get("needed_gpus")), has
+
+
+def wait_row(w: WaitOut) -> WaitRow:
+    """One part of the reason as a table row: what it concerns, what the job needs of it,
+    what there is, and the job it waits behind."""
+    n = w.numbers
+    kind = KIND_LABELS.get(w.kind, "Other")
+    resource, needs, has = w.accelerator or "—", _gpus(w.needed_gpus), "—"
+    if w.kind == "capacity":
+        resource, needs, has = _capacity(n)
+    elif w.kind == "quota":
+        resource, needs, has = _quota(n)
+    elif w.kind == "mig-slice":
+        resource, needs = f"{n.get('profile')} slice of {n.get('accelerator')}", "1 slice"
+        has = {"spot-only": "free ones on spot only", "not-cut": "no GPU cut into it"}.get(
+            str(n.get("case")), "none free"
+        )
+    elif w.kind == "gpu-share":
+        needed = w.needed_gpus or 0.0
+        needs = f"{round(needed * 1000)}/1000 of a GPU ({needed:g})"
+        has = "free only on spot" if n.get("spot_only") else "no GPU has it free"
+    elif w.kind == "reserved":
+        nodes = [str(x) for x in n.get("nodes") or []]
+        shown = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+        ending = n.get("waits_for_jobs")
+        has = (
+            f"from {eta_text(float(n.get('start_in_s', 0)))} on {shown or 'no node'}, "
+            f"when {ending} running job{'s' if ending != 1 else ''} end"
+        )
+    elif w.kind == "reservation":
+        when = eta_text(float(n.get("start_in_s", 0)))
+        needs, has = "—", f"{_gpus(n.get('reserved_gpus'))} GPUs reserved from {when}"
+    return WaitRow(kind, resource, needs, has, w.blocking_job or "—", w.text)
+
+
+def wait_rows(waits: list[WaitOut]) -> list[WaitRow]:
+    return [wait_row(w) for w in waits]

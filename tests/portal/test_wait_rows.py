@@ -1,0 +1,57 @@
+"""The job page's table of a reason's parts names the numbers its sentence names."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpufleet.api.views import public_waits
+from gpufleet.portal.wait_rows import wait_row
+from gpufleet.sched.quota import QuotaWait
+from gpufleet.sched.waits import (
+    CapacityWait,
+    ReservationAhead,
+    ReservedFor,
+    ShareWait,
+    SliceWait,
+    StrictFifo,
+    Wait,
+    numbers_of,
+)
+
+
+def _numbers(text: str) -> set[str]:
+    return set(re.findall(r"\d+(?:\.\d+)?", text))
+
+
+@pytest.mark.parametrize(
+    "wait",
+    [
+        CapacityWait("single-nodes", "h100", 2, 8, room_workers=1, free_gpus=12),
+        CapacityWait("group-short", "h100", 4, 8, level="leaf", most_free_in_level=24),
+        CapacityWait(
+            "fragmented", "h100", 2, 8, level="leaf", most_free_in_level=20, most_room_in_level=1
+        ),
+        QuotaWait("cohort-short", "nlp", "h100", 6000, 8000, 8000, 4000, "ml", 2000, None),
+        QuotaWait("capped", "nlp", "h100", 6000, 8000, 4000, 2000, "ml", 2000, 8),
+        SliceWait("none-free", "a100", "1g.10gb"),
+        ShareWait("h100", 500),
+        ReservedFor(16, "h100", ("h-0", "h-1"), 3600.0, 2),
+        ReservationAhead("12", 16, "h100", 600.0),
+        StrictFifo("12"),
+    ],
+    ids=lambda w: f"{w.kind}",
+)
+def test_a_row_names_what_its_sentence_names(wait: Wait) -> None:
+    (out,) = public_waits([numbers_of(wait)], "nlp", None, full=True)
+    row = wait_row(out)
+    assert row.text == wait.text()
+    shown = _numbers(" ".join((row.resource, row.needs, row.has, row.blocking)))
+    assert _numbers(wait.text()) <= shown, row  # every number of the sentence is in the row
+
+
+def test_a_member_sees_no_other_teams_blocker_in_the_records() -> None:
+    (out,) = public_waits([numbers_of(StrictFifo("11"))], "nlp", None, full=False)
+    assert out.blocking_job == "another team's job"
+    assert "'11'" not in out.text
