@@ -139,6 +139,13 @@ class FrameworkProfile:
     # Where optimizer state may live (training_offload): "optimizer" = host memory with the
     # step on the CPU (DeepSpeed offload_optimizer, FSDP CPUOffload); stacks without it: none.
     offload: tuple[str, ...] = ("none",)
+    # Whether the data-parallel ring spreads a node's network traffic over the NICs of all
+    # the group's ranks on the node (NCCL rings, one channel per NIC: training.ring_bandwidth)
+    # or each rank's traffic crosses its own NIC (measured so for DeepSpeed ZeRO-3 in 2021).
+    dp_rails_aggregate: bool = True
+    # ZeRO-3: whether a fully recomputed forward gathers the weights a third time (released
+    # after the first forward and again after the recompute) or reuses the backward's gather.
+    recompute_regathers: bool = False
 
     @property
     def flash_attention(self) -> bool:

@@ -115,12 +115,30 @@ def usable_memory_bytes(device: Accelerator, log: Assumptions) -> int:
             "driver-reported size in AWS DescribeInstanceTypes (instances.csv)",
         )
         return value
+    if _binary_capacity(device):
+        value = device.memory_bytes // 10**9 * 2**30
+        log.add(
+            f"device_memory[{device.name}]",
+            f"{value / 2**30:,.0f} GiB",
+            "datasheet 'GB' of HBM read as GiB: stacks of binary-sized DRAM dies, as every "
+            "HBM part with a driver-reported size shows (A100, H100, H200 report their "
+            "datasheet GB as GiB); no driver-reported size in the catalog",
+        )
+        return value
     log.add(
         f"device_memory[{device.name}]",
         f"{device.memory_bytes:,} bytes",
         "datasheet capacity (no driver-reported size in the catalog)",
     )
     return device.memory_bytes
+
+
+def _binary_capacity(device: Accelerator) -> bool:
+    """A datasheet capacity that is a round number of decimal GB on stacked (HBM) memory:
+    the vendors' "GB" is GiB there. GDDR boards are sold and reported in decimal GB
+    (AWS reports an L4's 24 GB as 22,888 MiB), so they keep the datasheet figure."""
+    kind = (device.memory_type or "").upper()
+    return not kind.startswith("GDDR") and device.memory_bytes % 10**9 == 0
 
 
 def _system_for(device: Accelerator, name: str | None, log: Assumptions) -> System | None:
