@@ -196,7 +196,10 @@ def family_values(family: str, table: dict[str, Any] | None = None) -> dict[str,
         if spec is None:
             continue
         if "same_as" in spec:
-            values[name] = family_values(spec["same_as"], table)[name]
+            # Borrowed from another family, times an explicit penalty where one is given.
+            values[name] = family_values(spec["same_as"], table)[name] * float(
+                spec.get("penalty", 1.0)
+            )
         else:
             values[name] = float(spec["value"])
     values.setdefault("fp8_gemm_peak_fraction", values.get("gemm_peak_fraction", 0.0))

@@ -422,23 +422,25 @@ def _bandwidths(case: TrainingCase, lay: Layouts) -> dict[str, Array]:
     # GPUs joined by the scale-up link: a board (node) or a rack-scale domain (NVL72).
     island = max(domain, node)
 
-    def inside(span: IntArray, limit: int) -> Array:
-        return np.where(span <= limit, up, out).astype(np.float64)
+    def inside(span: IntArray, limit: int, ranks: IntArray) -> Array:
+        # On a full mesh (xGMI) a group uses only the links to its own members.
+        return np.where(span <= limit, up * hw.scaleup_share(ranks), out).astype(np.float64)
 
+    dp_local = np.clip(island // np.maximum(lay.tp * lay.cp, 1), 1, lay.dp)
     return {
-        "tp": inside(lay.tp, domain),
-        "cp": inside(lay.tp * lay.cp, domain),
-        "ep": inside(lay.tp * lay.ep, domain),
+        "tp": inside(lay.tp, domain, lay.tp),
+        "cp": inside(lay.tp * lay.cp, domain, lay.cp),
+        "ep": inside(lay.tp * lay.ep, domain, lay.ep),
         "dp": ring_bandwidth(
             lay.tp * lay.cp,
             lay.dp,
             island,
-            up,
+            up * hw.scaleup_share(dp_local),
             out,
             rails=case.profile.dp_rails_aggregate,
         ),
-        # Pipeline neighbours sit tp·cp·dp ranks apart (Megatron rank order).
-        "pp": inside(lay.tp * lay.cp * lay.dp * 2, island),
+        # Pipeline neighbours sit tp·cp·dp ranks apart (Megatron rank order): one peer.
+        "pp": inside(lay.tp * lay.cp * lay.dp * 2, island, np.full_like(lay.pp, 2)),
     }
 
 
@@ -446,7 +448,7 @@ def ring_bandwidth(
     stride: IntArray,
     size: IntArray,
     island: int,
-    up: float,
+    up: float | Array,
     out: float,
     *,
     rails: bool = True,
