@@ -2,8 +2,8 @@
 
 The thresholds are the figures the fit reaches (docs/validation.md), with a little room:
 a change to the model that makes any of them worse fails here. The issue's targets
-(8 % overall, 12 % per accelerator with >= 5 rows, 15 % leave-one-source-out): the
-per-accelerator one is met, the other two are not; docs/validation.md says why.
+(8 % overall, 12 % per accelerator with >= 5 rows, no row worse than 30 %, 15 %
+leave-one-source-out): all but the last are met; docs/validation.md says why.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from gpufleet.validation.training_fit import ModernFit, fit_all, fit_modern, pre
 
 # Median |error| per accelerator with >= 5 rows, as fitted (docs/validation.md), + ~1 point.
 ACCELERATOR_LIMITS = {
-    "h100-sxm5-80gb": 0.105,
-    "mi300x": 0.10,
-    "mi325x": 0.125,
-    "tpu-v5p": 0.045,
+    "h100-sxm5-80gb": 0.065,
+    "mi300x": 0.06,
+    "mi325x": 0.12,
+    "tpu-v5p": 0.05,
 }
 
 
@@ -45,18 +45,19 @@ def test_modern_rows_after_the_fit() -> None:
     results = predict_all(prepare())
     errors = [r.error for r in results]
     assert len(results) == 125
-    assert median_abs(errors) <= 0.10
+    assert median_abs(errors) <= 0.065
+    assert max(abs(e) for e in errors) <= 0.30  # the issue's "no row worse than 30 %"
     by_accelerator = {g.key: g for g in groups(results, lambda r: r.accelerator, lambda r: r.error)}
     for accelerator, limit in ACCELERATOR_LIMITS.items():
         assert by_accelerator[accelerator].median_abs <= limit, accelerator
     by_precision = {g.key: g for g in groups(results, lambda r: r.precision, lambda r: r.error)}
-    assert by_precision["bf16"].median_abs <= 0.095
-    assert by_precision["fp8"].median_abs <= 0.145
+    assert by_precision["bf16"].median_abs <= 0.065
+    assert by_precision["fp8"].median_abs <= 0.07
     assert abs(by_precision["fp8"].median_signed) <= 0.05  # no longer optimistic on FP8
 
 
 def test_leave_one_source_out(fit: ModernFit) -> None:
-    assert fit.loso_median_abs <= 0.26
+    assert fit.loso_median_abs <= 0.25
     by_source = {r.source: r for r in fit.loso}
     assert by_source["amd-rocm-training"].borrowed == ("cdna3",)  # borrowed from Hopper
     assert by_source["maxtext"].borrowed == ("tpu-v5p",)

@@ -212,10 +212,11 @@ def test_the_copies_match_the_hashes_in_the_data_readme(name: str) -> None:
 
 def test_the_memory_model_fits_the_published_layouts(validated: Results) -> None:
     """No source publishes peak memory; every run fit its device. Issue 28 item 4 brought the
-    rows the model puts over capacity from 12 to 5 (two AMD 70B FSDP runs at batch 4 and 7,
-    three MaxText runs by 0-9 %); a regression in the memory model fails here."""
+    rows the model puts over capacity from 12 to 5, FP8 activations and binary HBM sizes to
+    3 (two AMD 70B FSDP runs at batch 4 and 7, one MaxText run); a regression in the memory
+    model fails here."""
     summary = summarise_modern(*validated)
-    assert summary.not_fitting <= 5
+    assert summary.not_fitting <= 3
     over = [r for r in validated[0] if not r.fits]
     assert all(r.memory.share < 1.2 for r in over)
     assert summary.memory_share_median < 0.8

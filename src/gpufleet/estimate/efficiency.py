@@ -139,6 +139,13 @@ class FrameworkProfile:
     # Where optimizer state may live (training_offload): "optimizer" = host memory with the
     # step on the CPU (DeepSpeed offload_optimizer, FSDP CPUOffload); stacks without it: none.
     offload: tuple[str, ...] = ("none",)
+    # Whether the data-parallel ring spreads a node's network traffic over the NICs of all
+    # the group's ranks on the node (NCCL rings, one channel per NIC: training.ring_bandwidth)
+    # or each rank's traffic crosses its own NIC (measured so for DeepSpeed ZeRO-3 in 2021).
+    dp_rails_aggregate: bool = True
+    # ZeRO-3: whether a fully recomputed forward gathers the weights a third time (released
+    # after the first forward and again after the recompute) or reuses the backward's gather.
+    recompute_regathers: bool = False
 
     @property
     def flash_attention(self) -> bool:
@@ -189,7 +196,10 @@ def family_values(family: str, table: dict[str, Any] | None = None) -> dict[str,
         if spec is None:
             continue
         if "same_as" in spec:
-            values[name] = family_values(spec["same_as"], table)[name]
+            # Borrowed from another family, times an explicit penalty where one is given.
+            values[name] = family_values(spec["same_as"], table)[name] * float(
+                spec.get("penalty", 1.0)
+            )
         else:
             values[name] = float(spec["value"])
     values.setdefault("fp8_gemm_peak_fraction", values.get("gemm_peak_fraction", 0.0))

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from gpufleet.catalog.accelerators import Accelerator, Precision, get_accelerator
 from gpufleet.catalog.fabrics import Fabric, get_fabric, load_fabrics
 from gpufleet.catalog.instances import load_instances
@@ -40,6 +43,20 @@ class GpuHardware:
     scaleout_bytes_per_s: float  # unidirectional, per GPU, across nodes
     system: str | None
     fabric: str | None
+    # Scale-up links wired point to point to every peer (AMD's 8-GPU xGMI boards), not
+    # through a switch: a collective among k of the domain's GPUs uses only the k − 1
+    # links to its peers (`scaleup_share`).
+    scaleup_mesh: bool = False
+
+    def scaleup_share(self, ranks: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Share of the per-GPU scale-up bandwidth a group of `ranks` GPUs inside the domain
+        can use: 1 behind a switch (NVSwitch, ICI), (k − 1)/(domain − 1) on a full mesh,
+        where a GPU reaches each peer over its own link (MI300X: 7 xGMI links of 64 GB/s
+        per direction; a 4-GPU group uses 3 of them)."""
+        if not self.scaleup_mesh or self.scaleup_domain_gpus <= 2:
+            return np.ones(np.shape(ranks))
+        k = np.clip(np.asarray(ranks, dtype=np.float64), 2, self.scaleup_domain_gpus)
+        return np.asarray((k - 1) / (self.scaleup_domain_gpus - 1), dtype=np.float64)
 
 
 def resolve_hardware(
@@ -89,7 +106,22 @@ def resolve_hardware(
         scaleout_bytes_per_s=scaleout,
         system=sys_row.name if sys_row else None,
         fabric=fabric.name if fabric else None,
+        scaleup_mesh=_is_mesh(device, log),
     )
+
+
+def _is_mesh(device: Accelerator, log: Assumptions) -> bool:
+    """AMD Infinity Fabric (xGMI) boards connect each GPU directly to every peer (MI300X
+    and MI325X platforms: 7 links, fully connected, no switch)."""
+    link = (device.scaleup_link or "").lower()
+    mesh = "xgmi" in link or "infinity fabric" in link
+    if mesh:
+        log.add(
+            f"scaleup_topology[{device.name}]",
+            "full mesh: a collective among k GPUs of the board uses k - 1 of its links",
+            f"{device.scaleup_link} (accelerators.csv): point-to-point links, no switch",
+        )
+    return mesh
 
 
 def usable_memory_bytes(device: Accelerator, log: Assumptions) -> int:
@@ -115,12 +147,30 @@ def usable_memory_bytes(device: Accelerator, log: Assumptions) -> int:
             "driver-reported size in AWS DescribeInstanceTypes (instances.csv)",
         )
         return value
+    if _binary_capacity(device):
+        value = device.memory_bytes // 10**9 * 2**30
+        log.add(
+            f"device_memory[{device.name}]",
+            f"{value / 2**30:,.0f} GiB",
+            "datasheet 'GB' of HBM read as GiB: stacks of binary-sized DRAM dies, as every "
+            "HBM part with a driver-reported size shows (A100, H100, H200 report their "
+            "datasheet GB as GiB); no driver-reported size in the catalog",
+        )
+        return value
     log.add(
         f"device_memory[{device.name}]",
         f"{device.memory_bytes:,} bytes",
         "datasheet capacity (no driver-reported size in the catalog)",
     )
     return device.memory_bytes
+
+
+def _binary_capacity(device: Accelerator) -> bool:
+    """A datasheet capacity that is a round number of decimal GB on stacked (HBM) memory:
+    the vendors' "GB" is GiB there. GDDR boards are sold and reported in decimal GB
+    (AWS reports an L4's 24 GB as 22,888 MiB), so they keep the datasheet figure."""
+    kind = (device.memory_type or "").upper()
+    return not kind.startswith("GDDR") and device.memory_bytes % 10**9 == 0
 
 
 def _system_for(device: Accelerator, name: str | None, log: Assumptions) -> System | None:

@@ -153,7 +153,8 @@ def _active_body_params(arch: ModelArch) -> float:
 
 def _allreduce(case: InferenceCase, tp: Array, tokens: Array) -> Array:
     """Two all-reduces per layer of tokens·h·2 bytes; latency-bound at decode sizes."""
-    bw = case.hw.scaleup_bytes_per_s * case.scaleup_link_fraction
+    share = case.hw.scaleup_share(np.asarray(tp, dtype=np.int64))  # xGMI mesh: k - 1 links
+    bw = case.hw.scaleup_bytes_per_s * case.scaleup_link_fraction * share
     volume = 2 * (tp - 1) / tp * tokens * case.arch.hidden * 2
     one = case.engine.allreduce_latency_s + volume / bw
     return np.where(tp > 1, 2 * case.arch.layers * one, 0.0)

@@ -262,10 +262,18 @@ def _layer_bytes_per_token(
     streams = float(arch.experts_per_token + arch.shared_experts) if moe else 1.0
     gated = arch.ffn_type == "swiglu"
     masks = 2 * h if case.dropout else 0.0  # two 1-byte dropout masks
-    replicated = 4 * h + 2 * h + 2 * h + masks  # norm inputs, qkv input, fc1 input
-    split = 2 * a * d_qk + 2 * g * d_qk + 2 * g * d_v + 2 * a * d_v
+    # FP8 training keeps what a GEMM needs for its weight gradient in FP8: Transformer
+    # Engine's Linear / LayerNormLinear / LayerNormMLP save the FP8 cast of their input
+    # (the QKV and fc1 inputs, the fc2 input), one byte per element instead of two. The
+    # attention output is saved twice: in bf16 by the attention kernel (its backward needs
+    # O) and in FP8 by the output projection.
+    fp8 = case.precision == "fp8"
+    gemm_in = 1.0 if fp8 else 2.0
+    replicated = 4 * h + gemm_in * h + gemm_in * h + masks  # norm inputs, qkv in, fc1 in
+    split = 2 * a * d_qk + 2 * g * d_qk + 2 * g * d_v + (2 + (1 if fp8 else 0)) * a * d_v
+    fc2_in = (2.0 - gemm_in) * width  # bytes saved on the fc2 input per stream
     gated_bytes = 6 * width if case.profile.fused_mlp else 8 * width
-    split += streams * (gated_bytes if gated else 4 * width)
+    split += streams * ((gated_bytes if gated else 4 * width) - fc2_in)
     per_token = replicated / rep_div + split / tp
     context = float(case.seq_len)
     score_bytes = 2.0 + (3.0 if case.dropout else 0.0)
@@ -411,19 +419,59 @@ def _bandwidths(case: TrainingCase, lay: Layouts) -> dict[str, Array]:
     out = hw.scaleout_bytes_per_s * eff.scaleout_link_fraction
     domain, node = hw.scaleup_domain_gpus, hw.gpus_per_node
 
-    def inside(span: IntArray, limit: int) -> Array:
-        return np.where(span <= limit, up, out).astype(np.float64)
+    # GPUs joined by the scale-up link: a board (node) or a rack-scale domain (NVL72).
+    island = max(domain, node)
 
+    def inside(span: IntArray, limit: int, ranks: IntArray) -> Array:
+        # On a full mesh (xGMI) a group uses only the links to its own members.
+        return np.where(span <= limit, up * hw.scaleup_share(ranks), out).astype(np.float64)
+
+    dp_local = np.clip(island // np.maximum(lay.tp * lay.cp, 1), 1, lay.dp)
     return {
-        "tp": inside(lay.tp, domain),
-        "cp": inside(lay.tp * lay.cp, domain),
-        "ep": inside(lay.tp * lay.ep, domain),
-        # Data-parallel rings cross nodes through one NIC per GPU; rails are not
-        # aggregated (matches the DeepSpeed ZeRO-3 rows; conservative for NCCL >= 2.12).
-        "dp": inside(lay.tp * lay.cp * lay.dp, node),
-        # Pipeline neighbours sit tp·cp·dp ranks apart (Megatron rank order).
-        "pp": inside(lay.tp * lay.cp * lay.dp * 2, node),
+        "tp": inside(lay.tp, domain, lay.tp),
+        "cp": inside(lay.tp * lay.cp, domain, lay.cp),
+        "ep": inside(lay.tp * lay.ep, domain, lay.ep),
+        "dp": ring_bandwidth(
+            lay.tp * lay.cp,
+            lay.dp,
+            island,
+            up * hw.scaleup_share(dp_local),
+            out,
+            rails=case.profile.dp_rails_aggregate,
+        ),
+        # Pipeline neighbours sit tp·cp·dp ranks apart (Megatron rank order): one peer.
+        "pp": inside(lay.tp * lay.cp * lay.dp * 2, island, np.full_like(lay.pp, 2)),
     }
+
+
+def ring_bandwidth(
+    stride: IntArray,
+    size: IntArray,
+    island: int,
+    up: float | Array,
+    out: float,
+    *,
+    rails: bool = True,
+) -> Array:
+    """Per-GPU bandwidth (bytes/s) of a ring collective over `size` ranks `stride` apart
+    (Megatron rank order: tensor, context, data, pipeline), as `_ring` uses it.
+
+    Inside one scale-up island the ring runs on the scale-up link. Across islands NCCL
+    lays its rings node-contiguously, one channel per NIC: each channel crosses each node
+    boundary once, so a node's network traffic is one rank's ring volume, spread over the
+    NICs of the group's `local` ranks on that node (the other NICs carry the other groups'
+    rings). Per rank, a share (local − 1)/local of the ring steps runs on the scale-up link
+    and 1/local on its NIC at `local` rails' worth of bandwidth, so the slower of the two
+    bounds the ring: 1 / max((local − 1)/(local · up), 1/(local · out)). With one rank
+    per node (tp·cp filling the node) this is one NIC per GPU. `rails=False` keeps one NIC
+    per GPU whatever the layout (a profile that measured so, frameworks.yaml).
+    """
+    span = stride * size
+    local = np.clip(island // np.maximum(stride, 1), 1, np.maximum(size, 1)).astype(np.float64)
+    if not rails:
+        local = np.ones_like(local)
+    per_byte = np.maximum((local - 1) / (local * up), 1 / (local * out))
+    return np.where(span <= island, up, 1 / per_byte).astype(np.float64)
 
 
 def _floats(a: IntArray) -> Array:
@@ -573,9 +621,14 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
     p2p_bytes = st.tokens * arch.hidden * 2 / _floats(lay.tp)  # scatter/gather over TP
     p2p = np.where(lay.pp > 1, 2 * (p2p_bytes / bw["pp"] + eff.scaleout_latency_s) * vs, 0.0)
 
-    # ZeRO-3 gathers parameters every microbatch (forward, backward, recompute) and
-    # reduce-scatters gradients; with prefetching this overlaps the stage's compute.
-    gathers = np.where(lay.recompute == 2, 3.0, 2.0)
+    # ZeRO-3 gathers parameters every microbatch, once for the forward and once for the
+    # backward, and reduce-scatters gradients; with prefetching this overlaps the stage's
+    # compute. A recomputed forward adds no gather under FSDP: it runs inside the layer's
+    # backward on the weights the pre-backward gather brought (FSDP wraps the checkpointed
+    # block, so its pre-backward hook unshards before autograd replays the forward); a
+    # profile that releases and fetches again around the recompute says so.
+    regather = (lay.recompute == 2) & prof.recompute_regathers
+    gathers = np.where(regather, 3.0, 2.0)
     z3_volume = st.params_tp * (gathers * WEIGHT_BYTES + prof.grad_reduce_bytes)
     z3 = np.where(lay.zero == 3, _ring(z3_volume, lay.dp, bw["dp"], eff.scaleout_latency_s), 0.0)
     per_mb = st.time + p2p

@@ -35,7 +35,8 @@ def case_for(
         f"GEMM {eff.gemm_fraction(spec.training.precision):.0%} of the "
         f"{spec.training.precision} peak, {profile.attention_kernel} attention "
         f"{eff.attention_fraction(profile.attention_kernel):.2f}x bf16 GEMM, "
-        f"HBM {eff.memory_bandwidth_fraction:.0%}",
+        f"HBM {eff.memory_bandwidth_fraction:.0%}, collectives {eff.scaleup_link_fraction:.0%} "
+        f"of the scale-up and {eff.scaleout_link_fraction:.0%} of the scale-out link",
         cal.describe(),
     )
     log.add(

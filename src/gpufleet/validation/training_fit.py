@@ -124,6 +124,9 @@ def _prior(table: dict[str, Any], family: str, name: str) -> float:
     families are fitted in YAML order, a borrow source first), GEMM fractions with the
     borrow penalty. Every parameter no row informs is set to it, so a fit never depends on
     the values it starts from."""
+    spec = table["families"][family].get("params", {}).get(name, {})
+    if "prior" in spec:  # a measurement outside the rows (kernel benchmark), cited in the YAML
+        return float(spec["prior"]["value"])
     borrow = table["families"][family]["borrow"]
     value = family_values(str(borrow["family"]), table)[name]
     return value * float(borrow["penalty"]) if name in PENALISED else value
