@@ -1,4 +1,9 @@
-"""The DCGM exporter collector: a recorded payload, label variants, and a real HTTP server."""
+"""The DCGM exporter collector: a payload in the exporter's documented format, label
+variants, every scrape kept in `data/`, and a real HTTP server.
+
+The payloads here are written by hand (data/README.md): no exporter could be recorded from
+this project's machines. A scrape from a real site dropped into `data/` as
+`dcgm_recorded_<where>.txt` is checked by `test_every_scrape_in_data_reads_sanely`."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from gpufleet.telemetry.dcgm import (
 PAYLOAD = (Path(__file__).parent / "data" / "dcgm_exporter.txt").read_text()
 
 
-def test_the_recorded_payload_gives_eight_gpus_in_gpufleets_units() -> None:
+def test_the_payload_gives_eight_gpus_in_gpufleets_units() -> None:
     samples, reason = samples_from_text(PAYLOAD, 100.0)
     assert reason == ""
     assert [(s.node, s.gpu_index) for s in samples] == [("dgx-h100-07", i) for i in range(8)]
@@ -38,6 +43,23 @@ def test_the_recorded_payload_gives_eight_gpus_in_gpufleets_units() -> None:
     assert s.temp_c == 61.0
     assert s.holder == "pod ml-research/llama-pretrain-worker-0 (pytorch)"
     assert s.job_id is None  # no mapping given
+
+
+@pytest.mark.parametrize(
+    "scrape", sorted((Path(__file__).parent / "data").glob("dcgm_*.txt")), ids=lambda p: p.name
+)
+def test_every_scrape_in_data_reads_sanely(scrape: Path) -> None:
+    """Any exporter text kept in data/ gives GPUs whose readings are in range (busy % is
+    checked within 0-100 by `GpuSample` itself): a node and a device index on each, memory
+    used within the total."""
+    samples, _ = samples_from_text(scrape.read_text(), 0.0)  # series it skips, it names
+    assert samples
+    for s in samples:
+        assert s.node
+        assert s.gpu_index is not None
+        assert s.gpu_index >= 0
+        if s.mem_used_bytes is not None and s.mem_total_bytes is not None:
+            assert 0 <= s.mem_used_bytes <= s.mem_total_bytes
 
 
 def test_idle_busy_and_health_per_gpu() -> None:
