@@ -101,7 +101,7 @@ VISITS = [
     Visit("my-jobs", "vision-member", lambda s: "/portal/jobs", "#pending-table"),
     Visit("submit", "vision-member", lambda s: "/portal/submit", "#submit-form"),
     Visit("submit-errors", "vision-member", lambda s: "/portal/submit", "#form-error", _bad_submit),
-    Visit("job-pending", "vision-lead", lambda s: f"/portal/jobs/{s.waiting}", "#job-position"),
+    Visit("job-pending", "vision-lead", lambda s: f"/portal/jobs/{s.waiting}", "#wait-table"),
     Visit(
         "job-running", "vision-member", lambda s: f"/portal/jobs/{s.running}", "#placement-table"
     ),

@@ -35,6 +35,8 @@ def _numbers(text: str) -> set[str]:
         ),
         QuotaWait("cohort-short", "nlp", "h100", 6000, 8000, 8000, 4000, "ml", 2000, None),
         QuotaWait("capped", "nlp", "h100", 6000, 8000, 4000, 2000, "ml", 2000, 8),
+        QuotaWait("cohort-short", "vision", "h100", 0, 8000, 16000, 4000, "ml", -4000, None),
+        QuotaWait("guarantee-lent", "vision", "h100", 0, 8000, 8000, 8000, "ml", -6000, None),
         SliceWait("none-free", "a100", "1g.10gb"),
         ShareWait("h100", 500),
         ReservedFor(16, "h100", ("h-0", "h-1"), 3600.0, 2),

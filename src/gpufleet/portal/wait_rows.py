@@ -64,13 +64,17 @@ def _capacity(n: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _quota(n: dict[str, Any]) -> tuple[str, str, str]:
-    has = f"holds {_gpus(n.get('used_gpus'))} of {_gpus(n.get('guaranteed_gpus'))} guaranteed; "
+    has = f"holds {_gpus(n.get('used_gpus'))}, guaranteed {_gpus(n.get('guaranteed_gpus'))}; "
     has += f"room {_gpus(n.get('room_gpus'))}"
+    held = n.get("guarantee_held_by_others_gpus")
+    others = f", {_gpus(held)} of it held by other teams" if held else ""
     if n.get("case") == "cohort-short":
         has += (
-            f" ({_gpus(n.get('free_of_guarantee_gpus'))} free of its guarantee, "
+            f" ({_gpus(n.get('free_of_guarantee_gpus'))} free of its guarantee{others}, "
             f"{_gpus(n.get('cohort_lends_gpus'))} lent by cohort {n.get('cohort')})"
         )
+    elif n.get("case") == "guarantee-lent":
+        has += f" ({_gpus(held)} of its guarantee held by other teams of cohort {n.get('cohort')})"
     elif n.get("case") == "capped":
         has += f" (capped at {n.get('cap_gpus')})"
     resource = f"team {n.get('team')}, {n.get('accelerator')}"
@@ -107,6 +111,12 @@ def wait_row(w: WaitOut) -> WaitRow:
     elif w.kind == "reservation":
         when = eta_text(float(n.get("start_in_s", 0)))
         needs, has = "—", f"{_gpus(n.get('reserved_gpus'))} GPUs reserved from {when}"
+    elif w.kind == "no-reservation":
+        has = "the running jobs give no runtime estimates"
+    elif w.kind == "preemption":
+        has = "evicting what it may would not free enough"
+    elif w.kind == "no-accelerator":
+        has = "accepts " + (", ".join(str(a) for a in n.get("accepts") or []) or "any")
     return WaitRow(kind, resource, needs, has, w.blocking_job or "—", w.text)
 
 
