@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from gpufleet.control.executors.slurm import SlurmExecutor
 from gpufleet.control.executors.slurm_commands import SlurmOptions
 from gpufleet.control.leader import release
 from gpufleet.control.models import Device, NodeRecord
+from gpufleet.control.periodic import Periodic
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.control.telemetry_sources import TelemetryLoop, TelemetryOptions, make_collector
 from gpufleet.errors import UserError
@@ -122,47 +121,36 @@ def sync_nodes(
                     s.add(Device(node=node.name, index=g, uuid=uuid_, mig=[]))
 
 
-class ReconcileLoop:
+class ReconcileLoop(Periodic):
     """The reconciler on a background thread, one cycle every `interval_s` (the queue ETAs
     run elsewhere: `control.service` gives them their own process)."""
 
     def __init__(self, reconciler: Reconciler, interval_s: float) -> None:
+        super().__init__("reconciler")
         self.reconciler = reconciler
-        self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
-        self.errors = 0
+        self.cycle_interval_s = interval_s
 
-    def start(self) -> None:
-        self._thread.start()
+    def body(self) -> None:
+        report = self.reconciler.cycle()
+        if report.admitted or report.preempted or report.finished:
+            log.info(
+                "cycle %d: %d admitted, %d preempted, %d finished, %d pending (%.3f s)",
+                report.cycle,
+                len(report.admitted),
+                len(report.preempted),
+                len(report.finished),
+                report.pending,
+                report.wall_s,
+            )
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
-            try:
-                report = self.reconciler.cycle()
-                if report.admitted or report.preempted or report.finished:
-                    log.info(
-                        "cycle %d: %d admitted, %d preempted, %d finished, %d pending (%.3f s)",
-                        report.cycle,
-                        len(report.admitted),
-                        len(report.preempted),
-                        len(report.finished),
-                        report.pending,
-                        report.wall_s,
-                    )
-            except Exception:  # keep serving; the next cycle retries from the store
-                self.errors += 1
-                log.exception("reconciler cycle failed")
-            # a standby checks the lease twice a cycle, so it takes over within two cycles
-            # of the leader's death (the lease lasts 1.5 cycles)
-            every = self.interval_s if self.reconciler.leading else self.interval_s / 2
-            self._stop.wait(max(0.0, every - (time.monotonic() - began)))
+    def interval_s(self) -> float:
+        # a standby checks the lease twice a cycle, so it takes over within two cycles of
+        # the leader's death (the lease lasts 1.5 cycles)
+        every = self.cycle_interval_s
+        return every if self.reconciler.leading else every / 2
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
+        super().stop()
         with self.reconciler.sessions.begin() as s:
             release(s, "reconciler", self.reconciler.config.holder)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpufleet.cluster import Cluster
 from gpufleet.control.executors.base import Executor
 from gpufleet.control.models import Allocation, Job
+from gpufleet.control.periodic import Periodic
 from gpufleet.control.telemetry_store import (
     IdleNotice,
     IngestReport,
@@ -206,7 +206,7 @@ def _gpus(sessions: sessionmaker[Session], job_id: int) -> int:
     return max(1, round(sum(milli) / 1000))
 
 
-class TelemetryLoop:
+class TelemetryLoop(Periodic):
     """Reads the collector every `config.interval_s` while `leading()`, stores the readings,
     rolls up and prunes. A failing read is logged and retried next time; it never stops
     the reconciler beside it."""
@@ -221,15 +221,13 @@ class TelemetryLoop:
         *,
         webhook: str | None = None,
     ) -> None:
+        super().__init__("telemetry")
         self.sessions = sessions
         self.collector = collector
         self.config = config
         self.leading = leading
         self.clock = clock
-        self.errors = 0
         self.webhook = webhook
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
         self._reason = ""
 
     def tick(self) -> IngestReport | None:
@@ -282,23 +280,14 @@ class TelemetryLoop:
             self.errors += 1
             log.warning("idle webhook %s failed: %s", self.webhook, exc)
 
-    def start(self) -> None:
-        self._thread.start()
+    def body(self) -> None:
+        self.tick()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
-            try:
-                self.tick()
-            except Exception:  # the store or a collector bug: keep the reconciler serving
-                self.errors += 1
-                log.exception("telemetry cycle failed")
-            self._stop.wait(max(0.0, self.config.interval_s - (time.monotonic() - began)))
+    def interval_s(self) -> float:
+        return self.config.interval_s
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
+        super().stop()
         close = getattr(self.collector, "close", None)
         if callable(close):
             close()
