@@ -234,38 +234,14 @@ def plans_text() -> str:
     """Per-GPU training throughput of a 70B plan on four accelerators (in-process)."""
     from gpufleet.estimate.efficiency import efficiency_for
     from gpufleet.plan.planner import plan
-    from gpufleet.specs.plan import PlanSpec
+    from gpufleet.validation.plan_ranking import ACCELERATORS, choices, pretrain_70b_spec
 
-    names = ("b200-sxm-192gb", "h200-sxm-141gb", "h100-sxm5-80gb", "mi300x")
-    spec = PlanSpec.model_validate(
-        {
-            "kind": "plan",
-            "name": "pretrain-70b",
-            "deployment": "on-prem",
-            "accelerators": list(names),
-            "workloads": [
-                {
-                    "name": "pretrain-70b",
-                    "kind": "training",
-                    "model": {"preset": "llama-3-70b"},
-                    "training": {
-                        "seq_len": 8192,
-                        "global_batch": 1024,
-                        "tokens": "15T",
-                        "precision": "bf16",
-                    },
-                    "constraints": {"deadline": "90d", "max_gpus": 4096},
-                }
-            ],
-        }
-    )
-    p = plan(spec)
-    choices = {
-        c.accelerator: c for part in (p.recommendation, *p.alternatives) for c in part.workloads
-    }
+    names = ACCELERATORS
+    p = plan(pretrain_70b_spec(names))
+    by_accelerator = choices(p)
     rows = []
     for name in names:
-        c = choices[name]
+        c = by_accelerator[name]
         par = c.parallelism
         layout = (
             f"tp{par['tp']} pp{par['pp']} dp{par['dp']} mb{par['microbatch']} "

@@ -6,50 +6,23 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.plan.model import Plan, WorkloadChoice
+from gpufleet.plan.model import Plan
 from gpufleet.plan.planner import plan
-from gpufleet.specs.plan import PlanSpec
-
-ACCELERATORS = ("h100-sxm5-80gb", "h200-sxm-141gb", "b200-sxm-192gb", "mi300x")
+from gpufleet.validation.plan_ranking import ACCELERATORS, choices, pretrain_70b_spec
 
 
 @pytest.fixture(scope="module")
 def pretrain_70b() -> Plan:
-    spec = PlanSpec.model_validate(
-        {
-            "kind": "plan",
-            "name": "pretrain-70b",
-            "deployment": "on-prem",
-            "accelerators": list(ACCELERATORS),
-            "workloads": [
-                {
-                    "name": "pretrain-70b",
-                    "kind": "training",
-                    "model": {"preset": "llama-3-70b"},
-                    "training": {
-                        "seq_len": 8192,
-                        "global_batch": 1024,
-                        "tokens": "15T",
-                        "precision": "bf16",
-                    },
-                    "constraints": {"deadline": "90d", "max_gpus": 4096},
-                }
-            ],
-        }
-    )
-    return plan(spec)
+    return plan(pretrain_70b_spec(ACCELERATORS))
 
 
 def per_gpu(p: Plan) -> dict[str, float]:
     """Training tokens/s per GPU of each accelerator's sized run."""
-    choices: list[WorkloadChoice] = [
-        c for part in (p.recommendation, *p.alternatives) for c in part.workloads
-    ]
     out = {}
-    for c in choices:
+    for name, c in choices(p).items():
         tokens = c.metrics["tokens_per_s"]
         assert tokens is not None
-        out[c.accelerator] = tokens / c.gpus
+        out[name] = tokens / c.gpus
     return out
 
 
