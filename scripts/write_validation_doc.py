@@ -212,7 +212,7 @@ behaviour, none a per-row setting), and what remains, as far as the rows show it
 
 PLANS = """A plan for a 70B pre-training run (Llama 3 70B, bf16, 8K sequences, 1,024-sequence
 batches, 15T tokens within 90 days on at most 4,096 GPUs, Megatron-Core; the spec in
-`tests/plan/test_training_ranking.py`) sizes each accelerator with the cheapest layout that
+`gpufleet.validation.plan_ranking`) sizes each accelerator with the cheapest layout that
 meets the deadline. Training tokens/s per GPU of those runs:
 
 | accelerator | GPUs | layout | tokens/s per GPU | MFU | efficiency rows |
