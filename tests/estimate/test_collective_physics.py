@@ -25,8 +25,8 @@ from gpufleet.estimate.training import (
     TrainingCase,
     _layer_bytes_per_token,
     evaluate,
-    ring_bandwidth,
 )
+from gpufleet.estimate.training_comm import ring_bandwidth
 
 
 def model_preset(name: str) -> ModelArch:

@@ -13,7 +13,8 @@ from gpufleet.catalog.models import get_model_preset
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.efficiency import efficiency_for, family_values, framework_profile
 from gpufleet.estimate.hardware import resolve_hardware
-from gpufleet.estimate.training import Layouts, TrainingCase, evaluate, overlap_exposed
+from gpufleet.estimate.training import Layouts, TrainingCase, evaluate
+from gpufleet.estimate.training_comm import overlap_exposed
 from gpufleet.estimate.training_estimate import estimate_training
 from gpufleet.specs.load import validate
 from gpufleet.specs.training import TrainingSpec

@@ -140,7 +140,7 @@ class FrameworkProfile:
     # step on the CPU (DeepSpeed offload_optimizer, FSDP CPUOffload); stacks without it: none.
     offload: tuple[str, ...] = ("none",)
     # Whether the data-parallel ring spreads a node's network traffic over the NICs of all
-    # the group's ranks on the node (NCCL rings, one channel per NIC: training.ring_bandwidth)
+    # the group's ranks on the node (NCCL rings, one channel per NIC: training_comm.ring_bandwidth)
     # or each rank's traffic crosses its own NIC (measured so for DeepSpeed ZeRO-3 in 2021).
     dp_rails_aggregate: bool = True
     # ZeRO-3: whether a fully recomputed forward gathers the weights a third time (released

@@ -54,6 +54,12 @@ from gpufleet.estimate.params import (
     norm_params,
     router_params_per_layer,
 )
+from gpufleet.estimate.training_comm import (
+    overlap_exposed,
+    overlapped,
+    ring_bandwidth,
+    ring_time,
+)
 from gpufleet.estimate.training_offload import (
     CPU_OPTIMIZER_BYTES_PER_S,
     HOST_LINK_EFFICIENCY,
@@ -194,29 +200,6 @@ class Evaluation:
     # traffic and CPU optimizer step add (within optimizer_s and step_time_s).
     host_bytes: Array
     offload_s: Array
-
-
-def overlap_exposed(comm_s: Array, window_s: Array, interference: float) -> Array:
-    """Exposed cost of communication `comm_s` overlapped with a compute window `window_s`.
-
-    Overlap is not free: collectives run kernels on the same SMs and move data through the
-    same HBM as the compute they hide behind, so the window slows by `interference` × the
-    overlapped time. What does not fit in the window is exposed in full:
-    max(0, comm − window) + interference × min(comm, window).
-    """
-    return np.maximum(comm_s - window_s, 0.0) + interference * np.minimum(comm_s, window_s)
-
-
-def _overlap(compute_s: Array, comm_s: Array, interference: float) -> Array:
-    """Time of compute with communication overlapped under it."""
-    return compute_s + overlap_exposed(comm_s, compute_s, interference)
-
-
-def _ring(volume_bytes: Array, n: IntArray, bandwidth: Array, latency_s: float) -> Array:
-    """Ring all-gather or reduce-scatter of `volume_bytes` (the full buffer) over n ranks."""
-    n_f = n.astype(np.float64)
-    steps = np.maximum(n_f - 1, 0)
-    return np.where(n > 1, steps / n_f * volume_bytes / bandwidth + steps * latency_s, 0.0)
 
 
 @dataclass(frozen=True)
@@ -381,14 +364,14 @@ def _layer_time(
     compute_f = gemm_f + elem_f
     compute_b = 2 * (gemm_f - overhead) + 2 * overhead + 2 * elem_f
     if prof.cp_overlap:
-        attn_f = _overlap(core_f + soft_f, cp_f, k)
-        attn_b = _overlap(core_f * core_b_factor + 2 * soft_f, 2 * cp_f, k)
+        attn_f = overlapped(core_f + soft_f, cp_f, k)
+        attn_b = overlapped(core_f * core_b_factor + 2 * soft_f, 2 * cp_f, k)
     else:
         attn_f = core_f + soft_f + cp_f
         attn_b = core_f * core_b_factor + 2 * soft_f + 2 * cp_f
     if prof.tp_overlap:
-        fwd = _overlap(compute_f, tp_pass, k) + attn_f + ep_f
-        bwd = _overlap(compute_b, tp_pass, k) + attn_b + 2 * ep_f
+        fwd = overlapped(compute_f, tp_pass, k) + attn_f + ep_f
+        bwd = overlapped(compute_b, tp_pass, k) + attn_b + 2 * ep_f
     else:
         fwd = compute_f + tp_pass + attn_f + ep_f
         bwd = compute_b + tp_pass + attn_b + 2 * ep_f
@@ -442,36 +425,6 @@ def _bandwidths(case: TrainingCase, lay: Layouts) -> dict[str, Array]:
         # Pipeline neighbours sit tp·cp·dp ranks apart (Megatron rank order): one peer.
         "pp": inside(lay.tp * lay.cp * lay.dp * 2, island, np.full_like(lay.pp, 2)),
     }
-
-
-def ring_bandwidth(
-    stride: IntArray,
-    size: IntArray,
-    island: int,
-    up: float | Array,
-    out: float,
-    *,
-    rails: bool = True,
-) -> Array:
-    """Per-GPU bandwidth (bytes/s) of a ring collective over `size` ranks `stride` apart
-    (Megatron rank order: tensor, context, data, pipeline), as `_ring` uses it.
-
-    Inside one scale-up island the ring runs on the scale-up link. Across islands NCCL
-    lays its rings node-contiguously, one channel per NIC: each channel crosses each node
-    boundary once, so a node's network traffic is one rank's ring volume, spread over the
-    NICs of the group's `local` ranks on that node (the other NICs carry the other groups'
-    rings). Per rank, a share (local − 1)/local of the ring steps runs on the scale-up link
-    and 1/local on its NIC at `local` rails' worth of bandwidth, so the slower of the two
-    bounds the ring: 1 / max((local − 1)/(local · up), 1/(local · out)). With one rank
-    per node (tp·cp filling the node) this is one NIC per GPU. `rails=False` keeps one NIC
-    per GPU whatever the layout (a profile that measured so, frameworks.yaml).
-    """
-    span = stride * size
-    local = np.clip(island // np.maximum(stride, 1), 1, np.maximum(size, 1)).astype(np.float64)
-    if not rails:
-        local = np.ones_like(local)
-    per_byte = np.maximum((local - 1) / (local * up), 1 / (local * out))
-    return np.where(span <= island, up, 1 / per_byte).astype(np.float64)
 
 
 def _floats(a: IntArray) -> Array:
@@ -630,10 +583,12 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
     regather = (lay.recompute == 2) & prof.recompute_regathers
     gathers = np.where(regather, 3.0, 2.0)
     z3_volume = st.params_tp * (gathers * WEIGHT_BYTES + prof.grad_reduce_bytes)
-    z3 = np.where(lay.zero == 3, _ring(z3_volume, lay.dp, bw["dp"], eff.scaleout_latency_s), 0.0)
+    z3 = np.where(
+        lay.zero == 3, ring_time(z3_volume, lay.dp, bw["dp"], eff.scaleout_latency_s), 0.0
+    )
     per_mb = st.time + p2p
     if prof.zero3_prefetch:
-        t_mb = np.where(lay.zero == 3, _overlap(per_mb, z3, k), per_mb)
+        t_mb = np.where(lay.zero == 3, overlapped(per_mb, z3, k), per_mb)
     else:
         t_mb = per_mb + z3
     bubble_mb = (pp - 1) / vs
@@ -650,8 +605,8 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
         st.params_tp * prof.grad_reduce_bytes,
     )
     gather_volume = np.where(lay.zero == 0, 0.0, st.params_tp * WEIGHT_BYTES)
-    reduce_s = _ring(grad_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
-    gather_s = _ring(gather_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
+    reduce_s = ring_time(grad_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
+    gather_s = ring_time(gather_volume, lay.dp, bw["dp"], eff.scaleout_latency_s)
     reduce_s = np.where(lay.zero == 3, 0.0, reduce_s)
     gather_s = np.where(lay.zero == 3, 0.0, gather_s)
     dp_sync = reduce_s + gather_s
