@@ -433,9 +433,30 @@ def _detect_idle(
 def busy_share(session: Session, job_id: int, attempt: int) -> float | None:
     """Busy GPU-seconds over observed GPU-seconds of an attempt (None: never measured)."""
     m = session.get(JobUtilization, job_id)
-    if m is None or m.attempt != attempt or m.sampled_gpu_s <= 0:
+    if m is None or m.attempt != attempt:
         return None
-    return min(1.0, m.busy_gpu_s / m.sampled_gpu_s)
+    return _share(m.busy_gpu_s, m.sampled_gpu_s)
+
+
+def open_busy_shares(session: Session) -> dict[tuple[int, int], float]:
+    """`busy_share` of every attempt (job id, attempt) that holds GPUs now, in one query:
+    the ledger reads them for each running job at every overview and chargeback."""
+    holding = select(Allocation.job_id).where(Allocation.released_s.is_(None))
+    q = select(
+        JobUtilization.job_id,
+        JobUtilization.attempt,
+        JobUtilization.busy_gpu_s,
+        JobUtilization.sampled_gpu_s,
+    ).where(JobUtilization.job_id.in_(holding))
+    return {
+        (job_id, attempt): share
+        for job_id, attempt, busy_s, sampled_s in session.execute(q)
+        if (share := _share(busy_s, sampled_s)) is not None
+    }
+
+
+def _share(busy_gpu_s: float, sampled_gpu_s: float) -> float | None:
+    return min(1.0, busy_gpu_s / sampled_gpu_s) if sampled_gpu_s > 0 else None
 
 
 def roll_up(session: Session, now_s: float) -> int:
