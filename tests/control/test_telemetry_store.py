@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from gpufleet.control import telemetry_series as tseries
 from gpufleet.control import telemetry_store as ts
 from gpufleet.control.models import GpuSample, GpuSample5m, Job, Team, UsageEntry
 from gpufleet.telemetry.samples import GpuSample as GpuReading
@@ -148,7 +149,7 @@ def test_roll_up_keeps_means_and_prunes_by_age(plane: Plane) -> None:
         raw = s.scalars(select(GpuSample).where(GpuSample.time_s < rows[-1].bucket_s + 300)).all()
         assert abs(total - sum(r.util_pct for r in raw)) < 1e-6
         assert all(r.job_id == j and r.team == "vision" for r in rows)
-        whole = ts.series(s, start, plane.clock() + 1, 3600)["all"]
+        whole = tseries.series(s, start, plane.clock() + 1, 3600)["all"]
         assert len(whole) == 1
         assert abs(whole[0].util_pct - 40.0) < 1e-9
     plane.clock.advance(ts.RAW_KEEP_S + 600)
@@ -157,7 +158,7 @@ def test_roll_up_keeps_means_and_prunes_by_age(plane: Plane) -> None:
     with plane.sessions() as s:
         assert s.scalar(select(func.count()).select_from(GpuSample)) == 0
         # the roll-ups still answer for the day that is gone
-        kept = ts.series(s, start, start + 700, 3600)["all"]
+        kept = tseries.series(s, start, start + 700, 3600)["all"]
         assert abs(kept[0].util_pct - 40.0) < 1e-9
 
 
@@ -173,7 +174,7 @@ def test_series_by_team_and_latest(plane: Plane) -> None:
     start = plane.clock()
     _run(plane, 300, util)
     with plane.sessions() as s:
-        teams = ts.series(s, start, plane.clock() + 1, 60, by_team=True)
+        teams = tseries.series(s, start, plane.clock() + 1, 60, by_team=True)
         assert {round(p.util_pct) for p in teams["vision"]} == {80}
         assert {round(p.util_pct) for p in teams["nlp"]} == {10}
         assert {round(p.util_pct) for p in teams["unattributed"]} == {0}
@@ -181,6 +182,47 @@ def test_series_by_team_and_latest(plane: Plane) -> None:
         assert len(now) == 16
         assert now[ga[0]].team == "vision"
         assert now[ga[0]].util_pct == 80.0
+        # the whole cluster's GPUs read per round are all 16, not 16 / 3 keys (a round was
+        # counted once per team before)
+        whole = tseries.series(s, start, plane.clock() + 1, 60)["all"]
+        assert {p.gpus for p in whole} == {16.0}
+        assert {p.gpus for p in teams["vision"]} == {2.0}
+        assert {p.gpus for p in teams["unattributed"]} == {12.0}
+        # the per-team round sums `ingest` wrote give what the raw rows give
+        assert teams == tseries.series(s, start, plane.clock() + 1, 60, by_team=True, per_gpu=True)
+    plane.clock.advance(ts.RAW_KEEP_S + 600)
+    with plane.sessions.begin() as s:
+        ts.roll_up(s, plane.clock())
+    with plane.sessions() as s:
+        rolled = tseries.series(s, start, start + 300, 60)
+        assert rolled["all"]
+        assert all(p.gpus == pytest.approx(16.0) for p in rolled["all"])
+        assert rolled == tseries.series(s, start, start + 300, 60, per_gpu=True)
+
+
+def test_latest_is_each_gpus_newest_reading_until_pruned(lite: Plane) -> None:
+    """`gpu_latest` holds each GPU's newest reading (what the raw day's newest row says),
+    and forgets a GPU when its raw rows are pruned."""
+    t = lite.clock()
+    with lite.sessions.begin() as s:
+        ts.ingest(s, _all_gpus(lite, {}), t, CONFIG)
+        ts.ingest(s, [Reading("h100-0", 0, 50.0)], t + 200, CONFIG)
+        ts.ingest(s, [Reading("h100-1", 0, 70.0)], t + ts.RAW_KEEP_S, CONFIG)
+    with lite.sessions() as s:
+        now = {(g.node, g.gpu): (g.time_s, g.util_pct) for g in ts.latest(s)}
+        raw = s.execute(select(GpuSample.node, GpuSample.gpu, GpuSample.time_s)).all()
+    assert len(now) == 16
+    assert now[("h100-0", 0)] == (t + 200, 50.0)
+    assert now[("h100-1", 0)] == (t + ts.RAW_KEEP_S, 70.0)
+    assert now[("h100-1", 7)] == (t, 0.0)
+    newest = {
+        (node, gpu): max(u for n, g, u in raw if (n, g) == (node, gpu)) for node, gpu, _ in raw
+    }
+    assert {k: v[0] for k, v in now.items()} == newest
+    with lite.sessions.begin() as s:
+        ts.roll_up(s, t + ts.RAW_KEEP_S + 100)  # prunes the raw rows before t + 100
+    with lite.sessions() as s:
+        assert [(g.node, g.gpu) for g in ts.latest(s)] == [("h100-0", 0), ("h100-1", 0)]
 
 
 def test_config_refuses_nonsense() -> None:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.control.chargeback_report import UsageRecord
 from gpufleet.control.models import Allocation, Job, JobEvent, NodeRecord, Team, UsageEntry
-from gpufleet.control.telemetry_store import busy_share
+from gpufleet.control.telemetry_store import busy_share, open_busy_shares
 
 # the job event of an attempt that never ran on the engine, so was not billed (`close_allocations`)
 UNBILLED = "unbilled"
@@ -82,70 +82,81 @@ def capacity_gpu_us(session: Session, start_s: float, end_s: float) -> dict[str,
 def usage_records(
     session: Session, start_s: float, end_s: float, now_s: float, team: str | None = None
 ) -> list[UsageRecord]:
-    """Ledger rows overlapping [start_s, end_s) plus open allocations (clipped to now)."""
-    q = select(UsageEntry).where(UsageEntry.end_s > start_s, UsageEntry.start_s < end_s)
+    """Ledger rows overlapping [start_s, end_s) plus open allocations (clipped to now).
+    Columns, not ORM objects: the overview reads a month of a 1,000-GPU cluster's ledger
+    (thousands of rows) at every render, and loading entities cost most of the page."""
+    q = select(
+        UsageEntry.job_id,
+        UsageEntry.attempt,
+        UsageEntry.team,
+        UsageEntry.project,
+        UsageEntry.user_name,
+        UsageEntry.flavor,
+        UsageEntry.priority_class,
+        UsageEntry.start_s,
+        UsageEntry.end_s,
+        UsageEntry.gpu_milli,
+        UsageEntry.used_gpu_s,
+    ).where(UsageEntry.end_s > start_s, UsageEntry.start_s < end_s)
     if team is not None:
         q = q.where(UsageEntry.team == team)
-    out = [
-        UsageRecord(
-            job_id=r.job_id,
-            attempt=r.attempt,
-            team=r.team,
-            project=r.project,
-            user=r.user_name,
-            flavor=r.flavor,
-            priority_class=r.priority_class,
-            start_s=r.start_s,
-            end_s=r.end_s,
-            gpu_milli=r.gpu_milli,
-            used_gpu_s=r.used_gpu_s,
-        )
-        for r in session.scalars(q)
-    ]
+    out = [UsageRecord(*row) for row in session.execute(q)]  # UsageRecord's field order
     out.extend(_open(session, start_s, end_s, now_s, team))
     return out
-
-
-def _used(session: Session, job_id: int, attempt: int, held_gpu_s: float) -> float | None:
-    share = busy_share(session, job_id, attempt)
-    return None if share is None else held_gpu_s * share
 
 
 def _open(
     session: Session, start_s: float, end_s: float, now_s: float, team: str | None
 ) -> list[UsageRecord]:
+    """Open allocations as records up to now, one per attempt, flavor and start; the busy
+    shares of all of them read at once (`open_busy_shares`)."""
+    if not now_s > start_s:
+        return []
     q = (
-        select(Allocation, Job, Team.name)
+        select(
+            Allocation.job_id,
+            Allocation.attempt,
+            Allocation.flavor,
+            Allocation.allocated_s,
+            Allocation.milli,
+            Team.name,
+            Job.project,
+            Job.user_name,
+            Job.priority_class,
+        )
         .join(Job, Job.id == Allocation.job_id)
         .join(Team, Team.id == Job.team_id)
         .where(Allocation.released_s.is_(None), Allocation.allocated_s < end_s)
     )
     if team is not None:
         q = q.where(Team.name == team)
-    groups: dict[tuple[int, int, str, float], tuple[Job, str, int]] = {}
-    for alloc, job, team_name in session.execute(q):
-        key = (job.id, alloc.attempt, alloc.flavor, alloc.allocated_s)
-        _, _, milli = groups.get(key, (job, team_name, 0))
-        groups[key] = (job, team_name, milli + alloc.milli)
-    return [
-        UsageRecord(
-            job_id=job_id,
-            attempt=attempt,
-            team=team_name,
-            project=job.project,
-            user=job.user_name,
-            flavor=flavor,
-            priority_class=job.priority_class,
-            start_s=alloc_s,
-            end_s=max(alloc_s, now_s),
-            gpu_milli=milli,
-            used_gpu_s=_used(session, job_id, attempt, milli / 1000 * max(0.0, now_s - alloc_s)),
+    milli: dict[tuple[int, int, str, float], int] = defaultdict(int)
+    about: dict[int, tuple[str, str | None, str, str]] = {}
+    for job_id, attempt, flavor, alloc_s, held, team_name, project, user, pc in session.execute(q):
+        milli[(job_id, attempt, flavor, alloc_s)] += held
+        about[job_id] = (team_name, project, user, pc)
+    shares = open_busy_shares(session) if milli else {}
+    out = []
+    for (job_id, attempt, flavor, alloc_s), held in sorted(milli.items()):
+        team_name, project, user, pc = about[job_id]
+        share = shares.get((job_id, attempt))
+        held_gpu_s = held / 1000 * max(0.0, now_s - alloc_s)
+        out.append(
+            UsageRecord(
+                job_id=job_id,
+                attempt=attempt,
+                team=team_name,
+                project=project,
+                user=user,
+                flavor=flavor,
+                priority_class=pc,
+                start_s=alloc_s,
+                end_s=max(alloc_s, now_s),
+                gpu_milli=held,
+                used_gpu_s=None if share is None else held_gpu_s * share,
+            )
         )
-        for (job_id, attempt, flavor, alloc_s), (job, team_name, milli) in sorted(
-            groups.items(), key=lambda kv: kv[0]
-        )
-        if now_s > start_s
-    ]
+    return out
 
 
 def month_start_s(now_s: float) -> float:

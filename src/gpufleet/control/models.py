@@ -407,6 +407,85 @@ class GpuSample5m(Base):
     unhealthy_samples: Mapped[int] = mapped_column(Integer, default=0)
 
 
+class GpuLatest(Base):
+    """The latest reading of each GPU (migration 0009), kept by `ingest` beside the raw rows
+    and pruned with them: the heat map, `/metrics` and the cluster API read one row per
+    GPU here instead of searching the raw day (5.76 M rows at 1,000 GPUs)."""
+
+    __tablename__ = "gpu_latest"
+
+    node: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    gpu: Mapped[int] = mapped_column(Integer, primary_key=True)
+    time_s: Mapped[float] = mapped_column(Float)
+    job_id: Mapped[int | None] = mapped_column(Int64)
+    team: Mapped[str | None] = mapped_column(String(NAME))
+    util_pct: Mapped[float] = mapped_column(Float)
+    mem_used_bytes: Mapped[int | None] = mapped_column(Int64)
+    mem_total_bytes: Mapped[int | None] = mapped_column(Int64)
+    healthy: Mapped[bool] = mapped_column(Boolean)
+
+
+class GpuTeamSample(Base):
+    """One reading round summed per holding team and for the whole cluster (migration 0009):
+    a continuous aggregate of `gpu_samples`, written by `ingest` beside the raw rows and
+    pruned with them. The utilisation series read a few rows per round here instead of one
+    per GPU (at 1,000 GPUs the raw day is 5.76 M rows, too many to scan for a page).
+    Memory sums are floats: summed over a long window they pass 2^63."""
+
+    __tablename__ = "gpu_team_samples"
+    __table_args__ = (Index("ix_gpu_team_samples_time", "cluster", "time_s"),)
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    time_s: Mapped[float] = mapped_column(Float)
+    # True: the whole cluster's row (team None); else one team's (None: GPUs no team holds)
+    cluster: Mapped[bool] = mapped_column(Boolean)
+    team: Mapped[str | None] = mapped_column(String(NAME))
+    readings: Mapped[int] = mapped_column(Integer)  # GPUs read
+    util_sum_pct: Mapped[float] = mapped_column(Float)  # sum of their busy %
+    mem_used_sum_bytes: Mapped[float] = mapped_column(Float)  # over the readings with memory
+    mem_readings: Mapped[int] = mapped_column(Integer)
+
+
+class GpuTeam5m(Base):
+    """Five-minute roll-up per holding team and for the whole cluster (migration 0009):
+    `gpu_samples_5m` summed over GPUs by `roll_up`, kept as long (90 days). `rounds` is the
+    most readings one GPU (of the team, or of the cluster) had in the bucket: the reading
+    rounds the bucket saw."""
+
+    __tablename__ = "gpu_team_5m"
+    __table_args__ = (Index("ix_gpu_team_5m_bucket", "cluster", "bucket_s"),)
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    bucket_s: Mapped[float] = mapped_column(Float)  # start of the 5-minute bucket
+    cluster: Mapped[bool] = mapped_column(Boolean)  # as in `GpuTeamSample`
+    team: Mapped[str | None] = mapped_column(String(NAME))
+    samples: Mapped[int] = mapped_column(Integer)  # readings, all GPUs
+    rounds: Mapped[int] = mapped_column(Integer)
+    util_sum_pct: Mapped[float] = mapped_column(Float)  # sum of util_mean_pct x samples
+    mem_used_sum_bytes: Mapped[float] = mapped_column(Float)  # sum of mem_used_max x samples
+    mem_samples: Mapped[int] = mapped_column(Integer)  # samples of GPUs with a memory figure
+
+
+class GpuTeam1h(Base):
+    """Hourly roll-up per holding team and for the whole cluster (migration 0009): the sums of
+    an hour's `gpu_team_5m` rows, written by `roll_up` once the hour's last bucket is rolled
+    up, pruned with them. A month's chart reads 720 hours per team instead of 8,640
+    buckets; `series` takes an hour whole only where all its buckets fall in one step."""
+
+    __tablename__ = "gpu_team_1h"
+    __table_args__ = (Index("ix_gpu_team_1h_hour", "cluster", "hour_s"),)
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    hour_s: Mapped[float] = mapped_column(Float)  # start of the hour
+    cluster: Mapped[bool] = mapped_column(Boolean)  # as in `GpuTeamSample`
+    team: Mapped[str | None] = mapped_column(String(NAME))
+    samples: Mapped[int] = mapped_column(Integer)
+    rounds: Mapped[int] = mapped_column(Integer)  # the sum of its buckets' rounds
+    util_sum_pct: Mapped[float] = mapped_column(Float)
+    mem_used_sum_bytes: Mapped[float] = mapped_column(Float)
+    mem_samples: Mapped[int] = mapped_column(Integer)
+
+
 class JobUtilization(Base):
     """What telemetry says about one running attempt, updated at every reading: the busy
     GPU-seconds behind the ledger's `used_gpu_s`, and the idle detector's state."""

@@ -6,10 +6,19 @@ GPU *in the store* at that moment (the active allocation), never to what the
 collector claims, so utilisation and the ledger bill the same holder.
 
 Retention (documented in docs/design/0017): raw rows for `RAW_KEEP_S` (one day),
-then only five-minute roll-ups, for `ROLLUP_KEEP_S` (90 days). At one reading
-per GPU every 15 s that is 5,760 raw rows per GPU-day and 25,920 roll-up rows per
-GPU over 90 days: a 1,024-GPU cluster holds ~5.9 M raw and ~26.5 M roll-up rows
-at most (each ~100 bytes: ~3.2 GB), independent of how long it runs.
+then only five-minute roll-ups, for `ROLLUP_KEEP_S` (90 days, to the hour). Beside
+the per-GPU rows, as a time-series store's continuous aggregates, the same sums per
+team and for the whole cluster (per reading round, per bucket, per hour) and each
+GPU's latest reading: what the overview reads, so a page does not scan millions of
+rows at 1,000 GPUs (migration 0009). The series are read in `telemetry_series`.
+
+Size, measured (`python -m benchmarks.telemetry_store`, 2026-12-04; 125 x 8 GPUs
+read every 15 s, 30 days of roll-ups and the raw day; 2-vCPU, 24 GiB VM): SQLite
+101 bytes per raw row and 108 per roll-up (row and indexes), 1.52 GB for 1,000 GPUs
+x 30 days (5.76 M raw rows, 8.64 M roll-ups; the per-team tables ~7 MB) and 3.41 GB
+at the 90-day retention (25.9 M roll-ups); PostgreSQL 236 and 233 bytes: 3.40 GB
+and 7.45 GB. The size follows from GPUs x retention, not from how long the store
+runs.
 
 Used GPU-seconds: each reading adds, per running attempt, `held GPUs × dt` to the
 GPU-seconds observed and `held GPUs × busy % × dt` to the busy ones, `dt` being
@@ -24,16 +33,30 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, case, delete, func, select
+from sqlalchemy import (
+    Float,
+    Insert,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+)
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpufleet.control import lifecycle
 from gpufleet.control.models import (
     Allocation,
+    GpuLatest,
     GpuSample,
     GpuSample5m,
+    GpuTeam1h,
+    GpuTeam5m,
+    GpuTeamSample,
     Job,
     JobUtilization,
     Team,
@@ -44,6 +67,7 @@ from gpufleet.telemetry.samples import GpuSample as Reading
 RAW_KEEP_S = 86_400.0
 ROLLUP_KEEP_S = 90 * 86_400.0
 BUCKET_S = 300.0
+HOUR_S = 3600.0  # the coarser roll-up per team, for long windows
 # a reading older than this is not "now": its collector stopped, so nothing is shown for it
 FRESH_S = 300.0
 IdlePolicy = Literal["off", "notify", "reclaim"]
@@ -133,18 +157,37 @@ def ingest(
     busy: dict[tuple[int, int], float] = defaultdict(float)
     read_milli: dict[tuple[int, int], int] = defaultdict(int)
     mem: dict[tuple[int, int], int] = defaultdict(int)
+    # per team (False, name; None: no one team) and for the whole cluster (True, None)
+    per_team: dict[tuple[bool, str | None], _TeamSums] = defaultdict(_TeamSums)
+    now: list[dict[str, Any]] = []  # each GPU's row of `gpu_latest`
     for r in _per_gpu(readings, held):
         assert r.gpu_index is not None
         who = held.get((r.node, r.gpu_index), [])
         sole = who[0] if len(who) == 1 else None
         util = min(100.0, max(0.0, float(r.sm_util_pct)))
+        team = sole.team if sole else _shared_team(who)
+        per_team[(False, team)].add(util, r.mem_used_bytes)
+        per_team[(True, None)].add(util, r.mem_used_bytes)
+        now.append(
+            {
+                "node": r.node,
+                "gpu": r.gpu_index,
+                "time_s": now_s,
+                "job_id": sole.job_id if sole else None,
+                "team": team,
+                "util_pct": util,
+                "mem_used_bytes": r.mem_used_bytes,
+                "mem_total_bytes": r.mem_total_bytes,
+                "healthy": r.healthy,
+            }
+        )
         session.add(
             GpuSample(
                 time_s=now_s,
                 node=r.node,
                 gpu=r.gpu_index,
                 job_id=sole.job_id if sole else None,
-                team=sole.team if sole else _shared_team(who),
+                team=team,
                 util_pct=util,
                 sm_active_pct=r.sm_active_pct,
                 mem_used_bytes=r.mem_used_bytes,
@@ -167,11 +210,61 @@ def ingest(
             read_milli[key] += h.milli
             if r.mem_used_bytes is not None:
                 mem[key] += round(r.mem_used_bytes * h.milli / 1000)
+    for (whole, team), sums in sorted(per_team.items(), key=_team_order):
+        session.add(
+            GpuTeamSample(
+                time_s=now_s,
+                cluster=whole,
+                team=team,
+                readings=sums.readings,
+                util_sum_pct=sums.util_sum_pct,
+                mem_used_sum_bytes=sums.mem_used_sum_bytes,
+                mem_readings=sums.mem_readings,
+            )
+        )
+    if now:
+        session.execute(_upsert_latest(session), now)
     _update_meters(
         session, _Round(busy, read_milli, mem), now_s=now_s, config=config, report=report
     )
     session.flush()
     return report
+
+
+def _upsert_latest(session: Session) -> Insert:
+    """INSERT .. ON CONFLICT (node, gpu) DO UPDATE: SQLite and PostgreSQL spell it alike."""
+    dialect = session.get_bind().dialect.name
+    stmt = (sqlite_insert if dialect == "sqlite" else postgresql_insert)(GpuLatest)
+    kept = [c.name for c in GpuLatest.__table__.columns if not c.primary_key]
+    return stmt.on_conflict_do_update(
+        index_elements=["node", "gpu"], set_={name: stmt.excluded[name] for name in kept}
+    )
+
+
+def _team_order(item: tuple[tuple[bool, str | None], object]) -> tuple[bool, str]:
+    (whole, team), _ = item
+    return (whole, team or "")
+
+
+@dataclass
+class _TeamSums:
+    """A team's readings of one round (`gpu_team_samples`), or its GPUs' roll-ups of one
+    bucket (`gpu_team_5m`), summed as the series add them up."""
+
+    readings: int = 0
+    util_sum_pct: float = 0.0
+    mem_used_sum_bytes: float = 0.0
+    mem_readings: int = 0
+    rounds: int = 0  # roll-ups only: the most readings of one GPU in the bucket
+
+    def add(self, util_pct: float, mem_used_bytes: int | None, readings: int = 1) -> None:
+        """Add `readings` readings of one GPU at a mean of `util_pct` (memory: their peak)."""
+        self.readings += readings
+        self.util_sum_pct += util_pct * readings
+        self.rounds = max(self.rounds, readings)
+        if mem_used_bytes is not None:
+            self.mem_used_sum_bytes += mem_used_bytes * readings
+            self.mem_readings += readings
 
 
 @dataclass(frozen=True)
@@ -340,9 +433,30 @@ def _detect_idle(
 def busy_share(session: Session, job_id: int, attempt: int) -> float | None:
     """Busy GPU-seconds over observed GPU-seconds of an attempt (None: never measured)."""
     m = session.get(JobUtilization, job_id)
-    if m is None or m.attempt != attempt or m.sampled_gpu_s <= 0:
+    if m is None or m.attempt != attempt:
         return None
-    return min(1.0, m.busy_gpu_s / m.sampled_gpu_s)
+    return _share(m.busy_gpu_s, m.sampled_gpu_s)
+
+
+def open_busy_shares(session: Session) -> dict[tuple[int, int], float]:
+    """`busy_share` of every attempt (job id, attempt) that holds GPUs now, in one query:
+    the ledger reads them for each running job at every overview and chargeback."""
+    holding = select(Allocation.job_id).where(Allocation.released_s.is_(None))
+    q = select(
+        JobUtilization.job_id,
+        JobUtilization.attempt,
+        JobUtilization.busy_gpu_s,
+        JobUtilization.sampled_gpu_s,
+    ).where(JobUtilization.job_id.in_(holding))
+    return {
+        (job_id, attempt): share
+        for job_id, attempt, busy_s, sampled_s in session.execute(q)
+        if (share := _share(busy_s, sampled_s)) is not None
+    }
+
+
+def _share(busy_gpu_s: float, sampled_gpu_s: float) -> float | None:
+    return min(1.0, busy_gpu_s / sampled_gpu_s) if sampled_gpu_s > 0 else None
 
 
 def roll_up(session: Session, now_s: float) -> int:
@@ -370,34 +484,94 @@ def roll_up(session: Session, now_s: float) -> int:
         for r in rows:
             b = math.floor(r.time_s / BUCKET_S) * BUCKET_S
             cells[(b, r.node, r.gpu, r.job_id, r.team)].append(r)
+        teams: dict[float, dict[tuple[bool, str | None], _TeamSums]] = defaultdict(
+            lambda: defaultdict(_TeamSums)
+        )
         for (b, node, gpu, job_id, team), got in sorted(cells.items(), key=_cell_order):
             powers = [r.power_w for r in got if r.power_w is not None]
-            session.add(
-                GpuSample5m(
-                    bucket_s=b,
-                    node=node,
-                    gpu=gpu,
-                    job_id=job_id,
-                    team=team,
-                    samples=len(got),
-                    util_mean_pct=sum(r.util_pct for r in got) / len(got),
-                    util_max_pct=max(r.util_pct for r in got),
-                    mem_used_max_bytes=_max_known(r.mem_used_bytes for r in got),
-                    mem_total_bytes=_max_known(r.mem_total_bytes for r in got),
-                    power_mean_w=sum(powers) / len(powers) if powers else None,
-                    unhealthy_samples=sum(1 for r in got if not r.healthy),
-                )
+            row = GpuSample5m(
+                bucket_s=b,
+                node=node,
+                gpu=gpu,
+                job_id=job_id,
+                team=team,
+                samples=len(got),
+                util_mean_pct=sum(r.util_pct for r in got) / len(got),
+                util_max_pct=max(r.util_pct for r in got),
+                mem_used_max_bytes=_max_known(r.mem_used_bytes for r in got),
+                mem_total_bytes=_max_known(r.mem_total_bytes for r in got),
+                power_mean_w=sum(powers) / len(powers) if powers else None,
+                unhealthy_samples=sum(1 for r in got if not r.healthy),
             )
+            session.add(row)
+            # the team's sums are the per-GPU rows' own (mean x samples), so a series read
+            # from either table adds up the same numbers
+            for key in ((False, team), (True, None)):
+                teams[b][key].add(row.util_mean_pct, row.mem_used_max_bytes, row.samples)
             written += 1
+        for b, per_key in sorted(teams.items()):
+            for (whole, team), sums in sorted(per_key.items(), key=_team_order):
+                session.add(
+                    GpuTeam5m(
+                        bucket_s=b,
+                        cluster=whole,
+                        team=team,
+                        samples=sums.readings,
+                        rounds=sums.rounds,
+                        util_sum_pct=sums.util_sum_pct,
+                        mem_used_sum_bytes=sums.mem_used_sum_bytes,
+                        mem_samples=sums.mem_readings,
+                    )
+                )
+        session.flush()
+        _roll_up_hours(session, start, closed_to)
         state.rolled_up_to_s = closed_to
     cutoff = now_s - RAW_KEEP_S
     oldest = session.scalar(select(func.min(GpuSample.time_s)))
     if oldest is not None and oldest < cutoff:
         session.execute(delete(GpuSample).where(GpuSample.time_s < cutoff))
+        session.execute(delete(GpuTeamSample).where(GpuTeamSample.time_s < cutoff))
+        session.execute(delete(GpuLatest).where(GpuLatest.time_s < cutoff))
         state.raw_pruned_to_s = cutoff
-    session.execute(delete(GpuSample5m).where(GpuSample5m.bucket_s < now_s - ROLLUP_KEEP_S))
+    # to the hour, so an hour is in the hourly table exactly when its buckets are kept
+    keep_from = math.floor((now_s - ROLLUP_KEEP_S) / HOUR_S) * HOUR_S
+    session.execute(delete(GpuSample5m).where(GpuSample5m.bucket_s < keep_from))
+    session.execute(delete(GpuTeam5m).where(GpuTeam5m.bucket_s < keep_from))
+    session.execute(delete(GpuTeam1h).where(GpuTeam1h.hour_s < keep_from))
     session.flush()
     return written
+
+
+def _roll_up_hours(session: Session, from_s: float, to_s: float) -> None:
+    """Sum the hours whose last bucket was just rolled up (buckets [from_s, to_s)) from
+    their `gpu_team_5m` rows, once each. An hour the store began in the middle of is
+    summed from the buckets it has, as the five-minute table holds them."""
+    t = GpuTeam5m
+    end = (math.floor(from_s / HOUR_S) + 1) * HOUR_S
+    while end <= to_s:
+        hour = end - HOUR_S
+        sums = select(
+            literal(hour, Float),
+            t.cluster,
+            t.team,
+            func.sum(t.samples),
+            func.sum(t.rounds),
+            func.sum(t.util_sum_pct),
+            func.sum(t.mem_used_sum_bytes),
+            func.sum(t.mem_samples),
+        ).where(t.bucket_s >= hour, t.bucket_s < end)
+        columns = [
+            "hour_s",
+            "cluster",
+            "team",
+            "samples",
+            "rounds",
+            "util_sum_pct",
+            "mem_used_sum_bytes",
+            "mem_samples",
+        ]
+        session.execute(insert(GpuTeam1h).from_select(columns, sums.group_by(t.cluster, t.team)))
+        end += HOUR_S
 
 
 def _max_known(values: Iterable[int | None]) -> int | None:
@@ -410,138 +584,6 @@ def _cell_order(
 ) -> tuple[float, str, int, int]:
     (b, node, gpu, job_id, _), _ = item
     return (b, node, gpu, job_id if job_id is not None else -1)
-
-
-@dataclass(frozen=True)
-class Point:
-    """One point of a utilisation series: mean busy % and GPUs read over [start_s, +step_s)."""
-
-    start_s: float
-    util_pct: float
-    gpus: float  # mean number of GPUs read per reading round in the step
-    # mean memory used per GPU read (None: the source has no figure); where only roll-ups
-    # are left (after a day) it is each GPU's five-minute peak
-    mem_used_bytes: float | None = None
-
-
-def series(
-    session: Session,
-    start_s: float,
-    end_s: float,
-    step_s: float,
-    *,
-    team: str | None = None,
-    job_id: int | None = None,
-    by_team: bool = False,
-) -> dict[str, list[Point]]:
-    """Utilisation over [start_s, end_s) in steps of `step_s`, from raw rows where they still
-    exist and from roll-ups before that. Keys: a team name (`by_team`), else "all"."""
-    out: dict[str, dict[int, list[float]]] = defaultdict(dict)
-    # raw rows where all of them are still there (every reading, any step), roll-ups before
-    # (five-minute buckets): the two never overlap, each is complete where it is read
-    mark = _raw_complete_from(session)
-    raw_from = max(start_s, mark)
-    for source_rows in (
-        _rollup_rows(session, start_s, min(end_s, mark), team, job_id),
-        _raw_rows(session, raw_from, end_s, team, job_id),
-    ):
-        for t_s, team_name, *sums in source_rows:
-            key = (team_name or "unattributed") if by_team else "all"
-            i = max(0, int((t_s - start_s) // step_s))  # a roll-up may begin before start
-            acc = out[key].setdefault(i, [0.0] * 5)
-            for k, value in enumerate(sums):
-                acc[k] += value
-    result: dict[str, list[Point]] = {}
-    steps = max(1, math.ceil((end_s - start_s) / step_s))
-    for key, cells in sorted(out.items()):
-        result[key] = [
-            Point(start_s + i * step_s, u / r, r / n, mem / mem_reads if mem_reads else None)
-            for i in range(steps)
-            if (cell := cells.get(i)) is not None
-            for u, r, n, mem, mem_reads in [cell]
-            if r > 0
-        ]
-    return result
-
-
-def _raw_complete_from(session: Session) -> float:
-    """The first bucket boundary from which no raw row was pruned (-inf: none ever was).
-    Buckets before it were rolled up before their rows went (roll-up precedes pruning)."""
-    state = session.get(TelemetryState, "rollup")
-    if state is None or state.raw_pruned_to_s is None:
-        return -math.inf
-    return math.ceil(state.raw_pruned_to_s / BUCKET_S) * BUCKET_S
-
-
-def _filters(
-    model: type[GpuSample] | type[GpuSample5m], team: str | None, job_id: int | None
-) -> list[ColumnElement[bool]]:
-    out: list[ColumnElement[bool]] = []
-    if team is not None:
-        out.append(model.team == team)
-    if job_id is not None:
-        out.append(model.job_id == job_id)
-    return out
-
-
-def _raw_rows(
-    session: Session, start_s: float, end_s: float, team: str | None, job_id: int | None
-) -> Iterable[tuple[float, str | None, float, float, float, float, float]]:
-    """(time, team, Σ busy %, readings, rounds=1, Σ memory, readings with memory) per
-    reading round and team."""
-    if not start_s < end_s:
-        return []
-    q = (
-        select(
-            GpuSample.time_s,
-            GpuSample.team,
-            func.sum(GpuSample.util_pct),
-            func.count(),
-            func.sum(GpuSample.mem_used_bytes),
-            func.count(GpuSample.mem_used_bytes),
-        )
-        .where(
-            GpuSample.time_s >= start_s,
-            GpuSample.time_s < end_s,
-            *_filters(GpuSample, team, job_id),
-        )
-        .group_by(GpuSample.time_s, GpuSample.team)
-    )
-    return [
-        (float(t), tm, float(u), float(n), 1.0, float(mem or 0), float(mem_n))
-        for t, tm, u, n, mem, mem_n in session.execute(q)
-    ]
-
-
-def _rollup_rows(
-    session: Session, start_s: float, end_s: float, team: str | None, job_id: int | None
-) -> Iterable[tuple[float, str | None, float, float, float, float, float]]:
-    """Roll-ups count `samples` readings per GPU; a bucket's rounds are its largest count."""
-    if not start_s < end_s:
-        return []
-    q = (
-        select(
-            GpuSample5m.bucket_s,
-            GpuSample5m.team,
-            func.sum(GpuSample5m.util_mean_pct * GpuSample5m.samples),
-            func.sum(GpuSample5m.samples),
-            func.max(GpuSample5m.samples),
-            func.sum(GpuSample5m.mem_used_max_bytes * GpuSample5m.samples),
-            func.sum(
-                case((GpuSample5m.mem_used_max_bytes.is_not(None), GpuSample5m.samples), else_=0)
-            ),
-        )
-        .where(
-            GpuSample5m.bucket_s > start_s - BUCKET_S,
-            GpuSample5m.bucket_s < end_s,
-            *_filters(GpuSample5m, team, job_id),
-        )
-        .group_by(GpuSample5m.bucket_s, GpuSample5m.team)
-    )
-    return [
-        (float(b), tm, float(u), float(n), float(r), float(mem or 0), float(mem_n or 0))
-        for b, tm, u, n, r, mem, mem_n in session.execute(q)
-    ]
 
 
 @dataclass(frozen=True)
@@ -560,33 +602,18 @@ class GpuNow:
 
 
 def latest(session: Session) -> list[GpuNow]:
-    """The most recent reading of every GPU that has one."""
-    newest = (
-        select(GpuSample.node, GpuSample.gpu, func.max(GpuSample.time_s).label("t"))
-        .group_by(GpuSample.node, GpuSample.gpu)
-        .subquery()
-    )
-    q = (
-        select(GpuSample)
-        .join(
-            newest,
-            (GpuSample.node == newest.c.node)
-            & (GpuSample.gpu == newest.c.gpu)
-            & (GpuSample.time_s == newest.c.t),
-        )
-        .order_by(GpuSample.node, GpuSample.gpu)
-    )
-    return [
-        GpuNow(
-            r.node,
-            r.gpu,
-            r.time_s,
-            r.util_pct,
-            r.mem_used_bytes,
-            r.mem_total_bytes,
-            r.healthy,
-            r.job_id,
-            r.team,
-        )
-        for r in session.scalars(q)
-    ]
+    """The most recent reading of every GPU that has one (in the raw day): one row per GPU
+    of `gpu_latest`, which `ingest` keeps."""
+    t = GpuLatest
+    q = select(
+        t.node,
+        t.gpu,
+        t.time_s,
+        t.util_pct,
+        t.mem_used_bytes,
+        t.mem_total_bytes,
+        t.healthy,
+        t.job_id,
+        t.team,
+    ).order_by(t.node, t.gpu)
+    return [GpuNow(*row) for row in session.execute(q)]

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from gpufleet.cluster import Cluster
 from gpufleet.control.auth import Principal
 from gpufleet.control.models import Job, JobUtilization, Team
-from gpufleet.control.telemetry_store import FRESH_S, latest, series
+from gpufleet.control.telemetry_series import series
+from gpufleet.control.telemetry_store import FRESH_S, latest
 from gpufleet.portal import fmt
 
 OTHER_TEAM = "another team"
