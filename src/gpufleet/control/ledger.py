@@ -90,7 +90,7 @@ def usage_records(
         UsageEntry.attempt,
         UsageEntry.team,
         UsageEntry.project,
-        UsageEntry.user_name,
+        UsageEntry.user_name.label("user"),
         UsageEntry.flavor,
         UsageEntry.priority_class,
         UsageEntry.start_s,
@@ -100,7 +100,7 @@ def usage_records(
     ).where(UsageEntry.end_s > start_s, UsageEntry.start_s < end_s)
     if team is not None:
         q = q.where(UsageEntry.team == team)
-    out = [UsageRecord(*row) for row in session.execute(q)]  # UsageRecord's field order
+    out = [UsageRecord(**row._asdict()) for row in session.execute(q)]  # named as its fields
     out.extend(_open(session, start_s, end_s, now_s, team))
     return out
 
