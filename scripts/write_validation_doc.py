@@ -219,15 +219,17 @@ meets the deadline. Training tokens/s per GPU of those runs:
 |---|---|---|---|---|---|
 {rows}
 
-The NVIDIA generations rank as published (B200 > H200 >= H100). The MI300X does not rank
-below the H100, as published multi-node MI300X training does: its only rows are AMD's
-single-node FSDP runs, where one MI300X reaches about an H100's TFLOP/s per GPU (the fit
-gives it {mi300x_gemm:.0%} of a 1.32x higher bf16 peak, against {h100_gemm:.0%} for Hopper,
-whose bf16 value comes from llm-foundry's eager FSDP stack). No row measures RCCL on xGMI or
-across nodes: those fractions are borrowed from Hopper x 0.8 and the plan's assumptions say
-so, but a Megatron-Core layout overlaps most of that traffic, so the penalty moves the
-MI300X by a few percent. `tests/plan/test_training_ranking.py` keeps the NVIDIA order and the
-named rows as tests and the MI300X order as an expected failure."""
+Per GPU the plan ranks them {ranking}; published throughput ranks them B200 > H200 >= H100
+> MI300X. {nvidia} {amd} `tests/plan/test_training_ranking.py` checks the NVIDIA order and
+the named rows, and keeps the MI300X order as an expected failure while it does not hold."""
+
+MI300X_ABOVE = """The MI300X does not rank below the H100, as published multi-node MI300X
+training does: its only rows are AMD's single-node FSDP runs, where one MI300X reaches about
+an H100's TFLOP/s per GPU (the fit gives it {mi300x_gemm:.0%} of a 1.32x higher bf16 peak,
+against {h100_gemm:.0%} for Hopper, whose bf16 value comes from llm-foundry's eager FSDP
+stack). No row measures RCCL on xGMI or across nodes: those fractions are borrowed from
+Hopper x 0.8 and the plan's assumptions say so, but a Megatron-Core layout overlaps most of
+that traffic, so the penalty moves the MI300X by a few percent."""
 
 
 def plans_text() -> str:
@@ -236,11 +238,11 @@ def plans_text() -> str:
     from gpufleet.plan.planner import plan
     from gpufleet.validation.plan_ranking import ACCELERATORS, choices, pretrain_70b_spec
 
-    names = ACCELERATORS
-    p = plan(pretrain_70b_spec(names))
+    p = plan(pretrain_70b_spec(ACCELERATORS))
     by_accelerator = choices(p)
     rows = []
-    for name in names:
+    per_gpu: dict[str, float] = {}
+    for name in ACCELERATORS:
         c = by_accelerator[name]
         par = c.parallelism
         layout = (
@@ -248,6 +250,7 @@ def plans_text() -> str:
             f"v{par['virtual_stages']} {par['recompute']}"
         )
         tokens = float(c.metrics["tokens_per_s"] or 0.0)
+        per_gpu[name] = tokens / c.gpus
         _, cal = efficiency_for(name)
         rows.append(
             f"| {name} | {c.gpus:,} | {layout} | {tokens / c.gpus:,.0f} | "
@@ -255,10 +258,23 @@ def plans_text() -> str:
         )
     mi300x, _ = efficiency_for("mi300x")
     h100, _ = efficiency_for("h100-sxm5-80gb")
+    b200, h200, h100_gpu, amd = (per_gpu[n] for n in ACCELERATORS)
+    nvidia_holds = b200 > h200 >= h100_gpu
     return PLANS.format(
         rows="\n".join(rows),
-        mi300x_gemm=mi300x.gemm_peak_fraction,
-        h100_gemm=h100.gemm_peak_fraction,
+        ranking=" > ".join(sorted(per_gpu, key=lambda n: -per_gpu[n])),
+        nvidia=(
+            "The NVIDIA generations rank as published."
+            if nvidia_holds
+            else "The NVIDIA generations do not rank as published."
+        ),
+        amd=(
+            "The MI300X ranks below the H100, as published."
+            if amd < h100_gpu
+            else MI300X_ABOVE.format(
+                mi300x_gemm=mi300x.gemm_peak_fraction, h100_gemm=h100.gemm_peak_fraction
+            )
+        ),
     )
 
 

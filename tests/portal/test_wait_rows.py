@@ -11,11 +11,13 @@ from gpufleet.portal.wait_rows import wait_row
 from gpufleet.sched.quota import QuotaWait
 from gpufleet.sched.waits import (
     CapacityWait,
+    NoQuota,
     ReservationAhead,
     ReservedFor,
     ShareWait,
     SliceWait,
     StrictFifo,
+    UnknownLevel,
     Wait,
     numbers_of,
 )
@@ -42,6 +44,8 @@ def _numbers(text: str) -> set[str]:
         ReservedFor(16, "h100", ("h-0", "h-1"), 3600.0, 2),
         ReservationAhead("12", 16, "h100", 600.0),
         StrictFifo("12"),
+        NoQuota("nlp", "a100"),
+        UnknownLevel("rack", ("block", "leaf")),
     ],
     ids=lambda w: f"{w.kind}",
 )
@@ -51,6 +55,18 @@ def test_a_row_names_what_its_sentence_names(wait: Wait) -> None:
     assert row.text == wait.text()
     shown = _numbers(" ".join((row.resource, row.needs, row.has, row.blocking)))
     assert _numbers(wait.text()) <= shown, row  # every number of the sentence is in the row
+
+
+def test_every_kind_has_a_label() -> None:
+    from gpufleet.portal.wait_rows import KIND_LABELS
+    from gpufleet.sched import waits
+
+    kinds = {
+        obj.kind
+        for obj in vars(waits).values()
+        if isinstance(obj, type) and isinstance(getattr(obj, "kind", None), str)
+    }
+    assert kinds | {"quota"} == set(KIND_LABELS)
 
 
 def test_a_member_sees_no_other_teams_blocker_in_the_records() -> None:

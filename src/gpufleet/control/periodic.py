@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 
 log = logging.getLogger(__name__)
 
 
-class Periodic:
+class Periodic(ABC):
     """Calls `body()` every `interval_s()` seconds (measured from the start of each call)
     on a daemon thread named `name`, until `stop()`."""
 
@@ -24,11 +25,13 @@ class Periodic:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
+    @abstractmethod
     def body(self) -> None:
-        raise NotImplementedError
+        """One call: a cycle, a read."""
 
+    @abstractmethod
     def interval_s(self) -> float:
-        raise NotImplementedError
+        """Seconds from the start of one call to the start of the next."""
 
     def start(self) -> None:
         self._thread.start()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -542,6 +542,19 @@ def roll_up(session: Session, now_s: float) -> int:
     return written
 
 
+# `gpu_team_1h`'s columns in the order `_roll_up_hours` selects them
+_HOUR_COLUMNS = (
+    "hour_s",
+    "cluster",
+    "team",
+    "samples",
+    "rounds",
+    "util_sum_pct",
+    "mem_used_sum_bytes",
+    "mem_samples",
+)
+
+
 def _roll_up_hours(session: Session, from_s: float, to_s: float) -> None:
     """Sum the hours whose last bucket was just rolled up (buckets [from_s, to_s)) from
     their `gpu_team_5m` rows, once each. An hour the store began in the middle of is
@@ -560,17 +573,9 @@ def _roll_up_hours(session: Session, from_s: float, to_s: float) -> None:
             func.sum(t.mem_used_sum_bytes),
             func.sum(t.mem_samples),
         ).where(t.bucket_s >= hour, t.bucket_s < end)
-        columns = [
-            "hour_s",
-            "cluster",
-            "team",
-            "samples",
-            "rounds",
-            "util_sum_pct",
-            "mem_used_sum_bytes",
-            "mem_samples",
-        ]
-        session.execute(insert(GpuTeam1h).from_select(columns, sums.group_by(t.cluster, t.team)))
+        session.execute(
+            insert(GpuTeam1h).from_select(_HOUR_COLUMNS, sums.group_by(t.cluster, t.team))
+        )
         end += HOUR_S
 
 
@@ -605,15 +610,5 @@ def latest(session: Session) -> list[GpuNow]:
     """The most recent reading of every GPU that has one (in the raw day): one row per GPU
     of `gpu_latest`, which `ingest` keeps."""
     t = GpuLatest
-    q = select(
-        t.node,
-        t.gpu,
-        t.time_s,
-        t.util_pct,
-        t.mem_used_bytes,
-        t.mem_total_bytes,
-        t.healthy,
-        t.job_id,
-        t.team,
-    ).order_by(t.node, t.gpu)
-    return [GpuNow(*row) for row in session.execute(q)]
+    q = select(*(getattr(t, f.name) for f in fields(GpuNow))).order_by(t.node, t.gpu)
+    return [GpuNow(**row._asdict()) for row in session.execute(q)]

@@ -24,6 +24,9 @@ KIND_LABELS = {
     "strict-fifo": "Strict FIFO",
     "preemption": "Preemption",
     "no-accelerator": "No accelerator fits",
+    "no-quota": "No quota",
+    "unknown-team": "Unknown team",
+    "unknown-level": "Unknown topology level",
 }
 
 
@@ -117,6 +120,13 @@ def wait_row(w: WaitOut) -> WaitRow:
         has = "evicting what it may would not free enough"
     elif w.kind == "no-accelerator":
         has = "accepts " + (", ".join(str(a) for a in n.get("accepts") or []) or "any")
+    elif w.kind == "no-quota":
+        has = f"team {n.get('team')} has no quota for it"
+    elif w.kind == "unknown-team":
+        resource, has = f"team {n.get('team')}", "not in the teams file"
+    elif w.kind == "unknown-level":
+        levels = ", ".join(str(x) for x in n.get("levels") or [])
+        resource, has = f"topology level {n.get('level')}", f"the cluster's levels: {levels}"
     return WaitRow(kind, resource, needs, has, w.blocking_job or "—", w.text)
 
 

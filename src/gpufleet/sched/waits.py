@@ -15,13 +15,12 @@ record's `text()` equals the sentence the plugin used to build by hand. Quota wa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol
 
 SPOT_NOTE = "; spot nodes excluded (this job may not run on spot)"
 WOULD_NOT_HELP = "preempting the jobs it may evict would not free enough"
 
 
-@runtime_checkable
 class Wait(Protocol):
     """One part of a pending reason: its kind, its sentence, and the numbers behind it."""
 
@@ -151,10 +150,9 @@ class ShareWait:
     accelerator: str
     milli: int
     spot_only: bool = False
-    denominator: int = 1000  # how the fraction is written ("/1000"; a baseline writes MILLI)
 
     def text(self) -> str:
-        acc, share = self.accelerator, f"{self.milli}/{self.denominator}"
+        acc, share = self.accelerator, f"{self.milli}/1000"
         if self.spot_only:
             return (
                 f"waiting: the {acc} GPUs with {share} free to share are spot capacity, which "
