@@ -12,6 +12,11 @@ first starts included. Equal hashes before and after a change mean byte-identica
 
 `--quick` runs the synthetic and failure cases only, with fewer jobs (a few seconds).
 Not a test: a behaviour change that is meant (a new rule, a fixed bug) changes hashes too.
+
+The hashed runs use full cycles (`SimConfig.lean_cycles=False`): a lean cycle (`sched.lean`)
+words no reasons. Every run whose profile allows lean cycles is made again with them, and
+its outcome (metrics, first starts, cycle and event counts) must equal the full run's;
+a difference is printed and fails the check.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from gpufleet.cluster import Cluster
 from gpufleet.cluster.bench import ACCELERATOR, bench_cluster
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Decisions
+from gpufleet.sched.lean import qualifies
+from gpufleet.sched.registry import resolve
 from gpufleet.sim import engine
 from gpufleet.sim.bench import synthetic_workload
 from gpufleet.sim.engine import FailureModel, SimConfig, SpotModel, simulate
@@ -62,13 +69,20 @@ class _Recorder:
         return d
 
     def finish(self, result: SimResult) -> str:
-        data = result.metrics.to_json(series=True)
-        _drop_added_fields(data)
-        metrics = json.dumps(data, sort_keys=True, default=str)
-        self.digest.update(metrics.encode())
-        self.digest.update(repr(sorted(result.first_start_s.items())).encode())
-        self.digest.update(repr((result.cycles, result.events)).encode())
+        self.digest.update(_outcome(result))
         return self.digest.hexdigest()[:16]
+
+
+def _outcome(result: SimResult) -> bytes:
+    """What a run ends with: its metrics, first starts, and cycle and event counts."""
+    data = result.metrics.to_json(series=True)
+    _drop_added_fields(data)
+    metrics = json.dumps(data, sort_keys=True, default=str)
+    first = repr(sorted(result.first_start_s.items()))
+    return (metrics + first + repr((result.cycles, result.events))).encode()
+
+
+LEAN_DIFFERS: list[str] = []  # runs whose lean replay ended differently
 
 
 def _drop_added_fields(data: dict[str, Any]) -> None:
@@ -101,9 +115,14 @@ def _run(cluster: Cluster, teams: TeamsSpec, workload: Workload, config: SimConf
     recorder = _Recorder()
     engine.decide = recorder  # type: ignore[assignment]
     try:
-        return recorder.finish(simulate(cluster, teams, workload, config))
+        result = simulate(cluster, teams, workload, replace(config, lean_cycles=False))
     finally:
         engine.decide = decide
+    if qualifies(resolve(config.profile).profile):
+        lean = simulate(cluster, teams, workload, replace(config, lean_cycles=True))
+        if _outcome(lean) != _outcome(result):
+            LEAN_DIFFERS.append(f"{config.profile} on {cluster.name}, {len(workload.jobs)} jobs")
+    return recorder.finish(result)
 
 
 def fingerprints(quick: bool) -> dict[str, str]:
@@ -160,10 +179,12 @@ def main() -> int:
     parser.add_argument("--check", type=Path, help="compare with fingerprints written earlier")
     args = parser.parse_args()
     got = fingerprints(args.quick)
+    for run in LEAN_DIFFERS:
+        print(f"lean cycles end differently: {run}", file=sys.stderr)
     if args.check is None:
         json.dump(got, sys.stdout, indent=1, sort_keys=True)
         print()
-        return 0
+        return 1 if LEAN_DIFFERS else 0
     want = json.loads(args.check.read_text())
     differ = sorted(k for k in got if k in want and want[k] != got[k])
     missing = sorted(k for k in got if k not in want)
@@ -172,7 +193,7 @@ def main() -> int:
     for name in missing:
         print(f"not in {args.check}: {name}")
     print(f"{len(got) - len(differ) - len(missing)} of {len(got)} runs identical")
-    return 1 if differ else 0
+    return 1 if differ or LEAN_DIFFERS else 0
 
 
 if __name__ == "__main__":

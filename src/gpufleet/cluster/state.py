@@ -229,6 +229,12 @@ class StateView(ABC):
         index = self._core()._node_index.get(accelerator)
         return 0 if index is None else index.total()
 
+    def most_free_gpus(self) -> int:
+        """The most free whole GPUs on any one node, of any accelerator: O(accelerators).
+        No worker asking for more whole GPUs than this fits anywhere (a lean cycle's stop
+        rule, `sched.lean`)."""
+        return max((index.max_value() for index in self._core()._node_index.values()), default=0)
+
     def nodes_with_free(self, accelerator: str, at_least: int = 1) -> Iterator[str]:
         """Nodes of `accelerator` with >= `at_least` free whole GPUs, tightest first.
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property, partial
 from itertools import chain
 from typing import cast, overload
@@ -75,6 +75,7 @@ from gpufleet.sched.framework import (
     Relayout,
 )
 from gpufleet.sched.job_facts import Facts, RequestShapes
+from gpufleet.sched.lean import Lean, qualifies, worker_gpus
 from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
 from gpufleet.sched.reasons import Reasons, reason_parts, with_ahead
@@ -132,10 +133,27 @@ def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
 
 
 def _priorities(
-    jobs: list[JobSpec], index: TeamIndex, shapes: RequestShapes, whole: bool
+    jobs: list[JobSpec], index: TeamIndex, shapes: RequestShapes, whole: bool, *, lean: bool
 ) -> dict[str, int]:
-    """Each pending job's priority value, from its facts (kept from cycle to cycle)."""
+    """Each pending job's priority value, from its facts (kept from cycle to cycle). A lean
+    cycle reads none (a FIFO order, no preemption): its facts cache is only pruned."""
+    if lean:
+        shapes.prune(jobs)
+        return {}
     return shapes.priorities(jobs, index, whole)
+
+
+def _queue(
+    order: Callable[[Sequence[JobSpec], OrderContext], Iterable[JobSpec]],
+    pending: list[JobSpec],
+    ctx: OrderContext,
+    lean: Lean | None,
+) -> Iterator[JobSpec]:
+    """The pending jobs in the profile's order; a lean cycle's are in FIFO order already
+    (its caller keeps them so), and only `lean.fresh` when it names them."""
+    if lean is None:
+        return iter(order(pending, ctx))
+    return iter(pending if lean.fresh is None else lean.fresh)
 
 
 def _load(
@@ -182,8 +200,14 @@ class _Cycle:
         plugins: Resolved,
         timings: dict[str, float],
         context: tuple[Collection[JobSpec], Mapping[str, int], TeamsSpec, float],
+        *,
+        lean: bool = False,
     ) -> None:
         self.b, self.book, self.plugins, self.timings = b, book, plugins, timings
+        # what a memoised failure holds for: the state version (a reason names what is
+        # free, which every allocation changes), or in a lean cycle, which words no
+        # reasons, the free epoch (a failure holds while GPUs are only taken)
+        self._by_epoch = lean
         self.placement = plugins.placement
         self.running, self.priority, self.teams, self.now_s = context
         # end of the last timed stretch: each clock reading closes one phase's stretch and
@@ -238,6 +262,9 @@ class _Cycle:
             book=self.book,
             now_s=self.now_s,
         )
+
+    def _stamp(self) -> int:
+        return self.b.free_epoch if self._by_epoch else self.b.version
 
     def facts(self, job: JobSpec) -> Facts:
         """The job's facts (`sched.job_facts`), kept from cycle to cycle."""
@@ -342,7 +369,7 @@ class _Cycle:
         self, queue: Iterator[JobSpec], deferred: list[JobSpec], guaranteed_first: bool
     ) -> JobSpec | None:
         """`answered`'s loop (its locals read once per call, not once per job)."""
-        memo, version, facts_of = self._memo, self.b.version, self._shapes.facts_of
+        memo, version, facts_of = self._memo, self._stamp(), self._shapes.facts_of
         index, whole, keyed = self._index, self._whole_only, bool(self._keyed_preemptions)
         res, now = self.reservation, self.now_s
         res_start = math.inf if res is None else res.start_s
@@ -416,7 +443,7 @@ class _Cycle:
         key = self._memo_key(job) if looked else None
         if key is not None:
             hit = self._memo.get(key)
-            if hit is not None and hit[0] == self.b.version:
+            if hit is not None and hit[0] == self._stamp():
                 if hit[2]:
                     self.unplaced_slices.extend((job.name, r) for r in hit[2])
                 self.reasons.note(job.name, hit[1], self.waiting)
@@ -432,7 +459,7 @@ class _Cycle:
             if key is not None:
                 # a failure that changed nothing: the same shape fails the same way until it does
                 slices = tuple(r for n, r in self.unplaced_slices if n == job.name)
-                self._memo[key] = (version, self._why, slices)
+                self._memo[key] = (self._stamp(), self._why, slices)
 
     def _evaluate(self, job: JobSpec) -> None:
         clock = time.perf_counter
@@ -583,7 +610,7 @@ class _Cycle:
         if self._placement_by_request and self._placement_failed:
             key = (req, job.topology.required, job.spot_ok)
             failed = self._placement_failed.get(key)
-            version = self.b.version
+            version = self._stamp()
             if failed is not None and failed[0] == version:
                 placed = failed[1]
             else:
@@ -594,7 +621,7 @@ class _Cycle:
             placed = self.placement.place(self.b, job, req)
             if self._placement_by_request and not placed.status.ok:  # the first failure
                 key = (req, job.topology.required, job.spot_ok)
-                self._placement_failed[key] = (self.b.version, placed)
+                self._placement_failed[key] = (self._stamp(), placed)
         res = self.reservation
         if placed.status.ok or res is None or not backfill.ends_before(job, res, self.now_s):
             return placed
@@ -808,6 +835,7 @@ def decide(
     cycle: int = 0,
     usage: Mapping[tuple[str, str], int] | None = None,
     keep: bool = False,
+    lean: Lean | None = None,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
@@ -833,11 +861,19 @@ def decide(
     (victims released, admitted jobs allocated; the reservation placeholder
     removed): a simulator then does not redo every allocation. The decisions are
     the same either way.
+
+    `lean` (`sched.lean`, profiles that `qualify` only): the caller keeps `pending` in
+    FIFO order between cycles and reads no reasons; the cycle looks only at the jobs
+    that can start (those `lean.fresh` names, when nothing was freed since the caller's
+    last cycle) and stops once no node has room for the smallest worker. It admits
+    exactly what a full cycle admits; `pending_reasons` and `considered` are empty.
     """
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
     plugins = resolve(profile)
     _check_inputs(cluster, state, running, pending, usage=usage, keep=keep)
+    if lean is not None and not qualifies(plugins.profile):
+        raise ValueError(f"decide(lean=...): profile {profile!r} does not allow lean cycles")
     t0 = clock()
     index = team_index(teams)
     with _what_if(state) as b:
@@ -845,7 +881,9 @@ def decide(
         t1 = clock()
         timings["snapshot"] = t1 - t0
         shapes = cluster.derived(RequestShapes)
-        priority = _priorities(pending, index, shapes, plugins.profile.whole_gpus_only)
+        priority = _priorities(
+            pending, index, shapes, plugins.profile.whole_gpus_only, lean=lean is not None
+        )
         order = plugins.queue_order
         ctx = OrderContext(
             priority,
@@ -858,8 +896,11 @@ def decide(
             max_priority=index.max_priority,
         )
         plugins = _observed(plugins, pending, cluster)
-        cyc = _Cycle(b, book, plugins, timings, (running, priority, teams, now_s))
-        queue = iter(order.order(pending, ctx))  # 2. order, lazily
+        cyc = _Cycle(
+            b, book, plugins, timings, (running, priority, teams, now_s), lean=lean is not None
+        )
+        stop = _StopRule(b, lean, cyc)
+        queue = stop.unlooked(_queue(order.order, pending, ctx, lean))  # 2. order, lazily
         cyc.mark = clock()
         timings["order"] = cyc.mark - t1
         deferred: list[JobSpec] = []  # would borrow: after every job within its guarantee
@@ -867,7 +908,7 @@ def decide(
         # jobs already decided (a shape that failed at this state, a strict blocker ahead,
         # a team whose deferral is known) are taken in one tight loop (`_Cycle.answered`);
         # the rest go through the full path one by one
-        job = cyc.answered(queue, deferred, guaranteed_first)
+        job = None if stop() else cyc.answered(queue, deferred, guaranteed_first)
         while job is not None:
             t = clock()
             timings["order"] += t - cyc.mark
@@ -876,7 +917,8 @@ def decide(
                 deferred.append(job)
             else:
                 cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
-            job = cyc.answered(queue, deferred, guaranteed_first)
+                stop.looked(job)
+            job = None if stop() else cyc.answered(queue, deferred, guaranteed_first)
         t = clock()
         timings["order"] += t - cyc.mark
         cyc.mark = t
@@ -895,15 +937,68 @@ def decide(
         preempted=cyc.preempted,
         reserved={reserved.job: reserved.placements} if reserved else {},
         reserved_start_s={reserved.job: reserved.start_s} if reserved else {},
-        pending_reasons=cyc.reasons,
+        pending_reasons=cyc.reasons if lean is None else Reasons(),
         flavors=cyc.flavors,
         relayouts=relayouts,
         cycle=cycle,
         timings_s=timings,
-        considered=tuple(cyc.considered),
+        considered=tuple(cyc.considered) if lean is None else (),
     )
     timings["commit"] = clock() - t3
     return decisions
+
+
+class _StopRule:
+    """A lean cycle's "nothing more can start" (`sched.lean`): no node has room for the
+    smallest worker, or (strict FIFO) a job blocks the rest; and, under best effort, which
+    jobs cannot start (`unlooked`: a worker larger than the room of the roomiest node, where
+    a job that cannot start changes nothing). What is free changes only when the cycle
+    admits, so the room is read again only then. Full cycles never stop early."""
+
+    def __init__(self, b: Branch, lean: Lean | None, cyc: _Cycle) -> None:
+        self._b, self._cyc = b, cyc
+        # waiting jobs per whole GPUs per worker, less those this cycle admits
+        self._off = lean is None
+        self._sizes = Counter(lean.sizes) if lean is not None else Counter()
+        self._smallest = 0 if 0 in self._sizes else min(self._sizes, default=0)
+        head_of_line = cyc.plugins.profile.head_of_line
+        self._strict = lean is not None and head_of_line == "strict"
+        self._skips = lean is not None and head_of_line == "best-effort"
+        self._version = -1
+        self._full = False
+        self.room = b.most_free_gpus() if self._skips else 0  # most free GPUs on one node
+
+    def unlooked(self, queue: Iterator[JobSpec]) -> Iterator[JobSpec]:
+        """Best effort: a job whose worker is larger than any node's room waits, unlooked at
+        (it would change nothing); `room` is kept up to date by each call of the rule."""
+        if not self._skips:
+            return queue
+        return (j for j in queue if (j.gpus or 0) <= self.room)
+
+    def looked(self, job: JobSpec) -> None:
+        """`job` had its turn: if it started, the smallest worker may have grown."""
+        if not self._smallest or job.name not in self._cyc.admitted:
+            return
+        sizes = self._sizes
+        size = worker_gpus(job)
+        left = sizes[size] - 1
+        if left > 0:
+            sizes[size] = left
+        else:
+            del sizes[size]
+            self._smallest = min(sizes, default=0)
+
+    def __call__(self) -> bool:
+        if self._off:
+            return False
+        if self._strict and self._cyc.blocker is not None:
+            return True
+        version = self._b.version
+        if version != self._version:
+            self._version = version
+            self.room = room = self._b.most_free_gpus()
+            self._full = bool(self._smallest) and room < self._smallest
+        return self._full
 
 
 def _check_inputs(

@@ -140,6 +140,15 @@ class RequestShapes:
         self.facts_of = kept
         return out
 
+    def prune(self, pending: Sequence[JobSpec]) -> None:
+        """Keep only `pending`'s facts once the cache has grown well past it: what
+        `priorities` does every cycle, done by a lean cycle (which reads no priorities)
+        only as often as the cache doubles, so it costs O(1) per cycle amortised."""
+        if len(self.facts_of) <= 2 * len(pending) + 1024:
+            return
+        old = self.facts_of
+        self.facts_of = {id(j): old[id(j)] for j in pending if id(j) in old}
+
     def job_requests(self, facts: Facts) -> tuple[Request, ...]:
         """A job's requests, kept in its facts after the first read (a job sized from its
         model and load is sized again: its requests are not keyed)."""

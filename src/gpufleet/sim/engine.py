@@ -77,6 +77,7 @@ from gpufleet.errors import UnknownNameError
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
+from gpufleet.sched.lean import LeanQueue, qualifies
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim import conservation
@@ -127,6 +128,9 @@ class SimConfig:
     # speed per accelerator: a job's duration scales by the GPUs it lands on (sim.speed);
     # None: the same everywhere
     speeds: SpeedTable | None = None
+    # lean cycles (sched.lean) where the profile allows them: the same admissions, without
+    # looking at jobs that cannot start; the decisions then carry no pending reasons
+    lean_cycles: bool = True
 
 
 class _Specs:
@@ -307,6 +311,10 @@ class Simulation:
         self._serves: dict[str, set[str]] = {}  # "node|gpu" -> pending jobs its re-cut is for
         plugins = resolve(config.profile)
         self.gang = plugins.profile.gang
+        # the queue in FIFO order between cycles, for lean cycles (None: full cycles)
+        self._lean: LeanQueue | None = None
+        if config.lean_cycles and qualifies(plugins.profile):
+            self._lean = LeanQueue(best_effort=plugins.profile.head_of_line == "best-effort")
         self._keeps_history = plugins.queue_order.uses_share
         self.specs: Mapping[str, JobSpec] = specs or {}
         self._speeds = config.speeds
@@ -363,7 +371,7 @@ class Simulation:
         spec = self.specs[name] if name in self.specs else self._spec_of(r.trace)
         run.units = {name: spec}
         self.owner[name] = name
-        self.pending[name] = spec
+        self._enqueue(name, spec)
         self.metrics.arrived(r.trace)
         try:
             self.state.allocate(name, *[c for p in r.placements for c in p.claims()])
@@ -476,13 +484,13 @@ class Simulation:
         if self.gang or job.workers == 1:
             run.units = {name: spec}
             self.owner[name] = name
-            self.pending[name] = spec
+            self._enqueue(name, spec)
         else:  # kube-scheduler without a gang plugin: each worker is a pod of its own
             pods = [f"{name}/w{i}" for i in range(job.workers)]
             run.units = {p: spec.replaced({"name": p, "workers": 1}) for p in pods}
             for unit, unit_spec in run.units.items():
                 self.owner[unit] = name
-                self.pending[unit] = unit_spec
+                self._enqueue(unit, unit_spec)
         self.metrics.arrived(job)
         self._want_cycle()
 
@@ -551,6 +559,11 @@ class Simulation:
 
     # -- scheduling ----------------------------------------------------------------------
 
+    def _enqueue(self, unit: str, spec: JobSpec) -> None:
+        self.pending[unit] = spec
+        if self._lean is not None:
+            self._lean.add(spec)
+
     def _cycle(self, _: str) -> None:
         if self._cycle_due is None or self.now_s < self._cycle_due:
             return  # superseded by an earlier cycle
@@ -561,11 +574,13 @@ class Simulation:
         self.cycles += 1
         self._advance_history()
         t0 = time.perf_counter()
+        queue = self._lean
+        lean = None if queue is None else queue.lean(self.state.free_epoch, self.pending.values())
         d = decide(
             self.cluster,
             self.state,
             self.running,
-            list(self.pending.values()),
+            list(self.pending.values()) if queue is None or lean is None else queue.jobs,
             self.teams,
             profile=self.config.profile,
             now_s=self.now_s,
@@ -573,9 +588,12 @@ class Simulation:
             cycle=self.cycles,
             usage=self.usage,
             keep=True,  # the state is left as applying the decisions would leave it
+            lean=lean,
         )
         self.decide_s += time.perf_counter() - t0
         self._apply(d)
+        if queue is not None:
+            queue.cycled(self.state.free_epoch)
 
     def _apply(self, d: Decisions) -> None:
         if d.preempted:
@@ -681,6 +699,8 @@ class Simulation:
         now = self.now_s
         run = self.runs[self.owner[unit]]
         spec = self.pending.pop(unit)
+        if self._lean is not None:
+            self._lean.remove(spec)
         milli = placements_milli(self.cluster, placements)
         held = run.milli
         held[flavor] = held.get(flavor, 0) + milli
@@ -749,7 +769,7 @@ class Simulation:
             run.spend()
             return
         for unit, spec in run.units.items():
-            self.pending[unit] = spec.replaced({"attained_gpu_s": run.attained_gpu_s})
+            self._enqueue(unit, spec.replaced({"attained_gpu_s": run.attained_gpu_s}))
         self._want_cycle()
 
     # -- failures and spot ---------------------------------------------------------------
