@@ -64,6 +64,7 @@ import gc
 import heapq
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -81,7 +82,7 @@ from gpufleet.sched.lean import LeanQueue, qualifies
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim import conservation
-from gpufleet.sim.metrics import JobHeld, MetricsRecorder
+from gpufleet.sim.metrics import JobHeld, MetricsRecorder, waiting_shape
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.run import Run
 from gpufleet.sim.speed import SpeedTable
@@ -290,6 +291,8 @@ class Simulation:
         # job -> its life so far: running at the start (`initial`) or arrived since
         self.runs: dict[str, Run] = {}
         self.pending: dict[str, JobSpec] = {}
+        # pending jobs per (accelerators, GPUs per worker): what a sample reads of the queue
+        self._waiting: Counter[tuple[tuple[str, ...], int]] = Counter()
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
@@ -561,6 +564,7 @@ class Simulation:
 
     def _enqueue(self, unit: str, spec: JobSpec) -> None:
         self.pending[unit] = spec
+        self._waiting[waiting_shape(spec)] += 1
         if self._lean is not None:
             self._lean.add(spec)
 
@@ -699,6 +703,12 @@ class Simulation:
         now = self.now_s
         run = self.runs[self.owner[unit]]
         spec = self.pending.pop(unit)
+        shape = waiting_shape(spec)
+        left = self._waiting[shape] - 1
+        if left:
+            self._waiting[shape] = left
+        else:
+            del self._waiting[shape]
         if self._lean is not None:
             self._lean.remove(spec)
         milli = placements_milli(self.cluster, placements)
@@ -826,7 +836,7 @@ class Simulation:
     # -- sampling ------------------------------------------------------------------------
 
     def _sample(self, _: str) -> None:
-        self.metrics.sample(self.now_s, self.state, self.pending.values(), self._started)
+        self.metrics.sample(self.now_s, self.state, self._waiting, self._started)
         self._push(self.now_s + self.config.sample_interval_s, SAMPLE, "")
 
 

@@ -114,6 +114,12 @@ def jain(values: Iterable[float]) -> float | None:
     return 1.0 if denom == 0 else float(np.sum(x)) ** 2 / denom
 
 
+def waiting_shape(job: JobSpec) -> tuple[tuple[str, ...], int]:
+    """What a sample reads of a pending job: its acceptable accelerators and the GPUs of
+    one worker (a share or a slice can use any free GPU: 1)."""
+    return tuple(job.accelerators), job.gpus or 1
+
+
 @dataclass(frozen=True)
 class Sample:
     t_s: float
@@ -424,13 +430,21 @@ class MetricsRecorder:
     def node_up(self, t_s: float, gpus: int) -> None:
         self.down.move(t_s, -gpus)
 
-    def sample(self, t_s: float, state: State, pending: Iterable[JobSpec], running: int) -> None:
+    def sample(
+        self,
+        t_s: float,
+        state: State,
+        waiting: Mapping[tuple[tuple[str, ...], int], int],
+        running: int,
+    ) -> None:
+        """`waiting`: how many pending jobs ask for each (acceptable accelerators, GPUs per
+        worker) pair (`waiting_shape`), kept by the caller as jobs come and go, so a sample
+        costs the distinct pairs, not the queue."""
         smallest: dict[str, int] = {}  # accelerator ("" = any) -> smallest worker pending
         n_pending = 0
-        for job in pending:
-            n_pending += 1
-            size = job.gpus or 1  # a share or a slice can use any free GPU
-            for acc in job.accelerators or ("",):
+        for (accelerators, size), count in waiting.items():
+            n_pending += count
+            for acc in accelerators or ("",):
                 smallest[acc] = min(smallest.get(acc, size), size)
         fragmented = 0
         if n_pending:
