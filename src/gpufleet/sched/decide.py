@@ -80,7 +80,7 @@ from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
 from gpufleet.sched.reasons import Reasons, reason_parts, with_ahead
 from gpufleet.sched.registry import Resolved, resolve
-from gpufleet.sched.requests import Request, requests_for, whole_gpus
+from gpufleet.sched.requests import Request
 from gpufleet.sched.team_index import TeamIndex, team_index
 from gpufleet.sched.waits import (
     PREEMPTION_FUTILE,
@@ -1028,18 +1028,20 @@ class _PendingRequests(Sequence[Request]):
     plugins ignore `observe`'s argument, and building them is O(pending) per cycle."""
 
     def __init__(self, pending: Sequence[JobSpec], cluster: Cluster, whole: bool) -> None:
-        self._args = (pending, list(cluster.accelerators), whole)
+        self._args = (pending, cluster.derived(RequestShapes), whole)
         self._items: list[Request] | None = None
 
     def _all(self) -> list[Request]:
-        if self._items is None:
-            pending, accs, whole = self._args
-            shape = whole_gpus if whole else list
-            self._items = [r for job in pending for r in shape(requests_for(job, accs))[:1]]
+        if self._items is None:  # requests of one shape are one tuple, kept by the cluster
+            pending, shapes, whole = self._args
+            self._items = [r for job in pending for r in shapes.requests(job, whole)[:1]]
         return self._items
 
     def __len__(self) -> int:
         return len(self._all())
+
+    def __iter__(self) -> Iterator[Request]:  # not Sequence's index walk
+        return iter(self._all())
 
     @overload
     def __getitem__(self, i: int) -> Request: ...

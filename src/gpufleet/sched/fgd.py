@@ -45,9 +45,21 @@ class Fgd(Scoring):
     _cheapest_group = True
 
     def observe(self, requests: Sequence[Request]) -> Self:
-        counts: Counter[Shape] = Counter()
+        # a queue repeats a few request objects (one per job shape, `job_facts`): count
+        # them by identity first, so each distinct one is hashed and shaped once
+        times: dict[int, int] = {}
+        first: dict[int, Request] = {}
         for r in requests:
-            counts[Shape.of(r)] += r.workers
+            key = id(r)
+            n = times.get(key)
+            if n is None:
+                times[key] = 1
+                first[key] = r
+            else:
+                times[key] = n + 1
+        counts: Counter[Shape] = Counter()
+        for key, r in first.items():
+            counts[Shape.of(r)] += r.workers * times[key]
         weights = tuple(sorted(counts.items())) or PRIOR
         return self if weights == self.weights else type(self)(weights)
 
