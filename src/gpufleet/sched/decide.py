@@ -443,7 +443,9 @@ class _Cycle:
         key = self._memo_key(job) if looked else None
         if key is not None:
             hit = self._memo.get(key)
-            if hit is not None and hit[0] == self._stamp():
+            if hit is not None and hit[0] == (
+                self.b.free_epoch if self._by_epoch else self.b.version
+            ):
                 if hit[2]:
                     self.unplaced_slices.extend((job.name, r) for r in hit[2])
                 self.reasons.note(job.name, hit[1], self.waiting)
@@ -610,7 +612,7 @@ class _Cycle:
         if self._placement_by_request and self._placement_failed:
             key = (req, job.topology.required, job.spot_ok)
             failed = self._placement_failed.get(key)
-            version = self._stamp()
+            version = self.b.free_epoch if self._by_epoch else self.b.version
             if failed is not None and failed[0] == version:
                 placed = failed[1]
             else:
@@ -899,29 +901,13 @@ def decide(
         cyc = _Cycle(
             b, book, plugins, timings, (running, priority, teams, now_s), lean=lean is not None
         )
-        stop = _StopRule(b, lean, cyc)
-        queue = stop.unlooked(_queue(order.order, pending, ctx, lean))  # 2. order, lazily
+        queue = _queue(order.order, pending, ctx, lean)  # 2. order, lazily
+        stop = None if lean is None else _StopRule(b, lean, cyc)
+        if stop is not None:
+            queue = stop.unlooked(queue)
         cyc.mark = clock()
         timings["order"] = cyc.mark - t1
-        deferred: list[JobSpec] = []  # would borrow: after every job within its guarantee
-        guaranteed_first = plugins.profile.guaranteed_first
-        # jobs already decided (a shape that failed at this state, a strict blocker ahead,
-        # a team whose deferral is known) are taken in one tight loop (`_Cycle.answered`);
-        # the rest go through the full path one by one
-        job = None if stop() else cyc.answered(queue, deferred, guaranteed_first)
-        while job is not None:
-            t = clock()
-            timings["order"] += t - cyc.mark
-            cyc.mark = t
-            if guaranteed_first and cyc.would_borrow(job):
-                deferred.append(job)
-            else:
-                cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
-                stop.looked(job)
-            job = None if stop() else cyc.answered(queue, deferred, guaranteed_first)
-        t = clock()
-        timings["order"] += t - cyc.mark
-        cyc.mark = t
+        deferred = _walk(cyc, queue, stop)
         for job in deferred:
             cyc.run(job)
         t3 = clock()
@@ -948,22 +934,53 @@ def decide(
     return decisions
 
 
+def _walk(cyc: _Cycle, queue: Iterator[JobSpec], stop: _StopRule | None) -> list[JobSpec]:
+    """Phases 3 and 4 for each job of `queue` in turn (a lean cycle's `stop` may end it
+    early); returns the jobs that would borrow, set aside under `guaranteed_first` until
+    every job within its team's guarantee has been looked at.
+
+    Jobs already decided (a shape that failed at this state, a strict blocker ahead, a
+    team whose deferral is known) are taken in one tight loop (`_Cycle.answered`); the
+    rest go through the full path one by one."""
+    clock, timings = time.perf_counter, cyc.timings
+    deferred: list[JobSpec] = []
+    guaranteed_first = cyc.plugins.profile.guaranteed_first
+    done = stop is not None and stop()
+    job = None if done else cyc.answered(queue, deferred, guaranteed_first)
+    while job is not None:
+        t = clock()
+        timings["order"] += t - cyc.mark
+        cyc.mark = t
+        if guaranteed_first and cyc.would_borrow(job):
+            deferred.append(job)
+        else:
+            cyc.run(job)  # 3 + 4. nominate and place (+ preempt, reserve)
+            if stop is not None:
+                stop.looked(job)
+        if stop is not None and stop():
+            break
+        job = cyc.answered(queue, deferred, guaranteed_first)
+    t = clock()
+    timings["order"] += t - cyc.mark
+    cyc.mark = t
+    return deferred
+
+
 class _StopRule:
     """A lean cycle's "nothing more can start" (`sched.lean`): no node has room for the
     smallest worker, or (strict FIFO) a job blocks the rest; and, under best effort, which
     jobs cannot start (`unlooked`: a worker larger than the room of the roomiest node, where
     a job that cannot start changes nothing). What is free changes only when the cycle
-    admits, so the room is read again only then. Full cycles never stop early."""
+    admits, so the room is read again only then. Full cycles have none."""
 
-    def __init__(self, b: Branch, lean: Lean | None, cyc: _Cycle) -> None:
+    def __init__(self, b: Branch, lean: Lean, cyc: _Cycle) -> None:
         self._b, self._cyc = b, cyc
         # waiting jobs per whole GPUs per worker, less those this cycle admits
-        self._off = lean is None
-        self._sizes = Counter(lean.sizes) if lean is not None else Counter()
+        self._sizes = Counter(lean.sizes)
         self._smallest = 0 if 0 in self._sizes else min(self._sizes, default=0)
         head_of_line = cyc.plugins.profile.head_of_line
-        self._strict = lean is not None and head_of_line == "strict"
-        self._skips = lean is not None and head_of_line == "best-effort"
+        self._strict = head_of_line == "strict"
+        self._skips = head_of_line == "best-effort"
         self._version = -1
         self._full = False
         self.room = b.most_free_gpus() if self._skips else 0  # most free GPUs on one node
@@ -989,8 +1006,6 @@ class _StopRule:
             self._smallest = min(sizes, default=0)
 
     def __call__(self) -> bool:
-        if self._off:
-            return False
         if self._strict and self._cyc.blocker is not None:
             return True
         version = self._b.version

@@ -91,8 +91,8 @@ class LeanQueue:
 
     def __init__(self, *, best_effort: bool, active_at: int = 16) -> None:
         self._best_effort = best_effort
-        self._active_at = active_at
-        self._active = False
+        self.active_at = active_at
+        self.kept = False  # whether the queue is kept in order now (long enough)
         self._keys: list[tuple[float, str]] = []
         self._jobs: list[JobSpec] = []
         self._sizes: Counter[int] = Counter()
@@ -107,7 +107,7 @@ class LeanQueue:
 
     def add(self, job: JobSpec) -> None:
         self._fresh.append(job)
-        if not self._active:
+        if not self.kept:
             return
         key = fifo_key(job)
         i = bisect.bisect_left(self._keys, key)
@@ -117,7 +117,7 @@ class LeanQueue:
 
     def remove(self, job: JobSpec) -> None:
         """`job` left the queue (it started); raises KeyError if the kept queue lacks it."""
-        if not self._active:
+        if not self.kept:
             return
         key = fifo_key(job)
         i = bisect.bisect_left(self._keys, key)
@@ -131,20 +131,20 @@ class LeanQueue:
             self._sizes[size] = left
         else:
             del self._sizes[size]
-        if len(self._jobs) < self._active_at // 2:
-            self._active = False
+        if len(self._jobs) < self.active_at // 2:
+            self.kept = False
             self._keys, self._jobs, self._sizes = [], [], Counter()
 
     def lean(self, free_epoch: int, pending: Collection[JobSpec]) -> Lean | None:
         """This cycle's `Lean` for a state at `free_epoch`, `pending` being every waiting
         job; None: a full cycle (a short queue)."""
-        if not self._active:
-            if len(pending) < self._active_at:
+        if not self.kept:
+            if len(pending) < self.active_at:
                 return None
             self._jobs = sorted(pending, key=fifo_key)
             self._keys = [fifo_key(j) for j in self._jobs]
             self._sizes = Counter(worker_gpus(j) for j in self._jobs)
-            self._active = True
+            self.kept = True
         if 0 in self._sizes:  # a slice or fraction waits: full cycles (re-layouts, no stop)
             return Lean()
         if self._best_effort and free_epoch == self._epoch:

@@ -64,7 +64,6 @@ import gc
 import heapq
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -82,7 +81,7 @@ from gpufleet.sched.lean import LeanQueue, qualifies
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim import conservation
-from gpufleet.sim.metrics import JobHeld, MetricsRecorder, waiting_shape
+from gpufleet.sim.metrics import JobHeld, MetricsRecorder
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.run import Run
 from gpufleet.sim.speed import SpeedTable
@@ -292,7 +291,8 @@ class Simulation:
         self.runs: dict[str, Run] = {}
         self.pending: dict[str, JobSpec] = {}
         # pending jobs per (accelerators, GPUs per worker): what a sample reads of the queue
-        self._waiting: Counter[tuple[tuple[str, ...], int]] = Counter()
+        # (a dict: Counter's del is Python code)
+        self._waiting: dict[tuple[tuple[str, ...], int], int] = {}
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
@@ -564,7 +564,8 @@ class Simulation:
 
     def _enqueue(self, unit: str, spec: JobSpec) -> None:
         self.pending[unit] = spec
-        self._waiting[waiting_shape(spec)] += 1
+        shape = (tuple(spec.accelerators), spec.gpus or 1)  # `metrics.waiting_shape`
+        self._waiting[shape] = self._waiting.get(shape, 0) + 1
         if self._lean is not None:
             self._lean.add(spec)
 
@@ -579,7 +580,9 @@ class Simulation:
         self._advance_history()
         t0 = time.perf_counter()
         queue = self._lean
-        lean = None if queue is None else queue.lean(self.state.free_epoch, self.pending.values())
+        lean = None
+        if queue is not None and (queue.kept or len(self.pending) >= queue.active_at):
+            lean = queue.lean(self.state.free_epoch, self.pending.values())
         d = decide(
             self.cluster,
             self.state,
@@ -703,13 +706,13 @@ class Simulation:
         now = self.now_s
         run = self.runs[self.owner[unit]]
         spec = self.pending.pop(unit)
-        shape = waiting_shape(spec)
+        shape = (tuple(spec.accelerators), spec.gpus or 1)  # `metrics.waiting_shape`
         left = self._waiting[shape] - 1
         if left:
             self._waiting[shape] = left
         else:
             del self._waiting[shape]
-        if self._lean is not None:
+        if self._lean is not None and self._lean.kept:
             self._lean.remove(spec)
         milli = placements_milli(self.cluster, placements)
         held = run.milli
