@@ -3,9 +3,10 @@
 Done-when: "The store holds 30 days of 5-minute samples for 1,000 GPUs within a documented
 size, and the overview still renders in < 300 ms at that size (`make bench`)."
 
-`build_store` makes a store through the normal path (`db.upgrade`, every migration;
+`build_store` makes a store through the normal path (`db.upgrade` up to 0008;
 `admin.init`, teams and quotas; `server.sync_nodes`), then fills it in bulk, in time
-order as a running server writes it (so the indexes grow as they would):
+order as a running server writes it (so the indexes grow as they would), and brings it to
+head:
 
 - a schedule: each node split into lanes (one of 8 GPUs, two of 4, or 4 + 2 + 2), each
   lane running jobs back to back from before the window to now: run times lognormal
@@ -17,8 +18,8 @@ order as a running server writes it (so the indexes grow as they would):
   would add a second row for that GPU, under 1 % more rows at these run times);
 - `gpu_samples`: one reading per GPU every 15 s for the last day (the raw retention),
   with the fields a DCGM exporter gives (no SM-active: off in its default counters);
-- the per-team tables (rounds, buckets, hours) and `gpu_latest`: from those two with
-  migration 0009's back-fill statements, the sums `ingest` and `roll_up` write;
+- the per-team tables (rounds, buckets, hours) and `gpu_latest`: from those two by
+  migration 0009 itself (its back-fill writes the sums `ingest` and `roll_up` write);
 - the ledger: a usage row per job that finished in the window, open allocations and
   utilisation meters for the running ones (idle notebooks flagged), pending jobs.
 
@@ -103,50 +104,9 @@ TELEMETRY_TABLES = (
     "gpu_team_1h",
     "gpu_latest",
 )
-# migration 0009's back-fill: the sums `ingest` and `roll_up` write, from the per-GPU rows,
-# per team (NULL: no one team) and for the whole cluster
-TEAM_SUMS_SQL = tuple(
-    statement
-    for cluster, team, group in (("FALSE", "team", ", team"), ("TRUE", "NULL", ""))
-    for statement in (
-        "INSERT INTO gpu_team_samples (time_s, cluster, team, readings, util_sum_pct, "
-        "mem_used_sum_bytes, mem_readings) "
-        f"SELECT time_s, {cluster}, {team}, COUNT(*), SUM(util_pct), "
-        "COALESCE(SUM(mem_used_bytes), 0), COUNT(mem_used_bytes) "
-        f"FROM gpu_samples GROUP BY time_s{group}",
-        "INSERT INTO gpu_team_5m (bucket_s, cluster, team, samples, rounds, util_sum_pct, "
-        "mem_used_sum_bytes, mem_samples) "
-        f"SELECT bucket_s, {cluster}, {team}, SUM(samples), MAX(samples), "
-        "SUM(util_mean_pct * samples), COALESCE(SUM(mem_used_max_bytes * samples), 0), "
-        "SUM(CASE WHEN mem_used_max_bytes IS NULL THEN 0 ELSE samples END) "
-        f"FROM gpu_samples_5m GROUP BY bucket_s{group}",
-    )
-)
-
-
-# migration 0009's back-fill of `gpu_latest`: each GPU's last raw row
-LATEST_SQL = (
-    "INSERT INTO gpu_latest (node, gpu, time_s, job_id, team, util_pct, mem_used_bytes, "
-    "mem_total_bytes, healthy) SELECT node, gpu, time_s, job_id, team, util_pct, "
-    "mem_used_bytes, mem_total_bytes, healthy FROM gpu_samples "
-    "WHERE id IN (SELECT MAX(id) FROM gpu_samples GROUP BY node, gpu)"
-)
-
-
-def hour_sums_sql(sqlite: bool) -> str:
-    """Migration 0009's back-fill of `gpu_team_1h`: the hours whose buckets are all rolled
-    up, summed from `gpu_team_5m` (`roll_up` writes the same as each hour closes)."""
-    hour = "CAST(bucket_s / 3600 AS INTEGER) * 3600" if sqlite else "FLOOR(bucket_s / 3600) * 3600"
-    return (
-        "INSERT INTO gpu_team_1h (hour_s, cluster, team, samples, rounds, util_sum_pct, "
-        "mem_used_sum_bytes, mem_samples) "
-        f"SELECT {hour}, cluster, team, SUM(samples), SUM(rounds), SUM(util_sum_pct), "
-        "SUM(mem_used_sum_bytes), SUM(mem_samples) FROM gpu_team_5m "
-        f"WHERE {hour} + 3600 <= "
-        "(SELECT rolled_up_to_s FROM telemetry_state WHERE name = 'rollup') "
-        f"GROUP BY {hour}, cluster, team"
-    )
-
+# the revision before the per-team tables: the store is filled at it, then brought to head,
+# so migration 0009 back-fills them as it would on a real store
+BEFORE_TEAM_TABLES = "0008"
 
 ROLLUP_COLUMNS = (
     "bucket_s, node, gpu, job_id, team, samples, util_mean_pct, util_max_pct, "
@@ -266,7 +226,7 @@ def build_store(url: str, config: StoreConfig = StoreConfig(), now_s: float | No
     engine = make_engine(url)
     steps: dict[str, float] = {}
     try:
-        upgrade(engine)
+        upgrade(engine, BEFORE_TEAM_TABLES)
         maker = sessions(engine)
         token, team_ids = _teams(maker, config, now)
         schedule = make_schedule(config, now, rng)
@@ -296,11 +256,8 @@ def build_store(url: str, config: StoreConfig = StoreConfig(), now_s: float | No
                     raw_pruned_to_s=now - RAW_KEEP_S,
                 )
             )
-        with _timed(steps, "team tables"), engine.begin() as conn:
-            for statement in TEAM_SUMS_SQL:
-                conn.execute(text(statement))
-            conn.execute(text(hour_sums_sql(engine.dialect.name == "sqlite")))
-            conn.execute(text(LATEST_SQL))
+        with _timed(steps, "team tables"):  # migration 0009's back-fill
+            upgrade(engine)
         with _timed(steps, "vacuum/checkpoint"):
             _quiesce(engine)
     finally:

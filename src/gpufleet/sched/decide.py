@@ -264,6 +264,7 @@ class _Cycle:
         )
 
     def _stamp(self) -> int:
+        """What a memo entry filed now is valid for (see `_by_epoch`)."""
         return self.b.free_epoch if self._by_epoch else self.b.version
 
     def facts(self, job: JobSpec) -> Facts:
@@ -443,9 +444,7 @@ class _Cycle:
         key = self._memo_key(job) if looked else None
         if key is not None:
             hit = self._memo.get(key)
-            if hit is not None and hit[0] == (
-                self.b.free_epoch if self._by_epoch else self.b.version
-            ):
+            if hit is not None and hit[0] == self._stamp():
                 if hit[2]:
                     self.unplaced_slices.extend((job.name, r) for r in hit[2])
                 self.reasons.note(job.name, hit[1], self.waiting)
@@ -612,7 +611,7 @@ class _Cycle:
         if self._placement_by_request and self._placement_failed:
             key = (req, job.topology.required, job.spot_ok)
             failed = self._placement_failed.get(key)
-            version = self.b.free_epoch if self._by_epoch else self.b.version
+            version = self._stamp()
             if failed is not None and failed[0] == version:
                 placed = failed[1]
             else:
@@ -990,6 +989,7 @@ class _StopRule:
         (it would change nothing); `room` is kept up to date by each call of the rule."""
         if not self._skips:
             return queue
+        # `worker_gpus`, written out: this runs once per waiting job
         return (j for j in queue if (j.gpus or 0) <= self.room)
 
     def looked(self, job: JobSpec) -> None:

@@ -119,9 +119,8 @@ class LeanQueue:
         """`job` left the queue (it started); raises KeyError if the kept queue lacks it."""
         if not self.kept:
             return
-        key = fifo_key(job)
-        i = bisect.bisect_left(self._keys, key)
-        if i == len(self._keys) or self._keys[i] != key:
+        i = self._index(job)
+        if i is None:
             raise KeyError(job.name)
         del self._keys[i]
         del self._jobs[i]
@@ -149,7 +148,7 @@ class LeanQueue:
             return Lean()
         if self._best_effort and free_epoch == self._epoch:
             fresh = sorted(self._fresh, key=fifo_key)  # few: those that came since
-            fresh = [j for j in fresh if self._holds(j)]
+            fresh = [j for j in fresh if self._index(j) is not None]
             return Lean(fresh, Counter(worker_gpus(j) for j in fresh))
         return Lean(None, self._sizes)
 
@@ -159,7 +158,7 @@ class LeanQueue:
         self._epoch = free_epoch
         self._fresh.clear()
 
-    def _holds(self, job: JobSpec) -> bool:
-        key = fifo_key(job)
-        i = bisect.bisect_left(self._keys, key)
-        return i < len(self._keys) and self._jobs[i] is job
+    def _index(self, job: JobSpec) -> int | None:
+        """Where the kept queue holds `job` (this very spec object), if it does."""
+        i = bisect.bisect_left(self._keys, fifo_key(job))
+        return i if i < len(self._jobs) and self._jobs[i] is job else None

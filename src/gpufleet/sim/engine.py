@@ -81,7 +81,7 @@ from gpufleet.sched.lean import LeanQueue, qualifies
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim import conservation
-from gpufleet.sim.metrics import JobHeld, MetricsRecorder
+from gpufleet.sim.metrics import JobHeld, MetricsRecorder, waiting_shape
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.run import Run
 from gpufleet.sim.speed import SpeedTable
@@ -564,7 +564,7 @@ class Simulation:
 
     def _enqueue(self, unit: str, spec: JobSpec) -> None:
         self.pending[unit] = spec
-        shape = (tuple(spec.accelerators), spec.gpus or 1)  # `metrics.waiting_shape`
+        shape = waiting_shape(spec)
         self._waiting[shape] = self._waiting.get(shape, 0) + 1
         if self._lean is not None:
             self._lean.add(spec)
@@ -706,7 +706,7 @@ class Simulation:
         now = self.now_s
         run = self.runs[self.owner[unit]]
         spec = self.pending.pop(unit)
-        shape = (tuple(spec.accelerators), spec.gpus or 1)  # `metrics.waiting_shape`
+        shape = waiting_shape(spec)
         left = self._waiting[shape] - 1
         if left:
             self._waiting[shape] = left
