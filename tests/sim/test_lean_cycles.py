@@ -136,34 +136,58 @@ _JOB = st.tuples(
     st.floats(0.0, 300.0),  # gap to the previous arrival
     st.floats(60.0, 7_200.0),  # duration
     st.sampled_from(((), (H100,), (A100,))),
+    st.sampled_from((None, None, "production", "opportunistic")),  # priority class
+    st.sampled_from((None, 0.5, 1.0, 2.0)),  # runtime estimate / duration (backfill reads it)
 )
 
 
 def _workload(jobs: list[tuple[Any, ...]], fraction_at: int | None) -> Workload:
     out: list[TraceJob] = []
     t = 0.0
-    for i, (team, gpus, workers, gap, duration, accs) in enumerate(jobs):
+    for i, (team, gpus, workers, gap, duration, accs, cls, estimate) in enumerate(jobs):
         t += gap
         if i == fraction_at:  # a fraction waits: lean cycles fall back to full ones
             out.append(TraceJob(f"j{i}", team, t, duration, gpu_fraction=0.5, accelerators=(H100,)))
             continue
         out.append(
-            TraceJob(f"j{i}", team, t, duration, gpus=gpus, workers=workers, accelerators=accs)
+            TraceJob(
+                f"j{i}",
+                team,
+                t,
+                duration,
+                gpus=gpus,
+                workers=workers,
+                accelerators=accs,
+                priority_class=cls,
+                runtime_estimate_s=None if estimate is None else duration * estimate,
+            )
         )
     return Workload(tuple(out), CleaningReport("hypothesis", len(out), len(out)))
 
 
+# the profiles that evict or reserve: their cycles are quiet (`decide(quiet=True)`), never lean
+QUIET_ONLY = tuple(name for name in PROFILES if name not in LEAN_PROFILES)
+
+
+@pytest.mark.parametrize("profiles", [LEAN_PROFILES, QUIET_ONLY], ids=["lean", "quiet"])
 @settings(max_examples=150, deadline=None)
 @given(
-    jobs=st.lists(_JOB, min_size=1, max_size=70),
-    profile=st.sampled_from(LEAN_PROFILES),
+    jobs=st.lists(_JOB, min_size=10, max_size=70),  # enough to queue on 64 GPUs
+    pick=st.integers(0, 100),
     fraction_at=st.one_of(st.none(), st.integers(0, 80)),
     interval=st.sampled_from((0.0, 10.0, 120.0)),
 )
 def test_random_queues_on_a_mixed_cluster_with_binding_quotas_end_the_same(
-    jobs: list[tuple[Any, ...]], profile: str, fraction_at: int | None, interval: float
+    profiles: tuple[str, ...],
+    jobs: list[tuple[Any, ...]],
+    pick: int,
+    fraction_at: int | None,
+    interval: float,
 ) -> None:
-    config = SimConfig(profile=profile, cycle_interval_s=interval)
+    """Binding quotas with a cohort that borrows (quota reclaim has victims), three priority
+    classes (priority preemption has victims), runtime estimates short, exact and long
+    (backfill's "ends before the reservation"), on a mixed H100/A100 cluster."""
+    config = SimConfig(profile=profiles[pick % len(profiles)], cycle_interval_s=interval)
     _both(_mixed_cluster(), _tight_teams(), _workload(jobs, fraction_at), config)
 
 

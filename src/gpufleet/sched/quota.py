@@ -193,6 +193,7 @@ class QuotaBook:
         self._pool: dict[tuple[str, str], int] = {}
         self._limit: dict[tuple[str, str], int | None] = {}
         self.changes: dict[str, int] = {}  # team -> `add`s for it: what was read may be stale
+        self.adds = 0  # `add`s for any team: what was read across teams may be stale
 
     def guaranteed(self, team: str, flavor: str) -> int:
         q = self.quota(team, flavor)
@@ -313,6 +314,7 @@ class QuotaBook:
     def add(self, team: str, flavor: str, milli: int) -> None:
         changes = self.changes
         changes[team] = changes.get(team, 0) + 1
+        self.adds += 1
         key = (team, flavor)
         used = self.used
         used[key] = used.get(key, 0) + milli

@@ -129,7 +129,9 @@ class SimConfig:
     # None: the same everywhere
     speeds: SpeedTable | None = None
     # lean cycles (sched.lean) where the profile allows them: the same admissions, without
-    # looking at jobs that cannot start; the decisions then carry no pending reasons
+    # looking at jobs that cannot start; and for every profile quiet ones (`decide(quiet=)`:
+    # a reservation sought only when a later job could start). The decisions then carry no
+    # pending reasons. False: full cycles, as the control plane runs them
     lean_cycles: bool = True
 
 
@@ -596,6 +598,7 @@ class Simulation:
             usage=self.usage,
             keep=True,  # the state is left as applying the decisions would leave it
             lean=lean,
+            quiet=self.config.lean_cycles,  # read: what starts and stops, never why
         )
         self.decide_s += time.perf_counter() - t0
         self._apply(d)
