@@ -239,6 +239,7 @@ class _Cycle:
         self._placement_failed: dict[tuple[object, ...], tuple[int, Placed]] = {}
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         self._borrowers: dict[tuple[str, str], tuple[int, bool]] = {}  # see _cohort_borrows
+        self._borrowing: tuple[int, bool] | None = None  # see _anyone_borrows
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str | Wait], tuple[Request, ...]]] = {}
         self._why: list[str | Wait] = []
@@ -250,7 +251,7 @@ class _Cycle:
         return min(values, default=math.inf)
 
     @cached_property
-    def _keyed_preemptions(self) -> tuple[preempt.PreemptionPlugin, ...]:
+    def keyed_preemptions(self) -> tuple[preempt.PreemptionPlugin, ...]:
         """Plugins whose victims depend on more than the job's priority (already keyed)."""
         by_priority = {preempt.PriorityPreemption.name, preempt.QuotaReclaim.name}
         return tuple(p for p in self.plugins.preemptions if p.name not in by_priority)
@@ -327,7 +328,7 @@ class _Cycle:
         shape = facts.shape
         if shape is None:
             return None  # sized from its model and load: not worth keying
-        keyed = self._keyed_preemptions
+        keyed = self.keyed_preemptions
         res = self.reservation
         if not keyed:  # the commonest keys, built once per job (equal to the tuple below)
             if res is None:
@@ -376,7 +377,7 @@ class _Cycle:
     ) -> JobSpec | None:
         """`answered`'s loop (its locals read once per call, not once per job)."""
         memo, version, facts_of = self._memo, self._stamp(), self._shapes.facts_of
-        index, whole, keyed = self._index, self._whole_only, bool(self._keyed_preemptions)
+        index, whole, keyed = self._index, self._whole_only, bool(self.keyed_preemptions)
         res, now = self.reservation, self.now_s
         res_start = math.inf if res is None else res.start_s
         borrows, changes = self._borrows_memo, self.book.changes
@@ -756,14 +757,53 @@ class _Cycle:
             why.append(PREEMPTION_FUTILE)
         return False
 
+    def nothing_evicts(self) -> bool:
+        """Whether no waiting job can evict any running job now (conservative: True only
+        where every victim search would find no candidates): no running job evictable by
+        priority below the highest waiting class, nobody borrowing what quota reclaim could
+        take back, no plugin whose victims depend on more (LAS). Admissions in the cycle
+        can only make a team borrow, so the second part is read again after each."""
+        if self.keyed_preemptions:
+            return False
+        for plugin in self.plugins.preemptions:
+            if plugin.name == preempt.PriorityPreemption.name and self._below(
+                self._highest_waiting
+            ):
+                return False
+            if plugin.name == preempt.QuotaReclaim.name and self._anyone_borrows():
+                return False
+        return True
+
+    @cached_property
+    def _highest_waiting(self) -> int:
+        """The highest class value among the cycle's pending jobs (jobs that start in the
+        cycle are still counted: the guard stays conservative)."""
+        return max(self.priority.values(), default=0)
+
+    def _anyone_borrows(self) -> bool:
+        """Whether any team holds more of a flavor than it is guaranteed (kept until the
+        quota book next changes)."""
+        book = self.book
+        seen = self._borrowing
+        if seen is not None and seen[0] == book.adds:
+            return seen[1]
+        answer = any(
+            milli > book.guaranteed(team, flavor) for (team, flavor), milli in book.used.items()
+        )
+        self._borrowing = (book.adds, answer)
+        return answer
+
     def _any_below(self, job: JobSpec) -> bool:
         """Whether any running job is evictable by priority below `job`'s: where none is,
         `PriorityPreemption.candidates` is empty and its search is skipped (a congested
         queue of one class fails its placement for most jobs of every cycle)."""
-        mine = self.priority.get(job.name, 0)
-        if self._lowest_preemptible_class >= mine:
+        return self._below(self.priority.get(job.name, 0))
+
+    def _below(self, value: int) -> bool:
+        """Whether a running job of a class below `value` may be evicted by priority."""
+        if self._lowest_preemptible_class >= value:
             return False
-        return self._lowest_evictable < mine
+        return self._lowest_evictable < value
 
     @cached_property
     def _lowest_evictable(self) -> float:
@@ -909,6 +949,7 @@ def decide(
     keep: bool = False,
     lean: Lean | None = None,
     quiet: bool = False,
+    waiting_sizes: Mapping[int, int] | None = None,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
@@ -945,6 +986,9 @@ def decide(
     evicts, never why jobs wait. `pending_reasons` and `considered` are then empty, and a
     backfill reservation is sought only when a job after the blocked one could start (so
     `reserved` is empty when none could); admissions and evictions are a full cycle's.
+    `waiting_sizes` (quiet only; `Lean.sizes` for a lean cycle): how many pending jobs ask
+    for each number of whole GPUs per worker (`lean.worker_gpus`), kept by the caller; the
+    cycle then ends once no node has room for the smallest while no waiting job can evict.
     """
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
@@ -985,14 +1029,18 @@ def decide(
             quiet=quiet,
         )
         queue = _queue(order.order, pending, ctx, lean)  # 2. order, lazily
-        stop = None if lean is None else _StopRule(b, lean, cyc)
+        stop = _stop_rule(b, cyc, lean, waiting_sizes if quiet else None)
         if stop is not None:
             queue = stop.unlooked(queue)
         cyc.mark = clock()
         timings["order"] = cyc.mark - t1
         deferred = _walk(cyc, queue, stop)
         for job in deferred:
+            if stop is not None and stop():
+                break
             cyc.run(job)
+            if stop is not None:
+                stop.looked(job)
         t3 = clock()
         relayouts = _relayouts(b, cyc, now_s)
         reserved = cyc.reservation
@@ -1049,21 +1097,41 @@ def _walk(cyc: _Cycle, queue: Iterator[JobSpec], stop: _StopRule | None) -> list
     return deferred
 
 
-class _StopRule:
-    """A lean cycle's "nothing more can start" (`sched.lean`): no node has room for the
-    smallest worker, or (strict FIFO) a job blocks the rest; and, under best effort, which
-    jobs cannot start (`unlooked`: a worker larger than the room of the roomiest node, where
-    a job that cannot start changes nothing). What is free changes only when the cycle
-    admits, so the room is read again only then. Full cycles have none."""
+def _stop_rule(
+    b: Branch, cyc: _Cycle, lean: Lean | None, sizes: Mapping[int, int] | None
+) -> _StopRule | None:
+    """A lean cycle's stop rule; a quiet one's when its caller counts the waiting jobs'
+    sizes and no profile plugin's victims depend on more than priority and quota (LAS's
+    do: its guard would need every waiting job's queue). Full cycles have none."""
+    if lean is not None:
+        return _StopRule(b, lean.sizes, cyc, lean=True)
+    if sizes is None or cyc.keyed_preemptions:
+        return None
+    return _StopRule(b, sizes, cyc, lean=False)
 
-    def __init__(self, b: Branch, lean: Lean, cyc: _Cycle) -> None:
+
+class _StopRule:
+    """A lean or quiet cycle's "nothing more can start": no node has room for the smallest
+    worker still waiting, or (strict FIFO, lean) a job blocks the rest; and, under best
+    effort in a lean cycle, which jobs cannot start (`unlooked`: a worker larger than the
+    room of the roomiest node, where a job that cannot start changes nothing). What is free
+    changes only when the cycle admits, so the room is read again only then.
+
+    A quiet cycle (any profile) stops only while no waiting job can evict (`_Cycle.
+    nothing_evicts`: else a job with no room could still start by evicting) and no backfill
+    mask is held (a job that ends before the reservation may use the masked GPUs, which the
+    room does not count); it never passes jobs over (a blocked job may take the reservation,
+    which decides what later jobs may use)."""
+
+    def __init__(self, b: Branch, sizes: Mapping[int, int], cyc: _Cycle, *, lean: bool) -> None:
         self._b, self._cyc = b, cyc
         # waiting jobs per whole GPUs per worker, less those this cycle admits
-        self._sizes = Counter(lean.sizes)
+        self._sizes = Counter(sizes)
         self._smallest = 0 if 0 in self._sizes else min(self._sizes, default=0)
         head_of_line = cyc.plugins.profile.head_of_line
-        self._strict = head_of_line == "strict"
-        self._skips = head_of_line == "best-effort"
+        self._strict = lean and head_of_line == "strict"
+        self._skips = lean and head_of_line == "best-effort"
+        self._guarded = not lean
         self._version = -1
         self._full = False
         self.room = b.most_free_gpus() if self._skips else 0  # most free GPUs on one node
@@ -1097,7 +1165,9 @@ class _StopRule:
             self._version = version
             self.room = room = self._b.most_free_gpus()
             self._full = bool(self._smallest) and room < self._smallest
-        return self._full
+        if not self._full or not self._guarded:
+            return self._full
+        return not self._b.holds(backfill.HOLDER) and self._cyc.nothing_evicts()
 
 
 def _check_inputs(

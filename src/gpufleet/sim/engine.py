@@ -77,7 +77,7 @@ from gpufleet.errors import UnknownNameError
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
-from gpufleet.sched.lean import LeanQueue, qualifies
+from gpufleet.sched.lean import LeanQueue, qualifies, worker_gpus
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim import conservation
@@ -295,6 +295,9 @@ class Simulation:
         # pending jobs per (accelerators, GPUs per worker): what a sample reads of the queue
         # (a dict: Counter's del is Python code)
         self._waiting: dict[tuple[tuple[str, ...], int], int] = {}
+        # pending jobs per whole GPUs per worker (`lean.worker_gpus`; 0: a slice, a fraction):
+        # a quiet cycle's stop rule reads the smallest
+        self._sizes: dict[int, int] = {}
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
@@ -568,6 +571,8 @@ class Simulation:
         self.pending[unit] = spec
         shape = waiting_shape(spec)
         self._waiting[shape] = self._waiting.get(shape, 0) + 1
+        size = worker_gpus(spec)
+        self._sizes[size] = self._sizes.get(size, 0) + 1
         if self._lean is not None:
             self._lean.add(spec)
 
@@ -599,6 +604,7 @@ class Simulation:
             keep=True,  # the state is left as applying the decisions would leave it
             lean=lean,
             quiet=self.config.lean_cycles,  # read: what starts and stops, never why
+            waiting_sizes=self._sizes,
         )
         self.decide_s += time.perf_counter() - t0
         self._apply(d)
@@ -715,6 +721,12 @@ class Simulation:
             self._waiting[shape] = left
         else:
             del self._waiting[shape]
+        size = worker_gpus(spec)
+        left = self._sizes[size] - 1
+        if left:
+            self._sizes[size] = left
+        else:
+            del self._sizes[size]
         if self._lean is not None and self._lean.kept:
             self._lean.remove(spec)
         milli = placements_milli(self.cluster, placements)
