@@ -37,10 +37,13 @@ import bisect
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from gpufleet.sched.orders import fifo_key
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.profiles import Profile
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,16 @@ def qualifies(profile: Profile) -> bool:
         and profile.gang
         and not profile.whole_gpus_only
     )
+
+
+def uncount(counts: dict[K, int], key: K) -> None:
+    """One fewer of `key` in a census; a count that reaches 0 is removed (so the smallest
+    key is the smallest still counted). Raises KeyError if `key` is not counted."""
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
 
 
 def worker_gpus(job: JobSpec) -> int:
@@ -124,12 +137,7 @@ class LeanQueue:
             raise KeyError(job.name)
         del self._keys[i]
         del self._jobs[i]
-        size = worker_gpus(job)
-        left = self._sizes[size] - 1
-        if left:
-            self._sizes[size] = left
-        else:
-            del self._sizes[size]
+        uncount(self._sizes, worker_gpus(job))
         if len(self._jobs) < self.active_at // 2:
             self.kept = False
             self._keys, self._jobs, self._sizes = [], [], Counter()

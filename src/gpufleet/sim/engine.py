@@ -77,7 +77,7 @@ from gpufleet.errors import UnknownNameError
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
-from gpufleet.sched.lean import LeanQueue, qualifies, worker_gpus
+from gpufleet.sched.lean import LeanQueue, qualifies, uncount, worker_gpus
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
 from gpufleet.sim import conservation
@@ -715,18 +715,8 @@ class Simulation:
         now = self.now_s
         run = self.runs[self.owner[unit]]
         spec = self.pending.pop(unit)
-        shape = waiting_shape(spec)
-        left = self._waiting[shape] - 1
-        if left:
-            self._waiting[shape] = left
-        else:
-            del self._waiting[shape]
-        size = worker_gpus(spec)
-        left = self._sizes[size] - 1
-        if left:
-            self._sizes[size] = left
-        else:
-            del self._sizes[size]
+        uncount(self._waiting, waiting_shape(spec))
+        uncount(self._sizes, worker_gpus(spec))
         if self._lean is not None and self._lean.kept:
             self._lean.remove(spec)
         milli = placements_milli(self.cluster, placements)
