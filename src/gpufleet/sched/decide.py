@@ -1118,10 +1118,10 @@ class _StopRule:
     changes only when the cycle admits, so the room is read again only then.
 
     A quiet cycle (any profile) stops only while no waiting job can evict (`_Cycle.
-    nothing_evicts`: else a job with no room could still start by evicting) and no backfill
-    mask is held (a job that ends before the reservation may use the masked GPUs, which the
-    room does not count); it never passes jobs over (a blocked job may take the reservation,
-    which decides what later jobs may use)."""
+    nothing_evicts`: else a job with no room could still start by evicting), counts the
+    GPUs a backfill reservation masks as room (a job that ends before the reservation may
+    use them), and never passes jobs over (a blocked job may take the reservation, which
+    decides what later jobs may use)."""
 
     def __init__(self, b: Branch, sizes: Mapping[int, int], cyc: _Cycle, *, lean: bool) -> None:
         self._b, self._cyc = b, cyc
@@ -1163,11 +1163,22 @@ class _StopRule:
         version = self._b.version
         if version != self._version:
             self._version = version
-            self.room = room = self._b.most_free_gpus()
+            self.room = room = self._room()
             self._full = bool(self._smallest) and room < self._smallest
         if not self._full or not self._guarded:
             return self._full
-        return not self._b.holds(backfill.HOLDER) and self._cyc.nothing_evicts()
+        return self._cyc.nothing_evicts()
+
+    def _room(self) -> int:
+        """The most whole GPUs one worker could get on one node: free ones, and in a quiet
+        cycle also those a backfill reservation masks (a job that ends before it may use
+        them). A lean cycle holds no mask."""
+        b = self._b
+        room = b.most_free_gpus()
+        if not self._guarded or not b.holds(backfill.HOLDER):
+            return room
+        masked = Counter(node for node, _ in b.holdings(backfill.HOLDER).gpus)
+        return max(room, *(len(b.free_gpu_ids(n)) + k for n, k in masked.items()))
 
 
 def _check_inputs(
