@@ -92,6 +92,43 @@ def test_failures_and_spot_reclaims_conserve_gpu_seconds(profile: str) -> None:
     _assert_conserved(result)
 
 
+@pytest.mark.parametrize("profile", ["k8s-default", "default", "fifo"])
+def test_the_queue_censuses_count_each_waiting_unit_once(
+    profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sample's queue (read off the engine's census, not the queue) counts each
+    waiting unit once, to the end: a pod still waiting when its partial gang is stopped by a
+    failure or a spot reclaim goes back in the queue once, not twice."""
+    c = bench_cluster(8)
+    spot = Cluster(
+        c.levels,
+        tuple(replace(n, capacity="spot") if i % 3 == 0 else n for i, n in enumerate(c.nodes)),
+        name=c.name,
+    )
+    config = SimConfig(
+        profile=profile,
+        seed=2,
+        failures=FailureModel(gpu_mtbf_h=300.0, repair_mean_h=1.0),
+        spot=SpotModel(reclaim_per_node_per_day=3.0, return_mean_h=1.0),
+        sample_interval_s=60.0,
+    )
+    sim = Simulation(spot, _teams(4, 16), synthetic_workload(8, 150, 0.9, seed=6), config)
+    real_sample = sim.metrics.sample
+    seen: list[tuple[int, int]] = []
+
+    def sample(t_s: float, state: object, waiting: dict[object, int], running: int) -> None:
+        seen.append((sum(waiting.values()), len(sim.pending)))
+        real_sample(t_s, state, waiting, running)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sim.metrics, "sample", sample)
+    result = sim.run()
+    assert result.metrics.failures + result.metrics.spot_reclaims > 0
+    assert seen
+    assert all(counted == waiting for counted, waiting in seen)
+    assert sum(waiting for _, waiting in seen) > 0
+    assert sum(sim._waiting.values()) == sum(sim._sizes.values()) == len(sim.pending)
+
+
 @pytest.mark.parametrize("profile", ["default", "k8s-default"])
 def test_a_run_cut_at_its_horizon_counts_what_jobs_still_hold(profile: str) -> None:
     """Jobs running (and, without gangs, partial gangs holding) at the horizon count up to

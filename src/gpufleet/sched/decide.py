@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cached_property, partial
 from itertools import chain
 from typing import cast, overload
@@ -72,9 +72,11 @@ from gpufleet.sched.framework import (
     OrderContext,
     Placed,
     Placement,
+    QueueOrder,
     Relayout,
 )
 from gpufleet.sched.job_facts import Facts, RequestShapes
+from gpufleet.sched.kept import Kept, KeptOrder, keeps
 from gpufleet.sched.lean import Lean, qualifies, worker_gpus
 from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
@@ -133,26 +135,37 @@ def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
 
 
 def _priorities(
-    jobs: list[JobSpec], index: TeamIndex, shapes: RequestShapes, whole: bool, *, lean: bool
-) -> dict[str, int]:
+    jobs: list[JobSpec],
+    index: TeamIndex,
+    shapes: RequestShapes,
+    whole: bool,
+    *,
+    given: Mapping[str, int] | None,
+    lean: bool,
+) -> Mapping[str, int]:
     """Each pending job's priority value, from its facts (kept from cycle to cycle). A lean
-    cycle reads none (a FIFO order, no preemption): its facts cache is only pruned."""
-    if lean:
+    cycle reads none (a FIFO order, no preemption), and a caller that keeps its queue
+    (`Kept`) keeps them too: their facts cache is only pruned."""
+    if lean or given is not None:
         shapes.prune(jobs)
-        return {}
+        return {} if given is None else given
     return shapes.priorities(jobs, index, whole)
 
 
 def _queue(
-    order: Callable[[Sequence[JobSpec], OrderContext], Iterable[JobSpec]],
+    order: QueueOrder,
     pending: list[JobSpec],
     ctx: OrderContext,
     lean: Lean | None,
+    kept: Kept | None,
 ) -> Iterator[JobSpec]:
     """The pending jobs in the profile's order; a lean cycle's are in FIFO order already
-    (its caller keeps them so), and only `lean.fresh` when it names them."""
+    (its caller keeps them so), and only `lean.fresh` when it names them; a kept queue's
+    are taken off its teams' heads (`sched.kept`)."""
+    if kept is not None:
+        return iter(cast(KeptOrder, order).order_kept(kept.by_team, ctx))
     if lean is None:
-        return iter(order(pending, ctx))
+        return iter(order.order(pending, ctx))
     return iter(pending if lean.fresh is None else lean.fresh)
 
 
@@ -766,18 +779,16 @@ class _Cycle:
         if self.keyed_preemptions:
             return False
         for plugin in self.plugins.preemptions:
-            if plugin.name == preempt.PriorityPreemption.name and self._below(
-                self._highest_waiting
-            ):
+            if plugin.name == preempt.PriorityPreemption.name and self._below(self.highest_waiting):
                 return False
             if plugin.name == preempt.QuotaReclaim.name and self._anyone_borrows():
                 return False
         return True
 
     @cached_property
-    def _highest_waiting(self) -> int:
+    def highest_waiting(self) -> int:
         """The highest class value among the cycle's pending jobs (jobs that start in the
-        cycle are still counted: the guard stays conservative)."""
+        cycle are still counted: the guard stays conservative); a kept queue sets it."""
         return max(self.priority.values(), default=0)
 
     def _anyone_borrows(self) -> bool:
@@ -950,6 +961,7 @@ def decide(
     lean: Lean | None = None,
     quiet: bool = False,
     waiting_sizes: Mapping[int, int] | None = None,
+    kept: Kept | None = None,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
@@ -989,6 +1001,9 @@ def decide(
     `waiting_sizes` (quiet only; `Lean.sizes` for a lean cycle): how many pending jobs ask
     for each number of whole GPUs per worker (`lean.worker_gpus`), kept by the caller; the
     cycle then ends once no node has room for the smallest while no waiting job can evict.
+    `kept` (quiet only, profiles that `kept.keeps`): the caller keeps the queue in each
+    team's order and every job's class value (`sched.kept`); the cycle takes jobs off the
+    teams' heads instead of sorting `pending`, which it then reads only for FGD's mix.
     """
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
@@ -996,6 +1011,11 @@ def decide(
     _check_inputs(cluster, state, running, pending, usage=usage, keep=keep)
     if lean is not None and not qualifies(plugins.profile):
         raise ValueError(f"decide(lean=...): profile {profile!r} does not allow lean cycles")
+    if kept is not None and (lean is not None or not quiet or not keeps(plugins.profile)):
+        raise ValueError(
+            f"decide(kept=...): profile {profile!r}: only quiet cycles of a priority or "
+            "fair-share order take a kept queue"
+        )
     quiet = quiet or lean is not None
     t0 = clock()
     index = team_index(teams)
@@ -1005,7 +1025,12 @@ def decide(
         timings["snapshot"] = t1 - t0
         shapes = cluster.derived(RequestShapes)
         priority = _priorities(
-            pending, index, shapes, plugins.profile.whole_gpus_only, lean=lean is not None
+            pending,
+            index,
+            shapes,
+            plugins.profile.whole_gpus_only,
+            given=None if kept is None else kept.priority,
+            lean=lean is not None,
         )
         order = plugins.queue_order
         ctx = OrderContext(
@@ -1028,7 +1053,9 @@ def decide(
             lean=lean is not None,
             quiet=quiet,
         )
-        queue = _queue(order.order, pending, ctx, lean)  # 2. order, lazily
+        if kept is not None:
+            cyc.highest_waiting = kept.highest
+        queue = _queue(order, pending, ctx, lean, kept)  # 2. order, lazily
         stop = _stop_rule(b, cyc, lean, waiting_sizes if quiet else None)
         if stop is not None:
             queue = stop.unlooked(queue)

@@ -40,6 +40,12 @@ def _priority_key(job: JobSpec, ctx: OrderContext) -> tuple[float, tuple[float, 
     return (-ctx.priority.get(job.name, 0), fifo_key(job))
 
 
+def priority_key(job: JobSpec, priority: int) -> tuple[int, tuple[float, str]]:
+    """A job's place within its team under the priority and fair-share orders: highest
+    class value first, then FIFO (a total order: names are unique)."""
+    return (-priority, fifo_key(job))
+
+
 class Fifo:
     """First submitted, first looked at; ties by name so the order is total."""
 
@@ -59,6 +65,13 @@ class PriorityOrder:
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterable[JobSpec]:
         return sorted(jobs, key=lambda j: _priority_key(j, ctx))
 
+    def order_kept(
+        self, by_team: Mapping[str, Sequence[JobSpec]], ctx: OrderContext
+    ) -> Iterator[JobSpec]:
+        """`order` for a caller that keeps each team's jobs in `priority_key` order
+        (`sched.kept`): a lazy merge, O(jobs taken × log teams)."""
+        return heapq.merge(*by_team.values(), key=lambda j: _priority_key(j, ctx))
+
 
 class FairShare:
     """Team with the lowest weighted dominant share first; priority then FIFO within a team.
@@ -74,7 +87,7 @@ class FairShare:
     def order(self, jobs: Sequence[JobSpec], ctx: OrderContext) -> Iterator[JobSpec]:
         # each job's key once; its position breaks ties as a stable sort would, so the
         # jobs themselves are never compared
-        queues: dict[str, list[tuple[tuple[float, tuple[float, str]], int, JobSpec]]] = {}
+        queues: dict[str, list[JobSpec]] = {}
         priority = ctx.priority.get
         keyed = sorted(
             (
@@ -88,29 +101,42 @@ class FairShare:
             for i, j in enumerate(jobs)
         )
         for item in keyed:
-            queues.setdefault(item[2].team, []).append(item)
+            job = item[2]
+            queues.setdefault(job.team, []).append(job)
+        return self.order_kept(queues, ctx)
+
+    def order_kept(
+        self, by_team: Mapping[str, Sequence[JobSpec]], ctx: OrderContext
+    ) -> Iterator[JobSpec]:
+        """The teams taking turns over their queues, each in `priority_key` order (kept so
+        by a caller, `sched.kept`, or sorted by `order`): O(jobs taken × log teams)."""
         share_of = ctx.share
-        heap = [(share_of(t), q[0][0], t) for t, q in queues.items()]
+        priority = ctx.priority.get
+
+        def key(job: JobSpec) -> tuple[int, tuple[float, str]]:
+            return (-priority(job.name, 0), fifo_key(job))
+
+        heap = [(share_of(t), key(q[0]), t) for t, q in by_team.items() if q]
         heapq.heapify(heap)
         pop, push = heapq.heappop, heapq.heappush
-        taken = dict.fromkeys(queues, 0)  # per team: its jobs yielded so far
+        taken = dict.fromkeys(by_team, 0)  # per team: its jobs yielded so far
         while heap:
-            share, key, team = pop(heap)
+            share, head, team = pop(heap)
             now = share_of(team)
             if now > share + 1e-12:
-                push(heap, (now, key, team))
+                push(heap, (now, head, team))
                 continue
-            queue = queues[team]
+            queue = by_team[team]
             i = taken[team]
             while True:
-                yield queue[i][2]
+                yield queue[i]
                 i += 1
                 if i == len(queue):
                     break
                 # the team's next job goes back in the heap; when it would come straight
                 # out again (it sorts before every other team's head) it is taken at once,
                 # which is what the push, the pop and the share re-read would give
-                nxt = (share_of(team), queue[i][0], team)
+                nxt = (share_of(team), key(queue[i]), team)
                 if heap and heap[0] < nxt:
                     push(heap, nxt)
                     break

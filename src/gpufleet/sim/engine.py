@@ -77,9 +77,11 @@ from gpufleet.errors import UnknownNameError
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
+from gpufleet.sched.kept import KeptQueue, keeps
 from gpufleet.sched.lean import LeanQueue, qualifies, uncount, worker_gpus
 from gpufleet.sched.quota import placements_milli
 from gpufleet.sched.registry import resolve
+from gpufleet.sched.team_index import team_index
 from gpufleet.sim import conservation
 from gpufleet.sim.metrics import JobHeld, MetricsRecorder, waiting_shape
 from gpufleet.sim.result import SimResult
@@ -87,6 +89,7 @@ from gpufleet.sim.run import Run
 from gpufleet.sim.speed import SpeedTable
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import Profile
 from gpufleet.specs.teams import TeamsSpec
 
 # event priorities at one instant: resources come back before they are handed out
@@ -133,6 +136,21 @@ class SimConfig:
     # a reservation sought only when a later job could start). The decisions then carry no
     # pending reasons. False: full cycles, as the control plane runs them
     lean_cycles: bool = True
+
+
+def _kept_queues(
+    profile: Profile, teams: TeamsSpec, config: SimConfig
+) -> tuple[LeanQueue | None, KeptQueue | None]:
+    """What the engine keeps of the queue between cycles: in FIFO order for lean cycles
+    (`sched.lean`), or each team's in priority order for quiet cycles of the orders that
+    allow it (`sched.kept`); neither for full cycles (`lean_cycles=False`)."""
+    if not config.lean_cycles:
+        return None, None
+    if qualifies(profile):
+        return LeanQueue(best_effort=profile.head_of_line == "best-effort"), None
+    if keeps(profile):
+        return None, KeptQueue(team_index(teams))
+    return None, None
 
 
 class _Specs:
@@ -319,10 +337,7 @@ class Simulation:
         self._serves: dict[str, set[str]] = {}  # "node|gpu" -> pending jobs its re-cut is for
         plugins = resolve(config.profile)
         self.gang = plugins.profile.gang
-        # the queue in FIFO order between cycles, for lean cycles (None: full cycles)
-        self._lean: LeanQueue | None = None
-        if config.lean_cycles and qualifies(plugins.profile):
-            self._lean = LeanQueue(best_effort=plugins.profile.head_of_line == "best-effort")
+        self._lean, self._kept = _kept_queues(plugins.profile, teams, config)
         self._keeps_history = plugins.queue_order.uses_share
         self.specs: Mapping[str, JobSpec] = specs or {}
         self._speeds = config.speeds
@@ -568,6 +583,8 @@ class Simulation:
     # -- scheduling ----------------------------------------------------------------------
 
     def _enqueue(self, unit: str, spec: JobSpec) -> None:
+        if unit in self.pending:  # a pod still waiting when its job was stopped: replaced
+            self._dequeue(unit)
         self.pending[unit] = spec
         shape = waiting_shape(spec)
         self._waiting[shape] = self._waiting.get(shape, 0) + 1
@@ -575,6 +592,20 @@ class Simulation:
         self._sizes[size] = self._sizes.get(size, 0) + 1
         if self._lean is not None:
             self._lean.add(spec)
+        elif self._kept is not None:
+            self._kept.add(spec)
+
+    def _dequeue(self, unit: str) -> JobSpec:
+        """`unit` leaves the queue (it starts, or its spec is replaced): out of the pending
+        map, the censuses and the kept queue; returns the spec it waited with."""
+        spec = self.pending.pop(unit)
+        uncount(self._waiting, waiting_shape(spec))
+        uncount(self._sizes, worker_gpus(spec))
+        if self._lean is not None and self._lean.kept:
+            self._lean.remove(spec)
+        elif self._kept is not None:
+            self._kept.remove(spec)
+        return spec
 
     def _cycle(self, _: str) -> None:
         if self._cycle_due is None or self.now_s < self._cycle_due:
@@ -605,6 +636,7 @@ class Simulation:
             lean=lean,
             quiet=self.config.lean_cycles,  # read: what starts and stops, never why
             waiting_sizes=self._sizes,
+            kept=None if self._kept is None else self._kept.view(self.pending.values()),
         )
         self.decide_s += time.perf_counter() - t0
         self._apply(d)
@@ -714,11 +746,7 @@ class Simulation:
         when an initial run really started (before the clock's start); default now."""
         now = self.now_s
         run = self.runs[self.owner[unit]]
-        spec = self.pending.pop(unit)
-        uncount(self._waiting, waiting_shape(spec))
-        uncount(self._sizes, worker_gpus(spec))
-        if self._lean is not None and self._lean.kept:
-            self._lean.remove(spec)
+        spec = self._dequeue(unit)
         milli = placements_milli(self.cluster, placements)
         held = run.milli
         held[flavor] = held.get(flavor, 0) + milli
