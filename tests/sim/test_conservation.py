@@ -71,23 +71,35 @@ def test_every_profile_conserves_gpu_seconds_on_an_overloaded_synthetic_stream(
     _assert_conserved(result)
 
 
-@pytest.mark.parametrize(
-    "profile", ["default", "priority", "fifo", "k8s-default", "slurm-like", "kueue-like"]
-)
-def test_failures_and_spot_reclaims_conserve_gpu_seconds(profile: str) -> None:
+def _spot_cluster() -> Cluster:
+    """Eight nodes, every third on spot capacity."""
     c = bench_cluster(8)
-    spot = Cluster(
+    return Cluster(
         c.levels,
         tuple(replace(n, capacity="spot") if i % 3 == 0 else n for i, n in enumerate(c.nodes)),
         name=c.name,
     )
-    config = SimConfig(
+
+
+def _failing(profile: str, sample_interval_s: float = 600.0) -> SimConfig:
+    """GPU failures and spot reclaims often enough to stop jobs in a short run."""
+    return SimConfig(
         profile=profile,
         seed=2,
         failures=FailureModel(gpu_mtbf_h=300.0, repair_mean_h=1.0),
         spot=SpotModel(reclaim_per_node_per_day=3.0, return_mean_h=1.0),
+        sample_interval_s=sample_interval_s,
     )
-    result = simulate(spot, _teams(4, 16), synthetic_workload(8, 150, 0.9, seed=6), config)
+
+
+@pytest.mark.parametrize(
+    "profile", ["default", "priority", "fifo", "k8s-default", "slurm-like", "kueue-like"]
+)
+def test_failures_and_spot_reclaims_conserve_gpu_seconds(profile: str) -> None:
+    config = _failing(profile)
+    result = simulate(
+        _spot_cluster(), _teams(4, 16), synthetic_workload(8, 150, 0.9, seed=6), config
+    )
     assert result.metrics.failures + result.metrics.spot_reclaims > 0
     _assert_conserved(result)
 
@@ -99,20 +111,10 @@ def test_the_queue_censuses_count_each_waiting_unit_once(
     """Every sample's queue (read off the engine's census, not the queue) counts each
     waiting unit once, to the end: a pod still waiting when its partial gang is stopped by a
     failure or a spot reclaim goes back in the queue once, not twice."""
-    c = bench_cluster(8)
-    spot = Cluster(
-        c.levels,
-        tuple(replace(n, capacity="spot") if i % 3 == 0 else n for i, n in enumerate(c.nodes)),
-        name=c.name,
+    config = _failing(profile, sample_interval_s=60.0)
+    sim = Simulation(
+        _spot_cluster(), _teams(4, 16), synthetic_workload(8, 150, 0.9, seed=6), config
     )
-    config = SimConfig(
-        profile=profile,
-        seed=2,
-        failures=FailureModel(gpu_mtbf_h=300.0, repair_mean_h=1.0),
-        spot=SpotModel(reclaim_per_node_per_day=3.0, return_mean_h=1.0),
-        sample_interval_s=60.0,
-    )
-    sim = Simulation(spot, _teams(4, 16), synthetic_workload(8, 150, 0.9, seed=6), config)
     real_sample = sim.metrics.sample
     seen: list[tuple[int, int]] = []
 
