@@ -638,7 +638,7 @@ class _Cycle:
     def _place(self, job: JobSpec, req: Request) -> Placed:
         """`_placed`, after seeking a quiet cycle's reservation if `job` could start."""
         placed = self._placed(job, req)
-        if placed.status.ok and self._unreserved is not None:
+        if self._unreserved is not None and placed.status.ok:
             self._reserve_late()
             placed = self._placed(job, req)
         return placed
@@ -1056,7 +1056,7 @@ def decide(
         if kept is not None:
             cyc.highest_waiting = kept.highest
         queue = _queue(order, pending, ctx, lean, kept)  # 2. order, lazily
-        stop = _stop_rule(b, cyc, lean, waiting_sizes if quiet else None)
+        stop = _stop_rule(b, cyc, lean, waiting_sizes if quiet else None, len(pending))
         if stop is not None:
             queue = stop.unlooked(queue)
         cyc.mark = clock()
@@ -1124,15 +1124,21 @@ def _walk(cyc: _Cycle, queue: Iterator[JobSpec], stop: _StopRule | None) -> list
     return deferred
 
 
+# a quiet cycle over fewer waiting jobs than this has no stop rule: its bookkeeping (the
+# room after every admission) costs more than the looks it saves (as `LeanQueue.active_at`)
+QUIET_STOP_AT = 16
+
+
 def _stop_rule(
-    b: Branch, cyc: _Cycle, lean: Lean | None, sizes: Mapping[int, int] | None
+    b: Branch, cyc: _Cycle, lean: Lean | None, sizes: Mapping[int, int] | None, waiting: int
 ) -> _StopRule | None:
     """A lean cycle's stop rule; a quiet one's when its caller counts the waiting jobs'
-    sizes and no profile plugin's victims depend on more than priority and quota (LAS's
-    do: its guard would need every waiting job's queue). Full cycles have none."""
+    sizes, `waiting` reaches `QUIET_STOP_AT`, and no profile plugin's victims depend on
+    more than priority and quota (LAS's do: its guard would need every waiting job's
+    queue). Full cycles have none."""
     if lean is not None:
         return _StopRule(b, lean.sizes, cyc, lean=True)
-    if sizes is None or cyc.keyed_preemptions:
+    if sizes is None or waiting < QUIET_STOP_AT or cyc.keyed_preemptions:
         return None
     return _StopRule(b, sizes, cyc, lean=False)
 

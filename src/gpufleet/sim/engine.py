@@ -592,7 +592,7 @@ class Simulation:
         self._sizes[size] = self._sizes.get(size, 0) + 1
         if self._lean is not None:
             self._lean.add(spec)
-        elif self._kept is not None:
+        elif self._kept is not None and self._kept.kept:
             self._kept.add(spec)
 
     def _dequeue(self, unit: str) -> JobSpec:
