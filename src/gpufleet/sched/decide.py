@@ -849,8 +849,8 @@ class _Cycle:
         """Whether the team runs a preemptible job of a class below `job`'s (cheap checks
         before any scan)."""
         mine = self.priority.get(job.name, 0)
-        if self._lowest_preemptible_class >= mine:
-            return False  # no class below it may be evicted: nothing to scan
+        if not self._below(mine):
+            return False  # no running job below it may be evicted: nothing to scan
         return self.pctx.lowest_evictable.get(job.team, mine) < mine
 
     def _own_candidates(

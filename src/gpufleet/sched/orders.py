@@ -36,14 +36,14 @@ def fifo_key(job: JobSpec) -> tuple[float, str]:
     return (job.submitted_s if at is None else at, job.name)
 
 
-def _priority_key(job: JobSpec, ctx: OrderContext) -> tuple[float, tuple[float, str]]:
-    return (-ctx.priority.get(job.name, 0), fifo_key(job))
-
-
 def priority_key(job: JobSpec, priority: int) -> tuple[int, tuple[float, str]]:
     """A job's place within its team under the priority and fair-share orders: highest
     class value first, then FIFO (a total order: names are unique)."""
     return (-priority, fifo_key(job))
+
+
+def _priority_key(job: JobSpec, ctx: OrderContext) -> tuple[int, tuple[float, str]]:
+    return priority_key(job, ctx.priority.get(job.name, 0))
 
 
 class Fifo:
@@ -111,12 +111,7 @@ class FairShare:
         """The teams taking turns over their queues, each in `priority_key` order (kept so
         by a caller, `sched.kept`, or sorted by `order`): O(jobs taken × log teams)."""
         share_of = ctx.share
-        priority = ctx.priority.get
-
-        def key(job: JobSpec) -> tuple[int, tuple[float, str]]:
-            return (-priority(job.name, 0), fifo_key(job))
-
-        heap = [(share_of(t), key(q[0]), t) for t, q in by_team.items() if q]
+        heap = [(share_of(t), _priority_key(q[0], ctx), t) for t, q in by_team.items() if q]
         heapq.heapify(heap)
         pop, push = heapq.heappop, heapq.heappush
         taken = dict.fromkeys(by_team, 0)  # per team: its jobs yielded so far
@@ -136,7 +131,7 @@ class FairShare:
                 # the team's next job goes back in the heap; when it would come straight
                 # out again (it sorts before every other team's head) it is taken at once,
                 # which is what the push, the pop and the share re-read would give
-                nxt = (share_of(team), key(queue[i]), team)
+                nxt = (share_of(team), _priority_key(queue[i], ctx), team)
                 if heap and heap[0] < nxt:
                     push(heap, nxt)
                     break

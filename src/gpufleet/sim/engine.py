@@ -603,7 +603,7 @@ class Simulation:
         uncount(self._sizes, worker_gpus(spec))
         if self._lean is not None and self._lean.kept:
             self._lean.remove(spec)
-        elif self._kept is not None:
+        elif self._kept is not None and self._kept.kept:
             self._kept.remove(spec)
         return spec
 
