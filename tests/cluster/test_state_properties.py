@@ -481,6 +481,37 @@ class ClusterStateMachine(RuleBasedStateMachine):
             s.worker_room(c.nodes[0].accelerator, 0)
 
     @invariant()
+    def worker_rooms_after_bound_the_room_once_jobs_end(self) -> None:
+        """Backfill's search skips the prefixes below this bound, so it must never be under
+        the room a recount gives once the prefix's jobs have released everything, and it
+        is exact where they hold whole GPUs alone."""
+        ctx, s, m = self.ctx, self.state, self.model
+        c = ctx.cluster
+        jobs = sorted(s.jobs())
+        for acc in c.accelerators:
+            mine = [n for n in c.nodes if n.accelerator == acc]
+            for per in (1, 2, 3):
+                bounds = list(s.worker_rooms_after(jobs, acc, per))
+                assert len(bounds) == len(jobs) + 1
+                for k in range(len(jobs) + 1):
+                    gone = set(jobs[:k])
+                    free = {
+                        (name, g): not ctx.nodes[name].layout(g)
+                        and m.whole.get((name, g), "") in {"", *gone}
+                        and all(j in gone for j in m.shares.get((name, g), {}))
+                        for name, g in ctx.gpus
+                    }
+                    want = sum(sum(free[(n.name, g)] for g in range(n.gpus)) // per for n in mine)
+                    assert bounds[k] >= want
+                    whole_only = not any(j in gone for j in m.slices.values()) and not any(
+                        j in gone for held in m.shares.values() for j in held
+                    )
+                    if whole_only:
+                        assert bounds[k] == want
+        with pytest.raises(ValueError, match="at least one GPU"):
+            list(s.worker_rooms_after([], c.nodes[0].accelerator, 0))
+
+    @invariant()
     def free_gpus_only_shrink_within_a_free_epoch(self) -> None:
         free = frozenset(k for k, ok in self.model.free_whole(self.ctx).items() if ok)
         epoch = self.state.free_epoch

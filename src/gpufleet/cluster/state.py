@@ -282,6 +282,45 @@ class StateView(ABC):
         index = s._node_index.get(accelerator)
         return 0 if index is None else index.room(per)
 
+    def worker_rooms_after(self, jobs: Sequence[str], accelerator: str, per: int) -> Iterator[int]:
+        """For each prefix of `jobs`, the empty one first, an upper bound on `worker_room`
+        once that prefix has released everything: each whole GPU a released job holds on a
+        node of `accelerator` is counted freed there, and so is each GPU it shares (others
+        may still share it). From the first job holding MIG slices on, no bound is known
+        and the count of nodes' GPUs is given instead (every worker that could ever fit).
+
+        Backfill's reservation search starts where this first reaches the workers a gang
+        needs: no placement fits before, and it costs a what-if per prefix tried."""
+        if per < 1:
+            raise ValueError(f"a worker needs at least one GPU, got {per}")
+        s = self._core()
+        index = s._node_index.get(accelerator)
+        if index is None:
+            yield from (0 for _ in range(len(jobs) + 1))
+            return
+        room = index.room(per)
+        yield room
+        node_acc, node_free, gpu_node = s._node_acc, s._node_free, s._cluster.tables.gpu_node
+        extra: dict[int, int] = {}
+        for i, name in enumerate(jobs):
+            held = s._jobs.get(name)
+            if held is not None and held.parts.slices:
+                ceiling = sum(
+                    size // per for n, size in enumerate(s._node_size) if node_acc[n] == accelerator
+                )
+                yield from (ceiling for _ in range(len(jobs) - i))
+                return
+            if held is not None:
+                freed = [(n, mask.bit_count()) for n, mask in held.nodes.items()]
+                freed += [(gpu_node[g], 1) for g in held.parts.shares]
+                for n, k in freed:
+                    if node_acc[n] != accelerator:
+                        continue
+                    before = node_free[n] + extra.get(n, 0)
+                    extra[n] = extra.get(n, 0) + k
+                    room += (before + k) // per - before // per
+            yield room
+
     # -- topology groups and scale-up domains ------------------------------------------
 
     def free_in_group(self, level: str, name: str, accelerator: str) -> int:

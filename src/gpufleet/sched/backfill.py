@@ -22,7 +22,10 @@ Finding the start: release running jobs in order of expected end on a what-if
 and ask the placement plugin after each release. Fit is monotone in the freed
 prefix (more free GPUs never hurt a placement that does not depend on what is
 busy), so the first fitting prefix is found by doubling then bisection:
-O(n log n) releases for n running jobs with known ends.
+O(n log n) releases for n running jobs with known ends. The search starts at
+the first prefix that frees enough GPUs in all and on enough single nodes for
+the workers (upper bounds read off the state without a what-if): before it no
+placement can fit, and from it a gang of whole nodes usually fits at once.
 """
 
 from __future__ import annotations
@@ -98,6 +101,16 @@ def find(
         need -= b.usage(names[k]).gpus.get(request.accelerator, 0)
         k += 1
     if need > 0:
+        return None
+    # no placement fits before enough single nodes could hold the workers (an upper bound,
+    # from what each prefix frees per node): on a fragmented cluster the free total says
+    # "fits" long before a gang of whole nodes does, and each prefix tried is a what-if
+    rooms = b.worker_rooms_after(names, request.accelerator, request.gpus_per_worker)
+    for i, room in enumerate(rooms):
+        if i >= k and room >= request.workers:
+            k = i
+            break
+    else:
         return None
     lo, hi, step = k - 1, k, 1  # invariant: prefix lo does not fit (or is untested below k)
     found = _fits_after(b, plugin, job, request, names[:hi])

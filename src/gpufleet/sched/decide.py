@@ -207,6 +207,7 @@ class _Cycle:
     _reserved_now = False
     # a quiet cycle's reservation not sought yet: (job, its blocked requests, its reason)
     _unreserved: tuple[JobSpec, list[tuple[Request, int, int]], list[str | Wait]] | None = None
+    _evicts_seen: tuple[int, bool] | None = None  # `nothing_evicts` at a quota book's `adds`
 
     def __init__(
         self,
@@ -775,15 +776,19 @@ class _Cycle:
         where every victim search would find no candidates): no running job evictable by
         priority below the highest waiting class, nobody borrowing what quota reclaim could
         take back, no plugin whose victims depend on more (LAS). Admissions in the cycle
-        can only make a team borrow, so the second part is read again after each."""
-        if self.keyed_preemptions:
-            return False
-        for plugin in self.plugins.preemptions:
-            if plugin.name == preempt.PriorityPreemption.name and self._below(self.highest_waiting):
-                return False
-            if plugin.name == preempt.QuotaReclaim.name and self._anyone_borrows():
-                return False
-        return True
+        can only make a team borrow, so the answer is kept until the quota book changes
+        (the cycle's running jobs and highest waiting class are fixed for the cycle)."""
+        seen = self._evicts_seen
+        adds = self.book.adds
+        if seen is not None and seen[0] == adds:
+            return seen[1]
+        answer = not self.keyed_preemptions and not any(
+            (plugin.name == preempt.PriorityPreemption.name and self._below(self.highest_waiting))
+            or (plugin.name == preempt.QuotaReclaim.name and self._anyone_borrows())
+            for plugin in self.plugins.preemptions
+        )
+        self._evicts_seen = (adds, answer)
+        return answer
 
     @cached_property
     def highest_waiting(self) -> int:
@@ -1165,17 +1170,56 @@ class _StopRule:
         self._strict = lean and head_of_line == "strict"
         self._skips = lean and head_of_line == "best-effort"
         self._guarded = not lean
+        # a quiet cycle passes over jobs that cannot start once no look can place the
+        # reservation: always under best effort, after the first blocked job under backfill
+        self._passes = not lean and head_of_line in ("best-effort", "backfill")
+        self._backfill = head_of_line == "backfill"
         self._version = -1
         self._full = False
         self.room = b.most_free_gpus() if self._skips else 0  # most free GPUs on one node
+        self._free_room = 0  # quiet: most free GPUs on one node, the reservation's mask aside
 
     def unlooked(self, queue: Iterator[JobSpec]) -> Iterator[JobSpec]:
         """Best effort: a job whose worker is larger than any node's room waits, unlooked at
         (it would change nothing); `room` is kept up to date by each call of the rule."""
+        if self._passes:
+            return self._passed_over(queue)
         if not self._skips:
             return queue
         # `worker_gpus`, written out: this runs once per waiting job
         return (j for j in queue if (j.gpus or 0) <= self.room)
+
+    def _passed_over(self, queue: Iterator[JobSpec]) -> Iterator[JobSpec]:
+        """A quiet cycle's queue without the jobs whose look would change nothing: a worker
+        larger than any node's room (the free GPUs, and for a job that ends before the
+        reservation also those it masks) cannot be placed, so the job starts nothing, seeks
+        no reservation (it was sought or set aside for an earlier job) and, while no
+        waiting job can evict, evicts nobody. Quiet cycles word no reasons, so a job
+        passed over leaves no trace; the rule's room is current whenever a job is asked
+        for (it is read again after each look that changed the state)."""
+        cyc, b = self._cyc, self._b
+        backfill_rule = self._backfill
+        for job in queue:
+            size = job.gpus
+            if (
+                size
+                and job.workload is None
+                and (cyc.reservation_tried or not backfill_rule)
+                and size > self._room_for(job)
+                and cyc.nothing_evicts()
+            ):
+                continue
+            yield job
+            if b.version != self._version:
+                self._refresh()
+
+    def _room_for(self, job: JobSpec) -> int:
+        if self._b.version != self._version:
+            self._refresh()
+        res = self._cyc.reservation
+        if res is not None and backfill.ends_before(job, res, self._cyc.now_s):
+            return self.room
+        return self._free_room
 
     def looked(self, job: JobSpec) -> None:
         """`job` had its turn: if it started, the smallest worker may have grown."""
@@ -1193,25 +1237,28 @@ class _StopRule:
     def __call__(self) -> bool:
         if self._strict and self._cyc.blocker is not None:
             return True
-        version = self._b.version
-        if version != self._version:
-            self._version = version
-            self.room = room = self._room()
-            self._full = bool(self._smallest) and room < self._smallest
+        if self._b.version != self._version:
+            self._refresh()
         if not self._full or not self._guarded:
             return self._full
         return self._cyc.nothing_evicts()
 
-    def _room(self) -> int:
-        """The most whole GPUs one worker could get on one node: free ones, and in a quiet
-        cycle also those a backfill reservation masks (a job that ends before it may use
-        them). A lean cycle holds no mask."""
+    def _refresh(self) -> None:
+        """Read the rooms again (the state changed since they were read)."""
+        self._version = self._b.version
+        self._free_room, self.room = self._rooms()
+        self._full = bool(self._smallest) and self.room < self._smallest
+
+    def _rooms(self) -> tuple[int, int]:
+        """The most whole GPUs one worker could get on one node: (free ones, free ones and
+        in a quiet cycle also those a backfill reservation masks, which a job that ends
+        before it may use). A lean cycle holds no mask."""
         b = self._b
         room = b.most_free_gpus()
         if not self._guarded or not b.holds(backfill.HOLDER):
-            return room
+            return room, room
         masked = Counter(node for node, _ in b.holdings(backfill.HOLDER).gpus)
-        return max(room, *(len(b.free_gpu_ids(n)) + k for n, k in masked.items()))
+        return room, max(room, *(len(b.free_gpu_ids(n)) + k for n, k in masked.items()))
 
 
 def _check_inputs(
