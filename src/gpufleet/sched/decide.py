@@ -45,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cached_property, partial
-from itertools import chain
+from itertools import chain, filterfalse
 from typing import cast, overload
 
 from gpufleet.cluster import (
@@ -78,6 +78,7 @@ from gpufleet.sched.framework import (
 from gpufleet.sched.job_facts import Facts, RequestShapes
 from gpufleet.sched.kept import Kept, KeptOrder, keeps
 from gpufleet.sched.lean import Lean, qualifies, worker_gpus
+from gpufleet.sched.passover import PassOver
 from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
 from gpufleet.sched.reasons import Reasons, reason_parts, with_ahead
@@ -158,12 +159,15 @@ def _queue(
     ctx: OrderContext,
     lean: Lean | None,
     kept: Kept | None,
+    *,
+    passes: PassOver | None = None,
 ) -> Iterator[JobSpec]:
     """The pending jobs in the profile's order; a lean cycle's are in FIFO order already
     (its caller keeps them so), and only `lean.fresh` when it names them; a kept queue's
-    are taken off its teams' heads (`sched.kept`)."""
+    are taken off its teams' heads (`sched.kept`), without those `passes` skips."""
     if kept is not None:
-        return iter(cast(KeptOrder, order).order_kept(kept.by_team, ctx))
+        skips = None if passes is None else passes.skips
+        return iter(cast(KeptOrder, order).order_kept(kept.by_team, ctx, skips, kept.keys))
     if lean is None:
         return iter(order.order(pending, ctx))
     return iter(pending if lean.fresh is None else lean.fresh)
@@ -966,6 +970,7 @@ def decide(
     lean: Lean | None = None,
     quiet: bool = False,
     waiting_sizes: Mapping[int, int] | None = None,
+    waiting_runtimes: Mapping[int, Sequence[float]] | None = None,
     kept: Kept | None = None,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
@@ -1006,6 +1011,10 @@ def decide(
     `waiting_sizes` (quiet only; `Lean.sizes` for a lean cycle): how many pending jobs ask
     for each number of whole GPUs per worker (`lean.worker_gpus`), kept by the caller; the
     cycle then ends once no node has room for the smallest while no waiting job can evict.
+    `waiting_runtimes` (with `waiting_sizes`): per number of whole GPUs per worker, the
+    ascending expected runtimes (`backfill.expected_runtime_s`) of the pending jobs that
+    have one; the cycle then also ends once only a backfill reservation's GPUs have room
+    and no waiting job of a size they could hold ends before it.
     `kept` (quiet only, profiles that `kept.keeps`): the caller keeps the queue in each
     team's order and every job's class value (`sched.kept`); the cycle takes jobs off the
     teams' heads instead of sorting `pending`, which it then reads only for FGD's mix.
@@ -1060,10 +1069,13 @@ def decide(
         )
         if kept is not None:
             cyc.highest_waiting = kept.highest
-        queue = _queue(order, pending, ctx, lean, kept)  # 2. order, lazily
-        stop = _stop_rule(b, cyc, lean, waiting_sizes if quiet else None, len(pending))
-        if stop is not None:
-            queue = stop.unlooked(queue)
+        stop = _stop_rule(
+            b, cyc, lean, waiting_sizes if quiet else None, len(pending), runtimes=waiting_runtimes
+        )
+        passes = None if stop is None else stop.passes
+        queue = _queue(order, pending, ctx, lean, kept, passes=passes)  # 2. order, lazily
+        if stop is not None and (kept is None or passes is None):
+            queue = stop.unlooked(queue)  # (a kept order passes over jobs itself)
         cyc.mark = clock()
         timings["order"] = cyc.mark - t1
         deferred = _walk(cyc, queue, stop)
@@ -1135,7 +1147,13 @@ QUIET_STOP_AT = 16
 
 
 def _stop_rule(
-    b: Branch, cyc: _Cycle, lean: Lean | None, sizes: Mapping[int, int] | None, waiting: int
+    b: Branch,
+    cyc: _Cycle,
+    lean: Lean | None,
+    sizes: Mapping[int, int] | None,
+    waiting: int,
+    *,
+    runtimes: Mapping[int, Sequence[float]] | None = None,
 ) -> _StopRule | None:
     """A lean cycle's stop rule; a quiet one's when its caller counts the waiting jobs'
     sizes, `waiting` reaches `QUIET_STOP_AT`, and no profile plugin's victims depend on
@@ -1145,7 +1163,7 @@ def _stop_rule(
         return _StopRule(b, lean.sizes, cyc, lean=True)
     if sizes is None or waiting < QUIET_STOP_AT or cyc.keyed_preemptions:
         return None
-    return _StopRule(b, sizes, cyc, lean=False)
+    return _StopRule(b, sizes, cyc, lean=False, runtimes=runtimes)
 
 
 class _StopRule:
@@ -1158,11 +1176,25 @@ class _StopRule:
     A quiet cycle (any profile) stops only while no waiting job can evict (`_Cycle.
     nothing_evicts`: else a job with no room could still start by evicting), counts the
     GPUs a backfill reservation masks as room (a job that ends before the reservation may
-    use them), and never passes jobs over (a blocked job may take the reservation, which
-    decides what later jobs may use)."""
+    use them), and passes jobs over only once no look can seek the reservation (`passes`,
+    `sched.passover`: under backfill the first blocked job may take it, which decides
+    what later jobs may use). With the waiting jobs' runtimes it counts the masked GPUs
+    only while a waiting job of a size they could hold ends before the reservation (the
+    jobs this cycle has looked at aside: none is looked at twice): else only free GPUs
+    are room."""
 
-    def __init__(self, b: Branch, sizes: Mapping[int, int], cyc: _Cycle, *, lean: bool) -> None:
+    def __init__(
+        self,
+        b: Branch,
+        sizes: Mapping[int, int],
+        cyc: _Cycle,
+        *,
+        lean: bool,
+        runtimes: Mapping[int, Sequence[float]] | None = None,
+    ) -> None:
         self._b, self._cyc = b, cyc
+        self._runtimes = runtimes
+        self._looked: dict[int, list[float]] = {}  # per size, runtimes of jobs looked at here
         # waiting jobs per whole GPUs per worker, less those this cycle admits
         self._sizes = Counter(sizes)
         self._smallest = 0 if 0 in self._sizes else min(self._sizes, default=0)
@@ -1172,7 +1204,11 @@ class _StopRule:
         self._guarded = not lean
         # a quiet cycle passes over jobs that cannot start once no look can place the
         # reservation: always under best effort, after the first blocked job under backfill
-        self._passes = not lean and head_of_line in ("best-effort", "backfill")
+        self.passes = (
+            PassOver(now_s=cyc.now_s)
+            if not lean and head_of_line in ("best-effort", "backfill")
+            else None
+        )
         self._backfill = head_of_line == "backfill"
         self._version = -1
         self._full = False
@@ -1181,52 +1217,26 @@ class _StopRule:
 
     def unlooked(self, queue: Iterator[JobSpec]) -> Iterator[JobSpec]:
         """Best effort: a job whose worker is larger than any node's room waits, unlooked at
-        (it would change nothing); `room` is kept up to date by each call of the rule."""
-        if self._passes:
-            return self._passed_over(queue)
+        (it would change nothing); `room` is kept up to date by each call of the rule.
+        A quiet cycle passes over the jobs `passes` skips (a kept order asks it itself)."""
+        if self.passes is not None:
+            return filterfalse(self.passes.skips, queue)
         if not self._skips:
             return queue
         # `worker_gpus`, written out: this runs once per waiting job
         return (j for j in queue if (j.gpus or 0) <= self.room)
 
-    def _passed_over(self, queue: Iterator[JobSpec]) -> Iterator[JobSpec]:
-        """A quiet cycle's queue without the jobs whose look would change nothing: a worker
-        larger than any node's room (the free GPUs, and for a job that ends before the
-        reservation also those it masks) cannot be placed, so the job starts nothing, seeks
-        no reservation (it was sought or set aside for an earlier job) and, while no
-        waiting job can evict, evicts nobody. Quiet cycles word no reasons, so a job
-        passed over leaves no trace; the rule's room is current whenever a job is asked
-        for (it is read again after each look that changed the state)."""
-        cyc, b = self._cyc, self._b
-        backfill_rule = self._backfill
-        for job in queue:
-            size = job.gpus
-            if (
-                size
-                and job.workload is None
-                and (cyc.reservation_tried or not backfill_rule)
-                and size > self._room_for(job)
-                and cyc.nothing_evicts()
-            ):
-                continue
-            yield job
-            if b.version != self._version:
-                self._refresh()
-
-    def _room_for(self, job: JobSpec) -> int:
-        if self._b.version != self._version:
-            self._refresh()
-        res = self._cyc.reservation
-        if res is not None and backfill.ends_before(job, res, self._cyc.now_s):
-            return self.room
-        return self._free_room
-
     def looked(self, job: JobSpec) -> None:
-        """`job` had its turn: if it started, the smallest worker may have grown."""
+        """`job` had its turn (it is not looked at again in this cycle, whether it started
+        or not): if it started, the smallest worker may have grown."""
+        size = worker_gpus(job)
+        if self._runtimes is not None:
+            runtime = backfill.expected_runtime_s(job)
+            if runtime is not None:
+                self._looked.setdefault(size, []).append(runtime)
         if not self._smallest or job.name not in self._cyc.admitted:
             return
         sizes = self._sizes
-        size = worker_gpus(job)
         left = sizes[size] - 1
         if left > 0:
             sizes[size] = left
@@ -1239,6 +1249,8 @@ class _StopRule:
             return True
         if self._b.version != self._version:
             self._refresh()
+        if self.passes is not None:
+            self._arm(self.passes)
         if not self._full or not self._guarded:
             return self._full
         return self._cyc.nothing_evicts()
@@ -1247,7 +1259,51 @@ class _StopRule:
         """Read the rooms again (the state changed since they were read)."""
         self._version = self._b.version
         self._free_room, self.room = self._rooms()
-        self._full = bool(self._smallest) and self.room < self._smallest
+        smallest = self._smallest
+        self._full = bool(smallest) and (
+            self.room < smallest
+            or (
+                self._free_room < smallest
+                and self._runtimes is not None
+                and not self._ends_in_time(self.room)
+            )
+        )
+
+    def _arm(self, passes: PassOver) -> None:
+        """Re-arm the pass-over rule after a look (the rooms, the reservation, whether a
+        look could still seek one or evict may all have changed)."""
+        cyc = self._cyc
+        passes.on = (cyc.reservation_tried or not self._backfill) and cyc.nothing_evicts()
+        passes.free_room, passes.room = self._free_room, self.room
+        res = cyc.reservation
+        passes.start_s = -math.inf if res is None else res.start_s
+
+    def _ends_in_time(self, room: int) -> bool:
+        """Whether a waiting job with a worker of at most `room` GPUs (the reservation's
+        masked ones included) ends before the reservation starts, the jobs looked at in
+        this cycle aside: only such a job may use the masked GPUs. With no reservation,
+        none is masked and the free room alone counts."""
+        res, runtimes = self._cyc.reservation, self._runtimes
+        if res is None or runtimes is None:
+            return False
+        start, now = res.start_s, self._cyc.now_s
+        for size, ascending in runtimes.items():
+            if not size or size > room or not ascending:
+                continue
+            looked = self._looked.get(size)
+            if not looked:
+                if now + ascending[0] <= start:  # as `backfill.ends_before` compares
+                    return True
+                continue
+            aside = Counter(looked)
+            for runtime in ascending:
+                if now + runtime > start:
+                    break
+                if aside[runtime]:
+                    aside[runtime] -= 1
+                    continue
+                return True
+        return False
 
     def _rooms(self) -> tuple[int, int]:
         """The most whole GPUs one worker could get on one node: (free ones, free ones and

@@ -13,13 +13,13 @@ rule (no room for the smallest waiting worker), a congested queue's cycle looks 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.sched.framework import OrderContext
 from gpufleet.sched.lean import uncount
-from gpufleet.sched.orders import priority_key
+from gpufleet.sched.orders import PriorityKey, priority_key
 from gpufleet.sched.team_index import TeamIndex
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.profiles import Profile
@@ -38,7 +38,11 @@ class KeptOrder(Protocol):
     `FairShare`): the same order `order` gives over all their jobs."""
 
     def order_kept(
-        self, by_team: Mapping[str, Sequence[JobSpec]], ctx: OrderContext
+        self,
+        by_team: Mapping[str, Sequence[JobSpec]],
+        ctx: OrderContext,
+        skips: Callable[[JobSpec], bool] | None = None,
+        keys: Mapping[str, Sequence[PriorityKey]] | None = None,
     ) -> Iterator[JobSpec]: ...
 
 
@@ -47,12 +51,14 @@ class Kept:
     """What a caller that keeps its queue hands `decide(kept=...)`.
 
     `by_team`: each team's waiting jobs in `priority_key` order (no empty team);
-    `priority`: every waiting job's class value by name; `highest`: the highest of them.
+    `priority`: every waiting job's class value by name; `highest`: the highest of them;
+    `keys`: each team's jobs' `priority_key`s, in the same order.
     """
 
     by_team: Mapping[str, Sequence[JobSpec]]
     priority: Mapping[str, int]
     highest: int
+    keys: Mapping[str, Sequence[PriorityKey]] | None = None
 
 
 class KeptQueue:
@@ -66,7 +72,7 @@ class KeptQueue:
         self._index = index
         self.active_at = active_at
         self.kept = False
-        self._keys: dict[str, list[tuple[int, tuple[float, str]]]] = {}
+        self._keys: dict[str, list[PriorityKey]] = {}
         self._jobs: dict[str, list[JobSpec]] = {}
         self._priority: dict[str, int] = {}
         self._values: dict[int, int] = {}  # class value -> waiting jobs of it
@@ -111,4 +117,4 @@ class KeptQueue:
             self.kept = True
             for job in pending:
                 self.add(job)
-        return Kept(self._jobs, self._priority, max(self._values, default=0))
+        return Kept(self._jobs, self._priority, max(self._values, default=0), self._keys)

@@ -20,8 +20,9 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
 
 from gpufleet.sched.framework import OrderContext
 from gpufleet.sched.las import TIRESIAS_QUEUES, LasQueues
@@ -36,13 +37,16 @@ def fifo_key(job: JobSpec) -> tuple[float, str]:
     return (job.submitted_s if at is None else at, job.name)
 
 
-def priority_key(job: JobSpec, priority: int) -> tuple[int, tuple[float, str]]:
+PriorityKey = tuple[int, tuple[float, str]]  # (-class value, FIFO place)
+
+
+def priority_key(job: JobSpec, priority: int) -> PriorityKey:
     """A job's place within its team under the priority and fair-share orders: highest
     class value first, then FIFO (a total order: names are unique)."""
     return (-priority, fifo_key(job))
 
 
-def _priority_key(job: JobSpec, ctx: OrderContext) -> tuple[int, tuple[float, str]]:
+def _priority_key(job: JobSpec, ctx: OrderContext) -> PriorityKey:
     return priority_key(job, ctx.priority.get(job.name, 0))
 
 
@@ -66,11 +70,24 @@ class PriorityOrder:
         return sorted(jobs, key=lambda j: _priority_key(j, ctx))
 
     def order_kept(
-        self, by_team: Mapping[str, Sequence[JobSpec]], ctx: OrderContext
+        self,
+        by_team: Mapping[str, Sequence[JobSpec]],
+        ctx: OrderContext,
+        skips: Callable[[JobSpec], bool] | None = None,
+        keys: Mapping[str, Sequence[PriorityKey]] | None = None,
     ) -> Iterator[JobSpec]:
         """`order` for a caller that keeps each team's jobs in `priority_key` order
-        (`sched.kept`): a lazy merge, O(jobs taken × log teams)."""
-        return heapq.merge(*by_team.values(), key=lambda j: _priority_key(j, ctx))
+        (`sched.kept`, with their `keys` if it keeps them): a lazy merge, O(jobs taken ×
+        log teams), less the jobs `skips` (a quiet cycle's pass-over rule), each asked at
+        its turn (what the cycle did before may change its answer)."""
+        if keys is None:
+            merged: Iterator[JobSpec] = heapq.merge(
+                *by_team.values(), key=lambda j: _priority_key(j, ctx)
+            )
+        else:  # keys are unique (names are): jobs are never compared
+            pairs = heapq.merge(*(zip(keys[t], q, strict=True) for t, q in by_team.items()))
+            merged = (job for _, job in pairs)
+        return merged if skips is None else filterfalse(skips, merged)
 
 
 class FairShare:
@@ -106,32 +123,53 @@ class FairShare:
         return self.order_kept(queues, ctx)
 
     def order_kept(
-        self, by_team: Mapping[str, Sequence[JobSpec]], ctx: OrderContext
+        self,
+        by_team: Mapping[str, Sequence[JobSpec]],
+        ctx: OrderContext,
+        skips: Callable[[JobSpec], bool] | None = None,
+        keys: Mapping[str, Sequence[PriorityKey]] | None = None,
     ) -> Iterator[JobSpec]:
         """The teams taking turns over their queues, each in `priority_key` order (kept so
-        by a caller, `sched.kept`, or sorted by `order`): O(jobs taken × log teams)."""
+        by a caller, `sched.kept`, with their `keys` if it keeps them, or sorted by
+        `order`): O(jobs taken × log teams).
+
+        `skips` (a quiet cycle's pass-over rule) names jobs to leave out, each asked at its
+        turn (what the cycle did before may change its answer). A team's share changes
+        only when a job it yielded is admitted, so it is read again only after a yield."""
         share_of = ctx.share
-        heap = [(share_of(t), _priority_key(q[0], ctx), t) for t, q in by_team.items() if q]
+        heap = [
+            (share_of(t), _priority_key(q[0], ctx) if keys is None else keys[t][0], t)
+            for t, q in by_team.items()
+            if q
+        ]
         heapq.heapify(heap)
         pop, push = heapq.heappop, heapq.heappush
         taken = dict.fromkeys(by_team, 0)  # per team: its jobs yielded so far
         while heap:
             share, head, team = pop(heap)
-            now = share_of(team)
-            if now > share + 1e-12:
-                push(heap, (now, head, team))
+            mine = share_of(team)
+            if mine > share + 1e-12:
+                push(heap, (mine, head, team))
                 continue
             queue = by_team[team]
-            i = taken[team]
+            team_keys = None if keys is None else keys[team]
+            i, end = taken[team], len(queue)
             while True:
-                yield queue[i]
+                job = queue[i]
                 i += 1
-                if i == len(queue):
+                if skips is None or not skips(job):
+                    yield job
+                    mine = share_of(team)
+                if i == end:
                     break
                 # the team's next job goes back in the heap; when it would come straight
                 # out again (it sorts before every other team's head) it is taken at once,
                 # which is what the push, the pop and the share re-read would give
-                nxt = (share_of(team), _priority_key(queue[i], ctx), team)
+                nxt = (
+                    mine,
+                    _priority_key(queue[i], ctx) if team_keys is None else team_keys[i],
+                    team,
+                )
                 if heap and heap[0] < nxt:
                     push(heap, nxt)
                     break

@@ -64,6 +64,7 @@ import gc
 import heapq
 import math
 import time
+from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -74,6 +75,7 @@ import numpy as np
 
 from gpufleet.cluster import MILLI, AllocationError, Cluster, MigSlice, State, Whole
 from gpufleet.errors import UnknownNameError
+from gpufleet.sched.backfill import expected_runtime_s
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
@@ -316,6 +318,9 @@ class Simulation:
         # pending jobs per whole GPUs per worker (`lean.worker_gpus`; 0: a slice, a fraction):
         # a quiet cycle's stop rule reads the smallest
         self._sizes: dict[int, int] = {}
+        # per whole GPUs per worker, the ascending expected runtimes of the pending jobs that
+        # have one: the stop rule asks whether any could use a reservation's GPUs
+        self._runtimes: dict[int, list[float]] = {}
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
@@ -590,6 +595,9 @@ class Simulation:
         self._waiting[shape] = self._waiting.get(shape, 0) + 1
         size = worker_gpus(spec)
         self._sizes[size] = self._sizes.get(size, 0) + 1
+        runtime = expected_runtime_s(spec)
+        if runtime is not None:
+            insort(self._runtimes.setdefault(size, []), runtime)
         if self._lean is not None:
             self._lean.add(spec)
         elif self._kept is not None and self._kept.kept:
@@ -600,7 +608,12 @@ class Simulation:
         map, the censuses and the kept queue; returns the spec it waited with."""
         spec = self.pending.pop(unit)
         uncount(self._waiting, waiting_shape(spec))
-        uncount(self._sizes, worker_gpus(spec))
+        size = worker_gpus(spec)
+        uncount(self._sizes, size)
+        runtime = expected_runtime_s(spec)
+        if runtime is not None:
+            runtimes = self._runtimes[size]
+            del runtimes[bisect_left(runtimes, runtime)]
         if self._lean is not None and self._lean.kept:
             self._lean.remove(spec)
         elif self._kept is not None and self._kept.kept:
@@ -636,6 +649,7 @@ class Simulation:
             lean=lean,
             quiet=self.config.lean_cycles,  # read: what starts and stops, never why
             waiting_sizes=self._sizes,
+            waiting_runtimes=self._runtimes,
             kept=None if self._kept is None else self._kept.view(self.pending.values()),
         )
         self.decide_s += time.perf_counter() - t0
