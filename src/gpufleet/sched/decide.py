@@ -63,6 +63,7 @@ from gpufleet.cluster import (
 )
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sched import backfill, preempt, relayout
+from gpufleet.sched.census import Census
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import (
     PHASES,
@@ -212,6 +213,7 @@ class _Cycle:
     # a quiet cycle's reservation not sought yet: (job, its blocked requests, its reason)
     _unreserved: tuple[JobSpec, list[tuple[Request, int, int]], list[str | Wait]] | None = None
     _evicts_seen: tuple[int, bool] | None = None  # `nothing_evicts` at a quota book's `adds`
+    census: Census | None = None  # what the caller keeps between cycles (`decide(census=)`)
 
     def __init__(
         self,
@@ -583,7 +585,9 @@ class _Cycle:
             return
         self.reservation_tried = True
         self._reserved_now = True
-        ends = [(end, name) for end, name in self.running_ends() if self.b.holds(name)]
+        ends = self.running_ends()
+        if self.preempted or self.census is None:  # (a census's caller vouches they are held)
+            ends = [(end, name) for end, name in ends if self.b.holds(name)]
         best: backfill.Reservation | None = None
         for req in whole:
             res = backfill.find(self.b, self.placement, job, req, ends=ends, now_s=self.now_s)
@@ -616,7 +620,10 @@ class _Cycle:
             self._reserve(*found)
 
     def running_ends(self) -> list[tuple[float, str]]:
-        """Expected ends of the jobs running at the start of the cycle, then of those admitted."""
+        """Expected ends of the jobs running at the start of the cycle (ascending when the
+        caller keeps a census), then of those admitted."""
+        if self.census is not None and self.census.running_ends is not None:
+            return [*self.census.running_ends, *self.ends]
         out = []
         for job in self.running:
             end = backfill.expected_end_s(job)
@@ -827,8 +834,12 @@ class _Cycle:
 
     @cached_property
     def _lowest_evictable(self) -> float:
-        """The lowest class value of the cycle's evictable running jobs (infinite: none).
-        Jobs evicted in this cycle are still counted: the test stays conservative."""
+        """The lowest class value of the cycle's evictable running jobs (infinite: none),
+        off the caller's census when it keeps one. Jobs evicted in this cycle are still
+        counted: the test stays conservative."""
+        census = self.census
+        if census is not None and census.running_evictable is not None:
+            return min(census.running_evictable, default=math.inf)
         return min(self.pctx.lowest_evictable.values(), default=math.inf)
 
     def _cohort_borrows(self, team: str, flavor: str) -> bool:
@@ -969,8 +980,7 @@ def decide(
     keep: bool = False,
     lean: Lean | None = None,
     quiet: bool = False,
-    waiting_sizes: Mapping[int, int] | None = None,
-    waiting_runtimes: Mapping[int, Sequence[float]] | None = None,
+    census: Census | None = None,
     kept: Kept | None = None,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
@@ -1008,13 +1018,12 @@ def decide(
     evicts, never why jobs wait. `pending_reasons` and `considered` are then empty, and a
     backfill reservation is sought only when a job after the blocked one could start (so
     `reserved` is empty when none could); admissions and evictions are a full cycle's.
-    `waiting_sizes` (quiet only; `Lean.sizes` for a lean cycle): how many pending jobs ask
-    for each number of whole GPUs per worker (`lean.worker_gpus`), kept by the caller; the
-    cycle then ends once no node has room for the smallest while no waiting job can evict.
-    `waiting_runtimes` (with `waiting_sizes`): per number of whole GPUs per worker, the
-    ascending expected runtimes (`backfill.expected_runtime_s`) of the pending jobs that
-    have one; the cycle then also ends once only a backfill reservation's GPUs have room
-    and no waiting job of a size they could hold ends before it.
+    `census` (quiet only, with `usage`; `sched.census`): what the caller keeps of its queue
+    and running jobs. With it the cycle ends once no node has room for the smallest
+    waiting worker while no waiting job can evict, counting a backfill reservation's
+    masked GPUs as room only while a waiting job small enough ends before it; and reads
+    the running jobs' ends and lowest evictable class off the census instead of scanning
+    them. (A lean cycle's stop rule reads `Lean.sizes`.)
     `kept` (quiet only, profiles that `kept.keeps`): the caller keeps the queue in each
     team's order and every job's class value (`sched.kept`); the cycle takes jobs off the
     teams' heads instead of sorting `pending`, which it then reads only for FGD's mix.
@@ -1030,6 +1039,8 @@ def decide(
             f"decide(kept=...): profile {profile!r}: only quiet cycles of a priority or "
             "fair-share order take a kept queue"
         )
+    if census is not None and usage is None:
+        raise ValueError("decide(census=...) needs usage=...: the census's caller keeps both")
     quiet = quiet or lean is not None
     t0 = clock()
     index = team_index(teams)
@@ -1069,9 +1080,9 @@ def decide(
         )
         if kept is not None:
             cyc.highest_waiting = kept.highest
-        stop = _stop_rule(
-            b, cyc, lean, waiting_sizes if quiet else None, len(pending), runtimes=waiting_runtimes
-        )
+        if quiet:
+            cyc.census = census
+        stop = _stop_rule(b, cyc, lean, census if quiet else None, len(pending))
         passes = None if stop is None else stop.passes
         queue = _queue(order, pending, ctx, lean, kept, passes=passes)  # 2. order, lazily
         if stop is not None and (kept is None or passes is None):
@@ -1147,23 +1158,17 @@ QUIET_STOP_AT = 16
 
 
 def _stop_rule(
-    b: Branch,
-    cyc: _Cycle,
-    lean: Lean | None,
-    sizes: Mapping[int, int] | None,
-    waiting: int,
-    *,
-    runtimes: Mapping[int, Sequence[float]] | None = None,
+    b: Branch, cyc: _Cycle, lean: Lean | None, census: Census | None, waiting: int
 ) -> _StopRule | None:
-    """A lean cycle's stop rule; a quiet one's when its caller counts the waiting jobs'
-    sizes, `waiting` reaches `QUIET_STOP_AT`, and no profile plugin's victims depend on
-    more than priority and quota (LAS's do: its guard would need every waiting job's
-    queue). Full cycles have none."""
+    """A lean cycle's stop rule; a quiet one's when its caller keeps a census, `waiting`
+    reaches `QUIET_STOP_AT`, and no profile plugin's victims depend on more than priority
+    and quota (LAS's do: its guard would need every waiting job's queue). Full cycles
+    have none."""
     if lean is not None:
         return _StopRule(b, lean.sizes, cyc, lean=True)
-    if sizes is None or waiting < QUIET_STOP_AT or cyc.keyed_preemptions:
+    if census is None or waiting < QUIET_STOP_AT or cyc.keyed_preemptions:
         return None
-    return _StopRule(b, sizes, cyc, lean=False, runtimes=runtimes)
+    return _StopRule(b, census.waiting_sizes, cyc, lean=False, runtimes=census.waiting_runtimes)
 
 
 class _StopRule:

@@ -46,6 +46,7 @@ from functools import cached_property
 from typing import Literal, Protocol
 
 from gpufleet.cluster import MILLI, Branch
+from gpufleet.sched.census import evictable_value
 from gpufleet.sched.framework import Eviction, Placed, PlacementPlugin
 from gpufleet.sched.las import TIRESIAS_QUEUES, LasQueues
 from gpufleet.sched.quota import QuotaBook, gpus_text
@@ -136,18 +137,14 @@ class PreemptContext:
         its team's quota whose priority is not above it has nothing of its own to evict.
         One pass, no sort and no per-job class map: asked in every cycle where a job is
         beyond its quota (5 % of the congested simulator runs' time through `classes` and
-        `evictable_by_priority`). The rule is `_evictable`'s, written out for speed; a test
-        holds the two equal."""
-        value = {c.name: c.value for c in self.teams.priority_classes if c.preemptible}
-        default = {t.name: t.default_priority for t in self.teams.teams}
+        `evictable_by_priority`). The rule is `_evictable`'s (`census.evictable_value`,
+        which the simulator's census reads too); a test holds the two equal."""
+        value_of = evictable_value(self.teams)
         out: dict[str, int] = {}
         for job in self.running:
-            if not job.preemptible:
-                continue
-            team = job.team
-            v = value.get(job.priority_class or default.get(team, ""))
-            if v is not None and v < out.get(team, v + 1):
-                out[team] = v
+            v = value_of(job)
+            if v is not None and v < out.get(job.team, v + 1):
+                out[job.team] = v
         return out
 
 

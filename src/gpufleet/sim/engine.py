@@ -75,7 +75,9 @@ import numpy as np
 
 from gpufleet.cluster import MILLI, AllocationError, Cluster, MigSlice, State, Whole
 from gpufleet.errors import UnknownNameError
+from gpufleet.sched import census
 from gpufleet.sched.backfill import expected_runtime_s
+from gpufleet.sched.census import Census, RunningCensus
 from gpufleet.sched.decide import decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
@@ -225,18 +227,23 @@ class _RunningViews(Collection[JobSpec]):
     state holds it), so a view carries none; views are internal and never validated.
     """
 
-    __slots__ = ("_started", "_views")
+    __slots__ = ("_started", "_views", "census")
 
-    def __init__(self) -> None:
+    def __init__(self, census: RunningCensus | None = None) -> None:
         self._started: dict[str, tuple[JobSpec, float]] = {}  # unit -> pending spec, start
         self._views: dict[str, JobSpec] = {}
+        self.census = census  # kept in step, for quiet cycles
 
     def add(self, unit: str, spec: JobSpec, started_s: float) -> None:
         self._started[unit] = (spec, started_s)
+        if self.census is not None:
+            self.census.add(spec, started_s)
 
     def remove(self, unit: str) -> None:
-        del self._started[unit]
+        spec, _ = self._started.pop(unit)
         self._views.pop(unit, None)
+        if self.census is not None:
+            self.census.remove(spec.name)
 
     def has(self, unit: str) -> bool:
         return unit in self._started
@@ -321,7 +328,14 @@ class Simulation:
         # per whole GPUs per worker, the ascending expected runtimes of the pending jobs that
         # have one: the stop rule asks whether any could use a reservation's GPUs
         self._runtimes: dict[int, list[float]] = {}
-        self.running = _RunningViews()
+        running = RunningCensus(teams) if config.lean_cycles else None
+        self.running = _RunningViews(running)
+        # what quiet cycles read instead of scanning the queue and the running jobs
+        self._census = (
+            None
+            if running is None
+            else Census(self._sizes, self._runtimes, running.ends, running.evictable)
+        )
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
         self._held_gpus: dict[tuple[str, str], float] = {}
@@ -629,6 +643,12 @@ class Simulation:
             return
         self.cycles += 1
         self._advance_history()
+        if self._checks and self._census is not None:
+            wrong = census.differences(
+                self._census, census.recount(self.pending.values(), self.running, self.teams)
+            )
+            if wrong:
+                raise AssertionError(f"the simulator's census at {self.now_s} s: {wrong}")
         t0 = time.perf_counter()
         queue = self._lean
         lean = None
@@ -648,8 +668,7 @@ class Simulation:
             keep=True,  # the state is left as applying the decisions would leave it
             lean=lean,
             quiet=self.config.lean_cycles,  # read: what starts and stops, never why
-            waiting_sizes=self._sizes,
-            waiting_runtimes=self._runtimes,
+            census=self._census,
             kept=None if self._kept is None else self._kept.view(self.pending.values()),
         )
         self.decide_s += time.perf_counter() - t0
