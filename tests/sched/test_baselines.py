@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import OrderContext
@@ -97,6 +99,28 @@ def test_factors_follow_slurms_formula() -> None:
     f = mf.factors(j, c, cluster_gpus=16, top_priority=1000)
     assert f == Factors(age=0.5, fairshare=0.5, job_size=0.25, qos=0.5)
     assert mf.score(f) == pytest.approx(1000 * 0.5 + 10000 * 0.5 + 1000 * 0.25 + 10000 * 0.5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_orders_scorer_equals_the_score_of_the_factors(data: st.DataObject) -> None:
+    """`order` scores with `scorer` (written out for speed): the same float as `score`
+    of `factors`, bit for bit, or the order would differ from the one explained."""
+    mf = Multifactor(max_age_s=data.draw(st.sampled_from((0.0, 3600.0, 7 * DAY_S))))
+    gpus = data.draw(st.sampled_from((None, 1, 3, 8)))
+    size = {"gpus": gpus} if gpus else {"gpu_fraction": data.draw(st.sampled_from((0.25, 0.5)))}
+    j = job("j", submitted_s=data.draw(st.floats(0, 40 * DAY_S)), **size)
+    share = data.draw(st.floats(-1, 5))
+    c = ctx(
+        {"j": data.draw(st.integers(-10, 2000))},
+        now_s=data.draw(st.floats(0, 40 * DAY_S)),
+        shares={j.team: share},
+    )
+    cluster_gpus = data.draw(st.sampled_from((0.0, 7.0, 16.0)))
+    top = data.draw(st.sampled_from((0, 100, 1000)))
+    want = mf.score(mf.factors(j, c, cluster_gpus=cluster_gpus, top_priority=top))
+    got = mf.scorer(c, cluster_gpus=cluster_gpus, top_priority=top, shares={j.team: share})(j)
+    assert got == want
 
 
 def test_age_factor_saturates_at_max_age() -> None:

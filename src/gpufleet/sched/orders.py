@@ -309,11 +309,32 @@ class Multifactor:
         if top is None:
             top = max((ctx.priority.get(j.name, 0) for j in jobs), default=0)
         shares: Mapping[str, float] = {t: ctx.share(t) for t in {j.team for j in jobs}}
+        score = self.scorer(ctx, cluster_gpus=cluster_gpus, top_priority=top, shares=shares)
+        return sorted(jobs, key=lambda job: (-score(job), job.submitted_s, job.name))
 
-        def key(job: JobSpec) -> tuple[float, float, str]:
-            f = self.factors(
-                job, ctx, cluster_gpus=cluster_gpus, top_priority=top, share=shares[job.team]
-            )
-            return (-self.score(f), job.submitted_s, job.name)
+    def scorer(
+        self,
+        ctx: OrderContext,
+        *,
+        cluster_gpus: float,
+        top_priority: int,
+        shares: Mapping[str, float],
+    ) -> Callable[[JobSpec], float]:
+        """`score(factors(job))` for one cycle's jobs, with what is the same for every job
+        (weights, each team's fair-share factor) read once: the order scores every waiting
+        job every cycle (slurm-like's congested runs spent half their time there). The
+        same operations in the same order, so the floats are equal; a test holds the two
+        equal."""
+        now, max_age = ctx.now_s, self.max_age_s
+        w_age, w_size, w_qos = self.weight_age, self.weight_job_size, self.weight_qos
+        fair = {t: self.weight_fairshare * 2.0 ** -max(0.0, s) for t, s in shares.items()}
+        priority = ctx.priority.get
 
-        return sorted(jobs, key=key)
+        def score(job: JobSpec) -> float:
+            age = min(1.0, max(0.0, now - job.submitted_s) / max_age) if max_age > 0 else 1.0
+            size = min(1.0, job_gpus(job) / cluster_gpus) if cluster_gpus > 0 else 0.0
+            value = max(0, priority(job.name, 0))
+            qos = min(1.0, value / top_priority) if top_priority > 0 else 0.0
+            return w_age * age + fair[job.team] + w_size * size + w_qos * qos
+
+        return score
