@@ -15,14 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from tests.sim.test_lean_cycles import _both, _open_teams
 
 from gpufleet.cluster import State
 from gpufleet.cluster.bench import bench_cluster
+from gpufleet.sched.census import RunningCensus
 from gpufleet.sched.decide import decide
 from gpufleet.sim.bench import synthetic_workload
 from gpufleet.sim.engine import SimConfig
+from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 
 
@@ -114,3 +117,34 @@ def test_a_quiet_cycle_seeks_the_reservation_before_it_chooses_victims() -> None
     assert len(full.preempted) == 4
     assert quiet.preempted.keys() == full.preempted.keys()
     assert quiet.admitted == full.admitted
+
+
+def test_the_census_is_rebuilt_when_the_queue_grows_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator keeps its census (`sched.census`) only while 16+ jobs wait, and
+    rebuilds it from the queue and the running jobs when a later burst queues again; under
+    debug checks every cycle compares it with a recount, and the run ends as a full one."""
+    rebuilt = []
+    real = RunningCensus.rebuild
+
+    def counted(self: RunningCensus, running: Any) -> None:
+        rebuilt.append(1)
+        real(self, running)
+
+    monkeypatch.setattr(RunningCensus, "rebuild", counted)
+    monkeypatch.setenv("GPUFLEET_DEBUG_CHECKS", "1")
+    rng = np.random.default_rng(3)
+    jobs = [
+        TraceJob(
+            f"j{burst}-{i}",
+            f"t{i % 2}",
+            burst * 200_000.0 + i,
+            float(rng.uniform(600, 7200)),
+            gpus=int(rng.choice((1, 2, 4, 8))),
+            runtime_estimate_s=float(rng.uniform(600, 9000)),
+        )
+        for burst in range(3)
+        for i in range(60)
+    ]
+    workload = Workload(tuple(jobs), CleaningReport("bursts", len(jobs), len(jobs)))
+    _both(bench_cluster(4), _open_teams(2, 32), workload, SimConfig(profile="default"))
+    assert len(rebuilt) >= 3

@@ -64,6 +64,15 @@ class RunningCensus:
         self.ends: list[tuple[float, str]] = []
         self.evictable: dict[int, int] = {}
 
+    def rebuild(self, running: Iterable[tuple[JobSpec, float]]) -> None:
+        """Start over from (job, start) pairs (a caller that keeps the census only while
+        its queue is long rebuilds it when the queue grows again)."""
+        self._of.clear()
+        self.ends.clear()
+        self.evictable.clear()
+        for job, started_s in running:
+            self.add(job, started_s)
+
     def add(self, job: JobSpec, started_s: float) -> None:
         runtime = expected_runtime_s(job)
         end = None if runtime is None else started_s + runtime

@@ -154,14 +154,17 @@ class FairShare:
             queue = by_team[team]
             team_keys = None if keys is None else keys[team]
             i, end = taken[team], len(queue)
+            read = True  # `mine` is the team's share now
             while True:
                 job = queue[i]
                 i += 1
                 if skips is None or not skips(job):
                     yield job
-                    mine = share_of(team)
+                    read = False  # the job may have been admitted
                 if i == end:
                     break
+                if not read:
+                    mine, read = share_of(team), True
                 # the team's next job goes back in the heap; when it would come straight
                 # out again (it sorts before every other team's head) it is taken at once,
                 # which is what the push, the pop and the share re-read would give
@@ -327,7 +330,9 @@ class Multifactor:
         equal."""
         now, max_age = ctx.now_s, self.max_age_s
         w_age, w_size, w_qos = self.weight_age, self.weight_job_size, self.weight_qos
-        fair = {t: self.weight_fairshare * 2.0 ** -max(0.0, s) for t, s in shares.items()}
+        fair: dict[str, float] = {
+            t: self.weight_fairshare * 2.0 ** -max(0.0, s) for t, s in shares.items()
+        }
         priority = ctx.priority.get
 
         def score(job: JobSpec) -> float:

@@ -78,7 +78,7 @@ from gpufleet.errors import UnknownNameError
 from gpufleet.sched import census
 from gpufleet.sched.backfill import expected_runtime_s
 from gpufleet.sched.census import Census, RunningCensus
-from gpufleet.sched.decide import decide
+from gpufleet.sched.decide import QUIET_STOP_AT, decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
 from gpufleet.sched.kept import KeptQueue, keeps
@@ -157,6 +157,24 @@ def _kept_queues(
     return None, None
 
 
+def _censuses(
+    profile: Profile,
+    teams: TeamsSpec,
+    config: SimConfig,
+    sizes: dict[int, int],
+    runtimes: dict[int, list[float]],
+) -> tuple[RunningCensus | None, Census | None]:
+    """What quiet cycles read instead of scanning the queue and the running jobs
+    (`sched.census`), for profiles that reserve or evict; lean cycles read their own
+    queue's, and their profiles do neither. Kept only while the queue is long
+    (`Simulation._census_now`): an uncongested stream would pay for it at every start and
+    stop and never read it."""
+    if not config.lean_cycles or qualifies(profile):
+        return None, None
+    running = RunningCensus(teams)
+    return running, Census(sizes, runtimes, running.ends, running.evictable)
+
+
 class _Specs:
     """`TraceJob.to_job_spec()`, validated once per shape of job rather than once per job.
 
@@ -229,10 +247,11 @@ class _RunningViews(Collection[JobSpec]):
 
     __slots__ = ("_started", "_views", "census")
 
-    def __init__(self, census: RunningCensus | None = None) -> None:
+    def __init__(self) -> None:
         self._started: dict[str, tuple[JobSpec, float]] = {}  # unit -> pending spec, start
         self._views: dict[str, JobSpec] = {}
-        self.census = census  # kept in step, for quiet cycles
+        # kept in step while the simulator keeps its census (`Simulation._census_now`)
+        self.census: RunningCensus | None = None
 
     def add(self, unit: str, spec: JobSpec, started_s: float) -> None:
         self._started[unit] = (spec, started_s)
@@ -247,6 +266,10 @@ class _RunningViews(Collection[JobSpec]):
 
     def has(self, unit: str) -> bool:
         return unit in self._started
+
+    def specs(self) -> Iterator[tuple[JobSpec, float]]:
+        """(pending spec, start) of each running unit, in the order they started."""
+        return iter(self._started.values())
 
     def __len__(self) -> int:
         return len(self._started)
@@ -328,14 +351,13 @@ class Simulation:
         # per whole GPUs per worker, the ascending expected runtimes of the pending jobs that
         # have one: the stop rule asks whether any could use a reservation's GPUs
         self._runtimes: dict[int, list[float]] = {}
-        running = RunningCensus(teams) if config.lean_cycles else None
-        self.running = _RunningViews(running)
-        # what quiet cycles read instead of scanning the queue and the running jobs
-        self._census = (
-            None
-            if running is None
-            else Census(self._sizes, self._runtimes, running.ends, running.evictable)
+        plugins = resolve(config.profile)
+        # what quiet cycles read instead of scanning the queue and the running jobs (lean
+        # cycles read their own queue's, and their profiles neither reserve nor evict)
+        self._running_census, self._census = _censuses(
+            plugins.profile, teams, config, self._sizes, self._runtimes
         )
+        self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
         self._held_gpus: dict[tuple[str, str], float] = {}
@@ -354,7 +376,6 @@ class Simulation:
         self._relayouts: dict[str, tuple[tuple[str, int], ...]] = {}  # "node|gpu" -> layout
         self._draining: set[str] = set()  # "node|gpu" waiting for its jobs to end
         self._serves: dict[str, set[str]] = {}  # "node|gpu" -> pending jobs its re-cut is for
-        plugins = resolve(config.profile)
         self.gang = plugins.profile.gang
         self._lean, self._kept = _kept_queues(plugins.profile, teams, config)
         self._keeps_history = plugins.queue_order.uses_share
@@ -609,7 +630,7 @@ class Simulation:
         self._waiting[shape] = self._waiting.get(shape, 0) + 1
         size = worker_gpus(spec)
         self._sizes[size] = self._sizes.get(size, 0) + 1
-        runtime = expected_runtime_s(spec)
+        runtime = None if self.running.census is None else expected_runtime_s(spec)
         if runtime is not None:
             insort(self._runtimes.setdefault(size, []), runtime)
         if self._lean is not None:
@@ -624,7 +645,7 @@ class Simulation:
         uncount(self._waiting, waiting_shape(spec))
         size = worker_gpus(spec)
         uncount(self._sizes, size)
-        runtime = expected_runtime_s(spec)
+        runtime = None if self.running.census is None else expected_runtime_s(spec)
         if runtime is not None:
             runtimes = self._runtimes[size]
             del runtimes[bisect_left(runtimes, runtime)]
@@ -643,9 +664,10 @@ class Simulation:
             return
         self.cycles += 1
         self._advance_history()
-        if self._checks and self._census is not None:
+        kept = self._census_now()
+        if self._checks and kept is not None:
             wrong = census.differences(
-                self._census, census.recount(self.pending.values(), self.running, self.teams)
+                kept, census.recount(self.pending.values(), self.running, self.teams)
             )
             if wrong:
                 raise AssertionError(f"the simulator's census at {self.now_s} s: {wrong}")
@@ -668,13 +690,36 @@ class Simulation:
             keep=True,  # the state is left as applying the decisions would leave it
             lean=lean,
             quiet=self.config.lean_cycles,  # read: what starts and stops, never why
-            census=self._census,
+            census=kept,
             kept=None if self._kept is None else self._kept.view(self.pending.values()),
         )
         self.decide_s += time.perf_counter() - t0
         self._apply(d)
         if queue is not None:
             queue.cycled(self.state.free_epoch)
+
+    def _census_now(self) -> Census | None:
+        """The census for this cycle: kept from `QUIET_STOP_AT` waiting jobs on (rebuilt
+        then from the queue and the running jobs), dropped below half of that (as the kept
+        queues); None while the queue is short, and the cycle then scans."""
+        running = self._running_census
+        if running is None:
+            return None
+        waiting = len(self.pending)
+        if self.running.census is None:
+            if waiting < QUIET_STOP_AT:
+                return None
+            running.rebuild(self.running.specs())
+            self._runtimes.clear()
+            for spec in self.pending.values():
+                runtime = expected_runtime_s(spec)
+                if runtime is not None:
+                    insort(self._runtimes.setdefault(worker_gpus(spec), []), runtime)
+            self.running.census = running
+        elif waiting < QUIET_STOP_AT // 2:
+            self.running.census = None
+            return None
+        return self._census
 
     def _apply(self, d: Decisions) -> None:
         if d.preempted:
