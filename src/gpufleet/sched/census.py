@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpufleet.sched.backfill import expected_end_s, expected_runtime_s
 from gpufleet.sched.lean import uncount, worker_gpus
@@ -30,7 +30,7 @@ class Census:
     preemption may evict (`evictable_value`)."""
 
     waiting_sizes: Mapping[int, int]
-    waiting_runtimes: Mapping[int, Sequence[float]] = field(default_factory=dict)
+    waiting_runtimes: Mapping[int, Sequence[float]]  # (no default: "none has one" is a claim)
     running_ends: Sequence[tuple[float, str]] | None = None
     running_evictable: Mapping[int, int] | None = None
 

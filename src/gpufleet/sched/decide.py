@@ -259,7 +259,6 @@ class _Cycle:
         self._placement_failed: dict[tuple[object, ...], tuple[int, Placed]] = {}
         self._no_victims: dict[tuple[object, ...], tuple[int, bool]] = {}
         self._borrowers: dict[tuple[str, str], tuple[int, bool]] = {}  # see _cohort_borrows
-        self._borrowing: tuple[int, bool] | None = None  # see _anyone_borrows
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str | Wait], tuple[Request, ...]]] = {}
         self._why: list[str | Wait] = []
@@ -808,17 +807,12 @@ class _Cycle:
         return max(self.priority.values(), default=0)
 
     def _anyone_borrows(self) -> bool:
-        """Whether any team holds more of a flavor than it is guaranteed (kept until the
-        quota book next changes)."""
+        """Whether any team holds more of a flavor than it is guaranteed (`nothing_evicts`
+        keeps the answer until the quota book next changes)."""
         book = self.book
-        seen = self._borrowing
-        if seen is not None and seen[0] == book.adds:
-            return seen[1]
-        answer = any(
+        return any(
             milli > book.guaranteed(team, flavor) for (team, flavor), milli in book.used.items()
         )
-        self._borrowing = (book.adds, answer)
-        return answer
 
     def _any_below(self, job: JobSpec) -> bool:
         """Whether any running job is evictable by priority below `job`'s: where none is,
@@ -1082,7 +1076,7 @@ def decide(
             cyc.highest_waiting = kept.highest
         if quiet:
             cyc.census = census
-        stop = _stop_rule(b, cyc, lean, census if quiet else None, len(pending))
+        stop = _stop_rule(b, cyc, lean, cyc.census, len(pending))
         passes = None if stop is None else stop.passes
         queue = _queue(order, pending, ctx, lean, kept, passes=passes)  # 2. order, lazily
         if stop is not None and (kept is None or passes is None):

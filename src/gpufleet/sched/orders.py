@@ -105,6 +105,7 @@ class FairShare:
         # each job's key once; its position breaks ties as a stable sort would, so the
         # jobs themselves are never compared
         queues: dict[str, list[JobSpec]] = {}
+        keys: dict[str, list[PriorityKey]] = {}
         priority = ctx.priority.get
         keyed = sorted(
             (
@@ -117,10 +118,10 @@ class FairShare:
             )  # `_priority_key`, inlined: this runs for every waiting job every cycle
             for i, j in enumerate(jobs)
         )
-        for item in keyed:
-            job = item[2]
+        for key, _, job in keyed:  # the merge reads the keys already built
             queues.setdefault(job.team, []).append(job)
-        return self.order_kept(queues, ctx)
+            keys.setdefault(job.team, []).append(key)
+        return self.order_kept(queues, ctx, keys=keys)
 
     def order_kept(
         self,

@@ -630,9 +630,8 @@ class Simulation:
         self._waiting[shape] = self._waiting.get(shape, 0) + 1
         size = worker_gpus(spec)
         self._sizes[size] = self._sizes.get(size, 0) + 1
-        runtime = None if self.running.census is None else expected_runtime_s(spec)
-        if runtime is not None:
-            insort(self._runtimes.setdefault(size, []), runtime)
+        if self.running.census is not None:
+            self._count_runtime(spec, size)
         if self._lean is not None:
             self._lean.add(spec)
         elif self._kept is not None and self._kept.kept:
@@ -698,6 +697,12 @@ class Simulation:
         if queue is not None:
             queue.cycled(self.state.free_epoch)
 
+    def _count_runtime(self, spec: JobSpec, size: int) -> None:
+        """A waiting job into the census of runtimes (`Census.waiting_runtimes`)."""
+        runtime = expected_runtime_s(spec)
+        if runtime is not None:
+            insort(self._runtimes.setdefault(size, []), runtime)
+
     def _census_now(self) -> Census | None:
         """The census for this cycle: kept from `QUIET_STOP_AT` waiting jobs on (rebuilt
         then from the queue and the running jobs), dropped below half of that (as the kept
@@ -712,9 +717,7 @@ class Simulation:
             running.rebuild(self.running.specs())
             self._runtimes.clear()
             for spec in self.pending.values():
-                runtime = expected_runtime_s(spec)
-                if runtime is not None:
-                    insort(self._runtimes.setdefault(worker_gpus(spec), []), runtime)
+                self._count_runtime(spec, worker_gpus(spec))
             self.running.census = running
         elif waiting < QUIET_STOP_AT // 2:
             self.running.census = None
