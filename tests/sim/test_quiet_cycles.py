@@ -29,7 +29,7 @@ from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 
 
-@pytest.mark.parametrize("profile", ["default", "priority", "slurm-like", "kueue-like"])
+@pytest.mark.parametrize("profile", ["default", "priority", "slurm-like", "kueue-like", "tiresias"])
 def test_a_congested_stream_ends_the_same_quiet_or_full(profile: str) -> None:
     nodes = 8
     workload = synthetic_workload(nodes, 1_200, 1.0, seed=11)
@@ -126,9 +126,9 @@ def test_the_census_is_rebuilt_when_the_queue_grows_again(monkeypatch: pytest.Mo
     rebuilt = []
     real = RunningCensus.rebuild
 
-    def counted(self: RunningCensus, running: Any) -> None:
+    def counted(self: RunningCensus, running: Any, **kw: Any) -> None:
         rebuilt.append(1)
-        real(self, running)
+        real(self, running, **kw)
 
     monkeypatch.setattr(RunningCensus, "rebuild", counted)
     monkeypatch.setenv("GPUFLEET_DEBUG_CHECKS", "1")

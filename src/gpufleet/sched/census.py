@@ -4,17 +4,19 @@ A congested cycle should cost what changed, not the length of the queue or the n
 of running jobs. The simulator (and through it the queue ETA) keeps these summaries as
 jobs join, start and end, each in O(log n) per change, and a cycle reads them instead of
 scanning: the stop rule reads the waiting sizes and runtimes, the backfill reservation the
-running jobs' ends, the eviction guard the running jobs' lowest evictable class. The
-caller mutates the containers in place between cycles; a cycle only reads them.
+running jobs' ends, the eviction guard the running jobs' lowest evictable class and, for
+least-attained-service preemption, when each evictable running job moves to a higher queue.
+The caller mutates the containers in place between cycles; a cycle only reads them.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.sched.backfill import expected_end_s, expected_runtime_s
+from gpufleet.sched.las import LasQueues, attained_at
 from gpufleet.sched.lean import uncount, worker_gpus
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -27,12 +29,14 @@ class Census:
     ascending `expected_runtime_s` of the pending jobs that have one. `running_ends`: the
     running jobs' (expected end, name), ascending, for those with one (`backfill.
     expected_end_s`). `running_evictable`: class value -> running jobs that priority
-    preemption may evict (`evictable_value`)."""
+    preemption may evict (`evictable_value`). `running_las`: the evictable running jobs'
+    least-attained-service queues (`RunningLas`)."""
 
     waiting_sizes: Mapping[int, int]
     waiting_runtimes: Mapping[int, Sequence[float]]  # (no default: "none has one" is a claim)
     running_ends: Sequence[tuple[float, str]] | None = None
     running_evictable: Mapping[int, int] | None = None
+    running_las: RunningLas | None = None
 
 
 def evictable_value(teams: TeamsSpec) -> Callable[[JobSpec], int | None]:
@@ -51,29 +55,119 @@ def evictable_value(teams: TeamsSpec) -> Callable[[JobSpec], int | None]:
     return of
 
 
+# a crossing within this many seconds of the cycle is checked with `las.attained_at` itself
+CROSSING_SLACK_S = 1e-3
+
+
+class RunningLas:
+    """When each evictable running job's attained service reaches each threshold of
+    `queues`: the highest queue an evictable running job sits in, and the jobs above a
+    queue, at any time, in O(thresholds) and O(answer) instead of a pass over the running
+    jobs with their holdings (`preempt.LasPreemption`'s ranking). A job's service grows
+    at the rate of what it holds, so the times are known when it starts."""
+
+    __slots__ = ("_service", "crossings", "queues")
+
+    def __init__(self, queues: LasQueues) -> None:
+        self.queues = queues
+        # name -> (service before this run, start, milli-GPUs held), as the running view says
+        self._service: dict[str, tuple[float, float, int]] = {}
+        # per threshold, (time the service reaches it, name) ascending
+        self.crossings: list[list[tuple[float, str]]] = [[] for _ in queues.thresholds_gpu_s]
+
+    def clear(self) -> None:
+        self._service.clear()
+        for times in self.crossings:
+            times.clear()
+
+    def add(self, name: str, attained_gpu_s: float, started_s: float, held_milli: int) -> None:
+        self._service[name] = (attained_gpu_s, started_s, held_milli)
+        for times, at_s in zip(
+            self.crossings, self._crossings_s(attained_gpu_s, started_s, held_milli), strict=True
+        ):
+            insort(times, (at_s, name))
+
+    def remove(self, name: str) -> None:
+        """Out of the census; a name it does not hold (a job that is not evictable) is
+        ignored."""
+        service = self._service.pop(name, None)
+        if service is None:
+            return
+        for times, at_s in zip(self.crossings, self._crossings_s(*service), strict=True):
+            del times[bisect_left(times, (at_s, name))]
+
+    def highest(self, now_s: float) -> int:
+        """The highest queue of an evictable running job at `now_s` (-1: none runs), as
+        `LasPreemption.highest_running` ranks them."""
+        for k in range(len(self.crossings) - 1, -1, -1):
+            if next(self._crossed(k, now_s), None) is not None:
+                return k + 1
+        return 0 if self._service else -1
+
+    def above(self, queue: int, now_s: float) -> Iterator[str]:
+        """The evictable running jobs in a queue above `queue` at `now_s`."""
+        if queue < 0:
+            yield from self._service
+        elif queue < len(self.crossings):
+            yield from self._crossed(queue, now_s)
+
+    def _crossed(self, k: int, now_s: float) -> Iterator[str]:
+        threshold = self.queues.thresholds_gpu_s[k]
+        service = self._service
+        for at_s, name in self.crossings[k]:
+            if at_s > now_s + CROSSING_SLACK_S:
+                return
+            if attained_at(*service[name], now_s) >= threshold:  # as `by_service` compares
+                yield name
+
+    def _crossings_s(self, attained_gpu_s: float, started_s: float, held_milli: int) -> list[float]:
+        return self.queues.crossings_s(attained_gpu_s, started_s, held_milli)
+
+    def same_as(self, other: RunningLas) -> bool:
+        return self._service == other._service and self.crossings == other.crossings
+
+
 class RunningCensus:
     """The running jobs' sorted expected ends and evictable classes, kept as they start and
     stop (a job's end is its start plus `expected_runtime_s`, as `backfill.expected_end_s`
     reads a running job)."""
 
-    __slots__ = ("_evictable_value", "_of", "ends", "evictable")
+    __slots__ = ("_evictable_value", "_of", "ends", "evictable", "las")
 
-    def __init__(self, teams: TeamsSpec) -> None:
+    def __init__(self, teams: TeamsSpec, las: LasQueues | None = None) -> None:
         self._evictable_value = evictable_value(teams)
         self._of: dict[str, tuple[float | None, int | None]] = {}  # name -> (end, value)
         self.ends: list[tuple[float, str]] = []
         self.evictable: dict[int, int] = {}
+        self.las = None if las is None else RunningLas(las)  # for LAS preemption only
 
-    def rebuild(self, running: Iterable[tuple[JobSpec, float]]) -> None:
-        """Start over from (job, start) pairs (a caller that keeps the census only while
-        its queue is long rebuilds it when the queue grows again)."""
+    def rebuild(
+        self,
+        running: Iterable[tuple[JobSpec, float, int]],
+        *,
+        attained_gpu_s: float | None = None,
+    ) -> None:
+        """Start over from (job, start, milli-GPUs held) triples (a caller that keeps the
+        census only while its queue is long rebuilds it when the queue grows again)."""
         self._of.clear()
         self.ends.clear()
         self.evictable.clear()
-        for job, started_s in running:
-            self.add(job, started_s)
+        if self.las is not None:
+            self.las.clear()
+        for job, started_s, held_milli in running:
+            self.add(job, started_s, held_milli, attained_gpu_s=attained_gpu_s)
 
-    def add(self, job: JobSpec, started_s: float) -> None:
+    def add(
+        self,
+        job: JobSpec,
+        started_s: float,
+        held_milli: int = 0,
+        *,
+        attained_gpu_s: float | None = None,
+    ) -> None:
+        """`job` runs from `started_s` holding `held_milli` (read by the LAS census only),
+        with the service it had before this run: `attained_gpu_s` when given (what the
+        caller's running view of it says), else the job's own."""
         runtime = expected_runtime_s(job)
         end = None if runtime is None else started_s + runtime
         value = self._evictable_value(job)
@@ -82,6 +176,9 @@ class RunningCensus:
             insort(self.ends, (end, job.name))
         if value is not None:
             self.evictable[value] = self.evictable.get(value, 0) + 1
+            if self.las is not None:
+                before = job.attained_gpu_s if attained_gpu_s is None else attained_gpu_s
+                self.las.add(job.name, before, started_s, held_milli)
 
     def remove(self, name: str) -> None:
         end, value = self._of.pop(name)
@@ -90,11 +187,21 @@ class RunningCensus:
             del ends[bisect_left(ends, (end, name))]
         if value is not None:
             uncount(self.evictable, value)
+            if self.las is not None:
+                self.las.remove(name)
 
 
-def recount(pending: Iterable[JobSpec], running: Iterable[JobSpec], teams: TeamsSpec) -> Census:
+def recount(
+    pending: Iterable[JobSpec],
+    running: Iterable[JobSpec],
+    teams: TeamsSpec,
+    *,
+    las: LasQueues | None = None,
+    held_milli: Callable[[str], int] | None = None,
+) -> Census:
     """The census from scratch (`running`: the running jobs as `decide` reads them, with
-    `started_s`): what a kept census must equal, checked under GPUFLEET_DEBUG_CHECKS."""
+    `started_s`; `held_milli`: what each holds, for the LAS census of `las`): what a kept
+    census must equal, checked under GPUFLEET_DEBUG_CHECKS."""
     sizes: dict[int, int] = {}
     runtimes: dict[int, list[float]] = {}
     for job in pending:
@@ -106,6 +213,7 @@ def recount(pending: Iterable[JobSpec], running: Iterable[JobSpec], teams: Teams
     value_of = evictable_value(teams)
     ends: list[tuple[float, str]] = []
     evictable: dict[int, int] = {}
+    running_las = None if las is None or held_milli is None else RunningLas(las)
     for job in running:
         end = expected_end_s(job)
         if end is not None:
@@ -113,7 +221,16 @@ def recount(pending: Iterable[JobSpec], running: Iterable[JobSpec], teams: Teams
         value = value_of(job)
         if value is not None:
             evictable[value] = evictable.get(value, 0) + 1
-    return Census(sizes, {k: sorted(v) for k, v in runtimes.items()}, sorted(ends), evictable)
+            if running_las is not None and held_milli is not None and job.started_s is not None:
+                held = held_milli(job.name)
+                running_las.add(job.name, job.attained_gpu_s, job.started_s, held)
+    return Census(
+        sizes,
+        {k: sorted(v) for k, v in runtimes.items()},
+        sorted(ends),
+        evictable,
+        running_las,
+    )
 
 
 def differences(kept: Census, fresh: Census) -> list[str]:
@@ -130,4 +247,8 @@ def differences(kept: Census, fresh: Census) -> list[str]:
         fresh.running_evictable or {}
     ):
         out.append(f"evictable classes {dict(kept.running_evictable)} != {fresh.running_evictable}")
+    if kept.running_las is not None and (
+        fresh.running_las is None or not kept.running_las.same_as(fresh.running_las)
+    ):
+        out.append("running jobs' least-attained-service crossings differ from a recount")
     return out

@@ -41,6 +41,7 @@ of their own (`orders`, `quota`, `plugins`, `scoring`, `fgd`, `preempt`, `backfi
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -63,7 +64,7 @@ from gpufleet.cluster import (
 )
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sched import backfill, preempt, relayout
-from gpufleet.sched.census import Census
+from gpufleet.sched.census import Census, RunningLas
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import (
     PHASES,
@@ -77,7 +78,7 @@ from gpufleet.sched.framework import (
     Relayout,
 )
 from gpufleet.sched.job_facts import Facts, RequestShapes
-from gpufleet.sched.kept import Kept, KeptOrder, keeps
+from gpufleet.sched.kept import Kept, KeptLevels, KeptOrder, keeps, keeps_levels
 from gpufleet.sched.lean import Lean, qualifies, worker_gpus
 from gpufleet.sched.passover import PassOver
 from gpufleet.sched.plugins import TopologyBestFit
@@ -96,6 +97,7 @@ from gpufleet.sched.waits import (
     Wait,
 )
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.profiles import Profile
 from gpufleet.specs.teams import TeamsSpec
 
 
@@ -159,19 +161,37 @@ def _queue(
     pending: list[JobSpec],
     ctx: OrderContext,
     lean: Lean | None,
-    kept: Kept | None,
+    kept: Kept | KeptLevels | None,
     *,
     passes: PassOver | None = None,
+    cyc: _Cycle,
 ) -> Iterator[JobSpec]:
     """The pending jobs in the profile's order; a lean cycle's are in FIFO order already
     (its caller keeps them so), and only `lean.fresh` when it names them; a kept queue's
-    are taken off its teams' heads (`sched.kept`), without those `passes` skips."""
+    are taken off its teams' heads or its queues (`sched.kept`), without those `passes`
+    skips."""
+    skips = None if passes is None else passes.skips
+    if isinstance(kept, KeptLevels):
+        return _by_levels(kept, cyc, skips)
     if kept is not None:
-        skips = None if passes is None else passes.skips
         return iter(cast(KeptOrder, order).order_kept(kept.by_team, ctx, skips, kept.keys))
     if lean is None:
         return iter(order.order(pending, ctx))
     return iter(pending if lean.fresh is None else lean.fresh)
+
+
+def _by_levels(
+    kept: KeptLevels, cyc: _Cycle, skips: Callable[[JobSpec], bool] | None
+) -> Iterator[JobSpec]:
+    """A kept Tiresias queue in `orders.Tiresias`'s order: its least-attained-service queues
+    one after the other, each in submission order. `cyc.las_floor` follows the queue being
+    taken: every job not taken yet sits in it or a later one (the LAS eviction guard,
+    `_Cycle.nothing_evicts`, reads it)."""
+    for level, jobs in enumerate(kept.levels):
+        if not jobs:
+            continue
+        cyc.las_floor = level
+        yield from (jobs if skips is None else filterfalse(skips, jobs))
 
 
 def _load(
@@ -212,7 +232,10 @@ class _Cycle:
     _reserved_now = False
     # a quiet cycle's reservation not sought yet: (job, its blocked requests, its reason)
     _unreserved: tuple[JobSpec, list[tuple[Request, int, int]], list[str | Wait]] | None = None
-    _evicts_seen: tuple[int, bool] | None = None  # `nothing_evicts` at a quota book's `adds`
+    _evicts_seen: tuple[int, bool] | None = None  # `_others_quiet` at a quota book's `adds`
+    # a kept Tiresias queue's lowest least-attained-service queue of the jobs not looked at
+    # yet (`_by_levels`); None: not known, LAS may evict
+    las_floor: int | None = None
     census: Census | None = None  # what the caller keeps between cycles (`decide(census=)`)
 
     def __init__(
@@ -785,20 +808,89 @@ class _Cycle:
         """Whether no waiting job can evict any running job now (conservative: True only
         where every victim search would find no candidates): no running job evictable by
         priority below the highest waiting class, nobody borrowing what quota reclaim could
-        take back, no plugin whose victims depend on more (LAS). Admissions in the cycle
-        can only make a team borrow, so the answer is kept until the quota book changes
-        (the cycle's running jobs and highest waiting class are fixed for the cycle)."""
+        take back (`_others_quiet`), and no LAS victim (`_las_quiet`); no other plugin
+        whose victims depend on more."""
+        return self._las_quiet() and self._others_quiet()
+
+    def las_alone_evicts(self) -> bool:
+        """Whether LAS is the only plugin that may evict for the jobs not looked at yet, and
+        the cycle knows their lowest queue (`las_floor`): their victims are then the
+        evictable running jobs above it (`las_victim_gpus`)."""
+        return (
+            self.las_floor is not None
+            and all(isinstance(p, preempt.LasPreemption) for p in self.keyed_preemptions)
+            and self._others_quiet()
+        )
+
+    def las_victim_gpus(self) -> Counter[str] | None:
+        """Per node, the whole GPUs held by the evictable running jobs that sit in a queue
+        above `las_floor` (the only jobs LAS could evict for a job not looked at yet);
+        None where one of them holds a slice or a share (no whole-GPU bound speaks for
+        them). A job evicted in this cycle holds nothing any more."""
+        floor = self.las_floor
+        out: Counter[str] = Counter()
+        if floor is None:
+            return None
+        for plugin in self.keyed_preemptions:
+            for victim in self._las_above(cast(preempt.LasPreemption, plugin), floor):
+                held = self.b.holdings(victim)
+                if held.slices or held.shares:
+                    return None
+                out.update(node for node, _ in held.gpus)
+        return out
+
+    def _las_census(self, plugin: preempt.LasPreemption) -> RunningLas | None:
+        """The caller's census of running jobs' LAS queues, when it keeps one for the
+        plugin's thresholds."""
+        census = self.census
+        las = None if census is None else census.running_las
+        return las if las is not None and las.queues == plugin.queues else None
+
+    def _las_highest(self, plugin: preempt.LasPreemption) -> int:
+        """The highest LAS queue of an evictable running job (-1: none), off the census
+        when the caller keeps one."""
+        las = self._las_census(plugin)
+        if las is None:
+            return plugin.highest_running(self.pctx)
+        return las.highest(self.now_s)
+
+    def _las_above(self, plugin: preempt.LasPreemption, queue: int) -> Iterator[str]:
+        """The evictable running jobs in a LAS queue above `queue`, by name."""
+        las = self._las_census(plugin)
+        if las is None:
+            return (job.name for job in plugin.running_above(self.pctx, queue))
+        return las.above(queue, self.now_s)
+
+    def _others_quiet(self) -> bool:
+        """`nothing_evicts` for the plugins keyed by priority and quota. Admissions in the
+        cycle can only make a team borrow, so the answer is kept until the quota book
+        changes (the cycle's running jobs and highest waiting class are fixed for the
+        cycle)."""
         seen = self._evicts_seen
         adds = self.book.adds
         if seen is not None and seen[0] == adds:
             return seen[1]
-        answer = not self.keyed_preemptions and not any(
+        answer = not any(
             (plugin.name == preempt.PriorityPreemption.name and self._below(self.highest_waiting))
             or (plugin.name == preempt.QuotaReclaim.name and self._anyone_borrows())
             for plugin in self.plugins.preemptions
         )
         self._evicts_seen = (adds, answer)
         return answer
+
+    def _las_quiet(self) -> bool:
+        """Whether no plugin keyed by more than priority and quota can evict for the jobs
+        not looked at yet: none is, or each is LAS, the cycle knows the lowest queue those
+        jobs sit in (`las_floor`) and no evictable running job sits above it (a waiting
+        job evicts only jobs of a strictly higher queue). Evictions in the cycle only
+        remove running jobs: the test stays conservative."""
+        keyed = self.keyed_preemptions
+        if not keyed:
+            return True
+        floor = self.las_floor
+        return floor is not None and all(
+            isinstance(p, preempt.LasPreemption) and self._las_highest(p) <= floor for p in keyed
+        )
 
     @cached_property
     def highest_waiting(self) -> int:
@@ -975,7 +1067,7 @@ def decide(
     lean: Lean | None = None,
     quiet: bool = False,
     census: Census | None = None,
-    kept: Kept | None = None,
+    kept: Kept | KeptLevels | None = None,
 ) -> Decisions:
     """One scheduling cycle over `state` (never changed); see the module docstring.
 
@@ -1021,6 +1113,10 @@ def decide(
     `kept` (quiet only, profiles that `kept.keeps`): the caller keeps the queue in each
     team's order and every job's class value (`sched.kept`); the cycle takes jobs off the
     teams' heads instead of sorting `pending`, which it then reads only for FGD's mix.
+    For the tiresias order (`kept.keeps_levels`) the caller keeps `KeptLevels`, the queue
+    by least-attained-service queue: the cycle takes the queues one after the other, and
+    with a census its stop rule knows that LAS evicts nothing once no evictable running
+    job sits in a queue above those of the jobs still to come.
     """
     clock = time.perf_counter
     timings = dict.fromkeys(PHASES, 0.0)
@@ -1028,11 +1124,8 @@ def decide(
     _check_inputs(cluster, state, running, pending, usage=usage, keep=keep)
     if lean is not None and not qualifies(plugins.profile):
         raise ValueError(f"decide(lean=...): profile {profile!r} does not allow lean cycles")
-    if kept is not None and (lean is not None or not quiet or not keeps(plugins.profile)):
-        raise ValueError(
-            f"decide(kept=...): profile {profile!r}: only quiet cycles of a priority or "
-            "fair-share order take a kept queue"
-        )
+    if kept is not None:
+        _check_kept(kept, profile, plugins.profile, lean=lean, quiet=quiet)
     if census is not None and usage is None:
         raise ValueError("decide(census=...) needs usage=...: the census's caller keeps both")
     quiet = quiet or lean is not None
@@ -1076,11 +1169,7 @@ def decide(
             cyc.highest_waiting = kept.highest
         if quiet:
             cyc.census = census
-        stop = _stop_rule(b, cyc, lean, cyc.census, len(pending))
-        passes = None if stop is None else stop.passes
-        queue = _queue(order, pending, ctx, lean, kept, passes=passes)  # 2. order, lazily
-        if stop is not None and (kept is None or passes is None):
-            queue = stop.unlooked(queue)  # (a kept order passes over jobs itself)
+        stop, queue = _ordered(cyc, order, pending, ctx, lean, kept)  # 2. order, lazily
         cyc.mark = clock()
         timings["order"] = cyc.mark - t1
         deferred = _walk(cyc, queue, stop)
@@ -1114,6 +1203,26 @@ def decide(
     return decisions
 
 
+def _ordered(  # noqa: PLR0917 - the order's inputs, as decide() holds them
+    cyc: _Cycle,
+    order: QueueOrder,
+    pending: list[JobSpec],
+    ctx: OrderContext,
+    lean: Lean | None,
+    kept: Kept | KeptLevels | None,
+) -> tuple[_StopRule | None, Iterator[JobSpec]]:
+    """Phase 2, lazily: the pending jobs in the profile's order (`_queue`), less those the
+    cycle's stop rule passes over, and the stop rule (None: the cycle walks the queue)."""
+    if isinstance(kept, KeptLevels):  # the lowest queue with a job in it
+        cyc.las_floor = next((i for i, jobs in enumerate(kept.levels) if jobs), None)
+    stop = _stop_rule(cyc.b, cyc, lean, cyc.census, len(pending))
+    passes = None if stop is None else stop.passes
+    queue = _queue(order, pending, ctx, lean, kept, passes=passes, cyc=cyc)
+    if stop is not None and (kept is None or passes is None):
+        queue = stop.unlooked(queue)  # (a kept order passes over jobs itself)
+    return stop, queue
+
+
 def _walk(cyc: _Cycle, queue: Iterator[JobSpec], stop: _StopRule | None) -> list[JobSpec]:
     """Phases 3 and 4 for each job of `queue` in turn (a lean cycle's `stop` may end it
     early); returns the jobs that would borrow, set aside under `guaranteed_first` until
@@ -1143,6 +1252,7 @@ def _walk(cyc: _Cycle, queue: Iterator[JobSpec], stop: _StopRule | None) -> list
     t = clock()
     timings["order"] += t - cyc.mark
     cyc.mark = t
+    cyc.las_floor = None  # the set-aside jobs sit in any queue
     return deferred
 
 
@@ -1156,11 +1266,13 @@ def _stop_rule(
 ) -> _StopRule | None:
     """A lean cycle's stop rule; a quiet one's when its caller keeps a census, `waiting`
     reaches `QUIET_STOP_AT`, and no profile plugin's victims depend on more than priority
-    and quota (LAS's do: its guard would need every waiting job's queue). Full cycles
-    have none."""
+    and quota, or only LAS's do and the queue is kept by level (its guard reads the
+    lowest queue of the jobs still to come, `_Cycle.las_floor`). Full cycles have none."""
     if lean is not None:
         return _StopRule(b, lean.sizes, cyc, lean=True)
-    if census is None or waiting < QUIET_STOP_AT or cyc.keyed_preemptions:
+    if census is None or waiting < QUIET_STOP_AT:
+        return None
+    if cyc.keyed_preemptions and cyc.las_floor is None:
         return None
     return _StopRule(b, census.waiting_sizes, cyc, lean=False, runtimes=census.waiting_runtimes)
 
@@ -1213,6 +1325,7 @@ class _StopRule:
         self._full = False
         self.room = b.most_free_gpus() if self._skips else 0  # most free GPUs on one node
         self._free_room = 0  # quiet: most free GPUs on one node, the reservation's mask aside
+        self._las_seen: tuple[tuple[int, int | None], int] | None = None  # see `_las_room`
 
     def unlooked(self, queue: Iterator[JobSpec]) -> Iterator[JobSpec]:
         """Best effort: a job whose worker is larger than any node's room waits, unlooked at
@@ -1252,7 +1365,10 @@ class _StopRule:
             self._arm(self.passes)
         if not self._full or not self._guarded:
             return self._full
-        return self._cyc.nothing_evicts()
+        cyc = self._cyc
+        if cyc.nothing_evicts():
+            return True
+        return cyc.las_alone_evicts() and self._smallest > self._las_room()
 
     def _refresh(self) -> None:
         """Read the rooms again (the state changed since they were read)."""
@@ -1272,8 +1388,15 @@ class _StopRule:
         """Re-arm the pass-over rule after a look (the rooms, the reservation, whether a
         look could still seek one or evict may all have changed)."""
         cyc = self._cyc
-        passes.on = (cyc.reservation_tried or not self._backfill) and cyc.nothing_evicts()
+        sought = cyc.reservation_tried or not self._backfill
+        passes.on = sought and cyc.nothing_evicts()
         passes.free_room, passes.room = self._free_room, self.room
+        if sought and not passes.on and cyc.las_alone_evicts():
+            # a job whose worker no node could hold even if LAS evicted every job it may
+            # changes nothing either
+            las = self._las_room()
+            passes.on = True
+            passes.free_room, passes.room = max(self._free_room, las), max(self.room, las)
         res = cyc.reservation
         passes.start_s = -math.inf if res is None else res.start_s
 
@@ -1304,6 +1427,32 @@ class _StopRule:
                 return True
         return False
 
+    def _las_room(self) -> int:
+        """The most whole GPUs one worker could get on one node if LAS evicted every
+        running job it may for the jobs not looked at yet (`_Cycle.las_victim_gpus`): their
+        GPUs, the free ones and those a reservation masks; at least `room`. Kept until the
+        state or the LAS floor changes."""
+        key = (self._b.version, self._cyc.las_floor)
+        if self._las_seen is not None and self._las_seen[0] == key:
+            return self._las_seen[1]
+        held = self._cyc.las_victim_gpus()
+        if held is None:
+            room = sys.maxsize  # a victim holds slices or shares: no bound
+        else:
+            b = self._b
+            masked = (
+                Counter(node for node, _ in b.holdings(backfill.HOLDER).gpus)
+                if b.holds(backfill.HOLDER)
+                else Counter()
+            )
+            room = max(
+                self.room,
+                *(len(b.free_gpu_ids(n)) + masked[n] + k for n, k in held.items()),
+                0,
+            )
+        self._las_seen = (key, room)
+        return room
+
     def _rooms(self) -> tuple[int, int]:
         """The most whole GPUs one worker could get on one node: (free ones, free ones and
         in a quiet cycle also those a backfill reservation masks, which a job that ends
@@ -1314,6 +1463,18 @@ class _StopRule:
             return room, room
         masked = Counter(node for node, _ in b.holdings(backfill.HOLDER).gpus)
         return room, max(room, *(len(b.free_gpu_ids(n)) + k for n, k in masked.items()))
+
+
+def _check_kept(
+    kept: Kept | KeptLevels, name: str, profile: Profile, *, lean: Lean | None, quiet: bool
+) -> None:
+    """`decide(kept=...)` is for quiet cycles of the orders a caller may keep."""
+    allowed = keeps_levels(profile) if isinstance(kept, KeptLevels) else keeps(profile)
+    if lean is not None or not quiet or not allowed:
+        raise ValueError(
+            f"decide(kept=...): profile {name!r}: only quiet cycles of a priority or "
+            "fair-share order take a kept queue, and of the tiresias order kept levels"
+        )
 
 
 def _check_inputs(

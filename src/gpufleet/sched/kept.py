@@ -8,16 +8,24 @@ the order both plugins use within a team (`orders.priority_key`: class value, th
 each job's class value, and how many wait at each value. A cycle handed that (`Kept`) takes
 jobs off the teams' heads lazily, so its cost follows the jobs it looks at: with the stop
 rule (no room for the smallest waiting worker), a congested queue's cycle looks at a few.
+
+The Tiresias order's key moves with time, but only at known times: a waiting job's
+least-attained-service queue changes only when it is promoted for starving. A caller keeps
+each queue in submission order and a heap of promotion times (`KeptLasQueue`), and hands
+the cycle the queues (`KeptLevels`), which it takes one after the other.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import count
 from typing import Protocol
 
 from gpufleet.sched.framework import OrderContext
+from gpufleet.sched.las import LasQueues
 from gpufleet.sched.lean import uncount
 from gpufleet.sched.orders import PriorityKey, priority_key
 from gpufleet.sched.team_index import TeamIndex
@@ -25,12 +33,19 @@ from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.profiles import Profile
 
 KEPT_ORDERS = frozenset({"priority", "fair-share"})  # orders with `order_kept`
+KEPT_LEVELS = "tiresias"  # the order a `KeptLasQueue` keeps
 
 
 def keeps(profile: Profile) -> bool:
-    """Whether a quiet caller may keep the queue for `profile` (its order is fixed per job;
-    Tiresias's and Slurm's multifactor keys move with time)."""
+    """Whether a quiet caller may keep the queue for `profile` in each team's order
+    (`KeptQueue`: the order is fixed per job; Slurm's multifactor keys move with time)."""
     return profile.queue_order in KEPT_ORDERS
+
+
+def keeps_levels(profile: Profile) -> bool:
+    """Whether a quiet caller may keep the queue for `profile` by least-attained-service
+    queue (`KeptLasQueue`: a waiting job's queue moves only when it is promoted)."""
+    return profile.queue_order == KEPT_LEVELS
 
 
 class KeptOrder(Protocol):
@@ -61,7 +76,28 @@ class Kept:
     keys: Mapping[str, Sequence[PriorityKey]] | None = None
 
 
-class KeptQueue:
+class _KeptWhileLong:
+    """A queue a caller keeps from `active_at` waiting jobs on (dropped below half of that:
+    a short queue's sort costs less than the bookkeeping)."""
+
+    active_at: int
+    kept: bool
+
+    def add(self, job: JobSpec) -> None: ...
+
+    def _keeping(self, pending: Collection[JobSpec]) -> bool:
+        """Whether the queue is kept for this cycle, filled from `pending` (every waiting
+        job) when it starts to be."""
+        if not self.kept:
+            if len(pending) < self.active_at:
+                return False
+            self.kept = True
+            for job in pending:
+                self.add(job)
+        return True
+
+
+class KeptQueue(_KeptWhileLong):
     """Each team's waiting jobs in `priority_key` order, kept while the queue is long.
 
     Kept from `active_at` waiting jobs (dropped below half of that): a short queue's sort
@@ -111,10 +147,123 @@ class KeptQueue:
     def view(self, pending: Collection[JobSpec]) -> Kept | None:
         """This cycle's `Kept`, `pending` being every waiting job; None while the queue is
         short (the cycle sorts it)."""
-        if not self.kept:
-            if len(pending) < self.active_at:
-                return None
-            self.kept = True
-            for job in pending:
-                self.add(job)
+        if not self._keeping(pending):
+            return None
         return Kept(self._jobs, self._priority, max(self._values, default=0), self._keys)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptLevels:
+    """What a caller that keeps a Tiresias queue hands `decide(kept=...)`.
+
+    `levels`: the waiting jobs of each least-attained-service queue (`sched.las`: index =
+    queue, starvation promotion applied at the cycle's time), each in the order
+    `orders.Tiresias` gives within a queue (submission time, then name); `priority` and
+    `highest`: as `Kept`'s (quota reclaim keys its searches by class value).
+    """
+
+    levels: Sequence[Sequence[JobSpec]]
+    priority: Mapping[str, int]
+    highest: int
+
+
+# a promotion due within this many seconds of the cycle is checked with `LasQueues.pending`
+# itself: `promoted_at_s` and `pending` round differently (by an ulp of the clock)
+PROMOTION_SLACK_S = 1e-3
+
+
+class KeptLasQueue(_KeptWhileLong):
+    """The waiting jobs of each least-attained-service queue, kept while the queue is long.
+
+    The Tiresias order sorts the whole queue by (queue, submission, name) every cycle, and
+    a job's queue is its attained service's, or queue 0 once it has starved. Attained
+    service does not grow while a job waits, so a waiting job changes queue only when it
+    is promoted, at a time known when it joins (`LasQueues.promoted_at_s`): kept per queue
+    in submission order with a heap of promotion times, the order is the queues one after
+    the other, and a cycle takes jobs off them lazily. Kept from `active_at` waiting jobs
+    (dropped below half of that), as `KeptQueue`."""
+
+    def __init__(self, index: TeamIndex, queues: LasQueues, *, active_at: int = 16) -> None:
+        self._index, self._queues = index, queues
+        self.active_at = active_at
+        self.kept = False
+        self._seq = count()  # ties in the promotion heap: jobs are never compared
+        self._clear()
+
+    def _clear(self) -> None:
+        levels = len(self._queues.thresholds_gpu_s) + 1
+        self._keys: list[list[tuple[float, str]]] = [[] for _ in range(levels)]
+        self._jobs: list[list[JobSpec]] = [[] for _ in range(levels)]
+        self._waiting: dict[str, tuple[JobSpec, int]] = {}  # name -> (job, its queue)
+        self._priority: dict[str, int] = {}
+        self._values: dict[int, int] = {}  # class value -> waiting jobs of it
+        # (promotion time, tie, job) of waiting jobs above queue 0; a job that left the
+        # queue leaves its entry, dropped when it comes up (`_promote`)
+        self._promotions: list[tuple[float, int, JobSpec]] = []
+
+    def add(self, job: JobSpec) -> None:
+        if not self.kept:
+            return
+        level = self._queues.served(job)
+        self._insert(job, level)
+        if level:
+            entry = (self._queues.promoted_at_s(job), next(self._seq), job)
+            heapq.heappush(self._promotions, entry)
+        value = self._index.priority(job)
+        self._priority[job.name] = value
+        self._values[value] = self._values.get(value, 0) + 1
+
+    def remove(self, job: JobSpec) -> None:
+        """`job` left the queue (it started); raises KeyError if the kept queue lacks it."""
+        if not self.kept:
+            return
+        self._take(job)
+        uncount(self._values, self._priority.pop(job.name))
+        if len(self._waiting) < self.active_at // 2:
+            self.kept = False
+            self._clear()
+
+    def view(self, pending: Collection[JobSpec], now_s: float) -> KeptLevels | None:
+        """This cycle's `KeptLevels` at `now_s`, `pending` being every waiting job; None
+        while the queue is short (the cycle sorts it)."""
+        if not self._keeping(pending):
+            return None
+        self._promote(now_s)
+        return KeptLevels(self._jobs, self._priority, max(self._values, default=0))
+
+    def _insert(self, job: JobSpec, level: int) -> None:
+        key = (job.submitted_s, job.name)
+        keys = self._keys[level]
+        i = bisect.bisect_left(keys, key)
+        keys.insert(i, key)
+        self._jobs[level].insert(i, job)
+        self._waiting[job.name] = (job, level)
+
+    def _take(self, job: JobSpec) -> None:
+        found = self._waiting.get(job.name)
+        if found is None or found[0] is not job:
+            raise KeyError(job.name)
+        level = found[1]
+        keys, jobs = self._keys[level], self._jobs[level]
+        i = bisect.bisect_left(keys, (job.submitted_s, job.name))
+        del keys[i]
+        del jobs[i]
+        del self._waiting[job.name]
+
+    def _promote(self, now_s: float) -> None:
+        """Move the jobs that have starved by `now_s` to queue 0."""
+        heap, queues = self._promotions, self._queues
+        early = []  # due by the clock's rounding, not by `pending`'s: not yet
+        while heap and heap[0][0] <= now_s + PROMOTION_SLACK_S:
+            entry = heapq.heappop(heap)
+            job = entry[2]
+            found = self._waiting.get(job.name)
+            if found is None or found[0] is not job:
+                continue  # it left the queue (and may be back as a new spec, with its own)
+            if queues.pending(job, now_s) != 0:
+                early.append(entry)
+                continue
+            self._take(job)
+            self._insert(job, 0)
+        for entry in early:
+            heapq.heappush(heap, entry)

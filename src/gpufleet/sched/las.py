@@ -15,6 +15,7 @@ order collapses to arrival order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -60,15 +61,49 @@ class LasQueues:
             return 0
         return self.by_service(attained)
 
+    def served(self, job: JobSpec) -> int:
+        """A waiting job's queue by its attained service alone (before any promotion)."""
+        attained = job.attained_gpu_s
+        return self.unserved if attained == 0.0 else self.by_service(attained)
+
+    def promoted_at_s(self, job: JobSpec) -> float:
+        """When a waiting job that has run goes back to queue 0 (`pending`'s starvation
+        rule, solved for the time: it waits from then on at least `starve_factor` × its
+        running time). Callers that keep the queues compare with `pending` near this time:
+        the two roundings may differ by an ulp."""
+        executed_s = job.attained_gpu_s / max(1.0, float(job.total_gpus or 1))
+        return job.submitted_s + executed_s + self.starve_factor * executed_s
+
     @staticmethod
     def attained_now(job: JobSpec, held_milli: int, now_s: float) -> float:
         """A running job's attained GPU-seconds: before this run, plus this run so far."""
-        ran_s = 0.0 if job.started_s is None else max(0.0, now_s - job.started_s)
-        return job.attained_gpu_s + held_milli / MILLI * ran_s
+        return attained_at(job.attained_gpu_s, job.started_s, held_milli, now_s)
+
+    def crossings_s(self, attained_gpu_s: float, started_s: float, held_milli: int) -> list[float]:
+        """When a running job's attained service reaches each threshold (`running` puts it
+        in the next queue from about then; a caller that keeps these compares with
+        `attained_at` near them: the two roundings may differ by an ulp). A job that holds
+        nothing never gets there (inf)."""
+        gpus = held_milli / MILLI
+        return [
+            started_s
+            if attained_gpu_s >= t
+            else (math.inf if gpus <= 0 else started_s + (t - attained_gpu_s) / gpus)
+            for t in self.thresholds_gpu_s
+        ]
 
     def running(self, job: JobSpec, held_milli: int, now_s: float) -> int:
         """A running job's queue by the service it has attained, this run included."""
         return self.by_service(self.attained_now(job, held_milli, now_s))
+
+
+def attained_at(
+    attained_gpu_s: float, started_s: float | None, held_milli: int, now_s: float
+) -> float:
+    """Attained GPU-seconds of a job that had `attained_gpu_s` before a run that started at
+    `started_s` (None: not running) holding `held_milli`, at `now_s`."""
+    ran_s = 0.0 if started_s is None else max(0.0, now_s - started_s)
+    return attained_gpu_s + held_milli / MILLI * ran_s
 
 
 TIRESIAS_QUEUES = LasQueues()

@@ -40,7 +40,7 @@ during which the victims checkpoint and exit.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, Protocol
@@ -322,6 +322,20 @@ class LasPreemption:
             if cand is not None:  # None: holds none of it, or was evicted in this cycle
                 out.append(cand)
         return out
+
+    def highest_running(self, ctx: PreemptContext) -> int:
+        """The highest queue of an evictable running job (-1: none is): a waiting job in
+        this queue or above it has no candidates."""
+        ranked = self._ranked(ctx)
+        return ranked[0][0] if ranked else -1
+
+    def running_above(self, ctx: PreemptContext, queue: int) -> Iterator[JobSpec]:
+        """The evictable running jobs that sit in a queue above `queue` (a waiting job of
+        `queue` may evict only these)."""
+        for theirs, victim, _ in self._ranked(ctx):
+            if theirs <= queue:
+                return
+            yield victim
 
     def _ranked(self, ctx: PreemptContext) -> list[tuple[int, JobSpec, PriorityClass]]:
         """The cycle's evictable running jobs with their queues, highest queue first, then

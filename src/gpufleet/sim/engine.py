@@ -69,7 +69,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -80,11 +80,13 @@ from gpufleet.sched.backfill import expected_runtime_s
 from gpufleet.sched.census import Census, RunningCensus
 from gpufleet.sched.decide import QUIET_STOP_AT, decide
 from gpufleet.sched.fairshare import DecayedUsage
-from gpufleet.sched.framework import Decisions, InvalidPlacementError, Placement
-from gpufleet.sched.kept import KeptQueue, keeps
+from gpufleet.sched.framework import Decisions, InvalidPlacementError, OrderContext, Placement
+from gpufleet.sched.kept import Kept, KeptLasQueue, KeptLevels, KeptQueue, keeps, keeps_levels
 from gpufleet.sched.lean import LeanQueue, qualifies, uncount, worker_gpus
-from gpufleet.sched.quota import placements_milli
-from gpufleet.sched.registry import resolve
+from gpufleet.sched.orders import Tiresias
+from gpufleet.sched.preempt import LasPreemption
+from gpufleet.sched.quota import placements_milli, usage_milli
+from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.team_index import team_index
 from gpufleet.sim import conservation
 from gpufleet.sim.metrics import JobHeld, MetricsRecorder, waiting_shape
@@ -93,7 +95,6 @@ from gpufleet.sim.run import Run
 from gpufleet.sim.speed import SpeedTable
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
-from gpufleet.specs.profiles import Profile
 from gpufleet.specs.teams import TeamsSpec
 
 # event priorities at one instant: resources come back before they are handed out
@@ -143,22 +144,26 @@ class SimConfig:
 
 
 def _kept_queues(
-    profile: Profile, teams: TeamsSpec, config: SimConfig
-) -> tuple[LeanQueue | None, KeptQueue | None]:
+    plugins: Resolved, teams: TeamsSpec, config: SimConfig
+) -> tuple[LeanQueue | None, KeptQueue | KeptLasQueue | None]:
     """What the engine keeps of the queue between cycles: in FIFO order for lean cycles
-    (`sched.lean`), or each team's in priority order for quiet cycles of the orders that
-    allow it (`sched.kept`); neither for full cycles (`lean_cycles=False`)."""
+    (`sched.lean`), or for quiet cycles of the orders that allow it each team's in
+    priority order or each least-attained-service queue (`sched.kept`); neither for full
+    cycles (`lean_cycles=False`)."""
+    profile = plugins.profile
     if not config.lean_cycles:
         return None, None
     if qualifies(profile):
         return LeanQueue(best_effort=profile.head_of_line == "best-effort"), None
     if keeps(profile):
         return None, KeptQueue(team_index(teams))
+    if keeps_levels(profile):
+        return None, KeptLasQueue(team_index(teams), cast(Tiresias, plugins.queue_order).queues)
     return None, None
 
 
 def _censuses(
-    profile: Profile,
+    plugins: Resolved,
     teams: TeamsSpec,
     config: SimConfig,
     sizes: dict[int, int],
@@ -169,10 +174,11 @@ def _censuses(
     queue's, and their profiles do neither. Kept only while the queue is long
     (`Simulation._census_now`): an uncongested stream would pay for it at every start and
     stop and never read it."""
-    if not config.lean_cycles or qualifies(profile):
+    if not config.lean_cycles or qualifies(plugins.profile):
         return None, None
-    running = RunningCensus(teams)
-    return running, Census(sizes, runtimes, running.ends, running.evictable)
+    las = next((p.queues for p in plugins.preemptions if isinstance(p, LasPreemption)), None)
+    running = RunningCensus(teams, las)
+    return running, Census(sizes, runtimes, running.ends, running.evictable, running.las)
 
 
 class _Specs:
@@ -234,6 +240,12 @@ class _Specs:
         return template.replaced(update)
 
 
+# the service before this run that a running view carries: least-attained-service
+# preemption counts a running job's service from its latest start (a restarted job runs in
+# queue 0 again until it crosses the first threshold anew)
+VIEW_ATTAINED_GPU_S = 0.0
+
+
 class _RunningViews(Collection[JobSpec]):
     """The running units as `decide()` sees them, each view built when first read.
 
@@ -248,18 +260,19 @@ class _RunningViews(Collection[JobSpec]):
     __slots__ = ("_started", "_views", "census")
 
     def __init__(self) -> None:
-        self._started: dict[str, tuple[JobSpec, float]] = {}  # unit -> pending spec, start
+        # unit -> (pending spec, start, milli-GPUs held)
+        self._started: dict[str, tuple[JobSpec, float, int]] = {}
         self._views: dict[str, JobSpec] = {}
         # kept in step while the simulator keeps its census (`Simulation._census_now`)
         self.census: RunningCensus | None = None
 
-    def add(self, unit: str, spec: JobSpec, started_s: float) -> None:
-        self._started[unit] = (spec, started_s)
+    def add(self, unit: str, spec: JobSpec, started_s: float, held_milli: int) -> None:
+        self._started[unit] = (spec, started_s, held_milli)
         if self.census is not None:
-            self.census.add(spec, started_s)
+            self.census.add(spec, started_s, held_milli, attained_gpu_s=VIEW_ATTAINED_GPU_S)
 
     def remove(self, unit: str) -> None:
-        spec, _ = self._started.pop(unit)
+        spec, _, _ = self._started.pop(unit)
         self._views.pop(unit, None)
         if self.census is not None:
             self.census.remove(spec.name)
@@ -267,8 +280,9 @@ class _RunningViews(Collection[JobSpec]):
     def has(self, unit: str) -> bool:
         return unit in self._started
 
-    def specs(self) -> Iterator[tuple[JobSpec, float]]:
-        """(pending spec, start) of each running unit, in the order they started."""
+    def specs(self) -> Iterator[tuple[JobSpec, float, int]]:
+        """(pending spec, start, milli-GPUs held) of each running unit, in the order they
+        started."""
         return iter(self._started.values())
 
     def __len__(self) -> int:
@@ -279,10 +293,14 @@ class _RunningViews(Collection[JobSpec]):
 
     def __iter__(self) -> Iterator[JobSpec]:
         views = self._views
-        for unit, (spec, started_s) in self._started.items():
+        for unit, (spec, started_s, _) in self._started.items():
             view = views.get(unit)
             if view is None:
-                update = {"state": "running", "started_s": started_s, "attained_gpu_s": 0.0}
+                update = {
+                    "state": "running",
+                    "started_s": started_s,
+                    "attained_gpu_s": VIEW_ATTAINED_GPU_S,
+                }
                 view = views[unit] = spec.replaced(update)
             yield view
 
@@ -355,7 +373,7 @@ class Simulation:
         # what quiet cycles read instead of scanning the queue and the running jobs (lean
         # cycles read their own queue's, and their profiles neither reserve nor evict)
         self._running_census, self._census = _censuses(
-            plugins.profile, teams, config, self._sizes, self._runtimes
+            plugins, teams, config, self._sizes, self._runtimes
         )
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
@@ -377,7 +395,8 @@ class Simulation:
         self._draining: set[str] = set()  # "node|gpu" waiting for its jobs to end
         self._serves: dict[str, set[str]] = {}  # "node|gpu" -> pending jobs its re-cut is for
         self.gang = plugins.profile.gang
-        self._lean, self._kept = _kept_queues(plugins.profile, teams, config)
+        self._lean, self._kept = _kept_queues(plugins, teams, config)
+        self._order = plugins.queue_order
         self._keeps_history = plugins.queue_order.uses_share
         self.specs: Mapping[str, JobSpec] = specs or {}
         self._speeds = config.speeds
@@ -666,7 +685,14 @@ class Simulation:
         kept = self._census_now()
         if self._checks and kept is not None:
             wrong = census.differences(
-                kept, census.recount(self.pending.values(), self.running, self.teams)
+                kept,
+                census.recount(
+                    self.pending.values(),
+                    self.running,
+                    self.teams,
+                    las=None if kept.running_las is None else kept.running_las.queues,
+                    held_milli=self._held_milli,
+                ),
             )
             if wrong:
                 raise AssertionError(f"the simulator's census at {self.now_s} s: {wrong}")
@@ -690,12 +716,34 @@ class Simulation:
             lean=lean,
             quiet=self.config.lean_cycles,  # read: what starts and stops, never why
             census=kept,
-            kept=None if self._kept is None else self._kept.view(self.pending.values()),
+            kept=self._kept_view(),
         )
         self.decide_s += time.perf_counter() - t0
         self._apply(d)
         if queue is not None:
             queue.cycled(self.state.free_epoch)
+
+    def _held_milli(self, unit: str) -> int:
+        """Milli-GPUs a running unit holds in the state (the census recount's reading)."""
+        return sum(usage_milli(self.state.usage(unit)).values())
+
+    def _kept_view(self) -> Kept | KeptLevels | None:
+        """This cycle's kept queue (None: the cycle sorts the queue). Under
+        GPUFLEET_DEBUG_CHECKS kept levels are compared with the order they keep."""
+        queue = self._kept
+        if queue is None:
+            return None
+        if isinstance(queue, KeptQueue):
+            return queue.view(self.pending.values())
+        view = queue.view(self.pending.values(), self.now_s)
+        if self._checks and view is not None:
+            kept = [job.name for jobs in view.levels for job in jobs]
+            order = self._order
+            ctx = OrderContext(view.priority, self.now_s)
+            sorted_ = [job.name for job in order.order(list(self.pending.values()), ctx)]
+            if kept != sorted_:
+                raise AssertionError(f"the simulator's kept LAS queues at {self.now_s} s")
+        return view
 
     def _count_runtime(self, spec: JobSpec, size: int) -> None:
         """A waiting job into the census of runtimes (`Census.waiting_runtimes`)."""
@@ -714,7 +762,7 @@ class Simulation:
         if self.running.census is None:
             if waiting < QUIET_STOP_AT:
                 return None
-            running.rebuild(self.running.specs())
+            running.rebuild(self.running.specs(), attained_gpu_s=VIEW_ATTAINED_GPU_S)
             self._runtimes.clear()
             for spec in self.pending.values():
                 self._count_runtime(spec, worker_gpus(spec))
@@ -839,7 +887,7 @@ class Simulation:
         self.metrics.allocated(now, run, milli / MILLI)
         run.held.add(unit)
         began_s = now if started_s is None else started_s
-        self.running.add(unit, spec, began_s)
+        self.running.add(unit, spec, began_s, milli)
         if len(run.held) < len(run.units):
             return  # a partial gang holds GPUs and waits for the rest of its pods
         run.started = True
