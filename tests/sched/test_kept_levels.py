@@ -99,6 +99,39 @@ def test_kept_levels_give_the_tiresias_order_at_every_cycle(
             assert set(view.priority) == set(pending)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from((None, 1, 2, 4, 8)), min_size=1, max_size=30),
+    start=st.integers(0, 31),
+    room=st.integers(0, 9),
+)
+def test_the_next_fitting_job_is_the_first_a_walk_would_find(
+    sizes: list[int | None], start: int, room: int
+) -> None:
+    """`KeptLevels.next_fitting` (a cycle's jump over jobs too big for any node) lands on
+    the first job from `start` whose worker fits `room`, or that asks for anything but
+    whole GPUs (a fraction: never passed over)."""
+    queue = KeptLasQueue(team_index(TEAMS), QUEUES, active_at=1)
+    pending = [
+        _job(f"j{i}", float(i % 7), 0.0, gpus=size)
+        if size is not None
+        else JobSpec.model_validate(
+            {"name": f"j{i}", "team": "t", "gpu_fraction": 0.5, "submitted_s": float(i % 7)}
+        )
+        for i, size in enumerate(sizes)
+    ]
+    for job in pending:
+        queue.add(job)
+    view = queue.view(pending, 0.0)
+    assert view is not None
+    jobs = view.levels[0]
+    want = next(
+        (i for i in range(start, len(jobs)) if not jobs[i].gpus or jobs[i].gpus <= room),
+        max(start, len(jobs)) if start >= len(jobs) else len(jobs),
+    )
+    assert view.next_fitting(0, start, room) == want
+
+
 def test_a_promotion_due_at_the_cycles_very_time_is_made() -> None:
     """A job served 150 GPU-s on one GPU (queue 1) that arrived at 0 has starved once it has
     waited twice its 150 s run: at 450 s exactly `pending` says queue 0, and so must the

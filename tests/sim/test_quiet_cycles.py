@@ -20,13 +20,14 @@ import pytest
 from tests.sim.test_lean_cycles import _both, _open_teams
 
 from gpufleet.cluster import State
-from gpufleet.cluster.bench import bench_cluster
+from gpufleet.cluster.bench import ACCELERATOR, bench_cluster
 from gpufleet.sched.census import RunningCensus
 from gpufleet.sched.decide import decide
 from gpufleet.sim.bench import synthetic_workload
 from gpufleet.sim.engine import SimConfig
 from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.teams import TeamsSpec
 
 
 @pytest.mark.parametrize("profile", ["default", "priority", "slurm-like", "kueue-like", "tiresias"])
@@ -34,6 +35,24 @@ def test_a_congested_stream_ends_the_same_quiet_or_full(profile: str) -> None:
     nodes = 8
     workload = synthetic_workload(nodes, 1_200, 1.0, seed=11)
     _both(bench_cluster(nodes), _open_teams(4, nodes * 8), workload, SimConfig(profile=profile))
+
+
+def test_tiresias_with_borrowing_teams_ends_the_same_quiet_or_full() -> None:
+    """Four teams of a cohort, each guaranteed a quarter of the cluster and borrowing the
+    rest: quota reclaim has victims beside LAS, so a quiet cycle may neither stop nor pass
+    over a job (nor jump over a run of them) while a team is owed what others borrow."""
+    nodes = 8
+    teams = TeamsSpec.model_validate(
+        {
+            "kind": "teams",
+            "teams": [
+                {"name": f"t{i}", "cohort": "lab", "quota": {ACCELERATOR: nodes * 2}}
+                for i in range(4)
+            ],
+        }
+    )
+    workload = synthetic_workload(nodes, 1_200, 1.0, seed=12)
+    _both(bench_cluster(nodes), teams, workload, SimConfig(profile="tiresias"))
 
 
 # -- decide(quiet=True) ----------------------------------------------------------------------

@@ -170,9 +170,9 @@ def _queue(
     (its caller keeps them so), and only `lean.fresh` when it names them; a kept queue's
     are taken off its teams' heads or its queues (`sched.kept`), without those `passes`
     skips."""
-    skips = None if passes is None else passes.skips
     if isinstance(kept, KeptLevels):
-        return _by_levels(kept, cyc, skips)
+        return _by_levels(kept, cyc, passes)
+    skips = None if passes is None else passes.skips
     if kept is not None:
         return iter(cast(KeptOrder, order).order_kept(kept.by_team, ctx, skips, kept.keys))
     if lean is None:
@@ -180,18 +180,33 @@ def _queue(
     return iter(pending if lean.fresh is None else lean.fresh)
 
 
-def _by_levels(
-    kept: KeptLevels, cyc: _Cycle, skips: Callable[[JobSpec], bool] | None
-) -> Iterator[JobSpec]:
+def _by_levels(kept: KeptLevels, cyc: _Cycle, passes: PassOver | None) -> Iterator[JobSpec]:
     """A kept Tiresias queue in `orders.Tiresias`'s order: its least-attained-service queues
-    one after the other, each in submission order. `cyc.las_floor` follows the queue being
-    taken: every job not taken yet sits in it or a later one (the LAS eviction guard,
-    `_Cycle.nothing_evicts`, reads it)."""
+    one after the other, each in submission order, less the jobs `passes` skips, each
+    asked at its turn. `cyc.las_floor` follows the queue being taken: every job not taken
+    yet sits in it or a later one (the LAS eviction guard, `_Cycle.nothing_evicts`, reads
+    it).
+
+    A run of jobs whose workers exceed every node's room is jumped over in one step
+    (`KeptLevels.next_fitting`): `passes` skips each of them, and its answer cannot change
+    before the next job is yielded."""
+    jump = passes is not None and bool(kept.by_size)
     for level, jobs in enumerate(kept.levels):
         if not jobs:
             continue
         cyc.las_floor = level
-        yield from (jobs if skips is None else filterfalse(skips, jobs))
+        if passes is None:
+            yield from jobs
+            continue
+        i, end = 0, len(jobs)
+        while i < end:
+            job = jobs[i]
+            if jump and passes.on and (job.gpus or 0) > passes.room:
+                i = kept.next_fitting(level, i, passes.room)
+                continue
+            i += 1
+            if not passes.skips(job):
+                yield job
 
 
 def _load(

@@ -152,6 +152,9 @@ class KeptQueue(_KeptWhileLong):
         return Kept(self._jobs, self._priority, max(self._values, default=0), self._keys)
 
 
+LevelKey = tuple[float, str]  # a job's place within its LAS queue: submission, then name
+
+
 @dataclass(frozen=True, slots=True)
 class KeptLevels:
     """What a caller that keeps a Tiresias queue hands `decide(kept=...)`.
@@ -159,12 +162,34 @@ class KeptLevels:
     `levels`: the waiting jobs of each least-attained-service queue (`sched.las`: index =
     queue, starvation promotion applied at the cycle's time), each in the order
     `orders.Tiresias` gives within a queue (submission time, then name); `priority` and
-    `highest`: as `Kept`'s (quota reclaim keys its searches by class value).
+    `highest`: as `Kept`'s (quota reclaim keys its searches by class value). `keys`: each
+    queue's jobs' (submission time, name), in the same order; `by_size`: per queue, the
+    keys of its jobs by whole GPUs per worker (`JobSpec.gpus`, 0 for any other request), so
+    a cycle passing over jobs too big for any node's room can jump to the next that fits
+    (`next_fitting`).
     """
 
     levels: Sequence[Sequence[JobSpec]]
     priority: Mapping[str, int]
     highest: int
+    keys: Sequence[Sequence[LevelKey]] = ()
+    by_size: Sequence[Mapping[int, Sequence[LevelKey]]] = ()
+
+    def next_fitting(self, level: int, start: int, room: int) -> int:
+        """The first position from `start` in queue `level` of a job whose worker asks for
+        at most `room` whole GPUs, or any other request (its length: none)."""
+        keys = self.keys[level]
+        if start >= len(keys):
+            return start
+        at = keys[start]
+        first: LevelKey | None = None
+        for size, sized in self.by_size[level].items():
+            if size > room and size:
+                continue
+            i = bisect.bisect_left(sized, at)
+            if i < len(sized) and (first is None or sized[i] < first):
+                first = sized[i]
+        return len(keys) if first is None else bisect.bisect_left(keys, first, start)
 
 
 # a promotion due within this many seconds of the cycle is checked with `LasQueues.pending`
@@ -192,8 +217,9 @@ class KeptLasQueue(_KeptWhileLong):
 
     def _clear(self) -> None:
         levels = len(self._queues.thresholds_gpu_s) + 1
-        self._keys: list[list[tuple[float, str]]] = [[] for _ in range(levels)]
+        self._keys: list[list[LevelKey]] = [[] for _ in range(levels)]
         self._jobs: list[list[JobSpec]] = [[] for _ in range(levels)]
+        self._by_size: list[dict[int, list[LevelKey]]] = [{} for _ in range(levels)]
         self._waiting: dict[str, tuple[JobSpec, int]] = {}  # name -> (job, its queue)
         self._priority: dict[str, int] = {}
         self._values: dict[int, int] = {}  # class value -> waiting jobs of it
@@ -229,7 +255,9 @@ class KeptLasQueue(_KeptWhileLong):
         if not self._keeping(pending):
             return None
         self._promote(now_s)
-        return KeptLevels(self._jobs, self._priority, max(self._values, default=0))
+        return KeptLevels(
+            self._jobs, self._priority, max(self._values, default=0), self._keys, self._by_size
+        )
 
     def _insert(self, job: JobSpec, level: int) -> None:
         key = (job.submitted_s, job.name)
@@ -238,6 +266,7 @@ class KeptLasQueue(_KeptWhileLong):
         keys.insert(i, key)
         self._jobs[level].insert(i, job)
         self._waiting[job.name] = (job, level)
+        bisect.insort(self._by_size[level].setdefault(job.gpus or 0, []), key)
 
     def _take(self, job: JobSpec) -> None:
         found = self._waiting.get(job.name)
@@ -245,10 +274,17 @@ class KeptLasQueue(_KeptWhileLong):
             raise KeyError(job.name)
         level = found[1]
         keys, jobs = self._keys[level], self._jobs[level]
-        i = bisect.bisect_left(keys, (job.submitted_s, job.name))
+        key = (job.submitted_s, job.name)
+        i = bisect.bisect_left(keys, key)
         del keys[i]
         del jobs[i]
         del self._waiting[job.name]
+        by_size = self._by_size[level]
+        size = job.gpus or 0
+        sized = by_size[size]
+        del sized[bisect.bisect_left(sized, key)]
+        if not sized:
+            del by_size[size]
 
     def _promote(self, now_s: float) -> None:
         """Move the jobs that have starved by `now_s` to queue 0."""
