@@ -127,8 +127,9 @@ def _sim_synthetic(profile: str) -> float:
 
 
 def _congested_profiles() -> list[str]:
-    """fifo and default; every profile with GPUFLEET_BENCH_CONGESTED=all (about 40 minutes
-    more, mostly tiresias: a plain `make bench` must stay a run someone waits for)."""
+    """fifo and default; every profile with GPUFLEET_BENCH_CONGESTED=all (about 15 minutes
+    more, tiresias about 5 of them: a plain `make bench` must stay a run someone waits
+    for)."""
     from gpufleet.specs.profiles import PROFILES
 
     first = ["fifo", "default", "tiresias"]
