@@ -301,7 +301,7 @@ def test_running_views_are_built_when_read_in_start_order() -> None:
     views = _RunningViews()
     specs = {n: job(n, 1.0, HOUR).to_job_spec() for n in ("x", "y", "z")}
     for i, n in enumerate(("y", "x", "z")):
-        views.add(n, specs[n], 10.0 + i)
+        views.add(n, specs[n], 10.0 + i, 1_000)
     views.remove("x")
     got = list(views)
     assert [v.name for v in got] == ["y", "z"]
