@@ -191,6 +191,35 @@ def test_random_queues_on_a_mixed_cluster_with_binding_quotas_end_the_same(
     _both(_mixed_cluster(), _tight_teams(), _workload(jobs, fraction_at), config)
 
 
+_LONG_JOB = st.tuples(
+    st.sampled_from(("a", "b", "c")),
+    st.sampled_from((1, 2, 4, 8)),
+    st.sampled_from((1, 1, 2, 3)),
+    st.floats(0.0, 120.0),
+    st.floats(600.0, 40_000.0),  # long enough to cross Tiresias's 16 GPU-hours
+    st.sampled_from(((), (H100,), (A100,))),
+    st.sampled_from((None, None, "production", "opportunistic")),
+    st.sampled_from((None, 1.0)),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    jobs=st.lists(_LONG_JOB, min_size=30, max_size=90),
+    fraction_at=st.one_of(st.none(), st.integers(0, 100)),
+    interval=st.sampled_from((0.0, 60.0)),
+)
+def test_random_long_queues_under_tiresias_end_the_same(
+    jobs: list[tuple[Any, ...]], fraction_at: int | None, interval: float
+) -> None:
+    """Tiresias with jobs long enough to cross its threshold and queues long enough (16+)
+    for the simulator to keep them by LAS queue: LAS evictions, the LAS floor and room,
+    quota reclaim beside them (a borrowing cohort), a fraction now and then (no room bound
+    speaks for it)."""
+    config = SimConfig(profile="tiresias", cycle_interval_s=interval)
+    _both(_mixed_cluster(), _tight_teams(), _workload(jobs, fraction_at), config)
+
+
 # -- decide(lean=...) and the queue a caller keeps ------------------------------------------
 
 
