@@ -54,6 +54,7 @@ from gpufleet.cluster import (
     AllocationError,
     Branch,
     Cluster,
+    Holdings,
     MigSlice,
     Share,
     Snapshot,
@@ -837,22 +838,16 @@ class _Cycle:
             and self._others_quiet()
         )
 
-    def las_victim_gpus(self) -> Counter[str] | None:
-        """Per node, the whole GPUs held by the evictable running jobs that sit in a queue
-        above `las_floor` (the only jobs LAS could evict for a job not looked at yet);
-        None where one of them holds a slice or a share (no whole-GPU bound speaks for
-        them). A job evicted in this cycle holds nothing any more."""
+    def las_victims(self) -> Iterator[Holdings]:
+        """What the evictable running jobs that sit in a queue above `las_floor` hold (the
+        only jobs LAS could evict for a job not looked at yet; none without a floor). A
+        job evicted in this cycle holds nothing any more."""
         floor = self.las_floor
-        out: Counter[str] = Counter()
         if floor is None:
-            return None
+            return
         for plugin in self.keyed_preemptions:
             for victim in self._las_above(cast(preempt.LasPreemption, plugin), floor):
-                held = self.b.holdings(victim)
-                if held.slices or held.shares:
-                    return None
-                out.update(node for node, _ in held.gpus)
-        return out
+                yield self.b.holdings(victim)
 
     def _las_census(self, plugin: preempt.LasPreemption) -> RunningLas | None:
         """The caller's census of running jobs' LAS queues, when it keeps one for the
@@ -1444,28 +1439,39 @@ class _StopRule:
 
     def _las_room(self) -> int:
         """The most whole GPUs one worker could get on one node if LAS evicted every
-        running job it may for the jobs not looked at yet (`_Cycle.las_victim_gpus`): their
-        GPUs, the free ones and those a reservation masks; at least `room`. Kept until the
-        state or the LAS floor changes."""
+        running job it may for the jobs not looked at yet (`_Cycle.las_victims`): their
+        GPUs, the free ones and those a reservation masks; at least `room`. Counting stops
+        once it reaches the largest waiting worker (a larger room passes over and stops
+        nothing more). Kept until the state or the LAS floor changes."""
         key = (self._b.version, self._cyc.las_floor)
         if self._las_seen is not None and self._las_seen[0] == key:
             return self._las_seen[1]
-        held = self._cyc.las_victim_gpus()
-        if held is None:
-            room = sys.maxsize  # a victim holds slices or shares: no bound
-        else:
-            b = self._b
-            masked = (
-                Counter(node for node, _ in b.holdings(backfill.HOLDER).gpus)
-                if b.holds(backfill.HOLDER)
-                else Counter()
-            )
-            room = max(
-                self.room,
-                *(len(b.free_gpu_ids(n)) + masked[n] + k for n, k in held.items()),
-                0,
-            )
+        room = self._las_room_upto(max(self._sizes, default=0))
         self._las_seen = (key, room)
+        return room
+
+    def _las_room_upto(self, cap: int) -> int:
+        room = self.room
+        if room >= cap:
+            return room
+        b = self._b
+        masked = (
+            Counter(node for node, _ in b.holdings(backfill.HOLDER).gpus)
+            if b.holds(backfill.HOLDER)
+            else Counter()
+        )
+        held: Counter[str] = Counter()  # per node, the GPUs victims hold
+        base: dict[str, int] = {}  # per node, its free and masked GPUs
+        for holdings in self._cyc.las_victims():
+            if holdings.slices or holdings.shares:
+                return sys.maxsize  # no whole-GPU bound speaks for a slice or a share
+            for node, _ in holdings.gpus:
+                held[node] += 1
+                if node not in base:
+                    base[node] = len(b.free_gpu_ids(node)) + masked[node]
+                room = max(room, base[node] + held[node])
+            if room >= cap:
+                return room
         return room
 
     def _rooms(self) -> tuple[int, int]:
