@@ -82,9 +82,8 @@ class RunningLas:
 
     def add(self, name: str, attained_gpu_s: float, started_s: float, held_milli: int) -> None:
         self._service[name] = (attained_gpu_s, started_s, held_milli)
-        for times, at_s in zip(
-            self.crossings, self._crossings_s(attained_gpu_s, started_s, held_milli), strict=True
-        ):
+        at = self.queues.crossings_s(attained_gpu_s, started_s, held_milli)
+        for times, at_s in zip(self.crossings, at, strict=True):
             insort(times, (at_s, name))
 
     def remove(self, name: str) -> None:
@@ -93,7 +92,7 @@ class RunningLas:
         service = self._service.pop(name, None)
         if service is None:
             return
-        for times, at_s in zip(self.crossings, self._crossings_s(*service), strict=True):
+        for times, at_s in zip(self.crossings, self.queues.crossings_s(*service), strict=True):
             del times[bisect_left(times, (at_s, name))]
 
     def highest(self, now_s: float) -> int:
@@ -119,9 +118,6 @@ class RunningLas:
                 return
             if attained_at(*service[name], now_s) >= threshold:  # as `by_service` compares
                 yield name
-
-    def _crossings_s(self, attained_gpu_s: float, started_s: float, held_milli: int) -> list[float]:
-        return self.queues.crossings_s(attained_gpu_s, started_s, held_milli)
 
     def same_as(self, other: RunningLas) -> bool:
         return self._service == other._service and self.crossings == other.crossings

@@ -55,14 +55,15 @@ class LasQueues:
         attained = job.attained_gpu_s
         if attained == 0.0:  # most waiting jobs have never run: no promotion, the first queue
             return self.unserved
-        executed_s = attained / max(1.0, float(job.total_gpus or 1))
+        executed_s = _executed_s(job)
         waited_s = now_s - job.submitted_s - executed_s
         if attained > 0 and waited_s >= self.starve_factor * executed_s:
             return 0
         return self.by_service(attained)
 
     def served(self, job: JobSpec) -> int:
-        """A waiting job's queue by its attained service alone (before any promotion)."""
+        """A waiting job's queue by its attained service alone (`pending` before any
+        promotion)."""
         attained = job.attained_gpu_s
         return self.unserved if attained == 0.0 else self.by_service(attained)
 
@@ -71,7 +72,7 @@ class LasQueues:
         rule, solved for the time: it waits from then on at least `starve_factor` × its
         running time). Callers that keep the queues compare with `pending` near this time:
         the two roundings may differ by an ulp."""
-        executed_s = job.attained_gpu_s / max(1.0, float(job.total_gpus or 1))
+        executed_s = _executed_s(job)
         return job.submitted_s + executed_s + self.starve_factor * executed_s
 
     @staticmethod
@@ -95,6 +96,11 @@ class LasQueues:
     def running(self, job: JobSpec, held_milli: int, now_s: float) -> int:
         """A running job's queue by the service it has attained, this run included."""
         return self.by_service(self.attained_now(job, held_milli, now_s))
+
+
+def _executed_s(job: JobSpec) -> float:
+    """Seconds a job has run, from its attained GPU-seconds (the starvation rule's clock)."""
+    return job.attained_gpu_s / max(1.0, float(job.total_gpus or 1))
 
 
 def attained_at(
