@@ -40,7 +40,7 @@ def _service(rate: float, **extra: object) -> PlanInferenceEntry:
     [
         pytest.param("h100-sxm5-80gb", 1.0, {}, "3g.40gb", 1, id="small-service-on-a-slice"),
         pytest.param("h100-sxm5-80gb", 1.0, {"mig": False}, None, 1, id="mig-off"),
-        pytest.param("h100-sxm5-80gb", 200.0, {}, None, 14, id="big-service-whole-gpus"),
+        pytest.param("h100-sxm5-80gb", 200.0, {}, None, 13, id="big-service-whole-gpus"),
         pytest.param("mi300x", 1.0, {}, None, 1, id="no-mig-on-mi300x"),
     ],
 )

@@ -96,8 +96,8 @@ def test_summary_counts(validated: Results) -> None:
 def test_modern_median_error_meets_the_fitted_level(validated: Results) -> None:
     s = summarise_modern(*validated)
     assert s.validated == 143
-    assert s.median_abs <= 0.07  # reached 5.7 %; issue target 12 %
-    assert s.within_15 >= 125  # reached 128 of 143
+    assert s.median_abs <= 0.06  # reached 4.4 %; issue target 12 %
+    assert s.within_15 >= 128  # reached 131 of 143
 
 
 def test_every_accelerator_is_within_ten_percent(validated: Results) -> None:
@@ -108,8 +108,9 @@ def test_every_accelerator_is_within_ten_percent(validated: Results) -> None:
 
 
 def test_h200_h100_pairs(validated: Results) -> None:
-    """All but one pair within the issue's 15 % (405B at 20k in / 2k out: -17.8 %)."""
+    """Every pair within the issue's 15 % (worst reached: 405B at 1k in / 2k out, -6.7 %;
+    405B at 20k in / 2k out, -17.8 % before prompts were scheduled a chunk at a time)."""
     _, _, pairs = validated
-    assert sum(abs(p.error) <= 0.15 for p in pairs) >= 19
-    assert max(abs(p.error) for p in pairs) <= 0.20
-    assert summarise_modern(*validated).pairs_median_abs <= 0.06  # reached 3.7 %
+    assert all(abs(p.error) <= 0.15 for p in pairs), [p for p in pairs if abs(p.error) > 0.15]
+    assert max(abs(p.error) for p in pairs) <= 0.10
+    assert summarise_modern(*validated).pairs_median_abs <= 0.05  # reached 2.7 %

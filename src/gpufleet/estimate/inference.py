@@ -213,12 +213,17 @@ def decode_step(case: InferenceCase, tp: Array, batch: Array, context: Array) ->
 
 
 def mixed_step(
-    case: InferenceCase, tp: Array, batch: Array, context: Array, *, prompt: Array, output: float
+    case: InferenceCase,
+    tp: Array,
+    batch: Array,
+    context: Array,
+    *,
+    prefill_tokens: Array,
+    prompt: Array,
 ) -> StepTimes:
-    """A continuous-batching step: `batch` decodes plus the chunked prefill of the prompts
-    that replace finished requests (each slot turns over once every `output` steps, so
-    batch·prompt/output prompt tokens per step)."""
-    return _step(case, tp, batch, context, prefill_tokens=batch * prompt / output, prompt=prompt)
+    """A continuous-batching step: `batch` decodes plus `prefill_tokens` prompt tokens (of
+    prompts `prompt` long) of the requests that replace finished ones, in one weight read."""
+    return _step(case, tp, batch, context, prefill_tokens=prefill_tokens, prompt=prompt)
 
 
 def prefill(case: InferenceCase, tp: Array, requests: Array, prompt: Array) -> StepTimes:
@@ -238,6 +243,33 @@ def prefill(case: InferenceCase, tp: Array, requests: Array, prompt: Array) -> S
     overhead = np.full_like(tokens, eng.step_overhead_s)
     seconds = np.maximum(weights_s, gemm_s + attention_s) + comm + overhead
     return StepTimes(seconds, comm, weights_s, np.zeros_like(tokens), gemm_s, attention_s, overhead)
+
+
+def chunked_mixed_s(
+    case: InferenceCase, tp: Array, batch: Array, context: Array, *, prompt: float, output: float
+) -> Array:
+    """The mean step of continuous batching when prompts are scheduled a chunk at a time.
+
+    An engine admits a prompt in pieces of up to its token budget per step (`profile_tokens`:
+    TensorRT-LLM's and vLLM's max_num_tokens, 8192 by default), not spread evenly over the
+    steps. When the replacements bring fewer prompt tokens per step (c·prompt/output) than one
+    such piece, only that share of steps carries a piece and the others decode alone: a piece
+    step is compute-bound, a decode-only one reads the weights for the batch alone, and their
+    mean is slower than one step carrying the mean (the stall Sarathi-Serve measures, Agrawal
+    et al., OSDI 2024). It is the small batch of a long-prompt load that meets this: an H100
+    holding 32 requests of 22k tokens is slower beside an H200 holding 115 than the even
+    spread says. A request's time per output token averages over many steps, so the mean is
+    also what its TPOT reads."""
+    per_step = batch * prompt / output  # each slot turns over once every `output` steps
+    piece = float(min(prompt, case.engine.profile_tokens))
+    share = np.minimum(1.0, per_step / piece) if piece > 0 else np.ones_like(batch)
+    carried = np.divide(per_step, share, out=np.zeros_like(per_step), where=share > 0)
+    prompts = np.full_like(batch, prompt)
+    loaded = mixed_step(case, tp, batch, context, prefill_tokens=carried, prompt=prompts)
+    if bool(np.all(share >= 1.0)):
+        return loaded.seconds
+    alone = decode_step(case, tp, batch, context).seconds
+    return np.asarray(share * loaded.seconds + (1.0 - share) * alone, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -322,12 +354,13 @@ def static_batch(
 def continuous(
     case: InferenceCase, tp: Array, concurrency: Array, prompt: float, output: float
 ) -> Serving:
-    """Steady state of in-flight batching: each step decodes `concurrency` requests and
-    prefills the prompts of the requests that replace finished ones (chunked prefill), so
-    prefill and decode interfere inside one step rather than taking turns."""
+    """Steady state of in-flight batching: each step decodes `concurrency` requests, and the
+    prompts of the requests that replace finished ones ride in the same steps a chunk at a
+    time (`chunked_mixed_s`), so prefill and decode interfere inside a step rather than
+    taking turns."""
     mid = np.full_like(concurrency, prompt + output / 2)
     prompts = np.full_like(concurrency, prompt)
-    mixed = mixed_step(case, tp, concurrency, mid, prompt=prompts, output=output).seconds
+    mixed = chunked_mixed_s(case, tp, concurrency, mid, prompt=prompt, output=output)
     one = np.ones_like(concurrency)
     per_request = prefill(case, tp, one, prompts)
     ttft = per_request.seconds + mixed + case.engine.request_overhead_s

@@ -442,8 +442,10 @@ def _why(best: Portfolio, other: Portfolio) -> list[str]:
             )
             if bm and om and b.gpus < o.gpus:
                 out.append(
-                    f"{b.workload}: a {best.accelerator} replica holds {bm:,.0f} concurrent "
-                    f"requests within the SLO vs {om:,.0f} on {other.accelerator}, so "
+                    # the accelerator named once, after "on": the alternatives' copy says
+                    # "on the recommendation" in its place
+                    f"{b.workload}: a replica holds {bm:,.0f} concurrent requests within the "
+                    f"SLO on {best.accelerator} vs {om:,.0f} on {other.accelerator}, so "
                     f"{(1 - b.gpus / o.gpus):.0%} fewer GPUs ({b.gpus} vs {o.gpus})"
                 )
         else:
