@@ -126,6 +126,12 @@ def case_for(
     )
     eng = engine(spec.serving.engine, device.vendor, device.name)
     log.add(f"engine[{eng.name}]", eng.source, "src/gpufleet/estimate/data/engines.yaml")
+    log.add(
+        f"prefill_chunk_tokens[{eng.name}]",
+        eng.profile_tokens,
+        "the engine's per-step token budget (max_num_tokens, engines.yaml): prompts are "
+        "scheduled in pieces this large and its activation peak is reserved (design 0005)",
+    )
     train_eff, _ = efficiency_for(hw.accelerator)
     return InferenceCase(
         arch=spec.model,
