@@ -62,3 +62,19 @@ def test_leave_one_source_out(fit: ModernFit) -> None:
     assert by_source["amd-rocm-training"].borrowed == ("cdna3",)  # borrowed from Hopper
     assert by_source["maxtext"].borrowed == ("tpu-v5p",)
     assert by_source["nemo-24.07"].median_abs <= 0.10
+
+
+def test_the_per_source_view_is_the_median_of_the_sources_and_printed_beside_the_pooled(
+    fit: ModernFit,
+) -> None:
+    """Two honest readings of "leave-one-source-out median": over the held-out rows (the one
+    judged against the target; llm-foundry is over half of them) and over the sources."""
+    from gpufleet.cli.validate_fit import fit_sections
+
+    medians = sorted(r.median_abs for r in fit.loso)
+    assert len(medians) == 7
+    assert fit.loso_median_of_sources == medians[3]
+    assert fit.loso_median_of_sources < fit.loso_median_abs  # llm-foundry's rows weigh in
+    _, line = fit_sections(fit)
+    assert f"{fit.loso_median_abs:.1%} over the held-out rows" in line
+    assert f"({fit.loso_median_of_sources:.1%} as the median of the 7 sources' medians" in line

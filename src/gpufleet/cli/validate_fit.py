@@ -59,7 +59,8 @@ def fit_sections(fit: object) -> tuple[list[Section], str]:
         f"modern fit: {fit.rows} rows; median |error| {fit.before_median_abs:.1%} with the "
         f"shipped parameters, {fit.after_median_abs:.1%} after this fit (median error "
         f"{fit.after_median_signed:+.1%}); leave-one-source-out median |error| "
-        f"{fit.loso_median_abs:.1%}"
+        f"{fit.loso_median_abs:.1%} over the held-out rows ({fit.loso_median_of_sources:.1%} as "
+        f"the median of the {len(fit.loso)} sources' medians, each source one vote)"
     )
     return [params, by_acc, by_prec, loso], line
 
@@ -73,7 +74,9 @@ def show_modern_fit(fmt: str, write: bool) -> None:
         path = resources.files("gpufleet.estimate").joinpath("data", "efficiency.yaml")
         write_fitted(fit.parameters, str(path))
     if fmt == "json":
-        typer.echo(json.dumps(to_json(fit), indent=2))
+        payload = to_json(fit)
+        payload["loso_median_of_sources"] = fit.loso_median_of_sources
+        typer.echo(json.dumps(payload, indent=2))
         return
     sections, line = fit_sections(fit)
     if fmt == "markdown":
