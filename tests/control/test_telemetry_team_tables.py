@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, insert, select
 
+from gpufleet.control import telemetry_rollup as rollup
 from gpufleet.control import telemetry_series as tseries
 from gpufleet.control import telemetry_store as ts
 from gpufleet.control.db import make_engine, sessions, upgrade
@@ -218,7 +219,7 @@ def test_team_tables_give_the_per_gpu_series(
     ):
         if now is not None:
             with maker.begin() as s:
-                ts.roll_up(s, now)
+                rollup.roll_up(s, now)
         with maker() as s:
             for kwargs in ({"by_team": True}, {}, {"team": "a"}):
                 got = tseries.series(s, start_s, end_s, step_s, **kwargs)  # type: ignore[arg-type]

@@ -14,7 +14,8 @@ import logging
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,13 +24,13 @@ from gpufleet.cluster import Cluster
 from gpufleet.control.executors.base import Executor
 from gpufleet.control.models import Allocation, Job
 from gpufleet.control.periodic import Periodic
+from gpufleet.control.telemetry_rollup import roll_up
 from gpufleet.control.telemetry_store import (
     IdleNotice,
     IngestReport,
     TelemetryConfig,
-    gpu_of,
+    gpu_index,
     ingest,
-    roll_up,
 )
 from gpufleet.errors import UserError
 from gpufleet.telemetry.emulated import PROFILES, EmulatedCollector, EmulatedGpu, EmulatedJob
@@ -44,36 +45,39 @@ BUSY_PROFILE_ENV = "GPUFLEET_EMULATE_BUSY"
 def busy_profile(job: Job) -> str:
     """The profile an emulated job runs with: its env's, else by kind (a server serves, a
     notebook mostly waits for its user, the rest compute)."""
-    declared = str(job.env.get(BUSY_PROFILE_ENV, "")) if job.env else ""
+    return _profile(job.env, job.kind)
+
+
+def _profile(env: dict[str, Any] | None, kind: str) -> str:
+    declared = str(env.get(BUSY_PROFILE_ENV, "")) if env else ""
     if declared in PROFILES:
         return declared
-    return {"inference": "inference", "interactive": "notebook"}.get(job.kind, "training")
+    return {"inference": "inference", "interactive": "notebook"}.get(kind, "training")
 
 
 def emulated_jobs(sessions: sessionmaker[Session]) -> Callable[[], list[EmulatedJob]]:
     """The store's running jobs as the emulated collector wants them: one entry per node."""
 
     def read() -> list[EmulatedJob]:
-        with sessions() as s:
+        a = Allocation
+        with sessions() as s:  # columns, not jobs: a job's JSON fields are many reads
             rows = s.execute(
-                select(Job, Allocation)
-                .join(Allocation, Allocation.job_id == Job.id)
-                .where(Allocation.released_s.is_(None), Job.state == "running")
+                select(Job.id, Job.kind, Job.env, Job.started_s, a.node, a.gpu, a.slice_id)
+                .join(a, a.job_id == Job.id)
+                .where(a.released_s.is_(None), Job.state == "running")
             ).all()
-        by: dict[tuple[int, str], tuple[Job, set[int]]] = {}
-        for job, alloc in rows:
-            gpu = gpu_of(alloc)
-            if gpu is not None:
-                by.setdefault((job.id, alloc.node), (job, set()))[1].add(gpu)
+        by: dict[tuple[int, str], tuple[EmulatedJob, set[int]]] = {}
+        for job_id, kind, env, started_s, node, on, slice_id in rows:
+            gpu = gpu_index(on, slice_id)
+            if gpu is None:
+                continue
+            if (job_id, node) not in by:
+                # the profile is read once per job and node, not per GPU
+                job = EmulatedJob(str(job_id), _profile(env, kind), node, (), started_s or 0.0)
+                by[(job_id, node)] = (job, set())
+            by[(job_id, node)][1].add(gpu)
         return [
-            EmulatedJob(
-                job_id=str(job.id),
-                profile=busy_profile(job),
-                node=node,
-                gpu_indices=tuple(sorted(gpus)),
-                start_s=job.started_s or 0.0,
-            )
-            for (_, node), (job, gpus) in sorted(by.items())
+            replace(job, gpu_indices=tuple(sorted(gpus))) for _, (job, gpus) in sorted(by.items())
         ]
 
     return read
@@ -86,9 +90,12 @@ def free_gpus(
 
     def read() -> list[tuple[str, int]]:
         with sessions() as s:
+            a = Allocation
             held = {
-                (a.node, gpu_of(a))
-                for a in s.scalars(select(Allocation).where(Allocation.released_s.is_(None)))
+                (node, gpu_index(on, slice_id))
+                for node, on, slice_id in s.execute(
+                    select(a.node, a.gpu, a.slice_id).where(a.released_s.is_(None))
+                )
             }
         return [
             (n.name, g) for n in cluster.nodes for g in range(n.gpus) if (n.name, g) not in held
@@ -206,6 +213,11 @@ def _gpus(sessions: sessionmaker[Session], job_id: int) -> int:
     return max(1, round(sum(milli) / 1000))
 
 
+# GPUs' rows (and jobs' meters) per transaction of a reading round: ~10-20 ms of SQLite's
+# write lock on the 2-vCPU VM (8,000 GPUs at once held it 0.2-0.5 s; docs/benchmarks.md)
+WRITE_PIECE = 500
+
+
 class TelemetryLoop(Periodic):
     """Reads the collector every `config.interval_s` while `leading()`, stores the readings,
     rolls up and prunes. A failing read is logged and retried next time; it never stops
@@ -245,8 +257,12 @@ class TelemetryLoop(Periodic):
             self._reason = self.collector.reason
             if self._reason:
                 log.warning("telemetry (%s): %s", self.collector.name, self._reason)
+        # the round committed every WRITE_PIECE GPUs and the roll-up in its own
+        # transaction, so SQLite's one write lock (which every submit waits for) is held
+        # a piece at a time; roll_up is idempotent, so a crash between loses nothing
+        with self.sessions() as s:
+            report = ingest(s, readings, now, self.config, commit_every=WRITE_PIECE)
         with self.sessions.begin() as s:
-            report = ingest(s, readings, now, self.config)
             roll_up(s, now)
         for notice in report.notices:
             log.info("job %d flagged idle: %s", notice.job_id, notice.text)
