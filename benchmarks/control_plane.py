@@ -28,6 +28,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import gc
 import json
 import math
 import os
@@ -725,10 +726,20 @@ def drive_loads(
         timeout_s=timeout_s,
         max_in_flight=max_in_flight,
     )
-    # a caller with an event loop already running in this thread (Playwright's sync API in
-    # the same test process) cannot asyncio.run here: drive the load from a fresh thread
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    # The generator is this process, which in `make bench` also holds the earlier entries'
+    # seeded stores and reconcilers: a full collection of that heap paused the sends for up
+    # to a second (late sends, and every request's time from its scheduled instant grew:
+    # 0.2-1.0 s p99 on both stores in the whole control-plane sequence, 15-30 ms alone).
+    # What exists now is frozen out of the collector's reach for the run.
+    gc.collect()
+    gc.freeze()
+    try:
+        # a caller with an event loop already running in this thread (Playwright's sync API
+        # in the same test process) cannot asyncio.run here: drive the load from a fresh thread
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+    finally:
+        gc.unfreeze()
 
 
 @dataclass(frozen=True, slots=True)
