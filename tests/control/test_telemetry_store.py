@@ -436,3 +436,34 @@ def test_a_round_written_in_pieces_holds_the_write_lock_a_piece_at_a_time(plane:
             held = row.gpu_milli / 1000 * (row.end_s - row.start_s)
             assert row.used_gpu_s is not None
             assert abs(row.used_gpu_s - share * held) < 1e-6 * held
+
+
+@pytest.mark.parametrize("commit_every", [None, 1])
+def test_a_later_attempt_replaces_the_earlier_attempts_meters(
+    lite: Plane, commit_every: int | None
+) -> None:
+    """The same job on the same GPU under a new attempt (a restart): its meters start from
+    this reading, and the earlier attempt's share is gone (one row per job)."""
+    from gpufleet.control.models import Allocation, JobUtilization
+
+    j = submit(lite, "vision-member", name="r", gpus=1, runtime_estimate_s=10**5)["id"]
+    lite.cycle()
+    lite.cycle(1)
+    gpu = _placed(lite, j)[0]
+    _run(lite, 60, {gpu: 50.0})
+    with lite.sessions.begin() as s:
+        row = s.get(Job, j)
+        assert row is not None
+        first = row.attempt
+        row.attempt = first + 1
+        for alloc in s.scalars(select(Allocation).where(Allocation.job_id == j)):
+            alloc.attempt = first + 1
+    with lite.sessions() as s:
+        ts.ingest(s, _all_gpus(lite, {gpu: 20.0}), lite.clock(), CONFIG, commit_every=commit_every)
+        s.commit()
+    with lite.sessions() as s:
+        assert ts.busy_share(s, j, first) is None
+        assert ts.busy_share(s, j, first + 1) == pytest.approx(0.2)
+        meter = s.get(JobUtilization, j)
+        assert meter is not None
+        assert meter.sampled_gpu_s == CONFIG.interval_s  # one GPU, one reading

@@ -42,13 +42,9 @@ SOURCES = ("auto", "emulated", "nvml", "dcgm", "slurm", "off")
 BUSY_PROFILE_ENV = "GPUFLEET_EMULATE_BUSY"
 
 
-def busy_profile(job: Job) -> str:
+def busy_profile(env: dict[str, Any] | None, kind: str) -> str:
     """The profile an emulated job runs with: its env's, else by kind (a server serves, a
     notebook mostly waits for its user, the rest compute)."""
-    return _profile(job.env, job.kind)
-
-
-def _profile(env: dict[str, Any] | None, kind: str) -> str:
     declared = str(env.get(BUSY_PROFILE_ENV, "")) if env else ""
     if declared in PROFILES:
         return declared
@@ -73,7 +69,7 @@ def emulated_jobs(sessions: sessionmaker[Session]) -> Callable[[], list[Emulated
                 continue
             if (job_id, node) not in by:
                 # the profile is read once per job and node, not per GPU
-                job = EmulatedJob(str(job_id), _profile(env, kind), node, (), started_s or 0.0)
+                job = EmulatedJob(str(job_id), busy_profile(env, kind), node, (), started_s or 0.0)
                 by[(job_id, node)] = (job, set())
             by[(job_id, node)][1].add(gpu)
         return [
@@ -213,7 +209,7 @@ def _gpus(sessions: sessionmaker[Session], job_id: int) -> int:
     return max(1, round(sum(milli) / 1000))
 
 
-# GPUs' rows (and jobs' meters) per transaction of a reading round: ~10-20 ms of SQLite's
+# GPUs' rows (and jobs' meters) per transaction of a reading round: ~5-10 ms of SQLite's
 # write lock on the 2-vCPU VM (8,000 GPUs at once held it 0.2-0.5 s; docs/benchmarks.md)
 WRITE_PIECE = 500
 

@@ -411,18 +411,20 @@ def _update_meters(
     """Each holder's meters after this round, written in bulk (`commit_every` attempts per
     transaction when given); an idle flag set or cleared loads its job to record it."""
     busy, read_milli, mem = round_.busy, round_.read_milli, round_.mem
-    updated: list[dict[str, Any]] = []
-    fresh: list[dict[str, Any]] = []
+    updated: list[dict[str, Any]] = []  # meters of the same attempt (UPDATE by job id)
+    replaced: list[int] = []  # jobs whose meters were an earlier attempt's (DELETE first)
+    fresh: list[dict[str, Any]] = []  # meters of a new attempt (INSERT)
     for done, ((job_id, attempt), milli) in enumerate(sorted(read_milli.items()), start=1):
         util = busy[(job_id, attempt)] / milli  # milli-weighted mean busy % of its GPUs
         gpus = milli / 1000
         m = known.meters.get(job_id)
-        if m is None or m.attempt != attempt:  # a new attempt starts its meters afresh
-            replaces = m is not None
+        same = m is not None and m.attempt == attempt
+        if m is None or not same:  # a new attempt starts its meters afresh
+            if m is not None:
+                replaced.append(job_id)
             m = _Meter(attempt)
             dt = config.interval_s
         else:
-            replaces = None
             last = m.last_sample_s if m.last_sample_s is not None else now_s - config.interval_s
             dt = now_s - last if now_s - last <= config.max_gap_s else 0.0
         m.low_since_s = _low_since(m.low_since_s, util, now_s - dt, config)
@@ -437,32 +439,34 @@ def _update_meters(
             _detect_idle(
                 session, job_id, m, util, now_s=now_s, config=config, policy=policy, report=report
             )
-        row = {"b_job_id": job_id} | {f"b_{name}": getattr(m, name) for name in _METER_FIELDS}
-        if replaces is None:
-            updated.append(row)
+        values = {name: getattr(m, name) for name in _METER_FIELDS}
+        if same:
+            updated.append({"b_job_id": job_id} | {f"b_{k}": v for k, v in values.items()})
         else:
-            fresh.append(row | {"b_replaces": replaces})
+            fresh.append({"job_id": job_id} | values)
         if (commit_every and done % commit_every == 0) or done == len(read_milli):
-            _write_meters(session, updated, fresh)
-            updated, fresh = [], []
+            _write_meters(session, updated, replaced, fresh)
+            updated, replaced, fresh = [], [], []
             if commit_every:
                 session.flush()  # the events of idle flags set or cleared in this piece
                 session.commit()
 
 
 def _write_meters(
-    session: Session, updated: list[dict[str, Any]], fresh: list[dict[str, Any]]
+    session: Session,
+    updated: list[dict[str, Any]],
+    replaced: list[int],
+    fresh: list[dict[str, Any]],
 ) -> None:
     u = JobUtilization
-    values: dict[str, Any] = {name: bindparam(f"b_{name}") for name in _METER_FIELDS}
     conn = session.connection()
     if updated:
+        values: dict[str, Any] = {name: bindparam(f"b_{name}") for name in _METER_FIELDS}
         conn.execute(update(u).where(u.job_id == bindparam("b_job_id")).values(values), updated)
-    if stale := [{"b_job_id": r["b_job_id"]} for r in fresh if r["b_replaces"]]:
-        conn.execute(delete(u).where(u.job_id == bindparam("b_job_id")), stale)
+    if replaced:
+        conn.execute(delete(u).where(u.job_id.in_(replaced)))
     if fresh:
-        rows = [{"job_id": r["b_job_id"]} | {n: r[f"b_{n}"] for n in _METER_FIELDS} for r in fresh]
-        conn.execute(insert(u), rows)
+        conn.execute(insert(u), fresh)
 
 
 def _low_since(
