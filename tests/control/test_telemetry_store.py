@@ -7,6 +7,8 @@ readings were made with, times the GPU-seconds the job held.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from sqlalchemy import func, select
 from gpufleet.control import telemetry_rollup as rollup
 from gpufleet.control import telemetry_series as tseries
 from gpufleet.control import telemetry_store as ts
-from gpufleet.control.models import GpuSample, GpuSample5m, Job, Team, UsageEntry
+from gpufleet.control.models import GpuLatest, GpuSample, GpuSample5m, Job, Team, UsageEntry
 from gpufleet.telemetry.samples import GpuSample as GpuReading
 
 from .conftest import Plane
@@ -201,19 +203,31 @@ def test_series_by_team_and_latest(plane: Plane) -> None:
         assert rolled == tseries.series(s, start, start + 300, 60, per_gpu=True)
 
 
-def test_latest_is_each_gpus_newest_reading_until_pruned(lite: Plane) -> None:
-    """`gpu_latest` holds each GPU's newest reading (what the raw day's newest row says),
-    and forgets a GPU when its raw rows are pruned."""
+def test_latest_is_each_gpus_newest_reading_until_pruned(plane: Plane) -> None:
+    """`gpu_latest` holds each GPU's newest reading (what the raw day's newest row says, every
+    column: it is copied from that row in the store), and forgets a GPU when its raw rows
+    are pruned."""
+    lite = plane
     t = lite.clock()
     with lite.sessions.begin() as s:
         ts.ingest(s, _all_gpus(lite, {}), t, CONFIG)
         ts.ingest(s, [Reading("h100-0", 0, 50.0)], t + 200, CONFIG)
+        # a second round at the same instant (a clock that did not move): the later reading
+        ts.ingest(s, [replace(Reading("h100-0", 0, 40.0), mem_used_bytes=7)], t + 200, CONFIG)
         ts.ingest(s, [Reading("h100-1", 0, 70.0)], t + ts.RAW_KEEP_S, CONFIG)
     with lite.sessions() as s:
         now = {(g.node, g.gpu): (g.time_s, g.util_pct) for g in ts.latest(s)}
         raw = s.execute(select(GpuSample.node, GpuSample.gpu, GpuSample.time_s)).all()
+        columns = list(GpuLatest.__table__.columns)
+        latest_rows = {(r.node, r.gpu): tuple(r) for r in s.execute(select(*columns))}
+        copied = s.execute(
+            select(*(GpuSample.__table__.c[c.name] for c in columns)).where(
+                GpuSample.node == "h100-0", GpuSample.gpu == 0, GpuSample.mem_used_bytes == 7
+            )
+        ).one()
+    assert latest_rows[("h100-0", 0)] == tuple(copied)
     assert len(now) == 16
-    assert now[("h100-0", 0)] == (t + 200, 50.0)
+    assert now[("h100-0", 0)] == (t + 200, 40.0)
     assert now[("h100-1", 0)] == (t + ts.RAW_KEEP_S, 70.0)
     assert now[("h100-1", 7)] == (t, 0.0)
     newest = {
@@ -223,7 +237,8 @@ def test_latest_is_each_gpus_newest_reading_until_pruned(lite: Plane) -> None:
     with lite.sessions.begin() as s:
         rollup.roll_up(s, t + ts.RAW_KEEP_S + 100)  # prunes the raw rows before t + 100
     with lite.sessions() as s:
-        assert [(g.node, g.gpu) for g in ts.latest(s)] == [("h100-0", 0), ("h100-1", 0)]
+        kept = [(g.node, g.gpu) for g in ts.latest(s)]
+    assert kept == [("h100-0", 0), ("h100-1", 0)]
 
 
 def test_config_refuses_nonsense() -> None:
@@ -390,7 +405,9 @@ def test_an_idle_job_is_posted_to_the_webhook(plane: Plane, cluster: Any) -> Non
     assert loop.errors == 0
 
 
-def test_a_round_written_in_pieces_holds_the_write_lock_a_piece_at_a_time(plane: Plane) -> None:
+def test_a_round_written_in_pieces_holds_the_write_lock_a_piece_at_a_time(
+    plane: Plane, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The reader's loop commits every `commit_every` GPUs' rows and jobs' meters (SQLite has
     one write lock, which every submit waits for: a round of 8,000 GPUs written at once held
     it 0.2-0.5 s). Pieces change nothing stored: used GPU-hours are the busy share times the
@@ -401,9 +418,12 @@ def test_a_round_written_in_pieces_holds_the_write_lock_a_piece_at_a_time(plane:
     inserted: list[int] = [0]
     per_transaction: list[int] = []
 
-    def count(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO GPU_SAMPLES "):
-            inserted[0] += len(params) if isinstance(params, list) else 1
+    write = ts._write_samples
+
+    def count(session: Any, rows: Sequence[Any], now_s: float) -> None:
+        # the rows written (PostgreSQL's COPY passes no statement event to count)
+        inserted[0] += len(rows)
+        write(session, rows, now_s)
 
     def committed(conn: Any) -> None:
         per_transaction.append(inserted[0])
@@ -416,7 +436,7 @@ def test_a_round_written_in_pieces_holds_the_write_lock_a_piece_at_a_time(plane:
     gpus = _placed(plane, j)
     util = {g: (90.0 if i < 2 else 30.0) for i, g in enumerate(gpus)}  # 60 % on average
     util |= dict.fromkeys(_placed(plane, k), 50.0)
-    event.listen(engine, "before_cursor_execute", count)
+    monkeypatch.setattr(ts, "_write_samples", count)
     event.listen(engine, "commit", committed)
     try:
         for _ in range(80):  # 1,200 s
@@ -425,7 +445,6 @@ def test_a_round_written_in_pieces_holds_the_write_lock_a_piece_at_a_time(plane:
                 report = ts.ingest(s, _all_gpus(plane, util), plane.clock(), CONFIG, commit_every=3)
             assert report.samples == 16
     finally:
-        event.remove(engine, "before_cursor_execute", count)
         event.remove(engine, "commit", committed)
     assert max(per_transaction) == 3  # 16 GPUs: six pieces a round, none larger
     assert sum(per_transaction) == 80 * 16

@@ -56,21 +56,28 @@ def emulated_jobs(sessions: sessionmaker[Session]) -> Callable[[], list[Emulated
 
     def read() -> list[EmulatedJob]:
         a = Allocation
+        running = Job.state == "running"
         with sessions() as s:  # columns, not jobs: a job's JSON fields are many reads
+            # each job's env once (a JSON decode), not once per GPU it holds
+            jobs = {
+                job_id: (busy_profile(env, kind), started_s or 0.0)
+                for job_id, kind, env, started_s in s.execute(
+                    select(Job.id, Job.kind, Job.env, Job.started_s).where(running)
+                )
+            }
             rows = s.execute(
-                select(Job.id, Job.kind, Job.env, Job.started_s, a.node, a.gpu, a.slice_id)
-                .join(a, a.job_id == Job.id)
-                .where(a.released_s.is_(None), Job.state == "running")
+                select(a.job_id, a.node, a.gpu, a.slice_id)
+                .join(Job, a.job_id == Job.id)
+                .where(a.released_s.is_(None), running)
             ).all()
         by: dict[tuple[int, str], tuple[EmulatedJob, set[int]]] = {}
-        for job_id, kind, env, started_s, node, on, slice_id in rows:
+        for job_id, node, on, slice_id in rows:
             gpu = gpu_index(on, slice_id)
-            if gpu is None:
+            if gpu is None or job_id not in jobs:
                 continue
             if (job_id, node) not in by:
-                # the profile is read once per job and node, not per GPU
-                job = EmulatedJob(str(job_id), busy_profile(env, kind), node, (), started_s or 0.0)
-                by[(job_id, node)] = (job, set())
+                profile, started_s = jobs[job_id]
+                by[(job_id, node)] = (EmulatedJob(str(job_id), profile, node, (), started_s), set())
             by[(job_id, node)][1].add(gpu)
         return [
             replace(job, gpu_indices=tuple(sorted(gpus))) for _, (job, gpus) in sorted(by.items())

@@ -39,6 +39,7 @@ from sqlalchemy import (
     Insert,
     bindparam,
     delete,
+    func,
     insert,
     select,
     update,
@@ -175,7 +176,6 @@ def ingest(
     mem: dict[tuple[int, int], int] = defaultdict(int)
     # per team (False, name; None: no one team) and for the whole cluster (True, None)
     per_team: dict[tuple[bool, str | None], TeamSums] = defaultdict(TeamSums)
-    now: list[dict[str, Any]] = []  # each GPU's row of `gpu_latest`
     samples: list[dict[str, Any]] = []  # each GPU's row of `gpu_samples`
     for r in _per_gpu(readings, held):
         assert r.gpu_index is not None
@@ -185,21 +185,17 @@ def ingest(
         team = sole.team if sole else _shared_team(who)
         per_team[(False, team)].add(util, r.mem_used_bytes)
         per_team[(True, None)].add(util, r.mem_used_bytes)
-        row = {
-            "node": r.node,
-            "gpu": r.gpu_index,
-            "time_s": now_s,
-            "job_id": sole.job_id if sole else None,
-            "team": team,
-            "util_pct": util,
-            "mem_used_bytes": r.mem_used_bytes,
-            "mem_total_bytes": r.mem_total_bytes,
-            "healthy": r.healthy,
-        }
-        now.append(row)
         samples.append(
-            row
-            | {
+            {
+                "node": r.node,
+                "gpu": r.gpu_index,
+                "time_s": now_s,
+                "job_id": sole.job_id if sole else None,
+                "team": team,
+                "util_pct": util,
+                "mem_used_bytes": r.mem_used_bytes,
+                "mem_total_bytes": r.mem_total_bytes,
+                "healthy": r.healthy,
                 "sm_active_pct": r.sm_active_pct,
                 "power_w": r.power_w,
                 "temp_c": r.temp_c,
@@ -223,8 +219,7 @@ def ingest(
     # the writes, from here to the commit (or, with `commit_every`, in pieces)
     step = commit_every or max(1, len(samples))
     for i in range(0, len(samples), step):
-        session.connection().execute(insert(GpuSample), samples[i : i + step])
-        session.connection().execute(_upsert_latest(session), now[i : i + step])
+        _write_samples(session, samples[i : i + step], now_s)
         if commit_every:
             session.commit()
     team_rows = [
@@ -250,10 +245,47 @@ def ingest(
     return report
 
 
-def _upsert_latest(session: Session) -> Insert:
-    """INSERT .. ON CONFLICT (node, gpu) DO UPDATE: SQLite and PostgreSQL spell it alike."""
-    dialect = session.get_bind().dialect.name
+# the raw row's columns, in the order COPY writes them (`id` comes from its sequence)
+_SAMPLE_COLUMNS = tuple(c.name for c in GpuSample.__table__.columns if c.name != "id")
+_LATEST_COLUMNS = tuple(c.name for c in GpuLatest.__table__.columns)
+
+
+def _write_samples(session: Session, rows: Sequence[dict[str, Any]], now_s: float) -> None:
+    """Insert raw rows and make them their GPUs' latest readings.
+
+    The latest rows are copied from the raw rows just inserted, in the store (INSERT ..
+    SELECT .. ON CONFLICT DO UPDATE), not sent a second time: a round of 8,000 GPUs was
+    18,000 statements, ~0.3 s of the reader's CPU beside the API's. On PostgreSQL the raw
+    rows go in by COPY, which parses no statement per row."""
+    if not rows:
+        return
+    conn = session.connection()
+    before = conn.scalar(select(func.max(GpuSample.id))) or 0
+    if conn.dialect.name == "postgresql":
+        import psycopg  # the PostgreSQL driver (control/db.py); not needed for SQLite
+
+        dbapi = conn.connection.dbapi_connection
+        assert isinstance(dbapi, psycopg.Connection)
+        columns = ", ".join(_SAMPLE_COLUMNS)
+        with (
+            dbapi.cursor() as cursor,
+            cursor.copy(f"COPY gpu_samples ({columns}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row([row[c] for c in _SAMPLE_COLUMNS])
+    else:
+        conn.execute(insert(GpuSample), rows)
+    conn.execute(_latest_from(conn.dialect.name, now_s, before))
+
+
+def _latest_from(dialect: str, now_s: float, after_id: int) -> Insert:
+    """INSERT INTO gpu_latest SELECT the raw rows of this round past `after_id` ON CONFLICT
+    (node, gpu) DO UPDATE: SQLite and PostgreSQL spell it alike (SQLite's upsert after a
+    SELECT needs the WHERE it has)."""
+    raw = GpuSample.__table__.c
+    rows = select(*(raw[c] for c in _LATEST_COLUMNS)).where(raw.time_s == now_s, raw.id > after_id)
     stmt = (sqlite_insert if dialect == "sqlite" else postgresql_insert)(GpuLatest)
+    stmt = stmt.from_select(list(_LATEST_COLUMNS), rows)
     kept = [c.name for c in GpuLatest.__table__.columns if not c.primary_key]
     return stmt.on_conflict_do_update(
         index_elements=["node", "gpu"], set_={name: stmt.excluded[name] for name in kept}
