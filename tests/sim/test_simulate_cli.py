@@ -441,28 +441,18 @@ def test_an_unknown_experiment_is_refused_with_a_suggestion(
     assert "did you mean 'fragmentation'" in capsys.readouterr().err
 
 
+def _compare_pollux(out: Path, *extra: str) -> int:
+    """`simulate compare` of fifo and tiresias on the first Pollux workload, JSON on stdout."""
+    args = ["simulate", "compare", "trace", "bundled:pollux-1", "--profiles", "fifo,tiresias"]
+    return main([*args, "--restart-overhead", "30s", "--format", "json", "--out", str(out), *extra])
+
+
 def test_a_pollux_workload_replays_on_its_own_cluster(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 29: the paper's workloads ship with gpufleet; `compare` prints the mean JCT the
     paper reports, and tiresias preempts where fifo does not."""
-    code = main(
-        [
-            "simulate",
-            "compare",
-            "trace",
-            "bundled:pollux-1",
-            "--profiles",
-            "fifo,tiresias",
-            "--restart-overhead",
-            "30s",
-            "--format",
-            "json",
-            "--out",
-            str(tmp_path / "out"),
-        ]
-    )
-    assert code == 0
+    assert _compare_pollux(tmp_path / "out") == 0
     summary = json.loads(capsys.readouterr().out)
     text = json.dumps(summary)
     assert "jct_s.mean" in text
@@ -506,6 +496,41 @@ def test_jobs_out_writes_one_row_per_completed_job(
     assert metrics["jct_s"]["mean"] == pytest.approx(mean)
 
 
-def test_jobs_out_refuses_an_unknown_suffix(capsys: pytest.CaptureFixture[str]) -> None:
+def test_jobs_out_refuses_an_unknown_suffix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["simulate", "trace", "bundled:pollux-1", "--jobs-out", "jobs.txt"]) == 2
     assert ".csv or .parquet" in capsys.readouterr().err
+    out = tmp_path / "cmp"
+    args = ["simulate", "compare", "trace", "bundled:pollux-1", "--profiles", "fifo"]
+    assert main([*args, "--out", str(out), "--jobs-out", "jobs.txt"]) == 2
+    assert ".csv or .parquet" in capsys.readouterr().err
+    assert not out.exists()  # refused before anything ran or was written
+
+
+def test_compare_jobs_out_gives_every_runs_jobs_as_its_summary_counts_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A researcher setting a policy beside a paper's reads per-job rows of each profile: the
+    rows of each run give the mean JCT and wait, the preemptions and the makespan that
+    compare.json reports for it (recomputed here from submit, first start and end)."""
+    path = tmp_path / "jobs.csv"
+    assert _compare_pollux(tmp_path / "cmp", "--jobs-out", str(path)) == 0
+    summary = json.loads(capsys.readouterr().out)["metrics"]
+    with path.open(encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    assert {r["seed"] for r in rows} == {"0"}  # a fixed trace runs once per profile
+    for profile in ("fifo", "tiresias"):
+        mine = [r for r in rows if r["profile"] == profile]
+        got = summary[profile]
+        assert len(mine) == got["jobs_completed"]["mean"] == 160
+        jct = [float(r["end_s"]) - float(r["submit_s"]) for r in mine]
+        wait = [float(r["first_start_s"]) - float(r["submit_s"]) for r in mine]
+        assert got["jct_s.mean"]["mean"] == pytest.approx(sum(jct) / len(jct))
+        assert got["wait_s.mean"]["mean"] == pytest.approx(sum(wait) / len(wait))
+        restarts = sum(int(r["attempts"]) - 1 for r in mine)
+        assert got["preemptions"]["mean"] == restarts
+        span = max(float(r["end_s"]) for r in mine) - min(float(r["submit_s"]) for r in mine)
+        assert got["makespan_s"]["mean"] == pytest.approx(span)
+    # tiresias preempts on this workload (issue 29): the rows show it
+    assert any(int(r["attempts"]) > 1 for r in rows if r["profile"] == "tiresias")

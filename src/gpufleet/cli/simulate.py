@@ -32,6 +32,7 @@ from gpufleet.cli.simulate_options import (
     ClusterArg,
     FormatOpt,
     HorizonOpt,
+    JobsOutOpt,
     MtbfOpt,
     ReferenceOpt,
     RepairOpt,
@@ -41,6 +42,7 @@ from gpufleet.cli.simulate_options import (
     TraceFormatOpt,
     TraceNodesOpt,
     WorkloadArg,
+    check_jobs_out,
 )
 from gpufleet.errors import UnknownNameError, UserError
 
@@ -309,14 +311,7 @@ def run(
         Path | None,
         typer.Option("--out", "-o", help=f"Folder for {RESULT_FILE} (metrics with series)."),
     ] = None,
-    jobs_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--jobs-out",
-            help="Write one row per completed job (submit, first start, end, GPUs, wait, JCT, "
-            "slowdown, attempts) to this .csv or .parquet file.",
-        ),
-    ] = None,
+    jobs_out: JobsOutOpt = None,
 ) -> None:
     """Simulate WORKLOAD on CLUSTER with one profile and seed; print the metrics.
 
@@ -330,8 +325,7 @@ def run(
     fmt = check_format(format)
     _check_profiles([profile])
     _check_out(out)
-    if jobs_out is not None and jobs_out.suffix.lower() not in (".csv", ".parquet"):
-        raise UserError(f"--jobs-out: {jobs_out} must end in .csv or .parquet")
+    check_jobs_out(jobs_out)
     inputs = _read_inputs(
         cluster,
         workload,
@@ -459,6 +453,7 @@ def compare(
         Path,
         typer.Option("--out", "-o", help="Folder for compare.json, compare.html, compare.md."),
     ] = Path("gpufleet-compare"),
+    jobs_out: JobsOutOpt = None,
 ) -> None:
     """Run every profile on seeds 0..N-1; write means with 95 % confidence intervals and plots.
 
@@ -473,6 +468,7 @@ def compare(
     names = _profile_list(profiles)
     _check_profiles(names)
     _check_out(out)
+    check_jobs_out(jobs_out)
     inputs = _read_inputs(
         cluster,
         workload,
@@ -523,11 +519,20 @@ def compare(
     summary = summarize(runs, context=_context(inputs, drawn, warnings))
     files = compare_files(summary)
     write_atomic(out, files)
+    jobs_written = None
+    if jobs_out is not None:
+        from gpufleet.sim.jobs_out import write_runs_jobs
+
+        jobs_written = write_runs_jobs(
+            jobs_out, [(r.profile, r.seed, r.metrics.jobs) for r in runs]
+        )
     if fmt == "json":
         typer.echo(files["compare.json"].decode("utf-8"), nl=False)
         return
     _print_compare(console, summary)
     console.print(f"wrote {', '.join(files)} to {out}/", style="dim")
+    if jobs_out is not None:
+        console.print(f"wrote {jobs_written:,} jobs ({len(runs)} runs) to {jobs_out}", style="dim")
 
 
 def _context(

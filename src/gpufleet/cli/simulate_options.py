@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.errors import UserError
+
 ClusterArg = Annotated[
     str,
     typer.Argument(
@@ -87,3 +89,18 @@ ReferenceOpt = Annotated[
         "workloads: their T4 nodes). Without one, a job takes as long on every accelerator.",
     ),
 ]
+JobsOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--jobs-out",
+        help="Write one row per completed job (submit, first start, end, GPUs, wait, JCT, "
+        "slowdown, attempts) to this .csv or .parquet file; compare adds each run's profile "
+        "and seed.",
+    ),
+]
+
+
+def check_jobs_out(path: Path | None) -> None:
+    """Refuse a `--jobs-out` path that cannot be written as asked, before anything runs."""
+    if path is not None and path.suffix.lower() not in (".csv", ".parquet"):
+        raise UserError(f"--jobs-out: {path} must end in .csv or .parquet")
