@@ -256,12 +256,13 @@ def _write_samples(session: Session, rows: Sequence[dict[str, Any]], now_s: floa
     The latest rows are copied from the raw rows just inserted, in the store (INSERT ..
     SELECT .. ON CONFLICT DO UPDATE), not sent a second time: a round of 8,000 GPUs was
     18,000 statements, ~0.3 s of the reader's CPU beside the API's. On PostgreSQL the raw
-    rows go in by COPY, which parses no statement per row."""
+    rows go in by COPY, which parses no statement per row (with psycopg, the driver
+    `control.db` picks; any other goes through executemany)."""
     if not rows:
         return
     conn = session.connection()
     before = conn.scalar(select(func.max(GpuSample.id))) or 0
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
         import psycopg  # the PostgreSQL driver (control/db.py); not needed for SQLite
 
         dbapi = conn.connection.dbapi_connection
