@@ -32,16 +32,28 @@ from .fake_slurm import FakeSlurm
 # A job that writes its environment, then runs for $RUN_S seconds (attempt 1) or $AGAIN_S
 # (later attempts); SIGUSR1 writes a marker and acknowledges a checkpoint, SIGTERM exits
 # ($TERM_S seconds later: a job that takes part of its grace period to save its work).
+# gpufleet's stop sends the checkpoint signal and then scancel's SIGTERM at once (Slurm's
+# KillWait is the grace period), so a SIGTERM can arrive while the SIGUSR1 handler runs:
+# bash would run the TERM trap between two of its commands and exit before the ack, as a
+# job killed mid-save. This job finishes its save first, as a job that checkpoints should.
 JOB = r"""
 vars='RANK|LOCAL_RANK|NODE_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT'
 vars="$vars|CUDA_VISIBLE_DEVICES|SLURMD_NODENAME|SLURM_JOB_ID|GPUFLEET_ATTEMPT"
 env | grep -E "^($vars)=" | sort > "$GPUFLEET_CHECKPOINT_DIR/env-$GPUFLEET_ATTEMPT-$RANK"
+saving= term=
+on_term() {
+  if [ -n "$saving" ]; then term=1; return; fi
+  echo "rank $RANK: SIGTERM"; sleep "${TERM_S:-0}"; exit 143
+}
 on_usr1() {
+  saving=1
   echo "$(date +%s.%N)" > "$GPUFLEET_CHECKPOINT_DIR/usr1-$GPUFLEET_ATTEMPT-$RANK"
   [ "$RANK" = 0 ] && touch "$GPUFLEET_CHECKPOINT_DIR/gpufleet.ack"
+  saving=
+  if [ -n "$term" ]; then on_term; fi
 }
 trap on_usr1 USR1
-trap 'echo "rank $RANK: SIGTERM"; sleep "${TERM_S:-0}"; exit 143' TERM
+trap on_term TERM
 run=$RUN_S; [ "$GPUFLEET_ATTEMPT" = 1 ] || run=$AGAIN_S
 end=$(( $(date +%s) + run ))
 while [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
