@@ -65,18 +65,21 @@ def _groups(title: str, key: str, items: Sequence[Group]) -> Section:
 
 
 def _skipped(items: Sequence[Skipped], counts: dict[str, int]) -> list[Section]:
-    return [
-        Section(
-            "Skipped rows by reason",
-            ("reason", "rows"),
-            [(reason, str(n)) for reason, n in counts.items()],
-        ),
-        Section(
-            "Skipped rows",
-            ("id", "source", "gpu", "reason", "detail"),
-            [(s.id, s.source, s.gpu, s.reason.value, s.detail) for s in items],
-        ),
-    ]
+    """Every reason with its count (zeros say what was checked); the rows themselves only
+    when there are some (an empty table reads as something missing)."""
+    by_reason = Section(
+        "Skipped rows by reason",
+        ("reason", "rows"),
+        [(reason, str(n)) for reason, n in counts.items()],
+    )
+    if not items:
+        return [by_reason]
+    rows = Section(
+        "Skipped rows",
+        ("id", "source", "gpu", "reason", "detail"),
+        [(s.id, s.source, s.gpu, s.reason.value, s.detail) for s in items],
+    )
+    return [by_reason, rows]
 
 
 def training_sections(
