@@ -77,3 +77,11 @@ def _or_list(items: list[str]) -> str:
     if len(quoted) == 1:
         return quoted[0]
     return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def os_reason(exc: OSError) -> str:
+    """An OS error as a user reads it: what went wrong and on which path ("File exists:
+    /tmp/out", when a folder to create is a file), not only the errno's text."""
+    if exc.strerror and exc.filename:
+        return f"{exc.strerror}: {exc.filename}"
+    return exc.strerror or str(exc)

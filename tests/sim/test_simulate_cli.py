@@ -508,6 +508,28 @@ def test_jobs_out_refuses_an_unknown_suffix(
     assert not out.exists()  # refused before anything ran or was written
 
 
+def test_an_output_that_cannot_be_written_exits_2_and_leaves_no_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --jobs-out or --out under a file (not a folder) is the user's to change: exit 2, a
+    message naming the path, no traceback; and the other output, written first, is undone."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    run = ["simulate", "run", "trace", "bundled:pollux-1"]
+    assert main([*run, "--jobs-out", str(blocker / "jobs.csv")]) == 2
+    err = capsys.readouterr().err
+    assert f"--jobs-out: cannot write {blocker / 'jobs.csv'}" in err
+    assert "Traceback" not in err
+    jobs = tmp_path / "jobs.csv"
+    assert main([*run, "--out", str(blocker / "out"), "--jobs-out", str(jobs)]) == 2
+    assert f"--out {blocker / 'out'}: cannot write there" in capsys.readouterr().err
+    assert not jobs.exists()
+    assert _compare_pollux(blocker / "out", "--jobs-out", str(jobs)) == 2
+    assert f"--out {blocker / 'out'}: cannot write there" in capsys.readouterr().err
+    assert not jobs.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_compare_jobs_out_gives_every_runs_jobs_as_its_summary_counts_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

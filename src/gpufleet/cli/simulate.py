@@ -44,7 +44,7 @@ from gpufleet.cli.simulate_options import (
     WorkloadArg,
     check_jobs_out,
 )
-from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.errors import UnknownNameError, UserError, os_reason
 
 if TYPE_CHECKING:
     from gpufleet.cluster import Cluster
@@ -205,11 +205,12 @@ def write_atomic(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
     """Write every file into `out_dir` (created) whole or not at all.
 
     Each goes to NAME.partial, is synced and only then renamed over NAME, once all are
-    written: a reader never sees half a file, and a failure leaves no partial behind.
+    written: a reader never sees half a file, and a failure leaves no partial behind. A
+    folder that cannot be made or written is the user's to change (`UserError`).
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
     partials = {name: out_dir / f"{name}.partial" for name in files}
     try:
+        out_dir.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
             with partials[name].open("wb") as handle:
                 handle.write(data)
@@ -219,10 +220,24 @@ def write_atomic(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
         for name, partial in partials.items():
             written.append(partial.replace(out_dir / name))
         return written
+    except OSError as exc:
+        raise UserError(f"--out {out_dir}: cannot write there ({os_reason(exc)})") from None
     finally:
         for partial in partials.values():
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # (gone, or its folder is what failed)
                 partial.unlink()
+
+
+@contextlib.contextmanager
+def _undone_on_failure(written: Path | None) -> Iterator[None]:
+    """Remove `written` (a --jobs-out file) if the block fails: a command that exits with an
+    error leaves none of its outputs behind."""
+    try:
+        yield
+    except BaseException:
+        if written is not None:
+            written.unlink(missing_ok=True)
+        raise
 
 
 def _dumps(data: Any) -> str:
@@ -348,6 +363,10 @@ def run(
     with _progress(Console(stderr=True), None, f"simulating {len(inputs.first.jobs):,} jobs"):
         result = simulate(inputs.cluster, inputs.teams_for(inputs.first), inputs.first, config)
     head = {"profile": profile, "seed": seed}
+    if jobs_out is not None:  # first: the other output is undone if it fails
+        from gpufleet.sim.jobs_out import write_jobs
+
+        write_jobs(jobs_out, result.metrics.jobs)
     if out is not None:
         data = {
             **head,
@@ -358,7 +377,8 @@ def run(
             "warnings": list(warnings),
             "metrics": result.metrics.to_json(series=True),
         }
-        write_atomic(out, {RESULT_FILE: _dumps(data).encode("utf-8")})
+        with _undone_on_failure(jobs_out):
+            write_atomic(out, {RESULT_FILE: _dumps(data).encode("utf-8")})
     if fmt == "json":
         payload = {**head, "metrics": result.metrics.to_json(), "warnings": list(warnings)}
         typer.echo(_dumps(payload), nl=False)
@@ -367,9 +387,6 @@ def run(
     if out is not None:
         console.print(f"wrote {out / RESULT_FILE}", style="dim")
     if jobs_out is not None:
-        from gpufleet.sim.jobs_out import write_jobs
-
-        write_jobs(jobs_out, result.metrics.jobs)
         console.print(f"wrote {len(result.metrics.jobs):,} jobs to {jobs_out}", style="dim")
 
 
@@ -518,14 +535,15 @@ def compare(
         )
     summary = summarize(runs, context=_context(inputs, drawn, warnings))
     files = compare_files(summary)
-    write_atomic(out, files)
     jobs_written = None
-    if jobs_out is not None:
+    if jobs_out is not None:  # first: the other output is undone if it fails
         from gpufleet.sim.jobs_out import write_runs_jobs
 
         jobs_written = write_runs_jobs(
             jobs_out, [(r.profile, r.seed, r.metrics.jobs) for r in runs]
         )
+    with _undone_on_failure(jobs_out):
+        write_atomic(out, files)
     if fmt == "json":
         typer.echo(files["compare.json"].decode("utf-8"), nl=False)
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from gpufleet.errors import UserError
+from gpufleet.errors import UserError, os_reason
 from gpufleet.sim.metrics import JOB_COLUMNS, JobRecord
 
 
@@ -33,9 +34,9 @@ def _row(job: JobRecord) -> dict[str, object]:
 
 
 def _write(path: Path, columns: Sequence[str], rows: Sequence[dict[str, object]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix.lower() == ".parquet":
             pq.write_table(pa.table({c: [r[c] for r in rows] for c in columns}), partial)
         else:
@@ -45,5 +46,6 @@ def _write(path: Path, columns: Sequence[str], rows: Sequence[dict[str, object]]
                 writer.writerows(rows)
         partial.replace(path)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise UserError(f"--jobs-out: cannot write {path}: {exc.strerror or exc}") from None
+        with contextlib.suppress(OSError):  # (its folder may be what failed)
+            partial.unlink()
+        raise UserError(f"--jobs-out: cannot write {path} ({os_reason(exc)})") from None
