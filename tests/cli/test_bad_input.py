@@ -320,3 +320,18 @@ def test_a_spec_of_another_kind_gets_one_line(capsys: pytest.CaptureFixture[str]
     assert err.splitlines()[1:] == [
         "  kind: this command reads training specs; this file is kind 'plan'"
     ]
+
+
+def test_reports_under_a_file_exit_2_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --out` naming a folder that cannot be made (a file is in the way) is the
+    user's to change, as a bad spec is."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    spec = Path(__file__).resolve().parents[2] / "examples" / "plan-pretrain-70b.yaml"
+    assert main(["plan", str(spec), "--out", str(blocker / "reports")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {blocker / 'reports'}: cannot write there (Not a directory:" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]

@@ -603,3 +603,16 @@ def test_the_model_note_and_the_memory_note_give_one_fp8_weight_figure() -> None
     weights = re.search(r"([\d.,]+ GB) in fp8", model_note(arch))
     assert weights is not None
     assert f"After {weights[1]} of fp8 weights" in hbm_note(arch, 4_000)
+
+
+def test_a_spec_path_under_a_file_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    path = write_answers(tmp_path, CHAT)
+    spec = blocker / "plan.yaml"
+    code, _, err = invoke(["--answers", str(path), "--spec", str(spec), "--no-run"], capsys)
+    assert code == EXIT_USER_ERROR
+    assert f"{spec}: cannot create its folder (File exists: {blocker})" in err
+    assert "Traceback" not in err

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.errors import UserError
 from gpufleet.formatting import fmt_bytes, fmt_count, fmt_pct, fmt_usd, fmt_usd_rate
 from gpufleet.plan.model import (
     Alternative,
@@ -674,7 +675,8 @@ def test_write_reports_leaves_no_partials_when_a_rename_fails(
         return real_replace(self, target)
 
     monkeypatch.setattr(Path, "replace", flaky)
-    with pytest.raises(OSError, match="disk full"):
+    # the user's to change (exit 2, no traceback)
+    with pytest.raises(UserError, match=r"cannot write there \(disk full\)"):
         write_reports(plan, tmp_path)
     assert not list(tmp_path.glob("*.partial"))
 

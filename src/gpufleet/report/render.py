@@ -26,6 +26,7 @@ from typing import Any, TypeGuard
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from gpufleet.errors import UserError, os_reason
 from gpufleet.formatting import (
     MISSING,
     fmt_bytes,
@@ -391,10 +392,11 @@ def write_reports(plan: Plan, out_dir: Path) -> dict[str, Path]:
 def write_files(contents: Mapping[str, bytes], out_dir: Path) -> dict[str, Path]:
     """Write rendered reports (by format: json, md, html, pdf; any other key is a file name)
     into `out_dir` (created), each as `NAME.partial`, synced, then renamed over `NAME` once
-    all are written; a failure leaves no `.partial` behind. Returns the paths by key."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    all are written; a failure leaves no `.partial` behind. Returns the paths by key. A
+    folder that cannot be made or written is the user's to change (`UserError`)."""
     partials: list[Path] = []
     try:
+        out_dir.mkdir(parents=True, exist_ok=True)
         for kind, data in contents.items():
             partial = out_dir / f"{REPORT_FILES.get(kind, kind)}.partial"
             partials.append(partial)
@@ -407,8 +409,10 @@ def write_files(contents: Mapping[str, bytes], out_dir: Path) -> dict[str, Path]
             final = out_dir / REPORT_FILES.get(kind, kind)
             (out_dir / f"{final.name}.partial").replace(final)
             written[kind] = final
+    except OSError as exc:
+        raise UserError(f"--out {out_dir}: cannot write there ({os_reason(exc)})") from None
     finally:
         for partial in partials:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # (gone, or its folder is what failed)
                 partial.unlink()
     return written

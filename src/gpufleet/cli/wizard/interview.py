@@ -23,7 +23,7 @@ from rich.syntax import Syntax
 from gpufleet.cli.wizard.askers import Asker, Interactive, Scripted, check_keys
 from gpufleet.cli.wizard.plan_questions import plan_questions
 from gpufleet.cli.wizard.questions import ask_workload
-from gpufleet.errors import UserError
+from gpufleet.errors import UserError, os_reason
 from gpufleet.specs.load import read_yaml, validate
 from gpufleet.specs.plan import PlanSpec
 
@@ -73,8 +73,11 @@ def write_atomic(path: Path, text: str, *, overwrite: bool) -> None:
 
     Without `overwrite` the rename is a hard link, which fails if `path` appeared meanwhile.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot create its folder ({os_reason(exc)})") from None
     try:
         with partial.open("w", encoding="utf-8") as handle:
             handle.write(text)
