@@ -175,3 +175,18 @@ def test_the_demo_starts_a_living_portal_and_stops_on_ctrl_c(tmp_path: Path, pre
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_dir_that_cannot_be_made_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--dir` under a file is the user's to change: exit 2 before any server starts."""
+    from gpufleet.cli.main import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    cluster = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+    assert main(["demo", "--cluster", str(cluster), "--dir", str(blocker / "d")]) == 2
+    err = capsys.readouterr().err
+    assert f"--dir {blocker / 'd'}: cannot create it (Not a directory:" in err
+    assert "Traceback" not in err

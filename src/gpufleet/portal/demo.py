@@ -39,7 +39,7 @@ from gpufleet.cluster import Cluster
 from gpufleet.control import admin
 from gpufleet.control.db import make_engine, sessions, upgrade
 from gpufleet.control.telemetry_sources import BUSY_PROFILE_ENV
-from gpufleet.errors import UserError
+from gpufleet.errors import UserError, os_reason
 from gpufleet.portal.fmt import request_text
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.load import load
@@ -379,7 +379,10 @@ def _work_dir(options: DemoOptions) -> tuple[Path, bool]:
     if options.work_dir is None:
         return Path(tempfile.mkdtemp(prefix="gpufleet-demo-")), True
     path = options.work_dir
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--dir {path}: cannot create it ({os_reason(exc)})") from None
     if (path / STORE_NAME).exists():
         raise UserError(
             f"{path / STORE_NAME} exists: the demo starts from a fresh store; "
