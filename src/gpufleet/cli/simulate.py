@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typer.core import TyperGroup
 
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.cli.schedule import PROFILE_HELP
+from gpufleet.cli.simulate_files import check_out, undone_on_failure, write_atomic
 from gpufleet.cli.simulate_options import (
     ClusterArg,
     FormatOpt,
@@ -44,7 +44,7 @@ from gpufleet.cli.simulate_options import (
     WorkloadArg,
     check_jobs_out,
 )
-from gpufleet.errors import UnknownNameError, UserError, os_reason
+from gpufleet.errors import UnknownNameError, UserError
 
 if TYPE_CHECKING:
     from gpufleet.cluster import Cluster
@@ -196,50 +196,6 @@ def _check_profiles(names: Sequence[str]) -> None:
             raise UnknownNameError("scheduling profile", name, PROFILES)
 
 
-def _check_out(out: Path | None) -> None:
-    if out is not None and out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-
-
-def write_atomic(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
-    """Write every file into `out_dir` (created) whole or not at all.
-
-    Each goes to NAME.partial, is synced and only then renamed over NAME, once all are
-    written: a reader never sees half a file, and a failure leaves no partial behind. A
-    folder that cannot be made or written is the user's to change (`UserError`).
-    """
-    partials = {name: out_dir / f"{name}.partial" for name in files}
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            with partials[name].open("wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        written = []
-        for name, partial in partials.items():
-            written.append(partial.replace(out_dir / name))
-        return written
-    except OSError as exc:
-        raise UserError(f"--out {out_dir}: cannot write there ({os_reason(exc)})") from None
-    finally:
-        for partial in partials.values():
-            with contextlib.suppress(OSError):  # (gone, or its folder is what failed)
-                partial.unlink()
-
-
-@contextlib.contextmanager
-def _undone_on_failure(written: Path | None) -> Iterator[None]:
-    """Remove `written` (a --jobs-out file) if the block fails: a command that exits with an
-    error leaves none of its outputs behind."""
-    try:
-        yield
-    except BaseException:
-        if written is not None:
-            written.unlink(missing_ok=True)
-        raise
-
-
 def _dumps(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -339,7 +295,7 @@ def run(
 
     fmt = check_format(format)
     _check_profiles([profile])
-    _check_out(out)
+    check_out(out)
     check_jobs_out(jobs_out)
     inputs = _read_inputs(
         cluster,
@@ -377,7 +333,7 @@ def run(
             "warnings": list(warnings),
             "metrics": result.metrics.to_json(series=True),
         }
-        with _undone_on_failure(jobs_out):
+        with undone_on_failure(jobs_out):
             write_atomic(out, {RESULT_FILE: _dumps(data).encode("utf-8")})
     if fmt == "json":
         payload = {**head, "metrics": result.metrics.to_json(), "warnings": list(warnings)}
@@ -484,7 +440,7 @@ def compare(
     fmt = check_format(format)
     names = _profile_list(profiles)
     _check_profiles(names)
-    _check_out(out)
+    check_out(out)
     check_jobs_out(jobs_out)
     inputs = _read_inputs(
         cluster,
@@ -542,7 +498,7 @@ def compare(
         jobs_written = write_runs_jobs(
             jobs_out, [(r.profile, r.seed, r.metrics.jobs) for r in runs]
         )
-    with _undone_on_failure(jobs_out):
+    with undone_on_failure(jobs_out):
         write_atomic(out, files)
     if fmt == "json":
         typer.echo(files["compare.json"].decode("utf-8"), nl=False)
