@@ -23,6 +23,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(row.split())
     for row in (
         "__init__ errors quantities formatting",
+        "outputs",
         "catalog telemetry",
         "specs",
         "cluster",

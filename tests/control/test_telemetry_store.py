@@ -248,12 +248,18 @@ def test_config_refuses_nonsense() -> None:
             ts.TelemetryConfig(**kwargs)
 
 
+def _one_gpu_at_half(plane: Plane, name: str) -> tuple[int, tuple[str, int]]:
+    """A one-GPU job placed and read at 50 % for a minute: its id and its GPU."""
+    j = submit(plane, "vision-member", name=name, gpus=1, runtime_estimate_s=10**5)["id"]
+    plane.cycle()
+    plane.cycle(1)
+    gpu = _placed(plane, j)[0]
+    _run(plane, 60, {gpu: 50.0})
+    return j, gpu
+
+
 def test_a_new_attempt_starts_its_meters_afresh(lite: Plane) -> None:
-    j = submit(lite, "vision-member", name="x", gpus=1, runtime_estimate_s=10**5)["id"]
-    lite.cycle()
-    lite.cycle(1)
-    gpu = _placed(lite, j)[0]
-    _run(lite, 60, {gpu: 50.0})
+    j, _ = _one_gpu_at_half(lite, "x")
     with lite.sessions.begin() as s:
         job_row = s.get(Job, j)
         assert job_row is not None
@@ -465,11 +471,7 @@ def test_a_later_attempt_replaces_the_earlier_attempts_meters(
     this reading, and the earlier attempt's share is gone (one row per job)."""
     from gpufleet.control.models import Allocation, JobUtilization
 
-    j = submit(lite, "vision-member", name="r", gpus=1, runtime_estimate_s=10**5)["id"]
-    lite.cycle()
-    lite.cycle(1)
-    gpu = _placed(lite, j)[0]
-    _run(lite, 60, {gpu: 50.0})
+    j, gpu = _one_gpu_at_half(lite, "r")
     with lite.sessions.begin() as s:
         row = s.get(Job, j)
         assert row is not None

@@ -27,7 +27,7 @@ from typer.core import TyperGroup
 
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.cli.schedule import PROFILE_HELP
-from gpufleet.cli.simulate_files import check_out, undone_on_failure, write_atomic
+from gpufleet.cli.simulate_files import check_out, undone_on_failure
 from gpufleet.cli.simulate_options import (
     ClusterArg,
     FormatOpt,
@@ -45,6 +45,7 @@ from gpufleet.cli.simulate_options import (
     check_jobs_out,
 )
 from gpufleet.errors import UnknownNameError, UserError
+from gpufleet.outputs import write_folder
 
 if TYPE_CHECKING:
     from gpufleet.cluster import Cluster
@@ -334,7 +335,7 @@ def run(
             "metrics": result.metrics.to_json(series=True),
         }
         with undone_on_failure(jobs_out):
-            write_atomic(out, {RESULT_FILE: _dumps(data).encode("utf-8")})
+            write_folder(out, {RESULT_FILE: _dumps(data).encode("utf-8")})
     if fmt == "json":
         payload = {**head, "metrics": result.metrics.to_json(), "warnings": list(warnings)}
         typer.echo(_dumps(payload), nl=False)
@@ -499,7 +500,7 @@ def compare(
             jobs_out, [(r.profile, r.seed, r.metrics.jobs) for r in runs]
         )
     with undone_on_failure(jobs_out):
-        write_atomic(out, files)
+        write_folder(out, files)
     if fmt == "json":
         typer.echo(files["compare.json"].decode("utf-8"), nl=False)
         return

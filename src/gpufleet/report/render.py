@@ -14,8 +14,6 @@ template writes markup literally, the Markdown analogue of HTML autoescaping.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -26,7 +24,6 @@ from typing import Any, TypeGuard
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from gpufleet.errors import UserError, os_reason
 from gpufleet.formatting import (
     MISSING,
     fmt_bytes,
@@ -38,6 +35,7 @@ from gpufleet.formatting import (
     fmt_usd,
     fmt_usd_rate,
 )
+from gpufleet.outputs import write_folder
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import ExecutiveSummary, Plan
 from gpufleet.plan.summary import executive_summary, workloads_cost_usd
@@ -391,28 +389,7 @@ def write_reports(plan: Plan, out_dir: Path) -> dict[str, Path]:
 
 def write_files(contents: Mapping[str, bytes], out_dir: Path) -> dict[str, Path]:
     """Write rendered reports (by format: json, md, html, pdf; any other key is a file name)
-    into `out_dir` (created), each as `NAME.partial`, synced, then renamed over `NAME` once
-    all are written; a failure leaves no `.partial` behind. Returns the paths by key. A
-    folder that cannot be made or written is the user's to change (`UserError`)."""
-    partials: list[Path] = []
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for kind, data in contents.items():
-            partial = out_dir / f"{REPORT_FILES.get(kind, kind)}.partial"
-            partials.append(partial)
-            with partial.open("wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        written: dict[str, Path] = {}
-        for kind in contents:
-            final = out_dir / REPORT_FILES.get(kind, kind)
-            (out_dir / f"{final.name}.partial").replace(final)
-            written[kind] = final
-    except OSError as exc:
-        raise UserError(f"--out {out_dir}: cannot write there ({os_reason(exc)})") from None
-    finally:
-        for partial in partials:
-            with contextlib.suppress(OSError):  # (gone, or its folder is what failed)
-                partial.unlink()
-    return written
+    into `out_dir` whole or not at all (`outputs.write_folder`). Returns the paths by key."""
+    names = {kind: REPORT_FILES.get(kind, kind) for kind in contents}
+    written = write_folder(out_dir, {names[kind]: data for kind, data in contents.items()})
+    return {kind: written[names[kind]] for kind in contents}
