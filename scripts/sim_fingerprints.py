@@ -92,6 +92,8 @@ def _drop_added_fields(data: dict[str, Any]) -> None:
     data.pop("slowdown", None)
     data.pop("gpu_allocation_while_arriving", None)
     data.pop("per_size", None)
+    data.pop("gang_wait_gpu_hours", None)  # the goodput ratio's parts (stop 45)
+    data.pop("in_progress_gpu_hours", None)
     for key in ("gpu_allocation_in_window", "window_from_s", "window_to_s"):
         data.pop(key, None)  # only with --window, which the fingerprint runs do not give
     groups = [data, *data.get("per_team", {}).values(), *data.get("per_kind", {}).values()]

@@ -302,6 +302,11 @@ def test_compare_is_reproducible_and_prints_a_table(
         pytest.param(
             ["simulate", "{cluster}", "bundled:philly"], "unknown bundled trace", id="bundled"
         ),
+        pytest.param(
+            ["simulate", "{cluster}", "{empty}", "--trace-format", "gpufleet"],
+            "no jobs to simulate (read 0 rows, kept 0)",
+            id="empty-workload",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_message_and_writes_nothing(
@@ -318,7 +323,9 @@ def test_bad_input_exits_2_with_one_message_and_writes_nothing(
         encoding="utf-8",
     )
     values = {k: str(v) for k, v in files.items()}
-    values |= {"pods": str(OPENB_PODS), "strict_teams": str(strict)}
+    empty = tmp_path / "empty.csv"
+    empty.write_text("name,team,submit_s,duration_s,gpus,workers\n", encoding="utf-8")
+    values |= {"pods": str(OPENB_PODS), "strict_teams": str(strict), "empty": str(empty)}
     out_dir = tmp_path / "never"
     code, out, err = run([a.format(**values) for a in argv] + ["--out", str(out_dir)], capsys)
     assert code == 2

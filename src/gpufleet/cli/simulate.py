@@ -148,6 +148,11 @@ def _read_inputs(
     teams = load(TeamsSpec, teams_path) if teams_path is not None else None
     source = workload_source(workload_arg, trace_format, nodes=trace_nodes)
     first = source.draw(first_seed)
+    if not first.jobs:
+        raise UserError(
+            f"WORKLOAD {workload_arg}: no jobs to simulate (read {first.report.rows:,} "
+            f"rows, kept 0); give a workload with at least one job"
+        )
     if spec is None:
         if not first.nodes:
             raise UserError(

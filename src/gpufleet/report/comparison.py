@@ -89,6 +89,8 @@ LABELS: Final = {
     "slo_attainment": "SLO attainment",
     "preemptions": "Preemptions",
     "lost_gpu_hours": "Lost GPU-hours",
+    "gang_wait_gpu_hours": "GPU-hours held by partial gangs",
+    "in_progress_gpu_hours": "GPU-hours of work in progress at the end",
     "fragmented_gpus_mean": "Fragmented GPUs (mean)",
     "jobs_completed": "Jobs completed",
     "jobs_unfinished": "Jobs unfinished",

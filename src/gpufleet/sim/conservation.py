@@ -17,6 +17,10 @@ runs (GPUFLEET_DEBUG_CHECKS=1), and a broken metric fails the build instead:
   change of the change log when kept, where no team's level goes below zero either);
 - **team sum** — the teams' integrals add up to the cluster's, and the reported
   allocation ratio and per-team GPU-hours are those integrals;
+- **goodput** — each job's GPU-seconds held are its useful work, its lost work and what
+  its pods held waiting for the rest of its gang (exactly, for a completed job), and the
+  reported completed, in-progress, lost and gang-wait GPU-hours and the goodput ratio are
+  those sums;
 - **change log** — when kept, each team's changes integrate to its integral (what the
   multi-team plan reads as usage over time is what the recorder counted).
 
@@ -47,7 +51,7 @@ LEVEL_GPUS: Final = 1e-6  # a level's rounding, in GPUs
 
 @dataclass(frozen=True)
 class Violation:
-    rule: str  # team-integral | share | capacity | team-sum | change-log | ledger
+    rule: str  # team-integral | share | capacity | team-sum | goodput | change-log | ledger
     message: str
 
     def __str__(self) -> str:
@@ -93,6 +97,7 @@ def check_ledger(metrics: SimMetrics, ledger: Ledger) -> list[Violation]:
     out += _shares(ledger)
     out += _capacity(metrics, ledger)
     out += _team_sums(metrics, ledger, span_s, tol)
+    out += _goodput(metrics, ledger, tol)
     if ledger.changes is not None:
         out += _change_log(ledger, tol)
     return out
@@ -236,6 +241,59 @@ def _team_sums(metrics: SimMetrics, ledger: Ledger, span_s: float, tol: float) -
         "team-sum",
         lambda team, r, area: f"team {team} is reported with {_h(r)} GPU-hours; it held {_h(area)}",
     )
+
+
+def _goodput(metrics: SimMetrics, ledger: Ledger, tol: float) -> list[Violation]:
+    """Every GPU-second a job held was useful, lost or held by a partial gang waiting for
+    its other pods: exactly so for a completed job (its useful work is its trace's, counted
+    independently of what it held); for an unfinished one the work in progress is the rest,
+    which may not be negative. The reported totals and the goodput ratio are these sums."""
+    out = []
+    sums = {"completed": 0.0, "in progress": 0.0, "lost": 0.0, "gang wait": 0.0}
+    for name, held in ledger.jobs.items():
+        parts = held.useful_gpu_s + held.lost_gpu_s + held.gang_wait_gpu_s
+        job_tol = RELATIVE * held.held_gpu_s + ABSOLUTE_GPU_S
+        if min(held.useful_gpu_s, held.lost_gpu_s, held.gang_wait_gpu_s) < -job_tol or (
+            held.completed and not _close(parts, held.held_gpu_s, job_tol)
+        ):
+            out.append(
+                Violation(
+                    "goodput",
+                    f"job {name} held {held.held_gpu_s:.6g} GPU-seconds: useful "
+                    f"{held.useful_gpu_s:.6g} + lost {held.lost_gpu_s:.6g} + gang wait "
+                    f"{held.gang_wait_gpu_s:.6g} = {parts:.6g}",
+                )
+            )
+        sums["completed" if held.completed else "in progress"] += held.useful_gpu_s
+        sums["lost"] += held.lost_gpu_s
+        sums["gang wait"] += held.gang_wait_gpu_s
+    reported = {
+        "completed": metrics.gpu_hours_completed,
+        "in progress": metrics.in_progress_gpu_hours,
+        "lost": metrics.lost_gpu_hours,
+        "gang wait": metrics.gang_wait_gpu_hours,
+    }
+    for part, gpu_s in sums.items():
+        if not _close(reported[part] * 3600, gpu_s, tol):
+            out.append(
+                Violation(
+                    "goodput",
+                    f"{part} GPU-hours reported {reported[part]:.6g}, the jobs' own "
+                    f"accounts {_h(gpu_s)}",
+                )
+            )
+    held_s = ledger.held_gpu_s
+    if held_s > tol and metrics.goodput_ratio is not None:
+        ratio = min(1.0, (sums["completed"] + sums["in progress"]) / held_s)
+        if not _close(metrics.goodput_ratio * held_s, ratio * held_s, tol):
+            out.append(
+                Violation(
+                    "goodput",
+                    f"goodput ratio {metrics.goodput_ratio:.6%} reported; the jobs' useful "
+                    f"work is {ratio:.6%} of the {_h(held_s)} GPU-hours held",
+                )
+            )
+    return out
 
 
 def _change_log(ledger: Ledger, tol: float) -> list[Violation]:

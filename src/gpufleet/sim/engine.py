@@ -403,7 +403,7 @@ class Simulation:
         self._spec_of = _Specs()
         if initial or start_s or specs or history.at_s:
             self._check_live_inputs(initial)
-        self.runs.update({r.trace.name: Run(r.trace, r.remaining_s) for r in initial})
+        self.runs.update(_initial_runs(initial))
         self._jobs = len(workload.jobs) + len(initial)
         if initial:
             # the recorder's span and entitled teams include the running jobs, from the start
@@ -505,7 +505,7 @@ class Simulation:
                     t, kind, _, payload = pop(heap)
                     if t > horizon:
                         break
-                    if kind in (SAMPLE, FAILURE, RECLAIM) and not self._has_work():
+                    if kind in (SAMPLE, FAILURE, RECLAIM, REPAIR) and not self._has_work():
                         continue  # nothing can change any more: these stop, and so does the run
                     self.now_s = t
                     self.events += 1
@@ -521,7 +521,13 @@ class Simulation:
                 else:
                     break
         end = self.now_s if self.config.horizon_s is None else self.config.horizon_s
-        self.metrics.close(end, self._jobs)
+        in_progress_gpu_s = self._settle(max(end, self.start_s))
+        self.metrics.close(
+            end,
+            self._jobs,
+            in_progress_gpu_s=in_progress_gpu_s,
+            gang_wait_gpu_s=math.fsum(r.gang_wait_gpu_s for r in self.runs.values()),
+        )
         first = {n: r.first_start_s for n, r in self.runs.items() if r.first_start_s is not None}
         result = SimResult(
             self.metrics.result(),
@@ -535,25 +541,55 @@ class Simulation:
             conservation.enforce(result)
         return result
 
+    def _held_until(self, run: Run, end_s: float) -> float:
+        return run.held_gpu_s + run.held_milli / MILLI * (end_s - run.held_since_s)
+
+    def _settle(self, end_s: float) -> float:
+        """The accounts of the jobs unfinished at `end_s`: the restart overhead a running
+        attempt has paid is lost (a finished one pays it at its end), what a partial gang's
+        pods hold is gang wait, and the rest of what each held is work toward its
+        completion (saved by checkpoints, or in the attempt a horizon cuts). Returns that
+        work, in GPU-seconds."""
+        in_progress = 0.0
+        for run in self.runs.values():
+            if run.completed:
+                continue
+            held = self._held_until(run, end_s)
+            if run.started and run.trace.kind != "inference":
+                self._lose(run, run.gpus * min(end_s - run.start_s, run.overhead_s))
+            elif not run.started and run.held:
+                run.gang_wait_gpu_s += held - run.attempt_held_from
+            in_progress += held - run.lost_gpu_s - run.gang_wait_gpu_s
+        return in_progress
+
     def _held(self, end_s: float) -> Mapping[str, JobHeld]:
-        """Each job's GPU-seconds held, from its own account, up to `end_s`."""
-        return MappingProxyType(
-            {
-                name: JobHeld(
-                    r.trace,
-                    r.held_gpu_s + r.held_milli / MILLI * (end_s - r.held_since_s),
-                    r.gpus,
-                    r.flavor,
-                )
-                for name, r in self.runs.items()
-            }
-        )
+        """Each job's GPU-seconds held, from its own account, up to `end_s`, and where
+        they went."""
+        out = {}
+        for name, r in self.runs.items():
+            held = self._held_until(r, end_s)
+            useful = r.useful_gpu_s() if r.completed else held - r.lost_gpu_s - r.gang_wait_gpu_s
+            out[name] = JobHeld(
+                r.trace,
+                held,
+                r.gpus,
+                r.flavor,
+                useful,
+                r.lost_gpu_s,
+                r.gang_wait_gpu_s,
+                r.completed,
+            )
+        return MappingProxyType(out)
 
     def _has_work(self) -> bool:
-        """Whether anything can still happen: arrivals to come, jobs running, nodes to return.
-        Pending jobs (and partial gangs holding GPUs for pods that will never bind) cannot
-        change anything alone, so such a queue ends the run."""
-        return self._arrivals_left > 0 or self._started > 0 or bool(self.down)
+        """Whether anything can still happen: arrivals to come, jobs running, or nodes to
+        return while jobs wait for them. Pending jobs (and partial gangs holding GPUs for pods
+        that will never bind) cannot change anything alone, so such a queue ends the run; a
+        node still down when the last job has ended does not keep an empty run going until
+        its repair (that idle tail would dilute the run's allocation and rates)."""
+        return (
+            self._arrivals_left > 0 or self._started > 0 or (bool(self.down) and bool(self.pending))
+        )
 
     # -- arrivals, finishes --------------------------------------------------------------
 
@@ -585,7 +621,7 @@ class Simulation:
         if run.trace.kind == "inference":
             run.served_s += self.now_s - run.start_s
         else:
-            self.metrics.lost(gpus * run.overhead_s)  # the restart it paid did no work
+            self._lose(run, gpus * run.overhead_s)  # the restart it paid did no work
             if self._speeds is not None:
                 run.useful_s = (run.useful_s or 0.0) + run.remaining_s * run.time_factor
         run.remaining_s = 0.0
@@ -593,9 +629,16 @@ class Simulation:
         run.spend()
         self._want_cycle()
 
+    def _lose(self, run: Run, gpu_s: float) -> None:
+        """GPU-seconds of `run`'s holding that did no useful work (the recorder's total and
+        the run's own account, which the conservation checks compare per job)."""
+        self.metrics.lost(gpu_s)
+        run.lost_gpu_s += gpu_s
+
     def _stop(self, run: Run, *, released: frozenset[str] = frozenset()) -> None:
         """Release every unit of a job (except those the cycle already released)."""
         held = run.held
+        partial = bool(held) and not run.started  # pods of a gang that never completed
         for unit in sorted(held):
             self.running.remove(unit)
             if unit not in released:
@@ -609,6 +652,8 @@ class Simulation:
             self._account(team, flavor, -m)
         now = self.now_s
         run.held_gpu_s += run.held_milli / MILLI * (now - run.held_since_s)
+        if partial:
+            run.gang_wait_gpu_s += run.held_gpu_s - run.attempt_held_from
         run.held_milli = 0
         run.held_since_s = now
         self.metrics.released(now, run, sum(milli.values()) / MILLI)
@@ -882,6 +927,8 @@ class Simulation:
         trace = run.trace
         self._account(trace.team, flavor, milli)
         run.held_gpu_s += run.held_milli / MILLI * (now - run.held_since_s)
+        if not run.held:  # the first of its units to bind in this attempt
+            run.attempt_held_from = run.held_gpu_s
         run.held_milli += milli
         run.held_since_s = now
         self.metrics.allocated(now, run, milli / MILLI)
@@ -890,6 +937,8 @@ class Simulation:
         self.running.add(unit, spec, began_s, milli)
         if len(run.held) < len(run.units):
             return  # a partial gang holds GPUs and waits for the rest of its pods
+        if len(run.units) > 1:  # what its earlier pods held while they waited for this one
+            run.gang_wait_gpu_s += run.held_gpu_s - run.attempt_held_from
         run.started = True
         self._started += 1
         run.gpus = sum(held.values()) / MILLI
@@ -932,7 +981,7 @@ class Simulation:
             run.remaining_s = max(0.0, run.remaining_s - saved / run.time_factor)
             if self._speeds is not None:
                 run.useful_s = (run.useful_s or 0.0) + saved
-        self.metrics.lost(gpus * lost)
+        self._lose(run, gpus * lost)
         if started:
             run.attempt += 1
         window_over = (
@@ -1003,6 +1052,17 @@ class Simulation:
     def _sample(self, _: str) -> None:
         self.metrics.sample(self.now_s, self.state, self._waiting, self._started)
         self._push(self.now_s + self.config.sample_interval_s, SAMPLE, "")
+
+
+def _initial_runs(initial: Sequence[InitialRun]) -> dict[str, Run]:
+    """The runs of jobs already running at the clock's start; the work each did before it
+    is none of this run's (not held in it, so not counted as its useful work either)."""
+    out = {}
+    for r in initial:
+        run = out[r.trace.name] = Run(r.trace, r.remaining_s)
+        if r.trace.kind != "inference":
+            run.done_before_s = max(0.0, r.trace.duration_s - r.remaining_s)
+    return out
 
 
 @contextmanager

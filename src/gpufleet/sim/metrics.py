@@ -9,12 +9,17 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
   job's declared `busy_fraction` (a job that declares none counts as not busy; None when
   no job declares one). `busy_declared_share` says what share of the held GPU-time
   declared one, so a low value is read correctly.
-- `goodput_ratio` — useful GPU-hours (work that counted toward completion) ÷ GPU-hours
-  held; the rest was lost to preemption, failures and restart overhead.
+- `goodput_ratio` — useful GPU-hours ÷ GPU-hours held: the work of completed jobs
+  (`gpu_hours_completed`) and the work jobs unfinished at the end had done toward their
+  completion (`in_progress_gpu_hours`: a horizon cuts them, it does not waste them). The
+  rest is `lost_gpu_hours` (preemption, failures, spot reclaims, restart overhead) and
+  `gang_wait_gpu_hours` (GPUs that pods of a job held while waiting for the rest of its
+  pods: profiles without gang scheduling, `k8s-default`); held = the four, per job.
 - `wait_s`, `jct_s` — mean/p50/p95/p99 of queue wait (first start − arrival) and job
   completion time (end − arrival) over completed jobs; also per team and per kind.
 - `slowdown` — mean/p50/p95/p99 of JCT ÷ the job's uninterrupted run time (1 = it ran at
-  once and was never stopped), over completed batch and training jobs. With speeds per
+  once and was never stopped), over completed training, batch and interactive jobs (not
+  inference replicas, which run for their serving window whenever they start). With speeds per
   accelerator (`sim.speed`), the run time on the accelerator its last attempt ran on.
 - `makespan_s` — from the first arrival to the last completion (None when none completed).
 - `gpu_allocation_while_arriving` — `gpu_allocation_ratio` over the window jobs arrive in
@@ -78,6 +83,8 @@ SCALARS: Final = (
     "slo_attainment",
     "preemptions",
     "lost_gpu_hours",
+    "gang_wait_gpu_hours",
+    "in_progress_gpu_hours",
     "fragmented_gpus_mean",
     "jobs_completed",
     "jobs_unfinished",
@@ -221,6 +228,8 @@ class SimMetrics:
     per_team: Mapping[str, Mapping[str, Any]]
     per_kind: Mapping[str, Mapping[str, Any]]
     per_size: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    gang_wait_gpu_hours: float = 0.0
+    in_progress_gpu_hours: float = 0.0
     gpu_allocation_in_window: float | None = None
     window_from_s: float | None = None  # offsets from the first arrival, clipped to the run
     window_to_s: float | None = None
@@ -255,6 +264,13 @@ class JobHeld:
     held_gpu_s: float  # GPU-seconds its units held (every attempt, partial gangs too)
     placed_gpus: float  # GPUs its last full start held, as quotas weigh them (0: never)
     flavor: str | None  # the accelerator of that start
+    # where `held_gpu_s` went (the engine's per-job account): useful work (a completed
+    # job's, or the work in progress of one unfinished at the end), work lost, and what
+    # its pods held waiting for the rest of its gang; `completed` says which useful it is
+    useful_gpu_s: float = 0.0
+    lost_gpu_s: float = 0.0
+    gang_wait_gpu_s: float = 0.0
+    completed: bool = False
 
 
 @dataclass(frozen=True)
@@ -338,7 +354,9 @@ class MetricsRecorder:
         self.team_alloc: dict[str, _Area] = {}
         self.down = _Area(self.start_s)
         self.end_s = self.start_s
-        self.useful_gpu_s = 0.0
+        self.useful_gpu_s = 0.0  # of completed jobs
+        self.in_progress_gpu_s = 0.0  # of jobs unfinished at the end (set by `close`)
+        self.gang_wait_gpu_s = 0.0
         self.lost_gpu_s = 0.0
         self.preemptions = self.failures = self.spot_reclaims = self.relayouts = 0
         self.relayouts_applied = 0
@@ -413,10 +431,7 @@ class MetricsRecorder:
         )
         if job.kind == "inference":
             self.inference_served_s += run.served_s
-            self.useful_gpu_s += run.served_s * run.gpus
-        else:
-            useful_s = job.duration_s if run.useful_s is None else run.useful_s
-            self.useful_gpu_s += useful_s * run.gpus
+        self.useful_gpu_s += run.useful_gpu_s()
 
     def preempted(self) -> None:
         self.preemptions += 1
@@ -465,8 +480,14 @@ class MetricsRecorder:
             )
         )
 
-    def close(self, end_s: float, jobs: int) -> None:
-        """The run ended at `end_s` with `jobs` jobs in all (completed or not)."""
+    def close(
+        self, end_s: float, jobs: int, *, in_progress_gpu_s: float, gang_wait_gpu_s: float
+    ) -> None:
+        """The run ended at `end_s` with `jobs` jobs in all (completed or not); the jobs
+        unfinished then had done `in_progress_gpu_s` of work toward their completion, and
+        pods of partial gangs had held `gang_wait_gpu_s` waiting for the rest of theirs."""
+        self.in_progress_gpu_s = in_progress_gpu_s
+        self.gang_wait_gpu_s = gang_wait_gpu_s
         self.end_s = max(end_s, self.start_s)
         for area in (self.alloc, self.busy, self.declared, self.down, *self.team_alloc.values()):
             area.move(self.end_s, 0.0)
@@ -514,7 +535,11 @@ class MetricsRecorder:
             gpu_allocation_ratio=held_gpu_s / cap_area if cap_area else 0.0,
             busy_utilization=self.busy.area / cap_area if self.declared.area and cap_area else None,
             busy_declared_share=self.declared.area / held_gpu_s if held_gpu_s else None,
-            goodput_ratio=min(1.0, self.useful_gpu_s / held_gpu_s) if held_gpu_s else None,
+            goodput_ratio=(
+                min(1.0, (self.useful_gpu_s + self.in_progress_gpu_s) / held_gpu_s)
+                if held_gpu_s
+                else None
+            ),
             wait_s=percentiles(wait_arr),
             jct_s=percentiles(jct_arr),
             jain_fairness=jain(shares) if len(shares) > 1 else (1.0 if shares else None),
@@ -525,6 +550,8 @@ class MetricsRecorder:
             ),
             preemptions=self.preemptions,
             lost_gpu_hours=self.lost_gpu_s / 3600,
+            gang_wait_gpu_hours=self.gang_wait_gpu_s / 3600,
+            in_progress_gpu_hours=self.in_progress_gpu_s / 3600,
             fragmented_gpus_mean=float(np.mean(frag)) if frag else 0.0,
             jobs_completed=len(self.completed_runs),
             jobs_unfinished=self.unfinished,
@@ -597,9 +624,13 @@ class MetricsRecorder:
         used: Mapping[str, float] | None,
     ) -> dict[str, dict[str, Any]]:
         """Per label (a completed job's team or kind): jobs, wait and JCT percentiles; and,
-        with `used`, GPU-hours and the entitled share (teams that ran but completed none
-        included). `labels[i]` belongs to `waits[i]` and `jcts[i]`."""
-        names = sorted(set(labels) | set(used or {}))
+        with `used`, GPU-hours and the entitled share of every team of the workload (those
+        that ran but completed none, and those that never ran, included: a starved team is
+        the row a reader looks for, and Jain's index counts it). `labels[i]` belongs to
+        `waits[i]` and `jcts[i]`."""
+        names = sorted(
+            set(labels) | set(used or {}) | (set(self.entitled) if used is not None else set())
+        )
         code = {name: i for i, name in enumerate(names)}
         codes = np.fromiter((code[x] for x in labels), dtype=np.intp, count=len(labels))
         out: dict[str, dict[str, Any]] = {}

@@ -34,6 +34,12 @@ class Run:
     # use, the wall seconds of useful work it has done (None: its trace duration)
     time_factor = 1.0
     useful_s: float | None = None
+    # where its held GPU-seconds went besides useful work (held = useful + lost + gang
+    # wait, checked by sim.conservation): work lost to interruptions and restart overhead,
+    # and GPU-seconds its pods held before the last of them bound (profiles without gangs)
+    lost_gpu_s = 0.0
+    gang_wait_gpu_s = 0.0
+    attempt_held_from = 0.0  # `held_gpu_s` when its first pod of this attempt bound
 
     def __init__(self, trace: TraceJob, remaining_s: float) -> None:
         self.trace = trace
@@ -44,7 +50,22 @@ class Run:
         self.units: dict[str, JobSpec] = {}
         self.held: set[str] = set()  # units holding GPUs now
 
+    completed = False
+    done_before_s = 0.0  # a live start's running job: its work before the clock started
+
+    def useful_gpu_s(self) -> float:
+        """A completed run's useful GPU-seconds: an inference replica's time serving inside
+        its window, else its work (its trace duration; with speeds per accelerator, the wall
+        seconds that work took where it ran), less what a job already running when the
+        simulation started had done before it."""
+        if self.trace.kind == "inference":
+            return self.served_s * self.gpus
+        if self.useful_s is not None:
+            return self.useful_s * self.gpus
+        return (self.trace.duration_s - self.done_before_s) * self.gpus
+
     def spend(self) -> None:
         """It completed and never runs again: its pending specs and containers go (a long
         run would keep them all alive otherwise, for nothing but the collector to walk)."""
+        self.completed = True
         del self.units, self.held, self.milli

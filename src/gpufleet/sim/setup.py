@@ -29,7 +29,7 @@ from gpufleet.sim.traces import READERS, bundled_openb, read_openb, read_trace
 from gpufleet.sim.traces._common import check_exists
 from gpufleet.sim.traces.native import read_native
 from gpufleet.sim.traces.openb import BUNDLED_PODS, bundled_file
-from gpufleet.sim.workload import TraceNode, Workload
+from gpufleet.sim.workload import TraceJob, TraceNode, Workload
 from gpufleet.specs.teams import (
     DEFAULT_PRIORITY_CLASSES,
     PriorityClass,
@@ -121,8 +121,11 @@ def placement_warnings(
     """One line per reason some jobs can never run here, with how many jobs; () if none.
 
     Reasons: none of a job's acceptable accelerators is in the cluster (names are compared
-    as written, not rewritten); a MIG profile no GPU is cut into; a GPU fraction with no
-    node that shares GPUs; a team the teams file does not list.
+    as written, not rewritten); more whole GPUs than the cluster could ever give it (a
+    worker larger than every node of its types, or more workers than all those nodes hold
+    together: a bound for every profile, gangs or not; a gang confined to one type can
+    fail with less); a MIG profile no GPU is cut into; a GPU fraction with no node that
+    shares GPUs; a team the teams file does not list.
     """
     accelerators = set(cluster.accelerators)
     profiles = {p for node in cluster.nodes for layout in node.mig for p, _ in layout}
@@ -132,9 +135,17 @@ def placement_warnings(
     no_mig: Counter[str] = Counter()
     no_share = 0
     no_team: Counter[str] = Counter()
+    too_big = 0
+    fits: dict[tuple[int, tuple[str, ...]], int] = {}  # (GPUs per worker, types) -> workers
     for job in workload.jobs:
         if job.accelerators and accelerators.isdisjoint(job.accelerators):
             no_acc[job.accelerators] += 1
+        elif job.gpus:
+            shape = (job.gpus, job.accelerators)
+            fit = fits.get(shape)
+            if fit is None:
+                fit = fits[shape] = _workers_that_fit(cluster, job)
+            too_big += fit < job.workers
         if job.mig_profile is not None and job.mig_profile not in profiles:
             no_mig[job.mig_profile] += 1
         if job.gpu_fraction is not None and not shares:
@@ -152,6 +163,13 @@ def placement_warnings(
         f"cluster is cut into: {_never(n)}"
         for p, n in sorted(no_mig.items())
     ]
+    if too_big:
+        lines.append(
+            f"{too_big:,} job{_s(too_big)} ask{_s(too_big, verb=True)} for more whole GPUs "
+            f"than the cluster's nodes of {'their' if too_big > 1 else 'its'} accelerator "
+            f"types could hold (a worker larger than every node, or more workers than the "
+            f"nodes hold together): {_never(too_big)}"
+        )
     if no_share:
         lines.append(
             f"{no_share:,} job{_s(no_share)} ask{_s(no_share, verb=True)} for a GPU fraction; "
@@ -162,6 +180,17 @@ def placement_warnings(
         for t, n in sorted(no_team.items())
     ]
     return tuple(lines)
+
+
+def _workers_that_fit(cluster: Cluster, job: TraceJob) -> int:
+    """How many of `job`'s workers the whole cluster could hold at once, on nodes of its
+    acceptable accelerators, with nothing else running."""
+    per_worker = job.gpus or 0
+    return sum(
+        node.gpus // per_worker
+        for node in cluster.nodes
+        if not job.accelerators or node.accelerator in job.accelerators
+    )
 
 
 def _never(n: int) -> str:
