@@ -28,7 +28,7 @@ serving:
   output_tokens: 256
   {load}
   slo: {slo}
-hardware: {{accelerator: {accelerator}, count: 8}}
+hardware: {{accelerator: {accelerator}, count: {count}}}
 """
 
 
@@ -48,6 +48,7 @@ def write(
     load: str = "request_rate: 50",
     slo: str = "{ttft_p99_ms: 1000, tpot_p99_ms: 100}",
     accelerator: str = "h100-sxm5-80gb",
+    count: int = 8,
     extra: str = "",
 ) -> Path:
     path = tmp_path / "spec.yaml"
@@ -59,9 +60,25 @@ def write(
         load=load,
         slo=slo,
         accelerator=accelerator,
+        count=count,
     )
     path.write_text(text + extra, encoding="utf-8")
     return path
+
+
+def example_with_count(tmp_path: Path, count: int) -> Path:
+    """The 70B example with its hardware.count set: its rate needs 24 GPUs."""
+    text = re.sub(r"count: \d+", f"count: {count}", EXAMPLE.read_text(encoding="utf-8"))
+    path = tmp_path / f"example-{count}.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def table_value(out: str, label: str) -> str:
+    """The value on the terminal table's row `label`."""
+    found = re.search(rf"^\s*{re.escape(label)}\s+(.+?)\s*$", out, re.MULTILINE)
+    assert found is not None, label
+    return found[1]
 
 
 def estimate_json(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
@@ -75,6 +92,7 @@ STABLE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "tpot_ms": float,
     "output_tokens_per_s": (int, float),
     "output_tokens_per_s_per_gpu": float,
+    "replica_capacity_output_tokens_per_s": float,
     "max_batch": int,
     "kv_cache_bytes_per_token": float,
     "kv_cache_bytes": float,
@@ -87,8 +105,10 @@ STABLE_FIELDS: dict[str, type | tuple[type, ...]] = {
 MEMORY_FIELDS = ("weights", "kv_cache", "activations", "other", "total")
 
 
-def test_example_json_has_every_stable_field(capsys: pytest.CaptureFixture[str]) -> None:
-    code, data = estimate_json(EXAMPLE, capsys)
+def test_example_json_has_every_stable_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, data = estimate_json(example_with_count(tmp_path, 24), capsys)
 
     assert code == 0
     for name, kind in STABLE_FIELDS.items():
@@ -120,19 +140,26 @@ def test_example_json_has_every_stable_field(capsys: pytest.CaptureFixture[str])
     assert data["reasons"] == []
 
 
-def test_example_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, data = estimate_json(EXAMPLE, capsys)
+def test_example_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = example_with_count(tmp_path, 24)
+    code, data = estimate_json(example, capsys)
     assert code == 0
 
-    code, out, err = run(["estimate", "inference", str(EXAMPLE)], capsys)
+    code, out, err = run(["estimate", "inference", str(example)], capsys)
 
     assert code == 0
     assert err == ""
+    # The header gives the rate, then the concurrency per replica (not a rate).
     assert out.startswith(
-        f"h100-sxm5-80gb · fp8 weights · fp8 KV · tensorrt-llm · tp 8 · request_rate "
-        f"{data['batch']}\n"
+        "h100-sxm5-80gb · fp8 weights · fp8 KV · tensorrt-llm · tp 8 · request_rate 50 req/s "
+        f"· {data['batch']} in flight per replica\n"
     )
     assert f"{data['replicas']} × 8 = {data['gpus']}" in out
+    assert table_value(out, "output tokens/s (system)") == "12,800"
+    assert table_value(out, "output tokens/s per GPU") == f"{12_800 / data['gpus']:,.0f}"
+    capacity = f"{data['replica_capacity_output_tokens_per_s']:,.0f}"
+    assert table_value(out, "output tokens/s capacity per replica") == capacity
+    assert table_value(out, "load fits") == "yes"
     assert "MIG profiles that hold it: none" in out
     assert "SLO met" in out
 
@@ -189,7 +216,10 @@ def test_a_tight_ttft_slo_is_met_at_a_lower_concurrency(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = write(
-        tmp_path, slo="{ttft_p99_ms: 100, tpot_p99_ms: 100}", extra="parallelism: {tp: 8}\n"
+        tmp_path,
+        slo="{ttft_p99_ms: 100, tpot_p99_ms: 100}",
+        count=64,
+        extra="parallelism: {tp: 8}\n",
     )
     # The search shows this very layout (H100, fp8, tp 8) meets both SLOs.
     code, out, _ = run(
@@ -207,6 +237,45 @@ def test_a_tight_ttft_slo_is_met_at_a_lower_concurrency(
     data = json.loads(out)
     assert data["slo_met"] is True
     assert data["ttft_ms"] <= 100
+
+
+def test_a_count_too_small_for_the_rate_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = example_with_count(tmp_path, 8)
+    code, data = estimate_json(example, capsys)
+    assert code == 1
+    assert (data["gpus"], data["fits"], data["slo_met"]) == (24, False, True)
+    reason = "the request rate needs 24 GPUs (3 replicas at tp 8); hardware.count gives 8"
+    assert data["reasons"] == [reason]
+
+    code, out, err = run(["estimate", "inference", str(example)], capsys)
+    assert code == 1
+    assert err == ""
+    assert table_value(out, "load fits") == "no"
+    assert reason in out
+
+
+def test_an_unserved_rate_reports_what_the_gpus_serve_in_table_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write(
+        tmp_path, slo="{ttft_p99_ms: 1000, tpot_p99_ms: 5}", extra="parallelism: {tp: 8}\n"
+    )
+    code, data = estimate_json(spec, capsys)
+    assert code == 1
+    assert (data["batch"], data["gpus"], data["fits"], data["slo_met"]) == (0, 8, False, False)
+    served = data["output_tokens_per_s"]
+    assert 0 < served < 50 * 256 / 10  # not the demand
+    assert data["output_tokens_per_s_per_gpu"] == pytest.approx(served / 8)
+    assert data["reasons"][0].startswith("no concurrency meets the time-per-output-token SLO (")
+
+    code, out, _ = run(["estimate", "inference", str(spec)], capsys)
+    assert code == 1
+    assert "· request_rate 50 req/s · 0 in flight per replica\n" in out
+    assert table_value(out, "output tokens/s (system)") == f"{served:,.0f}"
+    cost = f"{data['cost_per_million_output_tokens_usd']:,.2f}"
+    assert table_value(out, "$ per million output tokens") == cost
 
 
 BAD_INPUT = [

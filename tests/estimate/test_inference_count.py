@@ -46,6 +46,7 @@ def test_a_count_too_small_for_the_rate_says_so() -> None:
     est = estimate_inference(spec)
     assert est.gpus > 2
     assert any("hardware.count gives 2" in r for r in est.reasons)
+    assert est.fits is False  # the rate does not fit on the GPUs there are
 
 
 def test_a_given_layout_is_kept() -> None:

@@ -536,7 +536,11 @@ def test_roofline_invariants(name: str, tp: int, batch: int, context: int, more:
 
 @pytest.fixture(scope="module")
 def example() -> InferenceEstimate:
-    return estimate_inference(load(InferenceSpec, EXAMPLE))
+    """The example's service on the 24 GPUs its rate needs (its hardware.count is 8)."""
+    spec = load(InferenceSpec, EXAMPLE)
+    return estimate_inference(
+        spec.model_copy(update={"hardware": spec.hardware.model_copy(update={"count": 24})})
+    )
 
 
 def test_example_request_rate_is_served_within_slo(example: InferenceEstimate) -> None:
@@ -557,6 +561,7 @@ def test_example_request_rate_is_served_within_slo(example: InferenceEstimate) -
     assert e.ttft_ms <= 1000
     assert 1 <= e.batch <= e.max_batch
     assert e.output_tokens_per_s == 50 * 256  # the demand it is sized for
+    assert e.output_tokens_per_s_per_gpu == pytest.approx(50 * 256 / e.gpus, rel=1e-12)
     assert e.kv_cache_bytes_per_token == 80 * 2 * 8 * 128 * 1
     m = e.memory_per_gpu_bytes
     assert abs(m.total - (m.weights + m.kv_cache + m.activations + m.other)) <= 3
@@ -569,7 +574,7 @@ def test_example_request_rate_is_served_within_slo(example: InferenceEstimate) -
         e.gpus * price.usd_per_gpu_hour / (50 * 256 * 3600) * 1e6, rel=1e-12
     )
     # The replicas' combined capacity covers the demand.
-    assert e.output_tokens_per_s_per_gpu * e.gpus >= e.output_tokens_per_s
+    assert e.replica_capacity_output_tokens_per_s * e.replicas >= e.output_tokens_per_s
 
 
 def test_example_latencies_are_continuous_batching_at_the_chosen_concurrency(
@@ -579,8 +584,8 @@ def test_example_latencies_are_continuous_batching_at_the_chosen_concurrency(
     s = continuous(case, arr(8), arr(example.batch), 1024.0, 256.0)
     assert example.tpot_ms == pytest.approx(one(s, "tpot_s") * 1e3, rel=1e-12)
     assert example.ttft_ms >= one(s, "ttft_s") * 1e3  # plus the p99 queueing wait
-    assert example.output_tokens_per_s_per_gpu == pytest.approx(
-        one(s, "output_tokens_per_s") / 8, rel=1e-12
+    assert example.replica_capacity_output_tokens_per_s == pytest.approx(
+        one(s, "output_tokens_per_s"), rel=1e-12
     )
 
 
@@ -675,10 +680,12 @@ def test_a_tpot_slo_no_concurrency_meets_says_why() -> None:
     assert e.batch == 0
     assert e.fits is False
     assert e.slo_met is False
-    assert e.reasons == [
-        "no concurrency meets the time-per-output-token SLO within memory; "
+    assert len(e.reasons) == 1
+    assert e.reasons[0].startswith("no concurrency meets the time-per-output-token SLO (")
+    assert e.reasons[0].endswith(
+        " ms > 0.001 ms) at one request in flight; "
         "try a larger tp, fp8 weights or a faster accelerator"
-    ]
+    )
 
 
 def test_a_batch_that_fits_is_no_larger_than_max_batch() -> None:

@@ -28,7 +28,8 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
     from gpufleet.estimate.inference_estimate import estimate_inference as run
 
     fmt = check_format(format)
-    r = run(load(InferenceSpec, spec_path))
+    spec = load(InferenceSpec, spec_path)
+    r = run(spec)
     if fmt == "json":
         typer.echo(r.model_dump_json(indent=2))
     else:
@@ -37,7 +38,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             f"[bold]{r.accelerator}[/bold] · {r.precision} weights · {r.kv_precision} KV · "
             f"{r.engine} · tp {r.tp}"
             + (f" · pp {r.pp}" if r.pp > 1 else "")
-            + f" · {r.mode} {r.batch}"
+            + f" · {_load_label(r.mode, r.batch, spec.serving.request_rate)}"
         )
         table = Table(show_header=False, box=None)
         table.add_column(style="dim")
@@ -49,6 +50,10 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             ("time per output token", f"{r.tpot_ms:,.1f} ms"),
             ("output tokens/s (system)", f"{r.output_tokens_per_s:,.0f}"),
             ("output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}"),
+            (
+                "output tokens/s capacity per replica",
+                f"{r.replica_capacity_output_tokens_per_s:,.0f}",
+            ),
             ("replicas × GPUs each = GPUs", f"{r.replicas} × {r.tp * r.pp} = {r.gpus}"),
             ("largest batch that fits", f"{r.max_batch:,}"),
             ("KV cache per token", format_bytes(r.kv_cache_bytes_per_token)),
@@ -61,6 +66,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
                 f"{format_bytes(m.weights)} / {format_bytes(m.kv_cache)} / "
                 f"{format_bytes(m.activations)} / {format_bytes(m.other)}",
             ),
+            ("load fits", "yes" if r.fits else "[red]no[/red]"),
             ("SLO met", "yes" if r.slo_met else "[red]no[/red]"),
             ("$ per million output tokens", "-" if cost is None else f"{cost:,.2f}"),
         ):
@@ -77,6 +83,16 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             console.print(f"[red]{reason}[/red]")
     if not (r.fits and r.slo_met):
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _load_label(mode: str, batch: int, request_rate_per_s: float | None) -> str:
+    """The header's load: for a request rate, the rate itself and then the concurrency each
+    replica runs at (the estimate's `batch`), which is not a rate."""
+    if mode != "request_rate" or request_rate_per_s is None:
+        return f"{mode} {batch}"
+    rate = request_rate_per_s
+    shown = f"{rate:,.0f}" if rate == int(rate) else f"{rate:g}"
+    return f"request_rate {shown} req/s · {batch} in flight per replica"
 
 
 def search_inference(

@@ -85,6 +85,7 @@ class InferenceEstimate(Report):
     tpot_ms: float
     output_tokens_per_s: float
     output_tokens_per_s_per_gpu: float
+    replica_capacity_output_tokens_per_s: float
     max_batch: int
     kv_cache_bytes_per_token: float
     kv_cache_bytes: float
@@ -191,8 +192,21 @@ def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
     the smallest tp that holds the load."""
     count = spec.hardware.count
     if spec.parallelism is None and count and spec.serving.request_rate is not None:
-        return _fewest_gpus_within(spec, count)
-    return _estimate(spec)
+        return _within_count(_fewest_gpus_within(spec, count), count)
+    return _within_count(_estimate(spec), count)
+
+
+def _within_count(est: InferenceEstimate, count: int | None) -> InferenceEstimate:
+    """`hardware.count` is the GPUs there are (specs: "Number of accelerators"; batch and
+    concurrency loads fill it with replicas), so a request rate that needs more does not fit
+    on them: the sizing is kept, to say how many it takes, but the verdict fails."""
+    if est.mode != "request_rate" or count is None or est.gpus <= count or not est.fits:
+        return est
+    reason = (
+        f"the request rate needs {est.gpus:,} GPUs ({est.replicas:,} replicas at tp "
+        f"{est.tp}); hardware.count gives {count:,}"
+    )
+    return est.model_copy(update={"fits": False, "reasons": [*est.reasons, reason]})
 
 
 def _fewest_gpus_within(spec: InferenceSpec, count: int) -> InferenceEstimate:
@@ -218,13 +232,7 @@ def _fewest_gpus_within(spec: InferenceSpec, count: int) -> InferenceEstimate:
             f"the request rate on the fewest GPUs within hardware.count {count} (derived)"
         ),
     )
-    reasons = list(best.reasons)
-    if best.gpus > count:
-        reasons.append(
-            f"the request rate needs {best.gpus:,} GPUs ({best.replicas:,} replicas at tp "
-            f"{best.tp}); hardware.count gives {count:,}"
-        )
-    return best.model_copy(update={"assumptions": [*best.assumptions, note], "reasons": reasons})
+    return best.model_copy(update={"assumptions": [*best.assumptions, note]})
 
 
 def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEstimate:
@@ -253,15 +261,11 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
         mode, load = "batch", 1
         log.add("load", "batch 1", "the spec gives no batch, concurrency or request_rate")
     mem = memory(case, t, np.array([float(max(load, 1))]), np.array([longest]))
-    fits = bool(mem.total[0] <= mem.capacity) and load >= 1
-    if load < 1:
+    memory_ok = bool(mem.total[0] <= mem.capacity)
+    fits = memory_ok and load >= 1
+    if not memory_ok:
         reasons.append(
-            "no concurrency meets the time-per-output-token SLO within memory; "
-            "try a larger tp, fp8 weights or a faster accelerator"
-        )
-    elif not fits:
-        reasons.append(
-            f"does not fit: {load} requests of {longest:.0f} tokens need "
+            f"does not fit: {max(load, 1)} requests of {longest:.0f} tokens need "
             f"{mem.total[0] / 1e9:.1f} GB per GPU of {mem.capacity / 1e9:.1f} GB usable; "
             f"at most {cap} fit at tp {tp}"
         )
@@ -270,6 +274,8 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
         case, tp, micro, mode="batch" if mode == "batch" else "c", prompt=prompt, out=out
     )
     serving = pipelined(stage, pp, _hop_s(case, micro), case.engine.request_overhead_s)
+    if memory_ok and load < 1:
+        reasons.append(_no_concurrency_reason(spec, serving))
     gpus_per_replica = tp * pp
     replicas = max(1, (spec.hardware.count or gpus_per_replica) // gpus_per_replica)
     wait_s = 0.0
@@ -277,10 +283,12 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
         replicas, wait_s = _replicas_for_rate(spec, serving, load, log)
     per_replica = float(serving.output_tokens_per_s[0])
     slo_met = fits and _slo_ok(spec, serving, wait_s)
+    served = per_replica * replicas
     if mode == "request_rate" and sv.request_rate is not None:
-        served = sv.request_rate * out
-    else:
-        served = per_replica * replicas
+        # Sized for the rate, the fleet serves the demand; otherwise no more than the GPUs
+        # deliver at the load evaluated (none when a request does not fit in memory).
+        demand = sv.request_rate * out
+        served = demand if fits else min(demand, served if memory_ok else 0.0)
     gpus = replicas * gpus_per_replica
     price = cheapest_gpu_hour(case.hw.accelerator)
     cost = None
@@ -301,8 +309,9 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
         batch=load,
         ttft_ms=(float(serving.ttft_s[0]) + wait_s) * 1e3,
         tpot_ms=float(serving.tpot_s[0]) * 1e3,
-        output_tokens_per_s=served if mode == "request_rate" else per_replica * replicas,
-        output_tokens_per_s_per_gpu=per_replica / gpus_per_replica,
+        output_tokens_per_s=served,
+        output_tokens_per_s_per_gpu=served / gpus,
+        replica_capacity_output_tokens_per_s=per_replica,
         max_batch=cap,
         kv_cache_bytes_per_token=kv_tok,
         kv_cache_bytes=float(kv_bytes_per_token_per_gpu(spec.model, case.kv_precision, t)[0])
@@ -329,6 +338,23 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
         assumptions=[
             AssumptionOut(name=a.name, value=a.value, source=a.source) for a in log.frozen()
         ],
+    )
+
+
+def _no_concurrency_reason(spec: InferenceSpec, one: Serving) -> str:
+    """Why a request rate found no concurrency: names the SLO that one request in flight
+    already misses, so the user relaxes the right one."""
+    slo = spec.serving.slo
+    ttft_ms, tpot_ms = float(one.ttft_s[0]) * 1e3, float(one.tpot_s[0]) * 1e3
+    missed = []
+    if slo.ttft_p99_ms is not None and ttft_ms > slo.ttft_p99_ms:
+        missed.append(f"time-to-first-token SLO ({ttft_ms:,.1f} ms > {slo.ttft_p99_ms:g} ms)")
+    if slo.tpot_p99_ms is not None and tpot_ms > slo.tpot_p99_ms:
+        missed.append(f"time-per-output-token SLO ({tpot_ms:,.1f} ms > {slo.tpot_p99_ms:g} ms)")
+    what = " and the ".join(missed) or "time-to-first-token and time-per-output-token SLOs"
+    return (
+        f"no concurrency meets the {what} at one request in flight; "
+        "try a larger tp, fp8 weights or a faster accelerator"
     )
 
 
