@@ -7,6 +7,7 @@ shared cluster sized by simulation (`plan.fleet`), with `--seeds` and `--workers
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -113,6 +114,11 @@ def run_plan(
             + (
                 f", payback {cost.break_even_months:.1f} months if owned and kept "
                 f"{spec.expected_utilization:.0%} busy"
+                + (
+                    f", after the {cost.tco['horizon_years'] * 12:g}-month horizon"
+                    if cost.break_even_months > cost.tco.get("horizon_years", math.inf) * 12
+                    else ""
+                )
                 if cost.break_even_months is not None
                 else ""
             )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from gpufleet.formatting import fmt_label, fmt_pct, fmt_usd
+from gpufleet.formatting import fmt_label, fmt_num, fmt_pct, fmt_usd
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import (
     Alternative,
@@ -120,10 +120,12 @@ def _decision(
 
 
 def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
-    """When the other way of paying would win, in the verdict's own numbers."""
+    """When the other way of paying would win, in the verdict's own numbers (steady use of
+    the fleet priced as the optimiser would buy it)."""
     u_star, work = v.breakeven_utilization, v.work_utilization
     own, rent = fmt_usd(v.own_usd), fmt_usd(v.rent_work_usd)
     fleet = f"an owned fleet of {v.fleet_gpus:,} GPUs"
+    steady = v.rate_text(v.rent_full_usd_per_gpu_hour, v.rent_full_basis)
     if deployment == "cloud":
         if v.cheaper_for_work == "own":
             return [
@@ -131,10 +133,13 @@ def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
                 "it); the plan rents because the spec asks for cloud"
             ]
         if u_star > 1.0:
-            return [f"Owning would not win even with {fleet} busy every hour"]
+            return [
+                f"Owning would not win even with {fleet} busy every hour ({own} against "
+                f"{fmt_usd(v.rent_full_usd)} to rent it steadily at {steady})"
+            ]
         return [
-            f"Owning wins only if {fleet} is kept more than {fmt_pct(u_star)} busy on average; "
-            f"the planned work keeps it {fmt_pct(work)} busy"
+            f"Owning wins only if {fleet} is kept more than {fmt_pct(u_star)} busy on average "
+            f"(steady use of it rents at {steady}); the planned work keeps it {fmt_pct(work)} busy"
         ]
     if v.cheaper_for_work == "rent":
         stated = fmt_pct(v.stated_utilization)
@@ -148,8 +153,28 @@ def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
             f"owning pays off only above {fmt_pct(u_star)} average utilisation, {reach}"
         ]
     return [
-        f"Renting would win if the fleet were less than {fmt_pct(u_star)} busy on average; "
-        f"the planned work keeps it {fmt_pct(work)} busy"
+        f"Renting would win if the fleet were less than {fmt_pct(u_star)} busy on average "
+        f"(steady use of it rents at {steady}); the planned work keeps it {fmt_pct(work)} busy"
+    ]
+
+
+def _residual_change(v: RentOrOwn) -> list[str]:
+    """Owning ahead of renting the planned work only through the book value the TCO credits
+    at the horizon's end: in cash over the horizon it costs more."""
+    if not v.owning_needs_residual(v.rent_work_usd):
+        return []
+    payback = (
+        f"; it pays back after {fmt_num(v.payback_months, 1)} months"
+        + (" of a " if v.payback_after_horizon else " within the ")
+        + f"{fmt_num(v.horizon_months)}-month horizon"
+        if v.payback_months is not None
+        else ""
+    )
+    return [
+        f"Owning beats renting the planned work only through the {fmt_usd(v.own_residual_usd)} "
+        f"book value credited at the end of the horizon: in cash over "
+        f"{fmt_num(v.horizon_months)} months owning pays {fmt_usd(v.own_cash_usd)} against "
+        f"{fmt_usd(v.rent_work_usd)} to rent{payback}"
     ]
 
 
@@ -219,6 +244,7 @@ def executive_summary(
     verdict = RentOrOwn.from_json(cost.rent_or_own) if cost.rent_or_own else None
     if verdict is not None:
         changes += _rent_or_own_changes(rec.deployment, verdict)
+        changes += _residual_change(verdict)
         changes += _present_value_change(verdict)
     changes += _accelerator_change(rec, alternatives)
     if verdict is not None and low is not None and high is not None:

@@ -220,6 +220,25 @@ def css() -> str:
     return (resources.files("gpufleet.report") / "templates" / "report.css").read_text("utf-8")
 
 
+def payback_note(plan: Plan) -> str:
+    """What the break-even sentence adds after its month: that the payback falls after the
+    horizon, and that owning is then ahead only through the residual value (empty without
+    a verdict, or when neither holds)."""
+    if not plan.cost.rent_or_own:
+        return ""
+    v = RentOrOwn.from_json(plan.cost.rent_or_own)
+    if not v.payback_after_horizon:
+        return ""
+    note = f", after the {fmt_num(v.horizon_months)}-month horizon ends"
+    if v.owning_needs_residual(v.rent_at_stated_usd):
+        note += (
+            f": in cash over the horizon owning pays {fmt_usd(v.own_cash_usd)} against "
+            f"{fmt_usd(v.rent_at_stated_usd)} to rent, ahead only through the "
+            f"{fmt_usd(v.own_residual_usd)} book value credited at the end"
+        )
+    return note
+
+
 def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
     """The two comparisons side by side (`plan.cost.verdict`): (row, the planned work, the
     fleet at the stated utilisation, whether that cell is derived); empty without a TCO."""
@@ -236,6 +255,12 @@ def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
         ),
         ("Fleet busy", fmt_pct(v.work_utilization), fmt_pct(v.stated_utilization), False),
         ("Renting them", fmt_usd(v.rent_work_usd), fmt_usd(v.rent_at_stated_usd), True),
+        (
+            "Rented at",
+            f"{fmt_usd_rate(v.rent_usd_per_gpu_hour)}/GPU-h, blended over the work",
+            v.rate_text(v.rent_at_stated_usd_per_gpu_hour, v.rent_at_stated_basis or "steady use"),
+            True,
+        ),
         ("Owning the fleet (TCO)", own, own, True),
         ("Cheaper", v.cheaper_for_work, v.cheaper_at_stated, True),
     ]
@@ -306,6 +331,7 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "rec_cost": workloads_cost_usd(plan.recommendation),
         "headline": headline_cost(plan),
         "rent_or_own": rent_or_own_rows(plan),
+        "payback_note": payback_note(plan),
         "cost_options": charts.cost_options(plan.cost),
         "sensitivity": sensitivity,
         "sensitivity_labels": any(r.low_label or r.high_label for r in sensitivity),

@@ -9,6 +9,8 @@ listed before it:
   as on-demand × (1 − discount) from commitments.csv, and AWS Capacity Block rates.
 - `mix`: `optimise_mix` buys a `Demand` at least cost with a HiGHS linear program, then rounds
   reserved GPUs to whole GPUs.
+- `steady`: `SteadyRent` prices steady use of the owned fleet (a flat demand) with the same
+  optimiser, never on spot, and solves the break-even utilisation against it.
 - `tco`: `on_prem_tco` prices owning the fleet: capex (systems, network, storage), opex
   (power × PUE, colocation, support, staff), straight-line depreciation, cost per delivered
   GPU-hour; `break_even_months` is when renting would have cost more than owning.

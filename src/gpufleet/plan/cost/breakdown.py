@@ -26,6 +26,7 @@ from gpufleet.plan.cost.prices import (
     cloud_price_sellers,
     cloud_prices,
 )
+from gpufleet.plan.cost.steady import SteadyRent, steady_prices
 from gpufleet.plan.cost.tco import (
     NoOnPremPriceError,
     OnPremInputs,
@@ -74,9 +75,11 @@ def cost_breakdown(
     `optimise_mix` plus the prices used (`price_<kind>_usd_per_gpu_hour`).
     savings_vs_on_demand = 1 − mix total / on-demand total. tco: `on_prem_tco` when on-prem
     inputs are given (empty, with a note in the log, when the accelerator has no purchase
-    price). break_even_months: against the mix's blended price per GPU-hour (on-demand when
-    there is no mix). sensitivity: the tornado for `deployment` (default: on-prem when a TCO
-    exists, else cloud); sensitivity_alternative: the other deployment's, when it is priced.
+    price). rent_or_own: `rent_or_own` (the planned work at the mix's blended price per
+    GPU-hour, or on-demand without a mix; the fleet's steady use at the optimiser's price for
+    it); break_even_months: its payback, shown only where owning wins. sensitivity: the
+    tornado for `deployment` (default: on-prem when a TCO exists, else cloud);
+    sensitivity_alternative: the other deployment's, when it is priced.
     """
     prices = bookable(cloud_prices(demand.accelerator, providers, regions, log), demand, log)
     hours = demand.gpu_hours
@@ -117,48 +120,15 @@ def cost_breakdown(
             )
         except NoOnPremPriceError as exc:
             log.add(f"{demand.accelerator} on-prem TCO", "not computed", str(exc))
-    break_even: float | None = None
     rent_rate: float | None = None
     if mix and hours > 0:
         rent_rate = mix["total_usd"] / hours
-        rent_what = "the optimised mix's blended price"
     elif ON_DEMAND in prices:
         rent_rate = prices[ON_DEMAND]
-        rent_what = "the on-demand price"
-    if tco and on_prem is not None and rent_rate is not None:
-        break_even = break_even_months(tco, rent_rate, on_prem.gpus, on_prem.utilization)
-        log.add(
-            "break-even rent",
-            f"${rent_rate:.4f}/GPU-h",
-            f"{rent_what} per GPU-hour, for gpus × utilization hours a month (derived)",
-        )
     verdict: RentOrOwn | None = None
     if tco and on_prem is not None and rent_rate is not None:
-        verdict = RentOrOwn(
-            fleet_gpus=on_prem.gpus,
-            horizon_years=demand.horizon_hours / HOURS_PER_YEAR,
-            rent_usd_per_gpu_hour=rent_rate,
-            own_usd=tco["total"],
-            work_gpu_hours=hours,
-            rent_work_usd=rent_rate * hours,
-            stated_utilization=on_prem.utilization,
-            payback_months=break_even,
-            **present_values(demand, rent_rate, tco, on_prem.utilization, on_prem.gpus),
-            own_burst_rent_usd=on_prem.burst_rent_usd,
-            owned_work_gpu_hours=on_prem.owned_work_gpu_hours,
-        )
-        if break_even is not None and verdict.cheaper_at_stated == "rent":
-            # the cash view pays back (capex once, no horizon) while over the horizon the TCO
-            # costs more than renting the same hours: a payback next to "rent" would contradict
-            log.add(
-                "payback",
-                "not shown",
-                f"the cash view pays back in month {break_even:.0f}, but over the "
-                f"{verdict.horizon_years:g}-year horizon owning costs more than renting the same "
-                "GPU-hours at the stated utilization",
-            )
-            break_even = None
-            verdict = replace(verdict, payback_months=None)
+        verdict = rent_or_own(demand, prices, tco, on_prem, rent_rate=rent_rate, log=log)
+    break_even = verdict.payback_months if verdict is not None else None
     rows, other_rows = _tornados(
         deployment or ("on-prem" if tco else "cloud"),
         {"on-prem": bool(tco), "cloud": bool(mix)},
@@ -188,24 +158,93 @@ def cost_breakdown(
     )
 
 
+def rent_or_own(
+    demand: Demand,
+    prices: Mapping[str, float],
+    tco: Mapping[str, float],
+    on_prem: OnPremInputs,
+    *,
+    rent_rate: float,
+    log: Assumptions,
+) -> RentOrOwn | None:
+    """Both rent-or-own comparisons (`plan/cost/verdict.py`). The planned work is rented at
+    `rent_rate`, its blended price; the fleet kept busy at the stated utilisation, and the
+    break-even utilisation, at what the optimiser pays for that steady use
+    (`plan/cost/steady.py`), and the payback at that steady rate. None (with a note) when no
+    price may buy steady use: the mix never puts work that runs every hour on spot."""
+    steady = SteadyRent(
+        demand.accelerator, on_prem.gpus, demand.horizon_hours, steady_prices(prices)
+    )
+    if not steady.prices:
+        log.add(
+            "rent or own",
+            "not computed",
+            f"no on-demand or reserved price for {demand.accelerator}: steady use of the "
+            "fleet cannot be rented without spot, which the mix keeps to interruptible work",
+        )
+        return None
+    u = on_prem.utilization
+    stated = steady.at_utilization(u)
+    full = steady.at_utilization(1.0)
+    payback = break_even_months(tco, stated.usd_per_gpu_hour, on_prem.gpus, u)
+    log.add(
+        "rent-or-own steady use",
+        f"{u:.0%} of {on_prem.gpus:,} GPUs every hour at ${stated.usd_per_gpu_hour:.4f}/GPU-h "
+        f"({stated.basis})",
+        "the purchase-mix optimiser on that flat demand: on-demand or reserved, never spot "
+        "or capacity blocks (as the mix's baseline); the break-even utilisation is solved "
+        "against the same optimiser and the payback rents at this rate (derived)",
+    )
+    verdict = RentOrOwn(
+        fleet_gpus=on_prem.gpus,
+        horizon_years=demand.horizon_hours / HOURS_PER_YEAR,
+        rent_usd_per_gpu_hour=rent_rate,
+        own_usd=tco["total"],
+        work_gpu_hours=demand.gpu_hours,
+        rent_work_usd=rent_rate * demand.gpu_hours,
+        stated_utilization=u,
+        payback_months=payback,
+        **present_values(demand, rent_rate, tco, stated.total_usd),
+        own_burst_rent_usd=on_prem.burst_rent_usd,
+        owned_work_gpu_hours=on_prem.owned_work_gpu_hours,
+        rent_at_stated_usd=stated.total_usd,
+        rent_at_stated_basis=stated.basis,
+        rent_full_usd=full.total_usd,
+        rent_full_basis=full.basis,
+        breakeven_utilization=steady.breakeven_utilization(tco["total"]),
+        own_residual_usd=tco.get("residual_value", 0.0),
+    )
+    if payback is not None and verdict.cheaper_at_stated == "rent":
+        # the cash view pays back (capex once, no horizon) while over the horizon the TCO
+        # costs more than renting the same hours: a payback next to "rent" would contradict
+        log.add(
+            "payback",
+            "not shown",
+            f"the cash view pays back in month {payback:.0f}, but over the "
+            f"{verdict.horizon_years:g}-year horizon owning costs more than renting the same "
+            "GPU-hours at the stated utilization",
+        )
+        verdict = replace(verdict, payback_months=None)
+    return verdict
+
+
 def present_values(
-    demand: Demand, rent_rate: float, tco: Mapping[str, float], utilization: float, gpus: int
+    demand: Demand, rent_rate: float, tco: Mapping[str, float], rent_at_stated_usd: float
 ) -> dict[str, float]:
     """Both sides in present value at the TCO's discount rate: the planned work's rent paid
-    as it runs (training in its window from the start, serving evenly), the stated
-    utilisation's evenly, owning as `on_prem_tco` discounts it."""
+    as it runs (training in its window from the start, serving evenly), steady use at the
+    stated utilisation (`rent_at_stated_usd`) evenly, owning as `on_prem_tco` discounts it."""
     rate = tco["discount_rate"]
     years = demand.horizon_hours / HOURS_PER_YEAR
     window_years = demand.window_hours / HOURS_PER_YEAR
     work = demand.burst_gpu_hours * spread_factor(window_years, rate) + (
         demand.baseline_gpus * demand.horizon_hours * spread_factor(years, rate)
     )
-    stated = gpus * demand.horizon_hours * utilization * spread_factor(years, rate)
     return {
         "discount_rate": rate,
         "own_pv_usd": tco["present_value"],
         "rent_work_pv_usd": rent_rate * work,
-        "rent_at_stated_pv_usd": rent_rate * stated,
+        "rent_at_stated_pv_usd": rent_at_stated_usd * spread_factor(years, rate),
     }
 
 

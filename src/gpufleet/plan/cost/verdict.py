@@ -8,11 +8,18 @@ Two comparisons, each on the same GPU-hours for both sides:
   for the horizon (the TCO). The work keeps that fleet `work_utilization` busy; the rest of
   the TCO buys idle capacity, shown as such.
 - **the fleet kept busy at the stated utilisation** (`expected_utilization`): renting
-  gpus × utilisation × the horizon's hours at the same blended price, against the same TCO.
-  `breakeven_utilization` is where the two cross: owning wins above it. `payback_months` is
-  the cash view of the same comparison (capex on day one, then opex against rent each
-  month): a payback inside the horizon implies owning wins at the stated utilisation, since
-  the TCO counts at most the capex and the opex over the horizon.
+  utilisation × the fleet every hour of the horizon, priced by the purchase-mix optimiser for
+  that flat demand (`plan/cost/steady.py`: reserved terms where they are cheaper, never spot),
+  against the same TCO. Not at the planned work's blended price: that is what a short gang
+  bought on demand costs, not steady use (review of the verdict, defect 1).
+  `breakeven_utilization` is where the two cross, solved against the same optimiser: owning
+  wins above it. `payback_months` is the cash view of the same comparison (capex on day one,
+  then opex against that rent each month).
+
+The TCO credits the hardware's book value left at the horizon's end (`own_residual_usd`).
+Where owning is cheaper only through that credit, i.e. its cash over the horizon is not
+below the rent, the sentence says so with both cash figures, and a payback after the horizon
+says it falls after the horizon (defect 5).
 
 A `deployment: both` plan is decided on the planned work: that is the demand the plan knows.
 The sentence then says what utilisation would make owning win, and whether the stated one
@@ -22,10 +29,10 @@ does (other work would have to fill the fleet).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import KW_ONLY, asdict, dataclass, fields
 from typing import Any, Literal
 
-from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd
+from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd, fmt_usd_rate
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 
 Side = Literal["own", "rent"]
@@ -35,7 +42,8 @@ Side = Literal["own", "rent"]
 class RentOrOwn:
     fleet_gpus: int
     horizon_years: float
-    rent_usd_per_gpu_hour: float  # blended: the mix's total / its GPU-hours (or on-demand)
+    # the planned work's blended price: the mix's total / its GPU-hours (or on-demand)
+    rent_usd_per_gpu_hour: float
     own_usd: float  # TCO over the horizon
     work_gpu_hours: float
     rent_work_usd: float  # renting the planned work's GPU-hours
@@ -50,6 +58,16 @@ class RentOrOwn:
     # a fleet smaller than the peak (`on_prem.fleet_policy`): owning includes renting the rest
     own_burst_rent_usd: float = 0.0
     owned_work_gpu_hours: float | None = None  # the part of the work the owned fleet serves
+    _: KW_ONLY
+    # steady use of the fleet, priced by the optimiser for a flat demand (`SteadyRent`):
+    # stated utilisation × the fleet, and the whole fleet, every hour of the horizon, with
+    # what it buys in words; the break-even utilisation solved against the same optimiser
+    rent_at_stated_usd: float
+    rent_at_stated_basis: str
+    rent_full_usd: float
+    rent_full_basis: str
+    breakeven_utilization: float  # above it owning wins (> 1: not even busy every hour)
+    own_residual_usd: float = 0.0  # book value the TCO credits at the horizon's end
 
     @property
     def fleet_hours(self) -> float:
@@ -70,14 +88,32 @@ class RentOrOwn:
         return (self.own_usd - self.own_burst_rent_usd) * (1.0 - self.work_utilization)
 
     @property
-    def rent_at_stated_usd(self) -> float:
-        return self.rent_usd_per_gpu_hour * self.fleet_hours * self.stated_utilization
+    def horizon_months(self) -> float:
+        return self.horizon_years * 12.0
 
     @property
-    def breakeven_utilization(self) -> float:
-        """Average utilisation above which owning costs less than renting the same hours."""
-        full = self.rent_usd_per_gpu_hour * self.fleet_hours
-        return self.own_usd / full if full > 0 else float("inf")
+    def rent_at_stated_usd_per_gpu_hour(self) -> float:
+        """The steady-use rate at the stated utilisation (what the payback rents at)."""
+        hours = self.fleet_hours * self.stated_utilization
+        return self.rent_at_stated_usd / hours if hours > 0 else 0.0
+
+    @property
+    def rent_full_usd_per_gpu_hour(self) -> float:
+        return self.rent_full_usd / self.fleet_hours if self.fleet_hours else 0.0
+
+    @property
+    def own_cash_usd(self) -> float:
+        """What owning pays over the horizon without the residual credit: purchases and opex."""
+        return self.own_usd + self.own_residual_usd
+
+    @property
+    def payback_after_horizon(self) -> bool:
+        return self.payback_months is not None and self.payback_months > self.horizon_months
+
+    def owning_needs_residual(self, rent_usd: float) -> bool:
+        """Owning costs less than `rent_usd` over the horizon, but not in cash: only the
+        book value credited at the end puts it ahead."""
+        return self.own_usd < rent_usd <= self.own_cash_usd
 
     @property
     def cheaper_for_work(self) -> Side:
@@ -106,6 +142,12 @@ class RentOrOwn:
         ones are recomputed, never trusted."""
         values: dict[str, Any] = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values["fleet_gpus"] = int(values["fleet_gpus"])
+        # plan.json from before steady use was priced by the optimiser: it rented every hour
+        # at the planned work's blended price, and its break-even and stated figures say so
+        full_hours = values["fleet_gpus"] * float(values["horizon_years"]) * HOURS_PER_YEAR
+        values.setdefault("rent_full_usd", float(values["rent_usd_per_gpu_hour"]) * full_hours)
+        values.setdefault("rent_at_stated_basis", "")
+        values.setdefault("rent_full_basis", "")
         return cls(**values)
 
     def to_json(self) -> dict[str, float | str | None]:
@@ -113,8 +155,9 @@ class RentOrOwn:
         for name in (
             "work_utilization",
             "own_idle_usd",
-            "rent_at_stated_usd",
-            "breakeven_utilization",
+            "rent_at_stated_usd_per_gpu_hour",
+            "rent_full_usd_per_gpu_hour",
+            "own_cash_usd",
             "cheaper_for_work",
             "cheaper_at_stated",
             "cheaper_for_work_pv",
@@ -122,6 +165,34 @@ class RentOrOwn:
         ):
             out[name] = getattr(self, name)
         return out
+
+    def _residual_clause(self, rent_usd: float, *, again: bool = False) -> str:
+        """', ahead only through …' where owning wins on the TCO but not in cash."""
+        if not self.owning_needs_residual(rent_usd):
+            return ""
+        if again:
+            return (
+                f", again only through that book value ({fmt_usd(self.own_cash_usd)} in cash "
+                f"against {fmt_usd(rent_usd)})"
+            )
+        return (
+            f", ahead only through the {fmt_usd(self.own_residual_usd)} book value credited at "
+            f"the end: in cash over {fmt_num(self.horizon_months)} months owning pays "
+            f"{fmt_usd(self.own_cash_usd)} against {fmt_usd(rent_usd)} to rent"
+        )
+
+    def payback_text(self) -> str:
+        """'paying back after m months' and, past the horizon, that it is."""
+        if self.payback_months is None:
+            return ""
+        text = f"paying back after {fmt_num(self.payback_months, 1)} months"
+        if self.payback_after_horizon:
+            text += f", after the {fmt_num(self.horizon_months)}-month horizon ends"
+        return text
+
+    @staticmethod
+    def rate_text(usd_per_gpu_hour: float, basis: str) -> str:
+        return f"{fmt_usd_rate(usd_per_gpu_hour)}/GPU-h" + (f" as {basis}" if basis else "")
 
     def sentence(self) -> str:
         """The verdict, from the numbers above and nothing else."""
@@ -137,16 +208,27 @@ class RentOrOwn:
                 else ""
             )
             + f") against {fmt_usd(self.rent_work_usd)} to rent the same GPU-hours"
+            + self._residual_clause(self.rent_work_usd)
         )
         u_star = self.breakeven_utilization
         if u_star > 1.0:
-            return out + "; owning would not win even with the fleet busy every hour"
+            return out + (
+                "; owning would not win even with the fleet busy every hour ("
+                f"{fmt_usd(self.own_usd)} owned against {fmt_usd(self.rent_full_usd)} to rent "
+                "it steadily at "
+                + self.rate_text(self.rent_full_usd_per_gpu_hour, self.rent_full_basis)
+                + ")"
+            )
         at = (
             f"at the stated {fmt_pct(self.stated_utilization)}: {fmt_usd(self.own_usd)} "
-            f"owned against {fmt_usd(self.rent_at_stated_usd)} rented"
+            f"owned against {fmt_usd(self.rent_at_stated_usd)} to rent that use steadily at "
+            + self.rate_text(self.rent_at_stated_usd_per_gpu_hour, self.rent_at_stated_basis)
         )
         if self.payback_months is not None and self.cheaper_at_stated == "own":
-            at += f", paying back after {fmt_num(self.payback_months, 1)} months"
+            at += ", " + self.payback_text()
+        at += self._residual_clause(
+            self.rent_at_stated_usd, again=self.owning_needs_residual(self.rent_work_usd)
+        )
         if self.cheaper_for_work == "rent" and self.cheaper_at_stated == "own":
             at += ", if other work keeps the fleet that busy"
         return out + f"; owning wins above {fmt_pct(u_star)} average utilisation ({at})"
