@@ -155,9 +155,11 @@ def test_a_lead_moves_a_job_within_its_class_and_positions_change_next_cycle(
     assert r.status_code == 303
     assert r.headers["location"] == f"/portal/team?team=vision&moved={c}"
     page = lead.get(r.headers["location"]).text
-    assert f"Moved #{c} c: now 1 of the team's 3 waiting standard jobs. The table shows" in page
-    # the class keeps the places it holds; the move decides which job takes which, at once
-    assert _positions(page) == {c: ("1", "1"), a: ("2", "2"), b: ("3", "3")}
+    assert f"Moved #{c} c: now 1 of the team's 3 waiting standard jobs. The <em>In team" in page
+    # the positions are the API's, from the last cycle, until the next cycle uses the move
+    assert _positions(page) == {a: ("1", "1"), b: ("2", "2"), c: ("3", "3")}
+    api = portal.plane.client.get(f"/api/v1/jobs/{c}", headers=portal.plane.auth("admin"))
+    assert api.json()["queue_position"] == {"team": 3, "cluster": 3}
     assert _buttons(page, c) == ["raise", "lower", "down"]  # the class order is new already
     portal.plane.cycle(10)
     team = lead.get("/portal/team").text

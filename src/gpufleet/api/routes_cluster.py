@@ -70,12 +70,19 @@ def _counts(s: Db) -> dict[tuple[int, str], int]:
 
 @router.get("/teams", response_model=list[TeamOut])
 def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
-    """Quota per flavor with what is used, borrowed beyond the guarantee and lent out."""
+    """Quota per flavor with what is used, borrowed beyond the guarantee and lent out.
+
+    `borrowed_gpus` is what the team holds beyond its guarantee. `lent_gpus` is its share of
+    what its cohort borrows of the flavor: the cohort's borrowing split among its members in
+    proportion to what each could lend now (its lendable GPUs, lending limit applied, that
+    it does not use itself: the quota book's lend pool), so per cohort and flavor the GPUs
+    lent add up to the GPUs borrowed. A team without a cohort lends nothing."""
     held = _held_by_team(s)
     counts = _counts(s)
     capacity = ctx.cluster.gpus_by_accelerator
     now = ctx.clock()
     rows = s.scalars(select(Team).order_by(Team.name)).all()
+    lent = _lent_by_team(held, rows)  # over every team: a cohort's borrowing is not the caller's
     out = []
     for t in rows:
         if not who.sees_team(t.id):
@@ -92,16 +99,7 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
                     lending_limit_gpus=q.lending_limit_gpus,
                     used_gpus=used,
                     borrowed_gpus=max(0.0, used - q.guaranteed_gpus),
-                    lent_gpus=_lent(
-                        flavor=q.flavor,
-                        guaranteed=q.guaranteed_gpus,
-                        used=used,
-                        held=held,
-                        teams=rows,
-                        team_id=t.id,
-                    )
-                    if q.lending
-                    else 0.0,
+                    lent_gpus=lent.get((t.id, q.flavor), 0.0),
                 )
             )
         share = max(
@@ -131,24 +129,43 @@ def teams(who: Caller, ctx: Ctx, s: Db) -> list[TeamOut]:
     return out
 
 
-def _lent(
-    *,
-    flavor: str,
-    guaranteed: int,
-    used: float,
-    held: dict[tuple[int, str], float],
-    teams: Sequence[Team],
-    team_id: int,
-) -> float:
-    """Idle guaranteed GPUs of this team that others hold beyond their own guarantees."""
-    idle = max(0.0, guaranteed - used)
-    borrowed = 0.0
+def _lent_by_team(
+    held: dict[tuple[int, str], float], teams: Sequence[Team]
+) -> dict[tuple[int, str], float]:
+    """(team id, flavor) -> GPUs of the team's guarantee that others of its cohort borrow.
+
+    Borrowing is what `sched.quota.QuotaBook.borrowed` says: GPUs held beyond the guarantee,
+    and only from the team's own cohort. The scheduler draws it from the cohort's lend pool
+    without recording whose GPUs it took, so a cohort's borrowing is split among its members
+    in proportion to what each could lend now: `lendable` less what it uses beyond what it
+    keeps (`QuotaBook.lend_pool`), i.e. min(lendable, guaranteed - used), at least 0. When
+    nobody could lend (a guarantee or lending limit lowered after the borrowing began) the
+    split falls back to the unused guarantees, then to the guarantees, so lent still adds
+    up to borrowed whenever the cohort has any guarantee of the flavor.
+    """
+    # (cohort, flavor) -> per member: (team id, could lend now, unused guarantee, guarantee)
+    members: dict[tuple[str, str], list[tuple[int, float, float, float]]] = defaultdict(list)
     for t in teams:
-        if t.id == team_id:
+        if t.cohort is None:
+            continue  # no cohort: never borrows, never lends (`sched.quota`)
+        for q in t.quotas:
+            guaranteed = float(q.guaranteed_gpus)
+            limit = q.guaranteed_gpus if q.lending_limit_gpus is None else q.lending_limit_gpus
+            lendable = float(limit) if q.lending else 0.0  # `specs.teams.Quota.lendable_gpus`
+            unused = max(0.0, guaranteed - held.get((t.id, q.flavor), 0.0))
+            members[(t.cohort, q.flavor)].append((t.id, min(lendable, unused), unused, guaranteed))
+    out: dict[tuple[int, str], float] = {}
+    for (_, flavor), rows in members.items():
+        borrowed = sum(max(0.0, held.get((tid, flavor), 0.0) - g) for tid, _, _, g in rows)
+        if borrowed <= 0:
             continue
-        g = next((q.guaranteed_gpus for q in t.quotas if q.flavor == flavor), 0)
-        borrowed += max(0.0, held.get((t.id, flavor), 0.0) - g)
-    return min(idle, borrowed)
+        for weight in (1, 2, 3):  # could lend now; else unused guarantee; else guarantee
+            total = sum(r[weight] for r in rows)
+            if total > 0:
+                for r in rows:
+                    out[(r[0], flavor)] = borrowed * r[weight] / total
+                break
+    return out
 
 
 @router.get("/queues", response_model=list[QueueOut])

@@ -1,13 +1,14 @@
 """Reordering a team's waiting jobs: a lead's moves within a priority class (design 0013).
 
 A move decides which of a class's waiting jobs takes which of the places the class holds in
-the cluster's queue; `in_lead_order` hands the scheduler those places every cycle, and
-`places_in_lead_order` shows a team page the same order right after a move.
+the cluster's queue; `in_lead_order` hands the scheduler those places every cycle. Pages show
+the scheduler's positions only (the API's): its order is not the lead's, since guarantee-first
+puts a team's jobs within its guarantee ahead of those that would borrow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -146,25 +147,6 @@ def class_places(rows: Sequence[Job]) -> dict[int, tuple[int, int]]:
     for queue in classes.values():
         for place, job in enumerate(sorted(queue, key=_lead_key), start=1):
             out[job.id] = (place, len(queue))
-    return out
-
-
-def places_in_lead_order(
-    rows: Sequence[Job], positions: Mapping[int, tuple[int, int]]
-) -> dict[int, tuple[int, int]]:
-    """The scheduler's queue positions (job id -> (in team, in cluster), from its last cycle)
-    handed out again in the lead's order: a class keeps the places it holds, and a move only
-    decides which of its jobs takes which (design 0013), so this is what the next cycle
-    shows, and a team page can show it right after a move instead of the stale order."""
-    classes: dict[tuple[int, str], list[Job]] = {}
-    for job in rows:
-        if job.state == "pending" and job.id in positions:
-            classes.setdefault((job.team_id, job.priority_class), []).append(job)
-    out = dict(positions)
-    for queue in classes.values():
-        held = sorted(positions[job.id] for job in queue)
-        for job, place in zip(sorted(queue, key=_lead_key), held, strict=True):
-            out[job.id] = place
     return out
 
 

@@ -64,6 +64,9 @@ RAW_KEEP_S = 86_400.0
 ROLLUP_KEEP_S = 90 * 86_400.0
 BUCKET_S = 300.0
 HOUR_S = 3600.0  # the coarser roll-up per team, for long windows
+# the team of a reading of a GPU that several teams hold (slices, fractions): not a team
+# name, which is a DNS label (`admin.check_name`), so it never stands for a real team
+SEVERAL_TEAMS = "(several teams)"
 # a reading older than this is not "now": its collector stopped, so nothing is shown for it
 FRESH_S = 300.0
 IdlePolicy = Literal["off", "notify", "reclaim"]
@@ -174,7 +177,7 @@ def ingest(
     busy: dict[tuple[int, int], float] = defaultdict(float)
     read_milli: dict[tuple[int, int], int] = defaultdict(int)
     mem: dict[tuple[int, int], int] = defaultdict(int)
-    # per team (False, name; None: no one team) and for the whole cluster (True, None)
+    # per team (False, name; SEVERAL_TEAMS: shared; None: nobody) and the cluster (True, None)
     per_team: dict[tuple[bool, str | None], TeamSums] = defaultdict(TeamSums)
     samples: list[dict[str, Any]] = []  # each GPU's row of `gpu_samples`
     for r in _per_gpu(readings, held):
@@ -376,8 +379,13 @@ def _one_per_gpu(readings: list[Reading]) -> list[Reading]:
 
 
 def _shared_team(who: Sequence[Holder]) -> str | None:
+    """The team a GPU's reading is filed under: its one team, `SEVERAL_TEAMS` when teams
+    share it (MIG slices, fractions), None only when nobody holds it. None for a shared GPU
+    read as free on the heat map and as team="" in /metrics while it was allocated."""
     names = {h.team for h in who}
-    return next(iter(names)) if len(names) == 1 else None
+    if len(names) > 1:
+        return SEVERAL_TEAMS
+    return next(iter(names), None)
 
 
 @dataclass(slots=True)
@@ -603,8 +611,8 @@ class GpuNow:
     mem_used_bytes: int | None
     mem_total_bytes: int | None
     healthy: bool
-    job_id: int | None
-    team: str | None
+    job_id: int | None  # its one holder's job; None when free or shared
+    team: str | None  # its team, `SEVERAL_TEAMS` when shared, None when free
 
 
 def latest(session: Session) -> list[GpuNow]:

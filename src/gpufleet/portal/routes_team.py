@@ -6,7 +6,9 @@ Leads reorder two ways. *Raise* and *Lower* change a job's priority class
 *Top*, *Up* and *Down* move a job among the team's jobs of its own class
 (`queue_moves.move_job`, docs/design/0013): the team's jobs keep their places in the queue, the
 lead decides which job takes which. Both take effect at the scheduler's next cycle, so the
-page says so after a move instead of showing positions that have not changed yet.
+page says so after a move; the positions it shows are always the API's (the last cycle's),
+since only the scheduler knows the order it will use (guarantee-first puts a team's jobs
+within its guarantee ahead of those that would borrow, whatever the lead's order).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from sqlalchemy import select
 
 from gpufleet.api import routes_cluster
 from gpufleet.api.deps import MAX_ID, JobId
-from gpufleet.api.schemas import JobOut, QueuePosition
 from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs, queue_moves
 from gpufleet.control.auth import NotFoundError
@@ -51,15 +52,10 @@ def team_page(
     now = ctx.clock()
     index = queue_index(s)
     rows = jobs.list_jobs(s, who, team=found.name, state="pending", limit=1000)
+    # the positions are the API's (`job_out`, the last cycle's snapshot), never recomputed
+    # here: the scheduler's order is not the lead's order (jobs within the team's guarantee go
+    # first), so a page that guessed it showed a job first with "4 jobs ahead of you"
     pending = [job_out(s, j, now, index=index, full=who.is_admin) for j in rows]
-    if queue_moves.moves_apply(ctx.profile):  # a lead's move shows at once, not at the next cycle
-        held = {
-            j.id: (j.queue_position.team, j.queue_position.cluster)
-            for j in pending
-            if j.queue_position
-        }
-        places = queue_moves.places_in_lead_order(rows, held)
-        pending = [_at(j, places.get(j.id)) for j in pending]
     pending.sort(key=lambda j: (j.queue_position.team if j.queue_position else 10**9, j.id))
     classes = s.scalars(select(PriorityClass).order_by(PriorityClass.value.desc())).all()
     names = [c.name for c in classes]
@@ -81,13 +77,6 @@ def team_page(
         places=queue_moves.class_places(rows),
         moved=next((j for j in pending if j.id == moved), None),
     )
-
-
-def _at(job: JobOut, place: tuple[int, int] | None) -> JobOut:
-    if place is None:
-        return job
-    position = QueuePosition(team=place[0], cluster=place[1])
-    return job.model_copy(update={"queue_position": position})
 
 
 @router.post("/jobs/{job_id}/move", name="job_move")

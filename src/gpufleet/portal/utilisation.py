@@ -20,9 +20,11 @@ from gpufleet.control.auth import Principal
 from gpufleet.control.models import Job, JobUtilization, Team
 from gpufleet.control.telemetry_series import series
 from gpufleet.control.telemetry_store import FRESH_S, latest
+from gpufleet.control.telemetry_store import SEVERAL_TEAMS as SHARED_READING
 from gpufleet.portal import fmt
 
 OTHER_TEAM = "another team"
+SEVERAL_TEAMS = "several teams"  # a GPU whose slices or fractions teams share
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Cell:
 
     gpu: int
     util_pct: float | None  # None: no recent reading
-    holder: str  # team name, OTHER_TEAM, or "" (free)
+    holder: str  # team name, OTHER_TEAM, SEVERAL_TEAMS, or "" (free)
     job_id: int | None  # only for the viewer's own team (or an admin)
     healthy: bool | None
     mem_used_bytes: int | None
@@ -77,7 +79,7 @@ def heat_map(s: Session, cluster: Cluster, who: Principal, now_s: float) -> list
                 Cell(
                     gpu=index,
                     util_pct=g.util_pct if g is not None else None,
-                    holder=(team if mine else OTHER_TEAM) if team else "",
+                    holder=_holder(team, mine=mine),
                     job_id=g.job_id if (g is not None and mine) else None,
                     healthy=g.healthy if g is not None else None,
                     mem_used_bytes=g.mem_used_bytes if g is not None else None,
@@ -86,6 +88,17 @@ def heat_map(s: Session, cluster: Cluster, who: Principal, now_s: float) -> list
             )
         rows.append(NodeRow(node.name, node.accelerator, tuple(cells)))
     return rows
+
+
+def _holder(team: str | None, *, mine: bool) -> str:
+    """Who a cell says holds the GPU. A shared GPU (teams' MIG slices or fractions) is held
+    by several teams, named to nobody: it showed as free, its reading filed under no one
+    team (`telemetry_store.SEVERAL_TEAMS`, the reading's team now)."""
+    if team is None:
+        return ""
+    if team == SHARED_READING:
+        return SEVERAL_TEAMS
+    return team if mine else OTHER_TEAM
 
 
 def utilisation_chart(
@@ -108,7 +121,11 @@ def utilisation_chart(
     labels = [fmt.when(start_s + i * step_s).removesuffix(" UTC")[5:] for i in range(buckets)]
     datasets = [{"key": "cluster", "label": "whole cluster", "data": column(whole)}]
     datasets += [
-        {"key": name, "label": f"{name}", "data": column(points)}
+        {
+            "key": name,
+            "label": SEVERAL_TEAMS if name == SHARED_READING else name,
+            "data": column(points),
+        }
         for name, points in sorted(shown.items())
     ]
     return {

@@ -20,7 +20,9 @@ Profiles (per-GPU utilisation, in %):
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -87,6 +89,10 @@ class EmulatedJob:
     node: str
     gpu_indices: tuple[int, ...]  # the GPUs of `node` it holds
     start_s: float
+    # (GPU index, bytes of it the job holds) where it holds part of a GPU: a MIG slice's
+    # memory, or a fraction's share; a GPU not named here is the job's whole, unless other
+    # jobs hold part of it too (then the memory nobody declared is split among them)
+    mem_held_bytes: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +124,8 @@ class EmulatedCollector:
         self.gpu = gpu or EmulatedGpu()
 
     def collect(self, now_s: float) -> list[GpuSample]:
+        jobs = list(self._jobs())
+        held = self._mem_held_bytes(jobs)
         out = [
             self._sample(
                 now_s,
@@ -125,17 +133,53 @@ class EmulatedCollector:
                 index,
                 job,
                 busy_pct(job.profile, job.job_id, index, job.start_s, now_s),
+                held_bytes=held[(job.node, index, job.job_id)],
             )
-            for job in self._jobs()
+            for job in jobs
             for index in job.gpu_indices
         ]
         for node, index in self._free() if self._free else ():
-            out.append(self._sample(now_s, node, index, None, 0.0))
+            out.append(self._sample(now_s, node, index, None, 0.0, held_bytes=0))
         return sorted(out, key=lambda s: (s.node, s.gpu_index or 0))
 
+    def _mem_held_bytes(self, jobs: list[EmulatedJob]) -> dict[tuple[str, int, str], int]:
+        """(node, GPU, job) -> the memory the job holds on that GPU, the most it may read.
+
+        The store adds up a GPU's readings (a MIG GPU reads once per slice, as DCGM's
+        exporter does), so a slice's job reading a whole GPU's share gave 179 GB used of an
+        80 GB GPU. A job holds what it declares (`EmulatedJob.mem_held_bytes`); the jobs of
+        a GPU that declare nothing split what the others leave equally; and should the
+        declarations exceed the GPU, every job's part shrinks in proportion: a GPU's
+        parts never add up to more than it has."""
+        total = self.gpu.mem_total_bytes
+        on_gpu: dict[tuple[str, int], list[tuple[str, int | None]]] = defaultdict(list)
+        for job in jobs:
+            declared = dict(job.mem_held_bytes)
+            for index in job.gpu_indices:
+                on_gpu[(job.node, index)].append((job.job_id, declared.get(index)))
+        out: dict[tuple[str, int, str], int] = {}
+        for (node, index), parts in on_gpu.items():
+            known = sum(max(0, b) for _, b in parts if b is not None)
+            unknown = sum(1 for _, b in parts if b is None)
+            rest = max(0, total - known) // unknown if unknown else 0
+            want = [(job_id, rest if b is None else max(0, b)) for job_id, b in parts]
+            asked = sum(b for _, b in want)
+            for job_id, b in want:
+                out[(node, index, job_id)] = b if asked <= total else b * total // asked
+        return out
+
     def _sample(
-        self, now_s: float, node: str, index: int, job: EmulatedJob | None, util: float
+        self,
+        now_s: float,
+        node: str,
+        index: int,
+        job: EmulatedJob | None,
+        util: float,
+        *,
+        held_bytes: int,
     ) -> GpuSample:
+        """One reading; the job uses its profile's share of the memory it holds there
+        (`held_bytes`), never more (rounded down)."""
         g = self.gpu
         util = round(util, 1)
         share = _MEM_SHARE.get(job.profile, 0.5) if job else 0.0
@@ -148,7 +192,7 @@ class EmulatedCollector:
             sm_util_pct=util,
             uuid=f"GPU-emulated-{node}-{index}",
             model=g.model,
-            mem_used_bytes=round(g.mem_total_bytes * share),
+            mem_used_bytes=math.floor(held_bytes * share),
             mem_total_bytes=g.mem_total_bytes,
             power_w=round(power, 1),
             temp_c=round(30 + 40 * util / 100, 1),
