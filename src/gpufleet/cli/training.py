@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,6 +16,9 @@ from gpufleet.formatting import format_bytes, format_gb
 from gpufleet.specs.load import load
 from gpufleet.specs.training import TrainingSpec
 from gpufleet.validation.training import RowResult
+
+if TYPE_CHECKING:
+    from gpufleet.estimate.training_estimate import CommTime
 
 EXIT_INFEASIBLE = 1
 SpecArg = Annotated[Path, typer.Argument(help="A training spec YAML file (kind: training).")]
@@ -89,11 +92,7 @@ def _print_estimate(r: object, console: Console) -> None:
             f"{format_bytes(r.memory_per_gpu_bytes.activations)} / "
             f"{format_bytes(r.memory_per_gpu_bytes.other)}",
         ),
-        (
-            "comm tp / pp / dp (exposed)",
-            f"{r.comm_time_s.tp:.3f} / {r.comm_time_s.pp:.3f} / "
-            f"{r.comm_time_s.dp:.3f} s ({r.comm_time_s.exposed:.3f} s)",
-        ),
+        _comm_row(r.comm_time_s),
     ]
     if r.train_time_days is not None:
         rows.append(("train time (no failures)", f"{r.train_time_days:.1f} days"))
@@ -328,3 +327,13 @@ def _table(title: str, results: list[RowResult]) -> Table:
             r.layout,
         )
     return table
+
+
+def _comm_row(comm: CommTime) -> tuple[str, str]:
+    """Each dimension's communication time and the part of it left exposed; context and
+    expert parallelism are listed when they communicate, so the parts a reader adds up are
+    the parts the exposed time comes from."""
+    parts = [("tp", comm.tp), ("pp", comm.pp), ("dp", comm.dp)]
+    parts += [(name, t) for name, t in (("cp", comm.cp), ("ep", comm.ep)) if t > 0]
+    label = "comm " + " / ".join(name for name, _ in parts) + " (exposed)"
+    return label, " / ".join(f"{t:.3f}" for _, t in parts) + f" s ({comm.exposed:.3f} s)"
