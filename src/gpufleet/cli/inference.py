@@ -46,7 +46,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
         m = r.memory_per_gpu_bytes
         cost = r.cost_per_million_output_tokens_usd
         for label, value in (
-            ("time to first token", f"{r.ttft_ms:,.1f} ms"),
+            (_ttft_label(spec), f"{r.ttft_ms:,.1f} ms"),
             ("time per output token", f"{r.tpot_ms:,.1f} ms"),
             ("output tokens/s (system)", f"{r.output_tokens_per_s:,.0f}"),
             ("output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}"),
@@ -83,6 +83,16 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             console.print(f"[red]{reason}[/red]")
     if not (r.fits and r.slo_met):
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _ttft_label(spec: InferenceSpec) -> str:
+    """TTFT is that of the longest (p99) prompt where prompts vary: the SLO it is held to is
+    a p99."""
+    sv = spec.serving
+    longest, mean = sv.max_tokens("input"), sv.mean_tokens("input")
+    if sv.batch is not None or longest == mean:
+        return "time to first token"
+    return f"time to first token (p99 prompt, {longest:,} tokens)"
 
 
 def _load_label(mode: str, batch: int, request_rate_per_s: float | None) -> str:

@@ -352,14 +352,24 @@ def static_batch(
 
 
 def continuous(
-    case: InferenceCase, tp: Array, concurrency: Array, prompt: float, output: float
+    case: InferenceCase,
+    tp: Array,
+    concurrency: Array,
+    prompt: float,
+    output: float,
+    *,
+    ttft_prompt: float | None = None,
 ) -> Serving:
     """Steady state of in-flight batching: each step decodes `concurrency` requests, and the
     prompts of the requests that replace finished ones ride in the same steps a chunk at a
     time (`chunked_mixed_s`), so prefill and decode interfere inside a step rather than
-    taking turns."""
+    taking turns.
+
+    The steady state is that of the mean `prompt`; `ttft_s` is the first token of a request
+    whose prompt has `ttft_prompt` tokens (default `prompt`): a p99 TTFT SLO is met by the
+    p99 prompt's prefill, not the mean's (3,500 tokens prefill in 3.4x the time of 1,024)."""
     mid = np.full_like(concurrency, prompt + output / 2)
-    prompts = np.full_like(concurrency, prompt)
+    prompts = np.full_like(concurrency, prompt if ttft_prompt is None else ttft_prompt)
     mixed = chunked_mixed_s(case, tp, concurrency, mid, prompt=prompt, output=output)
     one = np.ones_like(concurrency)
     per_request = prefill(case, tp, one, prompts)

@@ -145,13 +145,20 @@ def case_for(
 
 
 def _serving(
-    case: InferenceCase, tp: int, load: int, *, mode: str, prompt: float, out: float
+    case: InferenceCase,
+    tp: int,
+    load: int,
+    *,
+    mode: str,
+    prompt: float,
+    out: float,
+    ttft_prompt: float | None = None,
 ) -> Serving:
     t = np.array([float(tp)])
     b = np.array([float(load)])
     if mode == "batch":
         return static_batch(case, t, b, prompt, out)
-    return continuous(case, t, b, prompt, out)
+    return continuous(case, t, b, prompt, out, ttft_prompt=ttft_prompt)
 
 
 def _hop_s(case: InferenceCase, micro: int) -> float:
@@ -170,12 +177,14 @@ def _slo_ok(spec: InferenceSpec, s: Serving, extra_wait_s: float = 0.0) -> bool:
 def _best_concurrency(
     spec: InferenceSpec, case: InferenceCase, tp: int, *, limit: int, prompt: float, out: float
 ) -> int:
-    """Largest concurrency (<= limit) whose TPOT and unqueued TTFT meet the SLO."""
+    """Largest concurrency (<= limit) whose TPOT and unqueued TTFT (of the p99 prompt) meet
+    the SLO."""
     if limit < 1:
         return 0
     cs = np.unique(np.round(np.geomspace(1, limit, num=min(limit, 64))).astype(float))
     tps = np.full_like(cs, float(tp))
-    serving = continuous(case, tps, cs, prompt, out)
+    ttft_prompt = float(spec.serving.max_tokens("input"))
+    serving = continuous(case, tps, cs, prompt, out, ttft_prompt=ttft_prompt)
     slo = spec.serving.slo
     ok = np.ones_like(cs, dtype=bool)
     if slo.tpot_p99_ms is not None:
@@ -271,7 +280,13 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
         )
     micro = max(1, -(-max(load, 1) // pp))  # each stage works on 1/pp of the load at a time
     stage = _serving(
-        case, tp, micro, mode="batch" if mode == "batch" else "c", prompt=prompt, out=out
+        case,
+        tp,
+        micro,
+        mode="batch" if mode == "batch" else "c",
+        prompt=prompt,
+        out=out,
+        ttft_prompt=float(sv.max_tokens("input")),
     )
     serving = pipelined(stage, pp, _hop_s(case, micro), case.engine.request_overhead_s)
     if memory_ok and load < 1:
