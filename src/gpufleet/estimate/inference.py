@@ -121,6 +121,22 @@ def weight_bytes_per_gpu(arch: ModelArch, precision: str, tp: Array) -> Array:
     return (body * BYTES_PER_WEIGHT[precision] + embed * 2.0) / tp
 
 
+def weight_bytes_read_per_gpu(arch: ModelArch, precision: str, tp: Array, tokens: Array) -> Array:
+    """Weight bytes a step of `tokens` tokens reads from HBM per GPU: every dense weight once,
+    and of a mixture-of-experts layer only the experts its tokens are routed to. With each
+    token picking k of E experts, T tokens touch E·(1 − (1 − k/E)^T) distinct experts per layer
+    in expectation (uniform routing; real routers are less even, so this is an upper bound):
+    Mixtral's batch-1 decode reads 2 of 8 experts (12.9B of 46.7B parameters), a large batch
+    all of them. Memory holds every expert (`weight_bytes_per_gpu`)."""
+    total = weight_bytes_per_gpu(arch, precision, tp)
+    if not arch.is_moe or arch.experts <= arch.experts_per_token:
+        return total
+    routed = parameter_count(arch).routed_experts * BYTES_PER_WEIGHT[precision] / tp
+    unused = 1.0 - arch.experts_per_token / arch.experts
+    touched = 1.0 - np.power(unused, np.maximum(np.asarray(tokens, dtype=np.float64), 1.0))
+    return np.asarray(total - routed * (1.0 - touched), dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class StepTimes:
     """One step's time and its parts (seconds, arrays like the inputs).
@@ -179,9 +195,8 @@ def _step(
     prompt tokens (of prompts `prompt` long): one weight read, shared by all of them."""
     arch, hw, eng = case.arch, case.hw, case.engine
     bw = hw.memory_bytes_per_s
-    weights_s = weight_bytes_per_gpu(arch, case.precision, tp) / (
-        bw * eng.decode_bandwidth_fraction
-    )
+    weights = weight_bytes_read_per_gpu(arch, case.precision, tp, decode + prefill_tokens)
+    weights_s = weights / (bw * eng.decode_bandwidth_fraction)
     kv = kv_bytes_per_token_per_gpu(arch, case.kv_precision, tp) * decode * context
     kv_s = kv / (bw * eng.kv_fraction)
     flops_s = hw.peak_flops * eng.prefill_compute_fraction
@@ -237,7 +252,7 @@ def prefill(case: InferenceCase, tp: Array, requests: Array, prompt: Array) -> S
     flops_s = hw.peak_flops * eng.prefill_compute_fraction
     gemm_s = gemm / flops_s
     attention_s = tokens * attn / tp / flops_s
-    weights = weight_bytes_per_gpu(arch, case.precision, tp)
+    weights = weight_bytes_read_per_gpu(arch, case.precision, tp, tokens)
     weights_s = weights / (hw.memory_bytes_per_s * eng.decode_bandwidth_fraction)
     comm = _allreduce(case, tp, tokens)
     overhead = np.full_like(tokens, eng.step_overhead_s)
