@@ -84,6 +84,21 @@ def test_members_see_their_team_only_and_no_idle(billed: Portal) -> None:
     assert "Idle capacity" not in page
 
 
+def test_a_teams_report_does_not_show_the_clusters_capacity_as_zero(billed: Portal) -> None:
+    """Capacity and idle are the cluster's, shown to admins: a team's report leaves them out
+    (null in JSON, said so in the CSV) instead of reading 'capacity GPU-hours: 0'."""
+    api = billed.plane.client
+    team = api.get("/api/v1/reports/chargeback", headers=billed.plane.auth("nlp-member")).json()
+    assert team["capacity_gpu_hours"] is None
+    assert team["idle_gpu_hours"] is None
+    admin = api.get("/api/v1/reports/chargeback", headers=billed.plane.auth("admin")).json()
+    assert admin["capacity_gpu_hours"] > 0
+    text = billed.as_("nlp-member").get("/portal/chargeback.csv").text
+    assert "capacity and idle GPU-hours: not in this report" in text
+    assert "__idle__ line" not in text
+    assert "capacity GPU-hours: 0" not in text
+
+
 def test_the_period_picker(billed: Portal) -> None:
     admin = billed.as_("admin")
     r = admin.get("/portal/chargeback?period=last-month")

@@ -216,8 +216,12 @@ class ChargebackOut(BaseModel):
     rows: list[ChargebackRowOut]
     totals: ChargebackRowOut
     idle: ChargebackRowOut | None
-    idle_gpu_hours: float
-    capacity_gpu_hours: float
+    idle_gpu_hours: float | None = Field(
+        description="The cluster's idle GPU-hours in the period; null in a team's own report."
+    )
+    capacity_gpu_hours: float | None = Field(
+        description="The cluster's GPU-hours in the period; null in a team's own report."
+    )
     unpriced_flavors: list[str]
 
 

@@ -90,7 +90,9 @@ def _header_lines(report: ChargebackReport) -> list[str]:
         ),
     }[report.basis]
     idle = {
-        "none": "none (idle capacity cost on its own __idle__ line)",
+        "none": "none (idle capacity cost on its own __idle__ line)"
+        if report.capacity_gpu_hours is not None
+        else "none (no idle line: capacity is not part of this report)",
         "uniform": "uniform (each flavor's idle cost shared equally by the groups that used it)",
         "proportional": (
             "proportional (each flavor's idle cost shared by the groups' allocated GPU-hours)"
@@ -103,8 +105,7 @@ def _header_lines(report: ChargebackReport) -> list[str]:
         f"idle method: {idle}",
         "GPU-hours allocated = GPUs held x hours held, clipped to the period",
         "gpu_efficiency = GPU-hours used / allocated, over the records that report usage",
-        f"capacity GPU-hours: {_fmt_hours(report.capacity_gpu_hours)}; "
-        f"idle GPU-hours: {_fmt_hours(report.idle_gpu_hours)}",
+        _capacity_line(report),
     ]
     if report.unpriced_flavors:
         lines.append(f"unpriced flavors (charged 0): {', '.join(report.unpriced_flavors)}")
@@ -116,6 +117,15 @@ def _header_lines(report: ChargebackReport) -> list[str]:
             + ", ".join(report.over_capacity_flavors)
         )
     return lines
+
+
+def _capacity_line(report: ChargebackReport) -> str:
+    if report.capacity_gpu_hours is None or report.idle_gpu_hours is None:
+        return "capacity and idle GPU-hours: not in this report (the cluster's, shown to admins)"
+    return (
+        f"capacity GPU-hours: {_fmt_hours(report.capacity_gpu_hours)}; "
+        f"idle GPU-hours: {_fmt_hours(report.idle_gpu_hours)}"
+    )
 
 
 def to_focus_csv(

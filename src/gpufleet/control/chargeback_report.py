@@ -142,8 +142,11 @@ class ChargebackReport:
     idle_method: IdleMethod
     rows: tuple[ChargebackRow, ...]
     totals: ChargebackRow
-    idle_gpu_hours: float
-    capacity_gpu_hours: float
+    # None when the report was built without the cluster's capacity (a team's own report:
+    # capacity and idle are the whole cluster's, shown to admins), never a 0 that reads as
+    # an empty cluster
+    idle_gpu_hours: float | None
+    capacity_gpu_hours: float | None
     idle: ChargebackRow | None = None
     flavors: tuple[FlavorSummary, ...] = ()
     flavor_rows: tuple[ChargebackRow, ...] = ()
