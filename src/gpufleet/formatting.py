@@ -98,6 +98,12 @@ def format_bytes(value: float) -> str:
     for unit, scale in (("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30)):
         if value >= scale and value % scale == 0:
             return f"{value / scale:,.0f} {unit}"
+    return format_decimal_bytes(value)
+
+
+def format_decimal_bytes(value: float) -> str:
+    """Decimal units only: for parts printed side by side and added up by the reader (a
+    2 GiB reserve beside 4.471 GB of activations reads as two units on one line)."""
     for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
         if value >= scale:
             return f"{value / scale:,.4g} {unit}"

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.errors import UserError
-from gpufleet.formatting import format_bytes, format_gb
+from gpufleet.formatting import format_bytes, format_decimal_bytes, format_gb
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load
 
@@ -63,8 +63,8 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             ),
             (
                 "  weights / KV / activations / other",
-                f"{format_bytes(m.weights)} / {format_bytes(m.kv_cache)} / "
-                f"{format_bytes(m.activations)} / {format_bytes(m.other)}",
+                f"{format_decimal_bytes(m.weights)} / {format_decimal_bytes(m.kv_cache)} / "
+                f"{format_decimal_bytes(m.activations)} / {format_decimal_bytes(m.other)}",
             ),
             ("load fits", "yes" if r.fits else "[red]no[/red]"),
             ("SLO met", "yes" if r.slo_met else "[red]no[/red]"),

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.errors import UserError
-from gpufleet.formatting import format_bytes, format_gb
+from gpufleet.formatting import format_decimal_bytes, format_gb
 from gpufleet.specs.load import load
 from gpufleet.specs.training import TrainingSpec
 from gpufleet.validation.training import RowResult
@@ -83,14 +83,14 @@ def _print_estimate(r: object, console: Console) -> None:
         ),
         (
             "  weights / grads / optimizer",
-            f"{format_bytes(r.memory_per_gpu_bytes.weights)} / "
-            f"{format_bytes(r.memory_per_gpu_bytes.gradients)} / "
-            f"{format_bytes(r.memory_per_gpu_bytes.optimizer)}",
+            f"{format_decimal_bytes(r.memory_per_gpu_bytes.weights)} / "
+            f"{format_decimal_bytes(r.memory_per_gpu_bytes.gradients)} / "
+            f"{format_decimal_bytes(r.memory_per_gpu_bytes.optimizer)}",
         ),
         (
             "  activations / other",
-            f"{format_bytes(r.memory_per_gpu_bytes.activations)} / "
-            f"{format_bytes(r.memory_per_gpu_bytes.other)}",
+            f"{format_decimal_bytes(r.memory_per_gpu_bytes.activations)} / "
+            f"{format_decimal_bytes(r.memory_per_gpu_bytes.other)}",
         ),
         _comm_row(r.comm_time_s),
     ]

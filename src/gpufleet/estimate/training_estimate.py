@@ -133,6 +133,8 @@ def estimate_training(spec: TrainingSpec) -> TrainingEstimate:
         chosen_by = "search (fastest layout that fits)"
     ev = evaluate(case, lay)
     fits = bool(ev.total_bytes[0] <= case.hw.memory_bytes)
+    if not fits and spec.parallelism is None:  # nothing fits: the search fell back to the least
+        chosen_by = "search (no layout fits: the one needing the least memory)"
     reasons = [] if fits else [_not_fitting(case, lay, ev)]
     if int(lay.offloaded[0]) == 1:
         offload_assumptions(case.hw, log)
