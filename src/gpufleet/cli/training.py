@@ -159,7 +159,13 @@ def search_training(
             raise typer.Exit(EXIT_INFEASIBLE)
         return
     console = wide_console()
-    table = Table(title=f"Top {len(result.top)} of {result.candidates_evaluated:,} candidates")
+    # each row is the fastest layout of one (accelerator, GPU count): the search keeps one per
+    # count, so "top N of all candidates" would promise the N fastest layouts overall
+    table = Table(
+        title=f"Fastest {len(result.top)} (accelerator, GPU count) pairs, each with its fastest "
+        f"layout, of {result.candidates_evaluated:,} layouts evaluated; GPU-hours and cost "
+        "without failures"
+    )
     for col in (
         "accelerator",
         "GPUs",
