@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,3 +34,27 @@ def write_folder(out_dir: Path, files: Mapping[str, bytes]) -> dict[str, Path]:
         for partial in partials:
             with contextlib.suppress(OSError):  # (gone, or its folder is what failed)
                 partial.unlink()
+
+
+def check_writable(path: Path, option: str, *, folder: bool) -> None:
+    """Refuse, before a long command runs, an output it could not write at its end: a folder
+    (`folder`) or a file's folder that cannot be made or written there (under a file, in
+    /proc, on a read-only disk). Probes by making and removing a temporary entry in the
+    nearest folder that exists, so nothing is left behind."""
+    if folder and path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: exists and is not a folder")
+    if not folder and path.is_dir():
+        raise UserError(f"{option} {path}: is a folder; give a file name")
+    probe = path if folder else path.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"{option} {path}: cannot write there ({probe} is not a folder)")
+    try:
+        with tempfile.TemporaryDirectory(dir=probe, prefix=".gpufleet-probe-"):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise UserError(
+            f"{option} {path}: cannot write there (creating a file in {probe}: {why})"
+        ) from None

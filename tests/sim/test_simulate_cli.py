@@ -525,8 +525,9 @@ def test_an_output_that_cannot_be_written_exits_2_and_leaves_no_output(
     run = ["simulate", "run", "trace", "bundled:pollux-1"]
     assert main([*run, "--jobs-out", str(blocker / "jobs.csv")]) == 2
     err = capsys.readouterr().err
-    assert f"--jobs-out: cannot write {blocker / 'jobs.csv'}" in err
+    assert f"--jobs-out {blocker / 'jobs.csv'}: cannot write there ({blocker} is not a" in err
     assert "Traceback" not in err
+    assert "simulating" not in err  # refused before the run, as the guide says
     jobs = tmp_path / "jobs.csv"
     assert main([*run, "--out", str(blocker / "out"), "--jobs-out", str(jobs)]) == 2
     assert f"--out {blocker / 'out'}: cannot write there" in capsys.readouterr().err

@@ -9,12 +9,14 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpufleet.errors import UserError
+from gpufleet.outputs import check_writable
 
 
 def check_out(out: Path | None) -> None:
-    if out is not None and out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
+    """--out is checked before anything runs (the guide says so): a run of minutes must not
+    end in 'cannot write there'."""
+    if out is not None:
+        check_writable(out, "--out", folder=True)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.errors import UserError
+from gpufleet.outputs import check_writable
 
 ClusterArg = Annotated[
     str,
@@ -104,3 +105,5 @@ def check_jobs_out(path: Path | None) -> None:
     """Refuse a `--jobs-out` path that cannot be written as asked, before anything runs."""
     if path is not None and path.suffix.lower() not in (".csv", ".parquet"):
         raise UserError(f"--jobs-out: {path} must end in .csv or .parquet")
+    if path is not None:
+        check_writable(path, "--jobs-out", folder=False)
