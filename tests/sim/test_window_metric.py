@@ -60,6 +60,22 @@ def test_a_window_past_the_run_is_clipped(
     assert abs(m["gpu_allocation_in_window"] - 4 / 8) < 1e-9
 
 
+def test_a_window_after_the_run_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window that starts after the run ended holds nothing: the user is told, in the
+    JSON's warnings too, rather than reading a dash for a window from 30 h to 30 h."""
+    code, out = _run(tmp_path, capsys, "--window", "30h-40h")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["metrics"]["gpu_allocation_in_window"] is None
+    late = [w for w in data["warnings"] if w.startswith("--window starts 30 h")]
+    assert late
+    assert "when the run (3 h) is over" in late[0]
+    code, out = _run(tmp_path, capsys, "--window", "2h-100h")
+    assert not [w for w in json.loads(out)["warnings"] if w.startswith("--window")]
+
+
 def test_bad_windows_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for bad in ("2h", "3h-1h", "x-2h"):
         code, out = _run(tmp_path, capsys, "--window", bad)

@@ -324,6 +324,10 @@ def run(
     config = replace(inputs.config, profile=profile, seed=seed)
     with _progress(Console(stderr=True), None, f"simulating {len(inputs.first.jobs):,} jobs"):
         result = simulate(inputs.cluster, inputs.teams_for(inputs.first), inputs.first, config)
+    late = result.metrics.window_warning()
+    if late is not None:
+        warnings = (*warnings, late)
+        console.print(f"[yellow]warning:[/yellow] {late}", highlight=False)
     head = {"profile": profile, "seed": seed}
     if jobs_out is not None:  # first: the other output is undone if it fails
         from gpufleet.sim.jobs_out import write_jobs

@@ -238,6 +238,16 @@ class SimMetrics:
     jcts: tuple[float, ...] = field(default=(), repr=False)
     jobs: tuple[JobRecord, ...] = field(default=(), repr=False)  # completed, in end order
 
+    def window_warning(self) -> str | None:
+        """What to tell a user whose `--window` lies past the end of the run (clipped to
+        nothing, it holds no allocation to report); None otherwise."""
+        if self.window_from_s is None or self.gpu_allocation_in_window is not None:
+            return None
+        return (
+            f"--window starts {self.window_from_s / 3600:,.3g} h after the first arrival, "
+            f"when the run ({self.duration_s / 3600:,.3g} h) is over: it holds no allocation"
+        )
+
     def to_json(self, *, series: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in SCALARS}
         out["wait_s"] = dict(self.wait_s)
