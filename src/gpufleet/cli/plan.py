@@ -237,8 +237,7 @@ def _print_fleet_answer(result: FleetPlan, name: str, out: Console) -> None:
     else:
         cost = "" if rec.cost_usd is None else f", ${rec.cost_usd:,.0f} ({rec.deployment})"
         out.print(
-            f"[bold]{name}[/bold]: {rec.cluster_text}{cost}: every team meets its "
-            f"targets under {rec.profile}",
+            f"[bold]{name}[/bold]: {rec.cluster_text}{cost}: {result.targets_text}",
             highlight=False,
         )
     for sentence in result.sensitive_to:

@@ -17,7 +17,9 @@ Method (docs/design/0012-multi-tenant-plan.md):
 3. On the recommended candidate: the same search for each comparison profile
    (`k8s-default` by default), and for training arrivals × (1 ± `arrival_sensitivity`);
    quotas derived from each team's simulated use at the answer, then verified by running
-   the answer's size with exactly those quotas.
+   the answer's size with exactly those quotas (other splits, then larger sizes, when a
+   team misses). The recommendation is the size they hold at, priced there: the cluster the
+   exported cluster.yaml and teams.yaml describe (design 0012, "One recommended size").
 """
 
 from __future__ import annotations
@@ -163,7 +165,15 @@ def plan_fleet(
             _policy(r, extra[key][1], rec) for key, r in more.items() if key.startswith("profile:")
         ]
         sens = [_sensitivity(more[k], extra[k][1]) for k in ("down", "up") if k in more]
-    point = ev.points[(v0.key, n)]
+    # The recommendation is the cluster the exported files describe: the size where the
+    # quotas' check run met every target, which may be above the search's answer (no split
+    # held there); priced, designed and described at that size. Without such a split it
+    # stays the search's answer, and the words say the targets hold with open quotas only.
+    size = quotas.nodes if quotas.recommended else n
+    point = ev.points[(v0.key, size)]  # open quotas at that size: the answer's table
+    cost = rec.cost if size == n else _price(spec, c, v0, point, log)
+    # the search's table gains the sizes the quota check simulated (open quotas) above it
+    results[results.index(rec)] = rec.model_copy(update={"points": _points(ev, v0)})
     sentences = sensitive_to(rec, point, ev.points.get((v0.key, n - 1)), policies, sens)
     return FleetPlan(
         name=spec.name,
@@ -174,15 +184,18 @@ def plan_fleet(
         recommendation=FleetRecommendation(
             accelerator=rec.accelerator,
             profile=spec.profile,
-            nodes=n,
-            gpus=rec.gpus or 0,
-            deployment=rec.cost.deployment if rec.cost else spec.deployment,
-            cost_usd=rec.cost.total_usd if rec.cost else None,
-            why=why_recommended(rec, met),
+            nodes=size,
+            gpus=point.gpus,
+            deployment=cost.deployment if cost else spec.deployment,
+            cost_usd=cost.total_usd if cost else None,
+            why=why_recommended(rec, met, point, quotas_hold=quotas.recommended),
             service_accelerator=rec.service_accelerator,
             service_gpus=rec.service_gpus,
+            cost=cost,
+            fair_share_nodes=n,
+            fair_share_gpus=rec.gpus,
         ),
-        capacity=_capacity(c, ev.results[(v0.key, n)], point),
+        capacity=_capacity(c, ev.results[(v0.key, size)], point),
         quotas=quotas,
         policies=policies,
         queue_policies=queue,
@@ -304,7 +317,7 @@ def _search_result(
     v, b = search
     if b.answer is not None:
         ev.evaluate([(v, b.answer)])  # a bound taken as known (the -x% search's) never ran
-    points = sorted((p for (k, _), p in ev.points.items() if k == v.key), key=lambda p: p.nodes)
+    points = _points(ev, v)
     n = b.answer
     binding: list[str] = []
     cost: ClusterCost | None = None
@@ -312,12 +325,7 @@ def _search_result(
         below = ev.points.get((v.key, n - 1))
         if below is not None:
             binding = [t.team for t in below.teams if not t.passed]
-        point = ev.points[(v.key, n)]
-        cost = cluster_cost(spec, c.accelerator, n * c.gpus_per_node, point.allocation.mean, log)
-        if v.service_pool is not None:
-            acc, _, _ = v.service_pool
-            pool = cluster_cost(spec, acc, v.pool_gpus, point.allocation.mean, log)
-            cost = combined_cost(spec, cost, pool)
+        cost = _price(spec, c, v, ev.points[(v.key, n)], log)
     status = "met" if n is not None else "not met"
     problems = (
         []
@@ -344,6 +352,25 @@ def _search_result(
         service_accelerator=None if c.service_pool is None else c.service_pool.accelerator,
         service_gpus=v.pool_gpus,
     )
+
+
+def _points(ev: Evaluator, v: Variant) -> list[SizePoint]:
+    """Every size of `v` simulated so far, by size."""
+    return sorted((p for (k, _), p in ev.points.items() if k == v.key), key=lambda p: p.nodes)
+
+
+def _price(
+    spec: FleetPlanSpec, c: Candidate, v: Variant, point: SizePoint, log: Assumptions
+) -> ClusterCost:
+    """What the cluster of `point` costs, at its simulated allocation (a mix: both pools)."""
+    cost = cluster_cost(
+        spec, c.accelerator, point.nodes * c.gpus_per_node, point.allocation.mean, log
+    )
+    if v.service_pool is not None:
+        acc, _, _ = v.service_pool
+        pool = cluster_cost(spec, acc, v.pool_gpus, point.allocation.mean, log)
+        cost = combined_cost(spec, cost, pool)
+    return cost
 
 
 def _infeasible(c: Candidate) -> SearchResult:

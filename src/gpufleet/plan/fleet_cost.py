@@ -90,6 +90,7 @@ def cluster_cost(
     deployment, total = _deployment(spec, tco_total, cloud_total)
     return ClusterCost(
         deployment=deployment,
+        gpus=gpus,
         total_usd=total,
         on_prem_tco_usd=tco_total,
         cloud_usd=cloud_total,
@@ -133,6 +134,7 @@ def combined_cost(spec: FleetPlanSpec, a: ClusterCost, b: ClusterCost) -> Cluste
     systems = [x for x in (a.system, b.system) if x]
     return ClusterCost(
         deployment=deployment,
+        gpus=add_int(a.gpus, b.gpus),
         total_usd=total,
         on_prem_tco_usd=tco,
         cloud_usd=cloud,

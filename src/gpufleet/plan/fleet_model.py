@@ -79,6 +79,7 @@ class Service(PlanPart):
 
 class ClusterCost(PlanPart):
     deployment: str  # on-prem | cloud
+    gpus: int | None = None  # the GPUs priced (a mix: both pools)
     total_usd: float | None  # over horizon_years, of the deployment
     on_prem_tco_usd: float | None
     cloud_usd: float | None
@@ -184,19 +185,34 @@ class Capacity(PlanPart):
 
 
 class FleetRecommendation(PlanPart):
+    """The cluster the plan recommends, priced, and the one its cluster.yaml and teams.yaml
+    describe: the smallest size where a quota split's check run met every target (it may be
+    larger than the search's answer with open quotas, `fair_share_nodes`), or the search's
+    answer when no split tried did (then the quotas are shown but not recommended)."""
+
     accelerator: str
     profile: str
-    nodes: int
+    nodes: int  # of the searched accelerator (a mix: its training pool)
     gpus: int  # a mix: both pools
     deployment: str
     cost_usd: float | None
     why: list[str]
     service_accelerator: str | None = None  # a mix: where the services run
     service_gpus: int = 0
+    # what `gpus` cost (design, racks, power): the size the quotas were verified at, which
+    # may be larger than the search's answer with open quotas (`fair_share_gpus`)
+    cost: ClusterCost | None = None
+    fair_share_nodes: int | None = None  # the search's answer with open quotas
+    fair_share_gpus: int | None = None
 
     @property
     def label(self) -> str:
         return mix_label(self.accelerator, self.service_accelerator)
+
+    @property
+    def grown_for_quotas(self) -> bool:
+        """Whether the quotas need more nodes than fair share alone (the search's answer)."""
+        return self.fair_share_nodes is not None and self.fair_share_nodes != self.nodes
 
     @property
     def cluster_text(self) -> str:
@@ -238,3 +254,16 @@ class FleetPlan(PlanPart):
     sensitivity: list[Sensitivity]
     sensitive_to: list[str]  # sentences: which target binds, what moves the answer
     assumptions: list[Assumption]
+
+    @property
+    def targets_text(self) -> str:
+        """Under what every team meets its targets at the recommended size: the clause the
+        headline ends with, from the quotas' check run, so that it never claims more than
+        the exported cluster and quotas were shown to do."""
+        rec = self.recommendation
+        if rec is None:
+            return "no candidate met every target within the search limit"
+        profile = f"every team meets its targets under the {rec.profile} profile"
+        if self.quotas is not None and self.quotas.recommended:
+            return f"{profile} with the recommended quotas"
+        return f"{profile} with open quotas (fair share alone); no quota split tried holds them"

@@ -43,16 +43,18 @@ QUOTA_METHOD = (
     "lending its idle guarantee and borrowing up to its burst limit. Guaranteed = the "
     "team's services at their peak (MIG slices by compute share, rounded up) + its share of "
     "the remaining GPUs in proportion to the mean GPUs its training and batch jobs held "
-    "over [warmup, horizon] at the recommended size (mean over seeds; whole GPUs by largest "
-    "remainder). Burst limit = the 99th percentile over time of all the GPUs it held (the "
-    "largest over seeds, rounded up), at least its guarantee, at most the cluster. Sizing "
-    "ran with open quotas (each team guaranteed the whole cluster, fair share by weight); "
-    "the recommended size is then simulated again with exactly these quotas (same seeds). "
-    "When a team misses a target with them, two more splits are tried: the same "
-    "guarantees with no burst limit, then guarantees in proportion to each team's 99th "
-    "percentile of GPUs held (its peaks) with no burst limit; when none meets every target, "
-    "the same at up to three larger sizes, each 5 % of the nodes apart. In a mix, "
-    "the service pool is split among the teams with services (their peaks, the rest in "
+    "over [warmup, horizon] with open quotas at the size split (mean over seeds; whole GPUs "
+    "by largest remainder). Burst limit = the 99th percentile over time of all the GPUs it "
+    "held (the largest over seeds, rounded up), at least its guarantee, at most the cluster. "
+    "Sizing ran with open quotas (each team guaranteed the whole cluster, fair share by "
+    "weight); "
+    "the size found is then simulated again with exactly these quotas (same seeds). When a "
+    "team misses a target with them, two more splits are tried: the same guarantees with no "
+    "burst limit, then guarantees in proportion to each team's 99th percentile of GPUs held "
+    "(its peaks) with no burst limit; when none meets every target, the same at up to three "
+    "larger sizes, each 5 % of the nodes apart. The recommended cluster (its cost, its "
+    "cluster.yaml) is the size where a split first meets every target. In a mix, the "
+    "service pool is split among the teams with services (their peaks, the rest in "
     "proportion to them) and the training pool by training use alone; the burst limit "
     "caps the training pool."
 )
@@ -305,7 +307,8 @@ def _quota_verdict(q: Quotas, nodes_gpus: int) -> str:
         )
     return (
         f"no quota split tried meets every target at {nodes_gpus:,} GPUs (the size found "
-        f"without quotas); {q.gpus:,} GPUs do, with these quotas (a check run on the same seeds)"
+        f"without quotas); {q.gpus:,} GPUs do, with these quotas (a check run on the same "
+        f"seeds), so the recommendation is {q.gpus:,} GPUs"
     )
 
 

@@ -22,21 +22,61 @@ from gpufleet.sim.engine import SimConfig
 from gpufleet.specs.fleet import FleetPlanSpec
 
 
-def why_recommended(rec: SearchResult, met: Sequence[SearchResult]) -> list[str]:
+def _what(rec: SearchResult, nodes: int, gpus: int) -> str:
+    """A size of the recommended candidate: GPUs and nodes, a mix's two pools apart."""
     if rec.service_accelerator is None:
-        what = f"{rec.gpus:,} × {rec.accelerator} ({rec.nodes} nodes)"
-    else:
-        trained = (rec.gpus or 0) - rec.service_gpus
-        what = (
-            f"{trained:,} × {rec.accelerator} ({rec.nodes} nodes) for training and batch + "
-            f"{rec.service_gpus:,} × {rec.service_accelerator} for the services"
-        )
+        return f"{gpus:,} × {rec.accelerator} ({nodes} nodes)"
+    return (
+        f"{gpus - rec.service_gpus:,} × {rec.accelerator} ({nodes} nodes) for training and "
+        f"batch + {rec.service_gpus:,} × {rec.service_accelerator} for the services"
+    )
+
+
+def why_recommended(
+    rec: SearchResult,
+    met: Sequence[SearchResult],
+    answer: SizePoint,
+    *,
+    quotas_hold: bool,
+) -> list[str]:
+    """Why this cluster: `rec` is the search's answer with open quotas, `answer` the size
+    recommended (larger when no quota split held the targets at the search's answer).
+    Candidates are ranked at their search answers, so the comparison with the others is
+    said to be at open quotas when the sizes differ."""
     cheapest = len(met) > 1 and math.isfinite(cost_key(rec))
-    out = [
-        f"{what} is the smallest size of this candidate found where every team meets its "
-        f"targets under the {rec.profile} profile"
-        + (", and the cheapest of the candidates that pass" if cheapest else "")
-    ]
+    found = _what(rec, rec.nodes or 0, rec.gpus or 0)
+    grown = answer.nodes != rec.nodes
+    if not grown:
+        out = [
+            f"{found} is the smallest size of this candidate found where every team meets "
+            f"its targets under the {rec.profile} profile"
+            + ("" if quotas_hold else " with open quotas (fair share alone)")
+            + (", and the cheapest of the candidates that pass" if cheapest else "")
+        ]
+        if not quotas_hold:
+            out.append(
+                "no quota split tried keeps every team within its targets, so the quotas "
+                "shown are not a recommendation (see the quotas)"
+            )
+    else:
+        price = (
+            ""
+            if rec.cost is None or rec.cost.total_usd is None
+            else f", for ${rec.cost.total_usd:,.0f}"
+        )
+        out = [
+            f"{_what(rec, answer.nodes, answer.gpus)} is the smallest size tried where "
+            f"a quota split, the recommended quotas, keeps every team within its targets "
+            f"under the {rec.profile} profile (a check run on the same seeds)",
+            f"with open quotas (fair share alone) {found} would meet every target{price}, "
+            "but no quota split tried held them at that size"
+            + (
+                "; it is the cheapest of the candidates that pass, each compared at its "
+                "size with open quotas"
+                if cheapest
+                else ""
+            ),
+        ]
     for other in met:
         if other is rec or other.gpus is None:
             continue
@@ -45,6 +85,7 @@ def why_recommended(rec: SearchResult, met: Sequence[SearchResult]) -> list[str]
             out.append(
                 f"{other.label} needs {other.gpus:,} GPUs and costs ${b:,.0f} vs "
                 f"${a:,.0f} ({(b - a) / a:+.0%})"
+                + (f" for {rec.gpus:,} GPUs, both with open quotas" if grown else "")
             )
         else:
             out.append(f"{other.label} needs {other.gpus:,} GPUs (no comparable price)")
@@ -86,12 +127,25 @@ def _gpus_text(rec: SearchResult, gpus: int) -> str:
 
 def sensitive_to(
     rec: SearchResult,
-    point: SizePoint,
+    answer: SizePoint,
     below: SizePoint | None,
     policies: Sequence[PolicyComparison],
     sens: Sequence[Sensitivity],
 ) -> list[str]:
+    """Which targets bind and what moves the answer. `rec` is the search with open quotas
+    (`below` its size one node under its answer), `answer` the recommended size (open
+    quotas); when the quotas made it larger, the first sentence says so, and the binding
+    teams and the changes, all from searches with open quotas, compare with the search's."""
     out: list[str] = []
+    if answer.nodes != rec.nodes:
+        out.append(
+            f"the quotas set the size: with open quotas (fair share alone) "
+            f"{_gpus_text(rec, rec.gpus or 0)} ({_searched_nodes(rec, rec.nodes)}) meet every "
+            f"target but no quota split tried held them there; the recommended "
+            f"{_gpus_text(rec, answer.gpus)} ({answer.nodes} nodes) are the smallest size "
+            f"tried where one does. What binds and the changes below are from the searches "
+            f"with open quotas, against {_gpus_text(rec, rec.gpus or 0)}"
+        )
     if below is None:
         out.append(
             f"no target binds: {_searched_nodes(rec, rec.nodes)} is the smallest cluster that "
@@ -105,7 +159,7 @@ def sensitive_to(
                     f"({_gpus_text(rec, below.gpus)}) it misses: " + "; ".join(t.reasons)
                 )
     margins = []
-    for t in point.teams:
+    for t in answer.teams:
         upper = _upper_wait(t.wait_p95_s)
         if upper is not None and t.wait_target_s:
             margins.append((upper / t.wait_target_s, upper, t))

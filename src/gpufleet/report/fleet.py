@@ -332,7 +332,10 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         }
         for s in plan.sensitivity
     ]
-    cost = search.cost if search is not None else None
+    # the recommendation's own price (its size may be above the search's, for its quotas)
+    cost = rec.cost if rec is not None else None
+    if cost is None and search is not None:  # a plan.json written before it was recorded
+        cost = search.cost
     cost_rows: list[tuple[str, str]] = []
     if cost is not None:
         cost_rows = [
@@ -387,12 +390,28 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         headline = (
             f"Recommended: {rec.cluster_text}, {rec.deployment}"
             + (f", {fmt_usd(rec.cost_usd)} over the horizon" if rec.cost_usd is not None else "")
-            + f"; every team meets its targets under the {rec.profile} profile."
+            + f"; {plan.targets_text}."
         )
+    # the policy and sensitivity tables compare searches with open quotas: their first row is
+    # the plan's own search, which is below the recommendation when the quotas grew it
+    grown = rec is not None and rec.grown_for_quotas
+    base = {
+        "gpus": MISSING if search is None or search.gpus is None else f"{search.gpus:,}",
+        "cost": fmt_usd(search.cost.total_usd if search and search.cost else None),
+        "label": ", open quotas" if grown else "",
+        "note": (
+            f"Every size here is with open quotas (fair share alone). The recommended cluster "
+            f"is larger, {rec.gpus:,} GPUs, because no quota split tried held every target "
+            f"at {rec.fair_share_gpus:,}."
+            if grown and rec is not None and rec.fair_share_gpus is not None
+            else ""
+        ),
+    }
     charts = all_charts(plan) if html else {}
     return {
         "plan": plan,
         "headline": headline,
+        "base": base,
         "rec": rec,
         "teams": plan.teams,
         "team_names": team_names,
