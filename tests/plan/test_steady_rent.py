@@ -41,11 +41,21 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 H3 = 3 * HOURS_PER_YEAR  # 26,280 h
 
 
-def flat_rent_usd(gpus: float, horizon_hours: float, prices: Mapping[str, float]) -> float:
-    """The optimiser on `gpus` used every hour: whole GPUs as a baseline (never spot), the
-    fraction as work spread over the horizon, at on-demand and reserved prices only."""
-    whole = math.floor(gpus)
-    demand = Demand("x", whole, (gpus - whole) * horizon_hours, 0.0, 0.0, horizon_hours)
+def flat_rent_usd(
+    gpus: float, horizon_hours: float, prices: Mapping[str, float], instance_gpus: int = 1
+) -> float:
+    """The optimiser on `gpus` used every hour: whole instances as a baseline (never spot),
+    the rest as work spread over the horizon, at on-demand and reserved prices only."""
+    whole = math.floor(gpus / instance_gpus) * instance_gpus
+    demand = Demand(
+        "x",
+        whole,
+        (gpus - whole) * horizon_hours,
+        0.0,
+        0.0,
+        horizon_hours,
+        instance_gpus=instance_gpus,
+    )
     allowed = {k: v for k, v in prices.items() if k in (ON_DEMAND, RESERVED_1Y, RESERVED_3Y)}
     return optimise_mix(demand, allowed, Assumptions())["total_usd"]
 
@@ -94,20 +104,23 @@ def _prices(result: Plan) -> dict[str, float]:
 
 def test_pretrain_70b_rents_steady_use_on_reservations(pretrain: Plan) -> None:
     """The reviewer's LP: 0.7 × 2,056 GPUs for 3 years cost less to rent on 3-year
-    reservations than the TCO, so renting wins at the stated 70% and the break-even is ~74%."""
+    reservations than the TCO, so renting wins at the stated 70% and the break-even is ~74%.
+    Reservations are whole 8-GPU instances (test_instance_granularity.py): 1,440 GPUs."""
     v = RentOrOwn.from_json(pretrain.cost.rent_or_own)
     prices = _prices(pretrain)
     hours = v.horizon_years * HOURS_PER_YEAR
+    n = int(pretrain.cost.mix["instance_gpus"])
+    assert n == 8
     assert v.rent_at_stated_usd == pytest.approx(
-        flat_rent_usd(0.7 * v.fleet_gpus, hours, prices), abs=0.01
+        flat_rent_usd(0.7 * v.fleet_gpus, hours, prices, n), abs=0.01
     )
+    assert v.rent_at_stated_basis == "1,440 GPUs on 3-year reservations"
     assert v.rent_at_stated_usd < v.own_usd
     assert v.cheaper_at_stated == "rent"
     assert v.rent_at_stated_usd_per_gpu_hour < 0.5 * v.rent_usd_per_gpu_hour
     assert 0.7 < v.breakeven_utilization < 0.8
-    assert flat_rent_usd(v.breakeven_utilization * v.fleet_gpus, hours, prices) == pytest.approx(
-        v.own_usd, abs=0.01
-    )
+    breakeven_gpus = v.breakeven_utilization * v.fleet_gpus
+    assert flat_rent_usd(breakeven_gpus, hours, prices, n) == pytest.approx(v.own_usd, abs=0.01)
     assert v.payback_months is None
     assert pretrain.cost.break_even_months is None
     sentence = v.sentence()
@@ -144,8 +157,14 @@ def test_owning_wins_a_fleet_busy_every_hour_even_when_the_work_ran_on_spot(
 
 def test_chat_70b_says_owning_wins_only_through_the_residual_value() -> None:
     """Defect 5: owning is cheaper on the TCO but pays back after the 36-month horizon; in
-    cash over the horizon it costs more than renting. Every format says so."""
-    result = _plan(EXAMPLES / "plan-chat-70b.yaml")
+    cash over the horizon it costs more than renting. Every format says so.
+
+    Rented from AWS: its 13 GPUs are 2 whole p5en.48xlarge (8 × H200) on 3-year terms,
+    $931,515, between owning's $849,748 TCO and its $1,021,353 in cash. On GCP's cheapest
+    offer the same 2 instances cost $1,167,444 (the 16 GPUs the cloud rents, no longer 13
+    priced one at a time), so owning wins there in cash too."""
+    spec = load(PlanSpec, EXAMPLES / "plan-chat-70b.yaml")
+    result = plan(spec.model_copy(update={"providers": ["aws"]}))
     v = RentOrOwn.from_json(result.cost.rent_or_own)
     assert v.cheaper_for_work == "own"
     assert v.own_cash_usd == pytest.approx(v.own_usd + result.cost.tco["residual_value"])

@@ -102,7 +102,7 @@ def run_plan(
         f"[bold]{spec.name}[/bold]: {rec.total_gpus:,} × {rec.accelerator}, "
         f"{rec.deployment}{f' ({rec.provider})' if rec.provider else ''}"
     )
-    for sentence in rec.why[:3]:
+    for sentence in rec.why[:4]:  # the decision, instances, accelerator, rent or own
         out.print(f"  • {sentence}")
     cost = result.cost
     if cost.on_demand is not None:

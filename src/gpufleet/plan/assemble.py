@@ -54,10 +54,33 @@ def _need(best: Portfolio) -> TrafficNeed | None:
     )
 
 
-def _spot_overheads(spec: PlanSpec, training: list[WorkloadChoice]) -> dict[str, float]:
-    """Each spot-eligible run's extra GPU-hours on spot (`plan.spot`): runs that fit the spot
-    pool and still make progress when reclaimed."""
+# Without a deadline a training run is planned to finish within this (assumption); spot is
+# held to the same date (`_spot_overheads`), so both read this one figure.
+DEFAULT_DEADLINE_S = 90 * 86_400.0
+
+
+def training_deadline_s(w: TrainingWorkload) -> float:
+    """The date a training run must finish by: its own deadline, else the planner's default."""
+    return w.constraints.deadline if w.constraints.deadline is not None else DEFAULT_DEADLINE_S
+
+
+def _spot_overheads(
+    spec: PlanSpec, training: list[WorkloadChoice]
+) -> tuple[dict[str, float], list[str]]:
+    """Each spot-eligible run's extra GPU-hours on spot (`plan.spot`), and a sentence per run
+    held to its deadline on spot: its days there, and why it is kept off spot if it misses.
+
+    Eligible: the run fits the spot pool, still makes progress when reclaimed, and its wall
+    clock on spot (the on-demand wall clock with failures × (1 + the overhead): the same gang
+    doing the extra GPU-hours) meets its deadline. The sizing held the on-demand run to the
+    deadline; without the last test the purchase mix could buy it on spot and finish weeks
+    late while the plan said the run met its constraints.
+    """
+    deadlines = {
+        w.name: training_deadline_s(w) for w in spec.workloads if isinstance(w, TrainingWorkload)
+    }
     out: dict[str, float] = {}
+    notes: list[str] = []
     for c in training:
         days = c.metrics.get("train_time_days")
         if c.gpus > spec.cloud.spot_max_gpus or not days:
@@ -68,9 +91,24 @@ def _spot_overheads(spec: PlanSpec, training: list[WorkloadChoice]) -> dict[str,
             checkpoint_bytes=c.design_inputs.get("checkpoint_bytes", 0.0),
             reclaims_per_node_day=spec.cloud.spot_reclaims_per_node_day,
         )
-        if overhead is not None:
-            out[c.workload] = overhead
-    return out
+        if overhead is None:
+            continue
+        wall_days = float(c.metrics.get("wall_clock_days_with_failures") or days)
+        spot_days = wall_days * (1.0 + overhead)
+        deadline_days = deadlines.get(c.workload, DEFAULT_DEADLINE_S) / 86_400.0
+        if spot_days > deadline_days:
+            notes.append(
+                f"{c.workload} on {c.gpus:,} GPUs would take {spot_days:,.1f} days on spot "
+                f"({wall_days:,.1f} days × {1.0 + overhead:.4f} for reclaims) against its "
+                f"{deadline_days:,.0f}-day deadline, so it is not put on spot"
+            )
+            continue
+        notes.append(
+            f"{c.workload} {spot_days:,.1f} days on spot within its {deadline_days:,.0f}-day "
+            "deadline"
+        )
+        out[c.workload] = overhead
+    return out, notes
 
 
 def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
@@ -79,7 +117,7 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
     training = [c for c in best.choices if c.kind == "training"]
     burst = sum(c.gpu_hours or 0.0 for c in training)
     cloud = spec.cloud
-    overheads = _spot_overheads(spec, training)
+    overheads, deadline_notes = _spot_overheads(spec, training)
     hours = {c.workload: c.gpu_hours or 0.0 for c in training}
     spot_hours = sum(hours[name] for name in overheads)
     overhead = (
@@ -107,9 +145,19 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         + (
             ", ".join(f"{name} {o:.2%}" for name, o in sorted(overheads.items()))
             if overheads
+            else "no run may use spot"
+            if deadline_notes
             else "no run fits the spot pool"
         ),
     )
+    if deadline_notes:  # only where a run was held to its deadline on spot
+        log.add(
+            "spot deadline",
+            "a run is bought on spot only if it meets its deadline there",
+            "gpufleet (derived): the wall clock on spot is the on-demand wall clock with "
+            "failures × (1 + the run's spot overhead), held to the deadline the sizing met; "
+            + "; ".join(deadline_notes),
+        )
     log.add(
         "capacity block obtainable",
         f"at most {cloud.capacity_block_max_gpus:,} GPUs per block; larger gangs never on blocks",
@@ -151,6 +199,8 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         spot_max_gpus=float(cloud.spot_max_gpus),
         block_max_gpus=float(cloud.capacity_block_max_gpus),
         block_fraction=block_hours / burst if burst > 0 else 1.0,
+        # each training run rents whole instances for its gang (`Demand.on_instances`)
+        burst_gangs=tuple((c.gpus, c.gpu_hours or 0.0) for c in training),
     )
 
 

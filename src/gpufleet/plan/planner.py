@@ -26,7 +26,7 @@ from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
-from gpufleet.estimate.training_estimate import estimate_training
+from gpufleet.estimate.training_estimate import TrainingEstimate, estimate_training
 from gpufleet.estimate.training_memory import MEMORY_ENGINEERING
 from gpufleet.estimate.training_search import (
     POWER_OF_TWO_COUNTS,
@@ -35,8 +35,15 @@ from gpufleet.estimate.training_search import (
     search_training,
 )
 from gpufleet.formatting import fmt_duration, fmt_pct, fmt_usd
-from gpufleet.plan.assemble import InfeasiblePlanError, cost_and_design
+from gpufleet.plan.assemble import (
+    DEFAULT_DEADLINE_S,
+    InfeasiblePlanError,
+    cost_and_design,
+    training_deadline_s,
+)
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
+from gpufleet.plan.cost.instances import rented_offer
+from gpufleet.plan.cost.prices import cloud_price_offers
 from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
 from gpufleet.plan.inference_search import search_inference
 from gpufleet.plan.model import (
@@ -66,8 +73,6 @@ DEFAULT_ACCELERATORS = (
 # A plan's services run on a production engine unless the spec names one (issue 27: the
 # default was plain Hugging Face generation, several times slower than what anyone deploys).
 PLAN_ENGINE = "vllm"
-# Without a deadline a training run is planned to finish within this (assumption).
-DEFAULT_DEADLINE_S = 90 * 86_400.0
 Progress = Callable[[str], None]
 NETWORKING = {
     "aws": "cluster placement group with EFA (p4d/p5: 400-3,200 Gb/s per instance)",
@@ -143,10 +148,13 @@ def _size_training(
             "reliability": w.reliability.model_dump() if w.reliability else None,
         }
     )
-    deadline = w.constraints.deadline
-    if deadline is None:
-        deadline = DEFAULT_DEADLINE_S
-        log.add(f"deadline[{w.name}]", "90 days", "no deadline given (assumption)")
+    deadline = training_deadline_s(w)
+    if w.constraints.deadline is None:
+        log.add(
+            f"deadline[{w.name}]",
+            f"{DEFAULT_DEADLINE_S / 86_400:.0f} days",
+            "no deadline given (assumption)",
+        )
     scope = price_scope(spec)
     unpriced = _unpriced(spec, w.constraints.budget_usd, accelerator, scope)
     if unpriced is not None:
@@ -168,12 +176,10 @@ def _size_training(
         log.add(a.name, a.value, a.source)
     if not result.pareto:
         return _unmet(w.name, "training", accelerator, _why_no_layout(base, accelerator, limits))
-    # Cheapest configuration that meets the deadline (the front is sorted by time).
-    pick = min(result.pareto, key=lambda c: (c.cost_usd or math.inf, c.gpus))
-    data = base.model_dump()
-    data["hardware"]["count"] = pick.gpus
-    data["parallelism"] = _training_parallelism(pick)
-    est = estimate_training(TrainingSpec.model_validate(data))
+    picked = _cheapest_on_time(base, result.pareto, deadline)
+    if isinstance(picked, str):
+        return _unmet(w.name, "training", accelerator, picked)
+    pick, est = picked
     for reason in est.reasons:
         if reason.startswith(MEMORY_ENGINEERING):  # near the HBM limit: say so, with options
             head, _, rest = reason.partition(": ")
@@ -215,10 +221,47 @@ def _size_training(
     )
 
 
+def _cheapest_on_time(
+    base: TrainingSpec, front: Sequence[Candidate], deadline_s: float
+) -> tuple[Candidate, TrainingEstimate] | str:
+    """The cheapest layout of the search's front whose wall clock with failures meets the
+    deadline, with its estimate; else why none does.
+
+    The search holds the ideal train time to the deadline, but the plan reports (and
+    prices) the wall clock with failures and restarts, so a run sized a few hours inside
+    the deadline finished after it while the plan said it met its constraints."""
+    closest: tuple[Candidate, float] | None = None
+    for pick in sorted(front, key=lambda c: (c.cost_usd or math.inf, c.gpus)):
+        data = base.model_dump()
+        data["hardware"]["count"] = pick.gpus
+        data["parallelism"] = _training_parallelism(pick)
+        est = estimate_training(TrainingSpec.model_validate(data))
+        wall_days = est.wall_clock_days_with_failures
+        if wall_days is None or wall_days * 86_400.0 <= deadline_s:
+            return pick, est
+        if closest is None or wall_days < closest[1]:
+            closest = (pick, wall_days)
+    assert closest is not None, "the front is never empty here"
+    return (
+        f"misses the deadline with failures: the fastest layout ({closest[0].gpus:,} GPUs) "
+        f"needs {fmt_duration(closest[1] * 86_400.0)} with failures and restarts against "
+        f"{fmt_duration(deadline_s)}"
+    )
+
+
 def _why_no_layout(base: TrainingSpec, accelerator: str, limits: Constraints) -> str:
     """Which constraint binds when no layout meets them all, from searches with one relaxed:
-    without the budget (then the deadline was met and the budget binds), else the fastest
-    layout within max_gpus (the deadline binds), else nothing fits in memory."""
+    max_gpus below the smallest count the plan sizes (no layout was even tried, so blaming
+    memory would send the user the wrong way), else without the budget (then the deadline
+    was met and the budget binds), else the fastest layout within max_gpus (the deadline
+    binds), else nothing fits in memory."""
+    smallest = POWER_OF_TWO_COUNTS[0]
+    if limits.max_gpus is not None and limits.max_gpus < smallest:
+        return (
+            f"max_gpus {limits.max_gpus:,} is below one server of {smallest} GPUs: a plan "
+            f"sizes training on whole {smallest}-GPU servers ({smallest:,} to "
+            f"{POWER_OF_TWO_COUNTS[-1]:,} GPUs); set max_gpus to at least {smallest}"
+        )
     if limits.budget_usd is not None:
         unbudgeted = search_training(
             base,
@@ -413,11 +456,44 @@ def _infeasible_advice(spec: PlanSpec, portfolios: Sequence[Portfolio]) -> list[
             "an accelerator without a price where the plan buys cannot be planned: allow "
             "other accelerators, providers or regions, or deployment: both"
         )
-    advice.append(
-        "to make it feasible: extend the deadline, raise max_gpus, allow more accelerators, "
-        "or relax the serving SLOs"
-    )
+    advice.extend(_remedies(spec))
     return advice
+
+
+def _remedies(spec: PlanSpec) -> list[str]:
+    """What the spec could relax, from its own workloads: a max_gpus below one server must
+    rise whatever else changes; a deadline and max_gpus bind only training runs here (the
+    serving search reads neither), SLOs only services; a line names only what applies."""
+    smallest = POWER_OF_TWO_COUNTS[0]
+    training = [w for w in spec.workloads if isinstance(w, TrainingWorkload)]
+    tiny = [w.name for w in training if (w.constraints.max_gpus or smallest) < smallest]
+    sized = [w for w in training if w.name not in tiny]
+    serving = any(isinstance(w, InferenceWorkload) for w in spec.workloads)
+    out: list[str] = []
+    if tiny:
+        out.append(
+            f"to make it feasible: set max_gpus to at least {smallest} (one server) for "
+            + _list(tiny, "and")
+        )
+    options: list[str] = []
+    if sized:
+        options.append("extend the deadline")
+    if any(w.constraints.max_gpus is not None for w in sized):
+        options.append("raise max_gpus")
+    if sized or serving:
+        options.append("allow more accelerators")
+    if serving:
+        options.append("relax the serving SLOs")
+    if options:
+        out.append(("otherwise: " if tiny else "to make it feasible: ") + _list(options))
+    return out
+
+
+def _list(items: Sequence[str], word: str = "or") -> str:
+    """A serial list, "a, b, or c": remedies read as alternatives, names with "and"."""
+    if len(items) < 3:
+        return f" {word} ".join(items)
+    return ", ".join(items[:-1]) + f", {word} " + items[-1]
 
 
 def _why(best: Portfolio, other: Portfolio) -> list[str]:
@@ -440,13 +516,17 @@ def _why(best: Portfolio, other: Portfolio) -> list[str]:
                 b.metrics.get("max_concurrency_per_replica"),
                 o.metrics.get("max_concurrency_per_replica"),
             )
+            b_tp, o_tp = int(b.parallelism.get("tp") or 1), int(o.parallelism.get("tp") or 1)
             if bm and om and b.gpus < o.gpus:
+                # per GPU: a replica spans tp GPUs, and replicas of different tp compare only
+                # so (118 requests on one H200 against 148 on two H100s is 118 vs 74 per GPU)
                 out.append(
                     # the accelerator named once, after "on": the alternatives' copy says
                     # "on the recommendation" in its place
-                    f"{b.workload}: a replica holds {bm:,.0f} concurrent requests within the "
-                    f"SLO on {best.accelerator} vs {om:,.0f} on {other.accelerator}, so "
-                    f"{(1 - b.gpus / o.gpus):.0%} fewer GPUs ({b.gpus} vs {o.gpus})"
+                    f"{b.workload}: each GPU holds {bm / b_tp:,.0f} concurrent requests within "
+                    f"the SLO on {best.accelerator} (tp {b_tp}) vs {om / o_tp:,.0f} on "
+                    f"{other.accelerator} (tp {o_tp}), so {(1 - b.gpus / o.gpus):.0%} fewer "
+                    f"GPUs ({b.gpus} vs {o.gpus})"
                 )
         else:
             bt, ot = b.metrics.get("train_time_days"), o.metrics.get("train_time_days")
@@ -458,7 +538,35 @@ def _why(best: Portfolio, other: Portfolio) -> list[str]:
     return out
 
 
-def _cloud_offers(spec: PlanSpec, accelerator: str, gpus: int) -> dict[str, list[CloudOffer]]:
+def _instances(choices: Sequence[WorkloadChoice], gpus_per_instance: int) -> int:
+    """Instances rented for every workload at once, as the cost model rounds the demand
+    (`Demand.on_instances`): the services share instances, each training gang has its own."""
+    serving = sum(c.gpus for c in choices if c.kind == "inference")
+    gangs = [c.gpus for c in choices if c.kind == "training"]
+    return sum(math.ceil(g / gpus_per_instance) for g in [serving, *gangs])
+
+
+def _rented_sentence(spec: PlanSpec, best: Portfolio, cloud: dict[str, list[CloudOffer]]) -> str:
+    """What renting rents, in the Cloud options table's own numbers for the offer the cost
+    prices: whole instances, so the GPUs paid for and those left idle; '' per GPU."""
+    found = rented_offer(cloud_price_offers(best.accelerator, spec.providers, spec.regions))
+    if found is None or found[1].gpus == 1:
+        return ""
+    listed = [o for o in cloud.get(found[1].provider, []) if o.instance == found[1].instance]
+    if not listed:
+        return ""
+    o = listed[0]
+    idle = o.gpus - best.peak_gpus
+    return (
+        f"renting takes {o.gpus:,} × {best.accelerator} as {o.instances:,} × "
+        f"{found[1].gpus}-GPU {o.instance} ({o.provider} {o.region}), whole instances: the "
+        f"workloads use {best.peak_gpus:,} at once"
+        + (f", so {idle:,} GPUs are idle and paid for" if idle else "")
+    )
+
+
+def _cloud_offers(spec: PlanSpec, best: Portfolio) -> dict[str, list[CloudOffer]]:
+    accelerator = best.accelerator
     offers: dict[str, list[CloudOffer]] = {}
     for provider in spec.providers:
         rows = [
@@ -471,10 +579,10 @@ def _cloud_offers(spec: PlanSpec, accelerator: str, gpus: int) -> dict[str, list
             and r.on_demand_usd_per_hour is not None
             and (not spec.regions or r.region in spec.regions)
         ]
-        best: dict[str, CloudOffer] = {}
+        cheapest: dict[str, CloudOffer] = {}
         for r in rows:
             count = float(r.accelerators_count or 1)
-            instances = math.ceil(gpus / count)
+            instances = _instances(best.choices, round(count))
             offer = CloudOffer(
                 provider=provider,
                 instance=r.name,
@@ -489,13 +597,14 @@ def _cloud_offers(spec: PlanSpec, accelerator: str, gpus: int) -> dict[str, list
                 ),
                 networking=NETWORKING[provider],
             )
-            current = best.get(r.name)
+            current = cheapest.get(r.name)
             if current is None or (offer.on_demand_usd_per_hour or 0) < (
                 current.on_demand_usd_per_hour or 0
             ):
-                best[r.name] = offer
-        if best:
-            offers[provider] = sorted(best.values(), key=lambda o: o.on_demand_usd_per_hour or 0)
+                cheapest[r.name] = offer
+        if cheapest:
+            by_price = sorted(cheapest.values(), key=lambda o: o.on_demand_usd_per_hour or 0)
+            offers[provider] = by_price
     return offers
 
 
@@ -534,10 +643,11 @@ def _assemble(
 ) -> Plan:
     tick("designing the cluster and pricing it")
     gpus = best.peak_gpus
-    cloud = _cloud_offers(spec, best.accelerator, gpus)
+    cloud = _cloud_offers(spec, best)
     design, curve, cost, deployment, provider, extra = cost_and_design(spec, best, cloud, log)
     why = _why(best, rest[0]) if rest else ["the only accelerator that meets every constraint"]
-    why.extend(extra)
+    rented = _rented_sentence(spec, best, cloud) if deployment == "cloud" else ""
+    why = ([rented] if rented else []) + why + extra
     recommendation = Recommendation(
         accelerator=best.accelerator,
         deployment=deployment,

@@ -95,10 +95,23 @@ def cost_range(base: float, drivers: Sequence[Driver]) -> tuple[float, float]:
 
 
 def _decision(
-    rec: Recommendation, design: Design | None, curve: DemandCurve | None, cost_text: str
+    rec: Recommendation,
+    design: Design | None,
+    curve: DemandCurve | None,
+    cost_text: str,
+    mix: Mapping[str, float] | None = None,
 ) -> str:
     what = f"{rec.total_gpus:,} × {rec.accelerator}"
-    if curve is not None and curve.peak_gpus < rec.total_gpus:
+    rented = int((mix or {}).get("rented_gpus") or 0)
+    if rec.deployment != "on-prem" and rented > rec.total_gpus:
+        # the cloud rents whole instances: the decision names what is paid for
+        instances = int((mix or {}).get("rented_instances") or 0)
+        per = int((mix or {}).get("instance_gpus") or 0)
+        what = (
+            f"{rented:,} × {rec.accelerator} ({instances:,} {per}-GPU instances; the "
+            f"workloads use {rec.total_gpus:,})"
+        )
+    elif curve is not None and curve.peak_gpus < rec.total_gpus:
         # runs that do not overlap never need every workload's GPUs at once
         what = (
             f"up to {curve.peak_gpus:,.0f} × {rec.accelerator} at once ({rec.total_gpus:,} "
@@ -250,7 +263,7 @@ def executive_summary(
     if verdict is not None and low is not None and high is not None:
         changes += _robustness(rec.deployment, high, verdict)
     return ExecutiveSummary(
-        decision=_decision(rec, design, curve, cost_text),
+        decision=_decision(rec, design, curve, cost_text, cost.mix),
         cost_usd=base,
         cost_what=what,
         cost_low_usd=low,

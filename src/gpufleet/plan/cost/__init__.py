@@ -7,8 +7,10 @@ listed before it:
 - `prices`: `cloud_prices` turns the catalog into one price per GPU-hour for each way of
   buying it: on-demand and spot list prices from instances.csv, 1- and 3-year reserved prices
   as on-demand × (1 − discount) from commitments.csv, and AWS Capacity Block rates.
+- `instances`: `on_whole_instances` rounds a `Demand` to the whole instances the priced offer
+  rents (8 GPUs for every H100/H200 row), so every cloud figure prices what can be rented.
 - `mix`: `optimise_mix` buys a `Demand` at least cost with a HiGHS linear program, then rounds
-  reserved GPUs to whole GPUs.
+  reserved GPUs to whole instances.
 - `steady`: `SteadyRent` prices steady use of the owned fleet (a flat demand) with the same
   optimiser, never on spot, and solves the break-even utilisation against it.
 - `tco`: `on_prem_tco` prices owning the fleet: capex (systems, network, storage), opex

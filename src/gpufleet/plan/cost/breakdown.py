@@ -14,6 +14,7 @@ from typing import Literal
 from gpufleet.catalog.instances import PROVIDERS
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
+from gpufleet.plan.cost.instances import on_whole_instances, rented_counts
 from gpufleet.plan.cost.mix import optimise_mix
 from gpufleet.plan.cost.prices import (
     CAPACITY_BLOCK,
@@ -23,6 +24,7 @@ from gpufleet.plan.cost.prices import (
     RESERVED_TERM_YEARS,
     SPOT,
     cloud_price_caveats,
+    cloud_price_offers,
     cloud_price_sellers,
     cloud_prices,
 )
@@ -69,36 +71,51 @@ def cost_breakdown(
 ) -> CostBreakdown:
     """The plan's cost section for one accelerator's demand.
 
-    on_demand: all GPU-hours at the on-demand price. reserved: the cheapest purchase of
-    reserved GPUs alone (whole GPUs, either term). spot: every spot-eligible burst hour on
-    spot with its overhead and the rest on-demand (None when nothing may run on spot). mix:
-    `optimise_mix` plus the prices used (`price_<kind>_usd_per_gpu_hour`).
-    savings_vs_on_demand = 1 − mix total / on-demand total. tco: `on_prem_tco` when on-prem
-    inputs are given (empty, with a note in the log, when the accelerator has no purchase
-    price). rent_or_own: `rent_or_own` (the planned work at the mix's blended price per
-    GPU-hour, or on-demand without a mix; the fleet's steady use at the optimiser's price for
-    it); break_even_months: its payback, shown only where owning wins. sensitivity: the
-    tornado for `deployment` (default: on-prem when a TCO exists, else cloud);
-    sensitivity_alternative: the other deployment's, when it is priced.
+    Every cloud figure prices the GPUs rented: `demand` in whole instances of the offer
+    priced (`plan/cost/instances.py`; the mix then says `rented_gpu_hours`, `rented_gpus`,
+    `rented_instances`, `idle_gpus` and `instance_gpus`, while `demand_gpu_hours` and
+    `effective_usd_per_gpu_hour` stay those of the work). on_demand: all rented GPU-hours at
+    the on-demand price. reserved: the cheapest purchase of reserved GPUs alone (whole
+    instances, either term). spot: every spot-eligible burst hour on spot with its overhead
+    and the rest on-demand (None when nothing may run on spot). mix: `optimise_mix` plus the
+    prices used (`price_<kind>_usd_per_gpu_hour`). savings_vs_on_demand = 1 − mix total /
+    on-demand total. tco: `on_prem_tco` when on-prem inputs are given (empty, with a note in
+    the log, when the accelerator has no purchase price). rent_or_own: `rent_or_own` (the
+    planned work at the mix's total, or on-demand without a mix, per GPU-hour of the work;
+    the fleet's steady use at the optimiser's price for it); break_even_months: its payback,
+    shown only where owning wins. sensitivity: the tornado for `deployment` (default:
+    on-prem when a TCO exists, else cloud); sensitivity_alternative: the other
+    deployment's, when it is priced.
     """
     prices = bookable(cloud_prices(demand.accelerator, providers, regions, log), demand, log)
+    # every cloud figure prices what is rented: whole instances of the offer priced
+    rented = on_whole_instances(
+        demand, cloud_price_offers(demand.accelerator, providers, regions), log
+    )
     hours = demand.gpu_hours
-    on_demand = prices[ON_DEMAND] * hours if ON_DEMAND in prices else None
+    on_demand = prices[ON_DEMAND] * rented.gpu_hours if ON_DEMAND in prices else None
     mix: dict[str, float] = {}
     if prices:
         try:
-            mix = optimise_mix(demand, prices, log)
+            mix = optimise_mix(rented, prices, log)
         except ValueError as exc:
             log.add(f"{demand.accelerator} purchase mix", "not computed", str(exc))
     reserved_prices = {k: v for k, v in prices.items() if k in RESERVED_TERM_YEARS}
     reserved: float | None = None
     if reserved_prices:
-        reserved = optimise_mix(demand, reserved_prices, Assumptions())["total_usd"]
-    spot = _spot_max_cost(demand, prices)
+        reserved = optimise_mix(rented, reserved_prices, Assumptions())["total_usd"]
+    spot = _spot_max_cost(rented, prices)
     savings: float | None = None
     if mix and on_demand:
         savings = max(0.0, 1.0 - mix["total_usd"] / on_demand)
     if mix:
+        # the work's GPU-hours and its price per GPU-hour, the idle GPUs' cost included
+        mix.update(
+            demand_gpu_hours=hours,
+            rented_gpu_hours=rented.gpu_hours,
+            effective_usd_per_gpu_hour=mix["total_usd"] / hours if hours > 0 else 0.0,
+        )
+        mix.update(rented_counts(demand, rented))
         mix.update({f"price_{k}_usd_per_gpu_hour": v for k, v in sorted(prices.items())})
     tco: dict[str, float] = {}
     if on_prem is not None:
@@ -120,14 +137,19 @@ def cost_breakdown(
             )
         except NoOnPremPriceError as exc:
             log.add(f"{demand.accelerator} on-prem TCO", "not computed", str(exc))
+    # per GPU-hour of the work: what the idle GPUs of its instances cost is in the rate
     rent_rate: float | None = None
     if mix and hours > 0:
         rent_rate = mix["total_usd"] / hours
+    elif on_demand is not None and hours > 0:
+        rent_rate = on_demand / hours
     elif ON_DEMAND in prices:
         rent_rate = prices[ON_DEMAND]
     verdict: RentOrOwn | None = None
     if tco and on_prem is not None and rent_rate is not None:
-        verdict = rent_or_own(demand, prices, tco, on_prem, rent_rate=rent_rate, log=log)
+        # the work itself (its GPU-hours, how busy it keeps the fleet), rented in instances
+        work = replace(demand, instance_gpus=rented.instance_gpus)
+        verdict = rent_or_own(work, prices, tco, on_prem, rent_rate=rent_rate, log=log)
     break_even = verdict.payback_months if verdict is not None else None
     rows, other_rows = _tornados(
         deployment or ("on-prem" if tco else "cloud"),
@@ -135,6 +157,7 @@ def cost_breakdown(
         SensitivityInputs("cloud", demand, prices, on_prem, failure_hours),
         factors,
         log,
+        rented=rented,
     )
     return CostBreakdown(
         on_demand=on_demand,
@@ -173,7 +196,11 @@ def rent_or_own(
     (`plan/cost/steady.py`), and the payback at that steady rate. None (with a note) when no
     price may buy steady use: the mix never puts work that runs every hour on spot."""
     steady = SteadyRent(
-        demand.accelerator, on_prem.gpus, demand.horizon_hours, steady_prices(prices)
+        demand.accelerator,
+        on_prem.gpus,
+        demand.horizon_hours,
+        steady_prices(prices),
+        instance_gpus=demand.instance_gpus,
     )
     if not steady.prices:
         log.add(
@@ -257,17 +284,25 @@ def _tornados(
     inputs: SensitivityInputs,
     factors: Sequence[Factor],
     log: Assumptions,
+    *,
+    rented: Demand,
 ) -> tuple[Tornado, Tornado]:
     """The chosen deployment's tornado and the other's, each around its own base (empty
     where that deployment has no price). Renting does not move with utilisation or
-    electricity, owning does: a reader weighing the two needs both."""
+    electricity, owning does: a reader weighing the two needs both. Renting's is built on
+    the `rented` demand (whole instances), owning's on the work itself."""
+
+    def deployed(deployment: Literal["cloud", "on-prem"]) -> SensitivityInputs:
+        demand = rented if deployment == "cloud" else inputs.demand
+        return replace(inputs, deployment=deployment, demand=demand)
+
     other: Literal["cloud", "on-prem"] = "cloud" if chosen == "on-prem" else "on-prem"
     rows: Tornado = []
     if priced[chosen]:
-        rows = sensitivity(replace(inputs, deployment=chosen), factors, log)
+        rows = sensitivity(deployed(chosen), factors, log)
     other_rows: Tornado = []
     if priced[other]:
-        other_rows = sensitivity(replace(inputs, deployment=other), factors)
+        other_rows = sensitivity(deployed(other), factors)
     return rows, other_rows
 
 

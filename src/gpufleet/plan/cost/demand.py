@@ -7,7 +7,8 @@ reads none of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 HOURS_PER_YEAR = 8_760.0
 
@@ -22,6 +23,11 @@ class Demand:
     lost progress since the last checkpoint and restarts. `burst_window_hours`, when given,
     is the time the burst must fit in (a training deadline): reserved GPUs then lend the burst
     only their hours inside that window. Without it the burst may spread over the horizon.
+
+    `instance_gpus` is how many GPUs the cloud rents at once (the GPUs of one instance of the
+    offer priced): the mix reserves whole instances. `burst_gangs` are the burst's runs as
+    (gang GPUs, GPU-hours), so that `on_instances` can round each gang up to whole instances;
+    without them the burst's GPU-hours are priced as given.
     """
 
     accelerator: str
@@ -37,6 +43,8 @@ class Demand:
     spot_max_gpus: float | None = None
     block_max_gpus: float | None = None
     block_fraction: float = 1.0
+    instance_gpus: int = 1
+    burst_gangs: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.baseline_gpus < 0:
@@ -55,9 +63,35 @@ class Demand:
             cap = getattr(self, name)
             if cap is not None and cap < 0:
                 raise ValueError(f"{name} {cap} is negative")
+        if self.instance_gpus < 1:
+            raise ValueError(f"instance_gpus {self.instance_gpus} is not a whole instance")
+        for gpus, hours in self.burst_gangs:
+            if gpus < 1 or hours < 0:
+                raise ValueError(f"burst gang of {gpus} GPUs for {hours} GPU-hours is not a run")
         window = self.burst_window_hours
         if window is not None and not 0 < window <= self.horizon_hours:
             raise ValueError(f"burst_window_hours {window} is not within the horizon")
+
+    def on_instances(self, gpus_per_instance: int) -> Demand:
+        """The demand as whole instances of `gpus_per_instance` GPUs are rented for it.
+
+        The services share instances, so the baseline's GPUs round up once; each training
+        gang runs on instances of its own (whole nodes, as `plan/spot.py` and the on-prem
+        design assume), so it rounds up on its own and its run's GPU-hours grow with it.
+        The idle GPUs are paid for: they are what the cloud rents. The spot and block
+        shares of the burst are kept as they were (rounding moves them by at most the idle
+        GPUs of a gang).
+        """
+        n = gpus_per_instance
+        gangs = tuple((_whole(g, n), hours * _whole(g, n) / g) for g, hours in self.burst_gangs)
+        idle_hours = sum(h for _, h in gangs) - sum(h for _, h in self.burst_gangs)
+        return replace(
+            self,
+            baseline_gpus=_whole(self.baseline_gpus, n),
+            burst_gpu_hours=self.burst_gpu_hours + idle_hours,
+            instance_gpus=n,
+            burst_gangs=gangs,
+        )
 
     @property
     def window_hours(self) -> float:
@@ -67,3 +101,8 @@ class Demand:
     def gpu_hours(self) -> float:
         """All GPU-hours the demand needs (spot overhead excluded)."""
         return self.baseline_gpus * self.horizon_hours + self.burst_gpu_hours
+
+
+def _whole(gpus: int, gpus_per_instance: int) -> int:
+    """`gpus` rounded up to whole instances of `gpus_per_instance`."""
+    return math.ceil(gpus / gpus_per_instance) * gpus_per_instance

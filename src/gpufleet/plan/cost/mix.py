@@ -115,11 +115,17 @@ def _solve(
     return _Solution(x, float(np.dot(cost, result.x)))
 
 
-def _rounded_candidates(relaxed: _Solution) -> set[tuple[int, int]]:
-    """Whole-GPU reservations near the LP optimum: floor/ceil of each term and of the total."""
+def _rounded_candidates(relaxed: _Solution, gpus_per_instance: int) -> set[tuple[int, int]]:
+    """Whole-instance reservations near the LP optimum: the multiples of the instance's GPUs
+    below and above each term and the total (one GPU each for 1-GPU instances)."""
+    n = gpus_per_instance
+
+    def around(gpus: float) -> set[int]:
+        return {math.floor(gpus / n) * n, math.ceil(gpus / n) * n}
+
     r1, r3 = max(relaxed.x[_R1], 0.0), max(relaxed.x[_R3], 0.0)
-    out = {(a, c) for a in {math.floor(r1), math.ceil(r1)} for c in {math.floor(r3), math.ceil(r3)}}
-    for total in {math.floor(r1 + r3), math.ceil(r1 + r3)}:
+    out = {(a, c) for a in around(r1) for c in around(r3)}
+    for total in around(r1 + r3):
         out |= {(total, 0), (0, total)}
     out.add((0, 0))
     return out
@@ -150,10 +156,11 @@ def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) 
     hour delivering 1 / (1 + spot_overhead_fraction) hours of work, capacity blocks at most
     `block_fraction` of it; spot and blocks at most `spot_max_gpus` / `block_max_gpus` GPUs
     at once over the burst window (what is obtainable); reserved GPUs lend the burst only
-    their hours inside the burst window. Reserved GPUs are then made whole: the
-    LP is re-solved with them fixed at the floor and ceiling of the optimum (the cost is
-    convex in the reserved count, so one of these is the whole-GPU optimum) and the cheapest
-    is returned. `lp_bound_usd` is the relaxed optimum, a lower bound on any purchase.
+    their hours inside the burst window. Reserved GPUs are then made whole instances of
+    `demand.instance_gpus`: the LP is re-solved with them fixed at the multiples below and
+    above the optimum (the cost is convex in the reserved count, so one of these is the
+    whole-instance optimum) and the cheapest is returned. `lp_bound_usd` is the relaxed
+    optimum, a lower bound on any purchase.
     Raises ValueError when the prices cannot cover the demand (no on-demand or reserved
     price for a baseline, or burst work with only spot where not all of it may be spot).
     """
@@ -173,6 +180,7 @@ def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) 
         "total_usd": 0.0,
         "lp_bound_usd": 0.0,
         "demand_gpu_hours": hours,
+        "instance_gpus": float(demand.instance_gpus),
     }
     if hours <= 0:
         return out
@@ -186,7 +194,10 @@ def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) 
         )
     solutions = [
         s
-        for s in (_solve(demand, prices, fixed) for fixed in sorted(_rounded_candidates(relaxed)))
+        for s in (
+            _solve(demand, prices, fixed)
+            for fixed in sorted(_rounded_candidates(relaxed, demand.instance_gpus))
+        )
         if s is not None
     ]
     best = min(solutions, key=lambda s: (s.total_usd, s.x[_R1] + s.x[_R3]))
@@ -214,9 +225,12 @@ def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) 
         lp_bound_usd=relaxed.total_usd,
     )
     out["effective_usd_per_gpu_hour"] = best.total_usd / hours
+    whole = (
+        f"whole {demand.instance_gpus}-GPU instances" if demand.instance_gpus > 1 else "whole GPUs"
+    )
     log.add(
         "purchase mix method",
-        "HiGHS linear program (scipy.optimize.linprog), reserved GPUs rounded to whole GPUs",
+        f"HiGHS linear program (scipy.optimize.linprog), reserved GPUs rounded to {whole}",
         "gpufleet (derived): minimise reserved + on-demand + capacity-block + spot cost; "
         "baseline never on spot; spot only for the interruptible share of the burst, inflated "
         "by the spot overhead (docs/design/0007-cost-model.md)",

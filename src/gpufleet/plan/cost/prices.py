@@ -191,10 +191,72 @@ def cloud_price_caveats(
 
 
 @dataclass(frozen=True)
+class InstanceOffer:
+    """What a price rents: clouds sell whole instances (8 GPUs for every H100/H200 row of
+    instances.csv), so the cost of n GPUs is that of ⌈n / gpus⌉ instances."""
+
+    provider: str
+    instance: str
+    region: str
+    gpus: int  # GPUs per instance
+
+    @classmethod
+    def of(cls, row: CloudInstance) -> InstanceOffer:
+        return cls(row.provider, row.name, row.region, _gpus(row))
+
+
+def cloud_price_offers(
+    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+) -> dict[str, InstanceOffer]:
+    """The instance behind each price of `cloud_prices` (same rules; nothing logged), so the
+    demand can be rounded to what that offer rents."""
+    return _price_table(accelerator, providers, regions, Assumptions()).offers
+
+
+@dataclass(frozen=True)
 class _PriceTable:
     prices: dict[str, float]
     sellers: dict[str, str]
     caveats: dict[str, str]
+    offers: dict[str, InstanceOffer]
+
+
+_Priced = tuple[float, CloudInstance]
+
+
+def _cheapest(rows: Sequence[CloudInstance]) -> tuple[dict[str, _Priced], _Priced | None]:
+    """Each provider's lowest on-demand price per GPU, and the lowest spot price per GPU,
+    with their rows."""
+    cheapest_by_provider: dict[str, _Priced] = {}
+    best_spot: _Priced | None = None
+    for row in rows:
+        od = _per_gpu(row.on_demand_usd_per_hour, row)
+        if od is not None:
+            current = cheapest_by_provider.get(row.provider)
+            if current is None or _cheaper(od, row, *current):
+                cheapest_by_provider[row.provider] = (od, row)
+        spot = _per_gpu(row.spot_min_usd_per_hour, row)
+        if spot is not None and (best_spot is None or _cheaper(spot, row, *best_spot)):
+            best_spot = (spot, row)
+    return cheapest_by_provider, best_spot
+
+
+def _block_offer(block: Commitment) -> InstanceOffer:
+    """The instance a capacity block rents: its GPUs are the block's instance rate over its
+    per-accelerator rate (8 for p5.48xlarge)."""
+    per_instance = float(block.rate_usd_per_hour or 0)
+    per_gpu = float(block.rate_per_accelerator_usd_per_hour or 0)
+    gpus = max(1, round(per_instance / per_gpu)) if per_instance > 0 and per_gpu > 0 else 1
+    return InstanceOffer("aws", ";".join(block.instance_types), ";".join(block.regions), gpus)
+
+
+def _gpus(row: CloudInstance) -> int:
+    return max(1, round(float(row.accelerators_count or 1)))
+
+
+def _cheaper(price: float, row: CloudInstance, best: float, best_row: CloudInstance) -> bool:
+    """A lower price per GPU, or the same price on a smaller instance (it rents less idle)."""
+    return (price, _gpus(row)) < (best, _gpus(best_row))
 
 
 def _price_table(
@@ -211,29 +273,23 @@ def _price_table(
     commitment discount for the term); the lowest across providers, those with a sourced
     discount before those with only an "up to" figure), `capacity_block` (AWS
     Capacity Block per-accelerator rate). A provider without a price for the accelerator is
-    skipped. Every row used is logged.
+    skipped. At equal prices per GPU the smaller instance wins: the demand is rented in
+    whole instances (`offers`), so it leaves fewer GPUs idle. Every row used is logged.
     """
-    rows = _priced_rows(accelerator, providers, regions)
+    cheapest_by_provider, best_spot = _cheapest(_priced_rows(accelerator, providers, regions))
     prices: dict[str, float] = {}
     sellers: dict[str, str] = {}
-    cheapest_by_provider: dict[str, tuple[float, CloudInstance]] = {}
-    best_spot: tuple[float, CloudInstance] | None = None
-    for row in rows:
-        od = _per_gpu(row.on_demand_usd_per_hour, row)
-        if od is not None:
-            current = cheapest_by_provider.get(row.provider)
-            if current is None or od < current[0]:
-                cheapest_by_provider[row.provider] = (od, row)
-        spot = _per_gpu(row.spot_min_usd_per_hour, row)
-        if spot is not None and (best_spot is None or spot < best_spot[0]):
-            best_spot = (spot, row)
     where = f"providers {', '.join(providers)}" + (
         f", regions {', '.join(regions)}" if regions else ", any region"
     )
+    offers: dict[str, InstanceOffer] = {}
     if cheapest_by_provider:
-        od_price, od_row = min(cheapest_by_provider.values(), key=lambda item: item[0])
+        od_price, od_row = min(
+            cheapest_by_provider.values(), key=lambda item: (item[0], _gpus(item[1]))
+        )
         prices[ON_DEMAND] = od_price
         sellers[ON_DEMAND] = od_row.provider
+        offers[ON_DEMAND] = InstanceOffer.of(od_row)
         log.add(
             f"{accelerator} on-demand price",
             f"${od_price:.4f}/GPU-h",
@@ -242,6 +298,7 @@ def _price_table(
     if best_spot is not None:
         prices[SPOT] = best_spot[0]
         sellers[SPOT] = best_spot[1].provider
+        offers[SPOT] = InstanceOffer.of(best_spot[1])
         log.add(
             f"{accelerator} spot price",
             f"${best_spot[0]:.4f}/GPU-h",
@@ -250,7 +307,7 @@ def _price_table(
         )
     caveats: dict[str, str] = {}
     for key, term in RESERVED_TERM_YEARS.items():
-        options: list[tuple[float, str, str, str]] = []
+        options: list[tuple[float, str, str, str, CloudInstance]] = []
         for provider, (od, row) in sorted(cheapest_by_provider.items()):
             discount = _discount(provider, accelerator, term, row.name)
             if discount is None:
@@ -273,13 +330,14 @@ def _price_table(
                 if discount.upper_bound
                 else ""
             )
-            options.append((price, text, provider, caveat))
+            options.append((price, text, provider, caveat, row))
         if options:
             # a sourced discount beats another provider's "up to" figure, whatever the
             # numbers: an upper bound is a floor on the price, not a price one can buy at
-            price, text, seller, caveat = min(options, key=lambda o: (bool(o[3]), o[0]))
+            price, text, seller, caveat, row = min(options, key=lambda o: (bool(o[3]), o[0]))
             prices[key] = price
             sellers[key] = seller
+            offers[key] = InstanceOffer.of(row)
             if caveat:
                 caveats[key] = caveat
             log.add(f"{accelerator} {key} price", f"${price:.4f}/GPU-h", f"lowest of: {text}")
@@ -289,6 +347,7 @@ def _price_table(
         rate = float(block.rate_per_accelerator_usd_per_hour or 0)
         prices[CAPACITY_BLOCK] = rate
         sellers[CAPACITY_BLOCK] = "aws"
+        offers[CAPACITY_BLOCK] = _block_offer(block)
         log.add(
             f"{accelerator} capacity block price",
             f"${rate:.4f}/GPU-h",
@@ -296,4 +355,4 @@ def _price_table(
             f"{';'.join(block.regions)} [{block.source_kind}] ({block.source}); used for burst "
             "work only (blocks last days to weeks, booked ahead, rates change with supply)",
         )
-    return _PriceTable(prices, sellers, caveats)
+    return _PriceTable(prices, sellers, caveats, offers)

@@ -56,6 +56,9 @@ class SteadyRent:
     fleet_gpus: int
     horizon_hours: float
     prices: Mapping[str, float]  # the steady kinds only (`steady_prices`)
+    # GPUs per rented instance: reservations are whole instances, the rest on-demand hours
+    # (use that averages part of an instance rents one part of the time)
+    instance_gpus: int = 1
 
     def price(self, gpus: float) -> SteadyPrice:
         """`gpus` GPUs (fractional: an average) used every hour of the horizon, bought at
@@ -71,6 +74,7 @@ class SteadyRent:
             spot_overhead_fraction=0.0,
             horizon_hours=self.horizon_hours,
             block_fraction=0.0,
+            instance_gpus=self.instance_gpus,
         )
         mix = optimise_mix(demand, self.prices, Assumptions())
         return SteadyPrice(gpus, mix["total_usd"], hours, self._basis(mix))
@@ -82,9 +86,9 @@ class SteadyRent:
         """The average utilisation u at which renting u × the fleet steadily costs `own_usd`
         (above it owning wins). Above 1 when even every hour of the fleet costs less to rent.
 
-        The optimiser's cost is linear in whole GPUs (each is reserved or on-demand for the
-        horizon at one rate) and piecewise linear between them, so the root lies between the
-        two whole GPU counts around own / (cost per GPU) and regula falsi finds it there.
+        The optimiser's cost is non-decreasing and piecewise linear in the GPUs used (whole
+        instances reserved for the horizon, the rest on demand by the hour), so the root is
+        bracketed around own / (cost per GPU) and regula falsi finds it there.
         """
         if own_usd <= 0:
             return 0.0

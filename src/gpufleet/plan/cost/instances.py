@@ -1,0 +1,111 @@
+"""Whole instances: what the cloud rents for a demand counted in GPUs.
+
+Prices are per GPU-hour (an instance's price over its GPUs), but a cloud rents whole
+instances: every H100 and H200 row of instances.csv has 8 GPUs, so 13 GPUs are 2 instances
+and 16 GPUs are paid for. Pricing the GPUs one at a time understated every cloud cost of a
+plan (chat-70b: on-demand $2.11 M for 13 GPUs where its own Cloud options table rents 2
+instances at $98.72/h, $2.59 M over 3 years). So the demand is rounded to whole instances of
+the offer priced before anything prices it, and the plan says how many it rents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.formatting import fmt_count
+from gpufleet.plan.cost.demand import Demand
+from gpufleet.plan.cost.prices import (
+    CAPACITY_BLOCK,
+    ON_DEMAND,
+    RESERVED_1Y,
+    RESERVED_3Y,
+    SPOT,
+    InstanceOffer,
+)
+
+# The offer whose instances the demand is rented in: on-demand (the plan's Cloud options
+# table lists its instances), else the kind that would carry the baseline, else the burst's
+_BASIS = (ON_DEMAND, RESERVED_3Y, RESERVED_1Y, SPOT, CAPACITY_BLOCK)
+
+
+def rented_offer(offers: Mapping[str, InstanceOffer]) -> tuple[str, InstanceOffer] | None:
+    """(price key, offer) whose instances the demand is rounded to; None without a price."""
+    for key in _BASIS:
+        if key in offers:
+            return key, offers[key]
+    return None
+
+
+def _plural(count: float, word: str) -> str:
+    return f"{fmt_count(count)} {word}{'' if count == 1 else 's'}"
+
+
+def rented_counts(demand: Demand, rented: Demand) -> dict[str, float]:
+    """GPUs and instances rented when every workload runs at once (the basis of the Cloud
+    options table), and the GPUs of them left idle. Empty when the burst's gangs are not
+    known: its GPUs at once cannot be told from its GPU-hours."""
+    if demand.burst_gpu_hours > 0 and not demand.burst_gangs:
+        return {}
+    used = demand.baseline_gpus + sum(g for g, _ in demand.burst_gangs)
+    gpus = rented.baseline_gpus + sum(g for g, _ in rented.burst_gangs)
+    return {
+        "rented_gpus": float(gpus),
+        "rented_instances": float(gpus // rented.instance_gpus),
+        "idle_gpus": float(gpus - used),
+    }
+
+
+def on_whole_instances(
+    demand: Demand, offers: Mapping[str, InstanceOffer], log: Assumptions
+) -> Demand:
+    """`demand` rounded to whole instances of the offer it is rented in (`Demand.on_instances`),
+    with a log line that says how many GPUs and instances that is and how many sit idle."""
+    found = rented_offer(offers)
+    if found is None:
+        return demand
+    key, offer = found
+    n = offer.gpus
+    rented = demand.on_instances(n)
+    if demand.gpu_hours <= 0:
+        return rented
+    name = f"{demand.accelerator} rented instances"
+    what = f"{n}-GPU {offer.instance} instance"
+    where = f"({offer.provider} {offer.region})"
+    others = sorted(
+        f"{k} on {o.instance} ({o.gpus} GPUs)" for k, o in offers.items() if o.gpus != n
+    )
+    source = (
+        f"instances.csv: the cloud rents whole instances, and the {key.replace('_', '-')} "
+        f"offer {offer.instance} has {_plural(n, 'GPU')}; every cloud cost (on-demand, "
+        "reserved, spot, the mix, renting the planned work, the sensitivity) prices the GPUs "
+        "rented and the mix reserves whole instances; the services share instances, each "
+        "training gang rounds up on its own (gpufleet assumption)"
+        + (
+            f"; the other prices rent other sizes ({', '.join(others)}), rounded to {n} too"
+            if others
+            else ""
+        )
+    )
+    counts = rented_counts(demand, rented)
+    if n == 1:
+        log.add(name, f"per GPU: {offer.instance} {where} rents 1 GPU per instance", source)
+    elif counts:
+        used = counts["rented_gpus"] - counts["idle_gpus"]
+        instances = counts["rented_instances"]
+        log.add(
+            name,
+            f"{_plural(used, 'GPU')} rented as {fmt_count(instances)} × {what}"
+            f"{'' if instances == 1 else 's'} {where}: {_plural(counts['idle_gpus'], 'GPU')} idle",
+            source,
+        )
+    else:
+        instances = rented.baseline_gpus // n
+        log.add(
+            name,
+            f"the {_plural(demand.baseline_gpus, 'GPU')} used every hour rented as "
+            f"{fmt_count(instances)} × {what}{'' if instances == 1 else 's'} {where}; the "
+            f"burst's {fmt_count(demand.burst_gpu_hours)} GPU-hours priced as given",
+            source + "; the burst's gang sizes were not given, so it is not rounded",
+        )
+    return rented
