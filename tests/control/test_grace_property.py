@@ -12,6 +12,7 @@ victims take their grace period (0 to several cycles), the live scheduler never
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from gpufleet.control.lifecycle import PREEMPTED_AUDIT
 from gpufleet.control.models import AuditEntry, Job, Team, UsageEntry
 from gpufleet.control.reconciler import Reconciler, ReconcilerConfig
 from gpufleet.control.server import sync_nodes
+from gpufleet.errors import UserError
 
 from .conftest import Clock
 from .grace_executor import GraceExecutor
@@ -164,7 +166,9 @@ def _run(url: str, sc: Scenario) -> None:
                             priority_class=sub.priority,
                             runtime_estimate_s=sub.runtime_cycles * CYCLE_S,
                         )
-                        jobs.submit(s, members[sub.team], request, cluster, clock())
+                        # a job that can never run under these quotas is refused at submit
+                        with contextlib.suppress(UserError):
+                            jobs.submit(s, members[sub.team], request, cluster, clock())
             before = _committed(maker)
             clock.advance(CYCLE_S)
             report = reconciler.cycle()

@@ -140,10 +140,30 @@ BAD = [
             "--out",
             "{out}",
         ],
-        "kind: cluster\nnodes:\n  - {name: g, count: 1, accelerator: h100-sxm5-80gb, "
+        "kind: cluster\nnodes:\n  - {name: g, count: 8, accelerator: h100-sxm5-80gb, "
         "topology: 'b 1/l1'}\n",
         "is not a valid Kubernetes label value",
         id="topology-name-not-a-label",
+    ),
+    *(
+        pytest.param(
+            ["export", target, CLUSTER, "--teams", "{teams}", "--out", "{out}"],
+            "kind: teams\nteams:\n  - {name: a, quota: {h100-sxm5-80gb: 200}}\n",
+            "team a is guaranteed 200 h100-sxm5-80gb GPUs, but cluster 'lab' "
+            f"({CLUSTER}) has 128; a guarantee cannot be more than the cluster has: lower it "
+            "to at most 128",
+            id=f"guarantee-beyond-the-cluster-{target}",
+        )
+        for target in ("kueue", "volcano", "kai", "slurm", "mig-parted")
+    ),
+    pytest.param(
+        ["export", "volcano", CLUSTER, "--teams", "{teams}", "--out", "{out}"],
+        "kind: teams\nteams:\n  - {name: a, quota: {h100-sxm5-80gb: 100}}\n"
+        "  - {name: b, quota: {h100-sxm5-80gb: 100}}\n",
+        "the guarantees of h100-sxm5-80gb that are never lent add up to 200 GPUs, but "
+        "cluster 'lab' has 128; a Volcano queue's guarantee is reserved out of the cluster's "
+        "capacity",
+        id="volcano-guarantees-kept-past-the-cluster",
     ),
 ]
 

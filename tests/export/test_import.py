@@ -14,6 +14,9 @@ from gpufleet.errors import UserError
 from gpufleet.export.bundle import write_bundle
 from gpufleet.export.kueue import export_kueue
 from gpufleet.export.kueue_import import import_kueue, parse_quantity, read_documents
+from gpufleet.export.model import build_flavors
+from gpufleet.specs.cluster import ClusterSpec
+from gpufleet.specs.load import validate
 from gpufleet.specs.teams import TeamsSpec
 
 from .crd import has_crd, problems
@@ -153,7 +156,9 @@ CLUSTERS = {
 
 
 @st.composite
-def teams_specs(draw: st.DrawFn, flavors: list[str]) -> dict[str, Any]:
+def teams_specs(draw: st.DrawFn, flavors: dict[str, int]) -> dict[str, Any]:
+    """Random valid teams on a cluster with `flavors` (accelerator -> its GPUs): a guarantee
+    is at most the cluster's GPUs of its flavor (more is refused, `build_fleet`)."""
     n_classes = draw(st.integers(1, 4))
     classes = [
         {
@@ -166,8 +171,8 @@ def teams_specs(draw: st.DrawFn, flavors: list[str]) -> dict[str, Any]:
     teams = []
     for i in range(draw(st.integers(1, 4))):
         quotas = []
-        for flavor in draw(st.lists(st.sampled_from(flavors), unique=True, max_size=2)):
-            g = draw(st.integers(0, 64))
+        for flavor in draw(st.lists(st.sampled_from(sorted(flavors)), unique=True, max_size=2)):
+            g = draw(st.integers(0, min(64, flavors[flavor])))
             q: dict[str, Any] = {"flavor": flavor, "guaranteed_gpus": g}
             if draw(st.booleans()):
                 q["limit_gpus"] = g + draw(st.integers(0, 64))
@@ -196,7 +201,8 @@ def teams_specs(draw: st.DrawFn, flavors: list[str]) -> dict[str, Any]:
 def test_any_teams_spec_exports_valid_objects_and_imports_back(
     data: st.DataObject, cluster: str, per_project: bool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    flavors = sorted({g["accelerator"] for g in CLUSTERS[cluster]["nodes"]})
+    spec = validate(ClusterSpec, {"kind": "cluster", **CLUSTERS[cluster]}, "cluster")
+    flavors = {acc: f.gpus for acc, f in build_flavors(spec).items()}
     teams = data.draw(teams_specs(flavors))
     fleet = fleet_of(
         CLUSTERS[cluster],

@@ -75,6 +75,8 @@ def _export(
     )
     bundle = build(fleet)
     paths = write_bundle(bundle, out)
+    for warning in bundle.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     shown = [p.name for p in paths if not p.name.startswith(".")]
     typer.echo(f"export {target}: wrote {len(shown)} files to {out}: {', '.join(shown)}")
     if bundle.notes:

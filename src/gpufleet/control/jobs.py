@@ -3,8 +3,9 @@ and limits.
 
 `JobRequest` is the API's input (and the portal's form): every field bounded, so
 a request cannot make the server store or run something unbounded. A job is
-checked against the cluster it would run on before it is accepted — an 80-GPU
-gang on a 64-GPU cluster is refused now, not left pending forever.
+checked against the cluster it would run on and its team's quotas before it is
+accepted — an 80-GPU gang on a 64-GPU cluster, or a job on an accelerator its team
+has no quota for, is refused now, not left pending forever.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from sqlalchemy import bindparam, exists, func, insert, select
+from sqlalchemy import bindparam, exists, func, insert, or_, select
 from sqlalchemy.orm import Session
 
-from gpufleet.cluster import Cluster
+from gpufleet.cluster import MILLI, Cluster, Node
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import (
     NAME_RE,
@@ -38,10 +39,13 @@ from gpufleet.control.admin import (
 from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
 from gpufleet.control.eta import RunningJob
 from gpufleet.control.ledger import month_gpu_hours
-from gpufleet.control.models import Job, JobEvent, PriorityClass, Project, Team
+from gpufleet.control.models import Job, JobEvent, PriorityClass, Project, Quota, Team
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sched.orders import fifo_key
+from gpufleet.sched.quota import request_milli
+from gpufleet.sched.requests import requests_for
 from gpufleet.specs.jobs import JobSpec, Placement
+from gpufleet.specs.teams import Quota as QuotaSpec
 from gpufleet.specs.teams import TeamsSpec
 
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
@@ -173,7 +177,7 @@ def submit(
         assert row is not None
         assert asked is not None
         check_class_allowed(session, who, row, asked)  # refuses, and says who can allow it
-    request = _request(req, cluster)
+    request = _request(req, cluster, quota_room(session, team))
     _check_budget(session, team, now_s)
     values: dict[str, Any] = {
         "name": req.name,
@@ -240,7 +244,7 @@ _CAP_VALUE = (
     .label("cap_value")
 )
 _TEAM = (
-    select(Team.id, Team.name, Team.default_priority, Team.budget_gate)
+    select(Team.id, Team.name, Team.cohort, Team.default_priority, Team.budget_gate)
     .add_columns(
         Team.monthly_budget_gpu_h,
         _CLASS.c.name.label("class_name"),
@@ -283,39 +287,43 @@ def _team_for(session: Session, who: Principal, name: str | None, asked: dict[st
     return team
 
 
-def _request(req: JobRequest, cluster: Cluster) -> dict[str, Any]:
-    """The scheduler-facing request, checked against what the cluster has."""
+def _request(req: JobRequest, cluster: Cluster, room: QuotaRoom) -> dict[str, Any]:
+    """The scheduler-facing request, refused now if it can never run: no node it may use can
+    hold it, or its team's quotas never let it start where one can. Anything that only
+    waits (for free GPUs, for quota in use or lent) is accepted."""
     accs = req.accelerators
     have = cluster.gpus_by_accelerator
     for acc in accs:
         if acc not in have:
             raise UnknownNameError("accelerator in this cluster", acc, have)
     usable = accs or list(have)
-    if req.gpus:
-        per_node = max((n.gpus for n in cluster.nodes if n.accelerator in usable), default=0)
-        if req.gpus > per_node:
-            raise UserError(
-                f"gpus: {req.gpus} per worker, but the largest node has {per_node}; "
-                "use more workers with fewer GPUs each"
-            )
-        total = max(have[a] for a in usable)
-        if req.gpus * req.workers > total:
-            raise UserError(
-                f"{req.gpus} x {req.workers} = {req.gpus * req.workers} GPUs, but the cluster "
-                f"has at most {total} of one accelerator type"
-            )
-    if req.mig_profile:
-        profiles = {
-            p
-            for n in cluster.nodes
-            if n.accelerator in usable
-            for layout in n.mig
-            for p, _ in layout
-        }
-        if req.mig_profile not in profiles:
-            raise UnknownNameError("MIG profile in this cluster", req.mig_profile, sorted(profiles))
-    if req.gpu_fraction and not any(n.fractions for n in cluster.nodes if n.accelerator in usable):
-        raise UserError("gpu_fraction: no node of this cluster shares GPUs by fraction")
+    # the job as the scheduler sees it: its requests per accelerator, and whether spot
+    # nodes take it (`framework.spot_rule`)
+    job = JobSpec.model_construct(
+        name=req.name,
+        team=room.team,
+        kind=req.kind,
+        gpus=req.gpus,
+        workers=req.workers,
+        accelerators=accs,
+        mig_profile=req.mig_profile,
+        gpu_fraction=req.gpu_fraction,
+        checkpoint_interval_s=req.checkpoint_interval_s,
+    )
+    nodes = [n for n in cluster.nodes if n.accelerator in usable]
+    allowed = nodes if job.spot_ok else [n for n in nodes if n.capacity != "spot"]
+    try:
+        fit = _fitting(req, allowed)
+    except UserError:
+        if len(allowed) == len(nodes):
+            raise
+        fit = _fitting(req, nodes)  # where spot would not help either, that refusal
+        why = f"cannot run: only spot nodes ({', '.join(fit)}) can hold it, and {_no_spot(req)}"
+        short = _quota_refusal(job, fit, room)
+        raise UserError(why if short is None else f"{why}; {short}") from None
+    short = _quota_refusal(job, fit, room)
+    if short is not None:
+        raise UserError(f"cannot run: {short}")
     out: dict[str, Any] = {"workers": req.workers}
     for key in ("gpus", "mig_profile", "gpu_fraction"):
         value = getattr(req, key)
@@ -324,6 +332,128 @@ def _request(req: JobRequest, cluster: Cluster) -> dict[str, Any]:
     if accs:
         out["accelerators"] = accs
     return out
+
+
+def _fitting(req: JobRequest, nodes: Sequence[Node]) -> list[str]:
+    """The accelerators whose `nodes` can hold the request when nothing else runs (a gang:
+    one worker per node's share of GPUs); UserError, saying what to change, where none can."""
+    accs = list(dict.fromkeys(n.accelerator for n in nodes))
+    if req.gpus:
+        per_node = max((n.gpus for n in nodes), default=0)
+        if req.gpus > per_node:
+            raise UserError(
+                f"gpus: {req.gpus} per worker, but the largest node has {per_node}; "
+                "use more workers with fewer GPUs each"
+            )
+        total = max((sum(n.gpus for n in nodes if n.accelerator == a) for a in accs), default=0)
+        if req.gpus * req.workers > total:
+            raise UserError(
+                f"{req.gpus} x {req.workers} = {req.gpus * req.workers} GPUs, but the cluster "
+                f"has at most {total} of one accelerator type"
+            )
+        slots = {a: sum(n.gpus // req.gpus for n in nodes if n.accelerator == a) for a in accs}
+        fit = [a for a in accs if slots[a] >= req.workers]
+        if not fit:
+            raise UserError(
+                f"workers: {req.workers} workers of {req.gpus} GPUs each, but the nodes of one "
+                f"accelerator type hold at most {max(slots.values())} of them (a worker's GPUs "
+                "are on one node); use fewer GPUs per worker"
+            )
+        return fit
+    if req.mig_profile:
+        has = {
+            a: {p for n in nodes if n.accelerator == a for lay in n.mig for p, _ in lay}
+            for a in accs
+        }
+        fit = [a for a in accs if req.mig_profile in has[a]]
+        if not fit:
+            profiles = sorted(set().union(*has.values()))
+            raise UnknownNameError("MIG profile in this cluster", req.mig_profile, profiles)
+        return fit
+    fit = [a for a in accs if any(n.fractions for n in nodes if n.accelerator == a)]
+    if not fit:
+        raise UserError("gpu_fraction: no node of this cluster shares GPUs by fraction")
+    return fit
+
+
+def _no_spot(req: JobRequest) -> str:
+    """Why spot capacity does not take this job (`JobSpec.spot_ok`), as a clause."""
+    if req.kind in ("training", "batch"):
+        return f"a {req.kind} job runs on spot capacity only with checkpoint_interval_s set"
+    return f"an {req.kind} job never runs on spot capacity"
+
+
+def _quota_refusal(job: JobSpec, fit: Sequence[str], room: QuotaRoom) -> str | None:
+    """None where the team's quotas let the job start on one of the accelerators `fit` (with
+    the most its cohort could lend); else why on each, as the scheduler would weigh it
+    (`sched.quota.QuotaBook.check`: no quota entry, or more than the team may ever hold)."""
+    reasons: list[str] = []
+    requests = requests_for(job, list(fit))
+    for r in requests:
+        need_milli = request_milli(r)
+        most = room.most_gpus.get(r.accelerator)
+        if most is not None and need_milli <= most * MILLI:
+            return None
+        reasons.append(room.why_not(r.accelerator, need_milli))
+    if not requests:
+        return None  # nothing to weigh here: the scheduler says why
+    elsewhere = sorted(set(room.most_gpus) - set(fit))
+    hint = f" (it has quota for {', '.join(elsewhere)})" if elsewhere else ""
+    return "; ".join(reasons) + hint + "; an admin can change the team's quotas"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRoom:
+    """The most GPUs of each flavor a team may ever hold under the quotas of now: its
+    guarantee, plus (when it may borrow) all that the rest of its cohort lends, capped by
+    its limits: `sched.quota.QuotaBook.limit` with nothing in use. A flavor missing from
+    `most_gpus` is one it has no quota for, which the scheduler never starts its jobs on,
+    cohort or not. `parts` says how each most is made up."""
+
+    team: str
+    most_gpus: dict[str, int]
+    parts: dict[str, str]
+
+    def why_not(self, flavor: str, need_milli: int) -> str:
+        most = self.most_gpus.get(flavor)
+        if most is None:
+            return f"team {self.team} has no quota for {flavor}"
+        return (
+            f"team {self.team} may hold at most {most} {flavor} GPUs ({self.parts[flavor]}) "
+            f"and this job needs {need_milli / MILLI:g}"
+        )
+
+
+_QUOTAS = select(Quota.__table__).where(
+    Quota.team_id.in_(
+        select(Team.id).where(or_(Team.id == bindparam("team"), Team.cohort == bindparam("cohort")))
+    )
+)
+
+
+def quota_room(session: Session, team: Any) -> QuotaRoom:
+    """The `QuotaRoom` of `team` (a row of `_TEAM`), from its quotas and its cohort's."""
+    own: dict[str, QuotaSpec] = {}
+    lendable: dict[str, int] = {}
+    for row in session.execute(_QUOTAS, {"team": team.id, "cohort": team.cohort}):
+        fields = {k: v for k, v in row._mapping.items() if k in QuotaSpec.model_fields}
+        q = QuotaSpec.model_construct(**fields)
+        if row.team_id == team.id:
+            own[q.flavor] = q
+        else:
+            lendable[q.flavor] = lendable.get(q.flavor, 0) + q.lendable_gpus
+    most: dict[str, int] = {}
+    parts: dict[str, str] = {}
+    for flavor, q in own.items():
+        lends = lendable.get(flavor, 0) if team.cohort is not None and q.borrowing else 0
+        most[flavor] = q.guaranteed_gpus + lends
+        parts[flavor] = f"{q.guaranteed_gpus} guaranteed"
+        if lends:
+            parts[flavor] += f" + {lends} that cohort {team.cohort} can lend"
+        if q.max_gpus is not None and q.max_gpus < most[flavor]:
+            most[flavor] = q.max_gpus
+            parts[flavor] += f", capped at {q.max_gpus}"
+    return QuotaRoom(team.name, most, parts)
 
 
 def _check_budget(session: Session, team: Any, now_s: float) -> None:

@@ -99,11 +99,14 @@ def yaml_files(origin: Origin, docs: Mapping[str, Sequence[Any]]) -> dict[str, s
 
 @dataclass(frozen=True)
 class Bundle:
-    """The files of one export and the notes on what the target could not express."""
+    """The files of one export, the notes on what the target could not express, and the
+    warnings: what in the inputs themselves cannot hold on the cluster (guarantees adding up
+    past its GPUs). A warning is printed on stderr too, and heads NOTES.md."""
 
     origin: Origin
     files: Mapping[str, str]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
 
     def with_notes_file(self) -> dict[str, str]:
         """The files plus NOTES.md (what is approximate or lost) and the directory marker."""
@@ -113,9 +116,10 @@ class Bundle:
             "",
             *(h.strip() for h in head),
             "",
-            "## What this export could not express exactly",
-            "",
         ]
+        if self.warnings:
+            lines += ["## Warnings", "", *(f"- {w}" for w in self.warnings), ""]
+        lines += ["## What this export could not express exactly", ""]
         lines += [f"- {n}" for n in self.notes] or ["- nothing for these inputs."]
         out = dict(self.files)
         out["NOTES.md"] = "\n".join(lines) + "\n"

@@ -163,4 +163,8 @@ def export_kai(fleet: Fleet, *, per_project: bool = False) -> Bundle:
     labels = node_labels(fleet)
     if any(labels.values()):
         files["label-nodes.sh"] = label_script(origin.header(), labels)
-    return Bundle(origin, files, tuple(dict.fromkeys(notes)))
+    warnings = fleet.overcommit_warnings(
+        "KAI takes queue quotas past the cluster's GPUs, so a queue within its quota may still "
+        "wait for GPUs other queues hold."
+    )
+    return Bundle(origin, files, tuple(dict.fromkeys(notes)), warnings)

@@ -328,7 +328,12 @@ def export_kueue(fleet: Fleet, *, per_project: bool = False) -> Bundle:
     labels = node_labels(fleet)
     if any(labels.values()):
         files["label-nodes.sh"] = label_script(origin.header(), labels)
-    return Bundle(origin, files, tuple(dict.fromkeys(notes)))
+    warnings = fleet.overcommit_warnings(
+        "Kueue takes nominalQuota past the nodes' capacity (a cohort's quotas are not checked "
+        "against it), so a workload admitted within its team's nominalQuota may wait as "
+        "pending pods."
+    )
+    return Bundle(origin, files, tuple(dict.fromkeys(notes)), warnings)
 
 
 def node_labels(fleet: Fleet) -> dict[str, dict[str, str]]:

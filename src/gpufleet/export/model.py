@@ -144,6 +144,7 @@ class Fleet:
     profile: Profile
     flavors: Mapping[str, Flavor]  # accelerator -> flavor, in the cluster spec's order
     quotas: Mapping[str, tuple[TeamQuota, ...]]  # team -> its quotas, in the team's order
+    overcommits: tuple[Overcommit, ...]  # flavors whose guarantees add up past the cluster
     cluster_source: str
     teams_source: str | None
 
@@ -154,6 +155,10 @@ class Fleet:
     @property
     def priority_classes(self) -> tuple[PriorityClass, ...]:
         return tuple(self.teams_spec.priority_classes) if self.teams_spec else ()
+
+    def overcommit_warnings(self, consequence: str) -> tuple[str, ...]:
+        """One warning per overcommitted flavor, with the engine's `consequence`."""
+        return tuple(o.warning(self.cluster_spec.name, consequence) for o in self.overcommits)
 
     def require_teams(self, target: str) -> TeamsSpec:
         if self.teams_spec is None:
@@ -194,6 +199,8 @@ def build_flavors(spec: ClusterSpec) -> dict[str, Flavor]:
 
 
 def _team_quota(team: Team, quota: Quota, flavor: Flavor, teams: Sequence[Team]) -> TeamQuota:
+    """The quota in engine terms; its guarantee is at most the flavor's GPUs (`build_fleet`
+    refuses more), so a ceiling capped at the cluster never falls below the guarantee."""
     g = quota.guaranteed_gpus
     if team.cohort is None:
         return TeamQuota(team.name, flavor, g, g, 0, None, None)  # no cohort: never lends
@@ -204,7 +211,7 @@ def _team_quota(team: Team, quota: Quota, flavor: Flavor, teams: Sequence[Team])
             q = other.quota_for(flavor.accelerator)
             if other.name != team.name and other.cohort == team.cohort and q is not None:
                 pool += q.lendable_gpus
-        caps = [g + pool, max(g, flavor.gpus)]
+        caps = [g + pool, flavor.gpus]
         if quota.max_gpus is not None:
             caps.append(quota.max_gpus)
         ceiling = max(g, min(caps))
@@ -216,6 +223,49 @@ def _team_quota(team: Team, quota: Quota, flavor: Flavor, teams: Sequence[Team])
         borrowing = None
     lending = 0 if not quota.lending else quota.lending_limit_gpus
     return TeamQuota(team.name, flavor, g, ceiling, quota.lendable_gpus, borrowing, lending)
+
+
+@dataclass(frozen=True)
+class Overcommit:
+    """Guarantees of one flavor that add up to more GPUs than the cluster has: they cannot
+    all be honoured at once, whatever the engine. `held` is (team, guaranteed GPUs) for the
+    teams with a guarantee, and `kept` what they never lend (Volcano's `guarantee`)."""
+
+    flavor: str
+    cluster_gpus: int
+    held: tuple[tuple[str, int], ...]
+    kept: int
+
+    @property
+    def guaranteed(self) -> int:
+        return sum(g for _, g in self.held)
+
+    def warning(self, cluster: str, consequence: str) -> str:
+        """The warning an export gives: the numbers, what `consequence` the engine draws
+        from them, and what to change."""
+        teams = ", ".join(f"{t} {g:,}" for t, g in self.held)
+        short = self.guaranteed - self.cluster_gpus
+        return (
+            f"The guarantees of {self.flavor} add up to {self.guaranteed:,} GPUs ({teams}), "
+            f"{short:,} more than the {self.cluster_gpus:,} of cluster '{cluster}': they "
+            f"cannot all be honoured at once. {consequence} Lower them to add up to at most "
+            f"{self.cluster_gpus:,}."
+        )
+
+
+def overcommits(quotas: Mapping[str, Sequence[TeamQuota]]) -> tuple[Overcommit, ...]:
+    """The flavors whose guarantees add up past the cluster's GPUs, in flavor order."""
+    by_flavor: dict[str, list[TeamQuota]] = {}
+    for team_quotas in quotas.values():
+        for q in team_quotas:
+            by_flavor.setdefault(q.flavor.accelerator, []).append(q)
+    out: list[Overcommit] = []
+    for flavor, qs in by_flavor.items():
+        gpus = qs[0].flavor.gpus
+        if sum(q.guaranteed for q in qs) > gpus:
+            held = tuple((q.team, q.guaranteed) for q in qs if q.guaranteed)
+            out.append(Overcommit(flavor, gpus, held, sum(q.kept for q in qs)))
+    return tuple(out)
 
 
 def build_fleet(
@@ -243,6 +293,17 @@ def build_fleet(
                     f"does not have; its accelerators: {', '.join(flavors)}"
                 )
                 continue
+            if quota.guaranteed_gpus > flavor.gpus:
+                # no engine can honour it, and capped at the cluster the ceilings would fall
+                # below it (Volcano's deserved above its capability, KAI's quota above limit)
+                problems.append(
+                    f"teams[{i}].quotas[{j}].guaranteed_gpus: team {team.name} is guaranteed "
+                    f"{quota.guaranteed_gpus:,} {quota.flavor} GPUs, but cluster "
+                    f"'{cluster_spec.name}' ({cluster_source}) has {flavor.gpus:,}; a "
+                    f"guarantee cannot be more than the cluster has: lower it to at most "
+                    f"{flavor.gpus:,}, or export with the cluster it is meant for"
+                )
+                continue
             out.append(_team_quota(team, quota, flavor, teams))
         quotas[team.name] = tuple(out)
     if problems:
@@ -256,6 +317,7 @@ def build_fleet(
         profile=resolved.profile,
         flavors=flavors,
         quotas=quotas,
+        overcommits=overcommits(quotas),
         cluster_source=cluster_source,
         teams_source=teams_source,
     )

@@ -416,4 +416,8 @@ def export_slurm(fleet: Fleet) -> Bundle:
         files["topology.conf"] = topo
     if not topology_switches(fleet):
         notes.append("The cluster has no topology groups: no topology.conf is written.")
-    return Bundle(origin, files, tuple(dict.fromkeys(notes)))
+    warnings = fleet.overcommit_warnings(
+        "Slurm has no guarantees (they become fair share and GrpTRES caps, exported as they "
+        "are), so these files promise none, but the teams file's plan does not hold."
+    )
+    return Bundle(origin, files, tuple(dict.fromkeys(notes)), warnings)

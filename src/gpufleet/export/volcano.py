@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gpufleet.errors import UserError
 from gpufleet.export.bundle import Bundle, Origin, dump_yaml, yaml_files
 from gpufleet.export.k8s import (
     Obj,
@@ -208,9 +209,30 @@ def scheduler_conf(fleet: Fleet, topology: bool, notes: list[str]) -> dict[str, 
     }
 
 
+def overcommit_warnings(fleet: Fleet) -> tuple[str, ...]:
+    """Volcano's capacity plugin takes deserved shares past the cluster (reclaim then cannot
+    give each queue its share: a warning), but a queue's `guarantee` is reserved for it out
+    of the cluster's capacity, so guarantees never lent that add up past it are refused."""
+    for o in fleet.overcommits:
+        if o.kept > o.cluster_gpus:
+            raise UserError(
+                f"export volcano: the guarantees of {o.flavor} that are never lent add up to "
+                f"{o.kept:,} GPUs, but cluster '{fleet.cluster_spec.name}' has "
+                f"{o.cluster_gpus:,}; a Volcano queue's guarantee is reserved out of the "
+                "cluster's capacity, so they cannot add up past it: lower the guarantees, or "
+                "let the teams lend part of them (a cohort, lending_limit_gpus), so that what "
+                f"they keep adds up to at most {o.cluster_gpus:,}"
+            )
+    return fleet.overcommit_warnings(
+        "Volcano's deserved shares add up past the cluster too: reclaim cannot bring every "
+        "queue to its deserved share."
+    )
+
+
 def export_volcano(fleet: Fleet, *, per_project: bool = False) -> Bundle:
     teams = fleet.require_teams("volcano")
     origin = Origin.of(fleet, "volcano")
+    warnings = overcommit_warnings(fleet)
     names = unique_names([t.name for t in teams.teams], "team")
     notes = cluster_notes(fleet)
     notes += [
@@ -258,4 +280,4 @@ def export_volcano(fleet: Fleet, *, per_project: bool = False) -> Bundle:
         flavor = fleet.flavors[node.accelerator]
         labels[node.name] = {**labels[node.name], NODEGROUP_LABEL: node_group_name(flavor)}
     files["label-nodes.sh"] = label_script(origin.header(), labels)
-    return Bundle(origin, files, tuple(dict.fromkeys(notes)))
+    return Bundle(origin, files, tuple(dict.fromkeys(notes)), warnings)
