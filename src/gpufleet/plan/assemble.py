@@ -32,11 +32,25 @@ from gpufleet.plan.model import (
 from gpufleet.plan.spot import spot_overhead_fraction
 from gpufleet.specs.plan import PlanSpec, TrainingWorkload
 
+SERVING_IN_NODE_GPUS = 8
 
-def _need(best: Portfolio) -> TrafficNeed | None:
+
+def _need(best: Portfolio, fleet_gpus: int | None = None) -> TrafficNeed | None:
+    """What the fleet's training asks of the fabric and storage (None: inference only). With
+    `fleet_gpus`, the fabric joins only the GPUs left after the services' (which stay inside
+    a node): the 70B plan's 3 serving GPUs took its fabric from two levels to three."""
     training = [c for c in best.choices if c.kind == "training"]
     if not training:
         return None
+    # replicas of up to 8 GPUs stay inside a node (every catalog system's node has 8 or more)
+    serving = sum(
+        c.gpus
+        for c in best.choices
+        if c.kind == "inference" and int(c.parallelism.get("tp") or 1) <= SERVING_IN_NODE_GPUS
+    )
+    fabric_gpus = None
+    if fleet_gpus is not None and serving and fleet_gpus - serving >= 1:
+        fabric_gpus = fleet_gpus - serving
     big = max(training, key=lambda c: c.gpus)
     m = big.design_inputs
 
@@ -51,6 +65,7 @@ def _need(best: Portfolio) -> TrafficNeed | None:
         checkpoint_bytes=f("checkpoint_bytes"),
         dataset_bytes=sum(c.design_inputs.get("dataset_bytes", 0.0) for c in training),
         tokens_per_s=f("tokens_per_s"),
+        fabric_gpus=fabric_gpus,
     )
 
 
@@ -240,7 +255,7 @@ def _owned_fleet(
     policy = spec.on_prem.fleet_policy
     fleet = fleet_for(total_curve(spec, best.choices), policy)
     try:
-        design = design_cluster(best.accelerator, fleet, spec.on_prem, _need(best), log)
+        design = design_cluster(best.accelerator, fleet, spec.on_prem, _need(best, fleet), log)
     except SitePowerError as exc:
         if spec.deployment == "on-prem":
             raise InfeasiblePlanError([f"on-prem on {best.accelerator}: {exc}"]) from exc
@@ -292,6 +307,9 @@ def cost_and_design(
             prefs=spec.on_prem,
             utilization=spec.expected_utilization,
             system=design.system if design.system != "generic-8gpu" else None,
+            # the network share prices the scale-out fabric: none is designed for serving
+            # that stays inside its nodes (the chat plan paid $62,402 for "Fabric none")
+            network_capex_usd=0.0 if design.fabric.name == "none" else None,
             burst_rent_usd=(curve.rent_usd or 0.0) if curve is not None else 0.0,
             owned_work_gpu_hours=curve.owned_gpu_hours if renting and curve else None,
         )

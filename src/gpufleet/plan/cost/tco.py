@@ -370,6 +370,13 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         )
     else:
         network = network_capex_usd
+        if network == 0:
+            log.add(
+                "on-prem network capex",
+                "none",
+                "no scale-out fabric is designed (the design's verdict says why): front-end "
+                "Ethernet comes with the systems",
+            )
     if storage_capex_usd is None:
         storage = 0.0
         log.add(

@@ -243,9 +243,10 @@ def size_fabric(
     nodes = units * shape.compute_nodes_per_unit
     rails = max(1, shape.nics_per_unit // shape.compute_nodes_per_unit)
     gpus_per_node = shape.unit_gpus / shape.compute_nodes_per_unit
+    joined = _fabric_nodes(need, nodes, gpus_per_node, shape, log)
     nic_rate = min(shape.nic_gbit_per_s or port, port)
     available = rails * nic_rate / gpus_per_node
-    tree = size_fat_tree(nodes, rails, radix)
+    tree = size_fat_tree(joined, rails, radix)
     log.add("design.oversubscription", "1:1", "non-blocking fat-tree (gpufleet design rule)")
     log.add(
         "design.link_efficiency",
@@ -254,7 +255,13 @@ def size_fabric(
     )
     fabric = Fabric(
         name=row.name,
-        topology=_topology(tree, rails, radix, row, nodes=nodes, gpus_per_node=gpus_per_node),
+        topology=_topology(tree, rails, radix, row, nodes=joined, gpus_per_node=gpus_per_node)
+        + (
+            f"; it joins the {joined:,} training nodes, the other {nodes - joined:,} (serving) "
+            "on front-end Ethernet"
+            if joined < nodes
+            else ""
+        ),
         port_gbit_per_s=port,
         nics=tree.endpoints,
         leaf_switches=tree.leaves,
@@ -269,6 +276,26 @@ def size_fabric(
         ),
     )
     return fabric, tree
+
+
+def _fabric_nodes(
+    need: TrafficNeed | None, nodes: int, gpus_per_node: float, shape: Shape, log: Assumptions
+) -> int:
+    """The nodes the fabric joins: those `need.fabric_gpus` fill (whole scale-up units), else
+    every node."""
+    if need is None or need.fabric_gpus is None:
+        return nodes
+    per_unit = shape.unit_gpus
+    units = math.ceil(need.fabric_gpus / per_unit)
+    joined = min(nodes, units * shape.compute_nodes_per_unit)
+    if joined < nodes:
+        log.add(
+            "design.fabric_nodes",
+            f"{joined:,} of {nodes:,} nodes ({need.fabric_gpus:,} training GPUs at most)",
+            "gpufleet design rule: serving replicas stay inside a node's scale-up domain, so "
+            "only the nodes that may train join the scale-out fabric",
+        )
+    return max(joined, 1)
 
 
 def _topology(

@@ -28,6 +28,10 @@ class TrafficNeed:
     dataset_bytes: float
     tokens_per_s: float
     bytes_per_token: float | None = None
+    # GPUs the scale-out fabric must join (None: every GPU of the cluster). Serving replicas
+    # that stay inside a node need only front-end Ethernet, so a plan's training nodes get
+    # the fabric and its inference nodes do not: one serving node must not add a switch tier
+    fabric_gpus: int | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.step_time_s) and self.step_time_s > 0):
@@ -36,5 +40,7 @@ class TrafficNeed:
             value: float = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be >= 0, got {value}")
+        if self.fabric_gpus is not None and self.fabric_gpus < 1:
+            raise ValueError(f"fabric_gpus must be >= 1, got {self.fabric_gpus}")
         if self.bytes_per_token is not None and not self.bytes_per_token > 0:
             raise ValueError(f"bytes_per_token must be > 0, got {self.bytes_per_token}")
