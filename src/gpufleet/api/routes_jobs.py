@@ -73,8 +73,11 @@ class CheckpointIn(BaseModel):
         403,
         404,
         409,
+        422,
         e403="A viewer's token, or the team is over a gated monthly budget.",
         e404="`team` names no team the caller may see.",
+        e422="Not valid; or a job that can never run on this cluster under its team's quotas "
+        "(the sentence says why); nothing is stored.",
     ),
 )
 def submit_job(req: jobs.JobRequest, who: Caller, ctx: Ctx, s: Db) -> JobOut:
