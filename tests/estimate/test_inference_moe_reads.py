@@ -32,6 +32,7 @@ def test_one_token_reads_its_experts_and_a_large_batch_reads_all() -> None:
 def test_a_dense_model_reads_every_weight_each_step() -> None:
     arch = get_model("llama-3-8b").arch()
     for tokens in (1.0, 100.0):
-        assert weight_bytes_read_per_gpu(arch, "fp8", TP, np.array([tokens]))[0] == (
-            weight_bytes_per_gpu(arch, "fp8", TP)[0]
+        assert (
+            weight_bytes_read_per_gpu(arch, "fp8", TP, np.array([tokens]))[0]
+            == (weight_bytes_per_gpu(arch, "fp8", TP)[0])
         )
