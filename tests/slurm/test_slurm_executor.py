@@ -35,7 +35,11 @@ from .fake_slurm import FakeSlurm
 # gpufleet's stop sends the checkpoint signal and then scancel's SIGTERM at once (Slurm's
 # KillWait is the grace period), so a SIGTERM can arrive while the SIGUSR1 handler runs:
 # bash would run the TERM trap between two of its commands and exit before the ack, as a
-# job killed mid-save. This job finishes its save first, as a job that checkpoints should.
+# job killed mid-save. This job finishes its save first, as a job that checkpoints should,
+# and saves without forking (bash builtins only): the fake cluster's KillWait is 2 s, and a
+# `date` and a `touch` forked on a loaded machine (make check) could outlast it, so SIGKILL
+# took the job between its marker and its ack (stop 45) — a job killed mid-save, correctly
+# reported without a checkpoint, but not what this test is about.
 JOB = r"""
 vars='RANK|LOCAL_RANK|NODE_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT'
 vars="$vars|CUDA_VISIBLE_DEVICES|SLURMD_NODENAME|SLURM_JOB_ID|GPUFLEET_ATTEMPT"
@@ -47,8 +51,8 @@ on_term() {
 }
 on_usr1() {
   saving=1
-  echo "$(date +%s.%N)" > "$GPUFLEET_CHECKPOINT_DIR/usr1-$GPUFLEET_ATTEMPT-$RANK"
-  [ "$RANK" = 0 ] && touch "$GPUFLEET_CHECKPOINT_DIR/gpufleet.ack"
+  echo "$EPOCHREALTIME" > "$GPUFLEET_CHECKPOINT_DIR/usr1-$GPUFLEET_ATTEMPT-$RANK"
+  [ "$RANK" = 0 ] && : > "$GPUFLEET_CHECKPOINT_DIR/gpufleet.ack"
   saving=
   if [ -n "$term" ]; then on_term; fi
 }
