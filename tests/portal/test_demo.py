@@ -104,14 +104,24 @@ def _read_until(proc: subprocess.Popen[str], pattern: str, timeout_s: float) -> 
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="signals")
-@pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c", "ctrl-c-twice"])
-def test_the_demo_starts_a_living_portal_and_stops_on_ctrl_c(tmp_path: Path, presses: int) -> None:
+@pytest.mark.parametrize(
+    ("presses", "ignored"),
+    [(1, False), (2, False), (1, True)],
+    ids=["ctrl-c", "ctrl-c-twice", "ctrl-c-started-with-sigint-ignored"],
+)
+def test_the_demo_starts_a_living_portal_and_stops_on_ctrl_c(
+    tmp_path: Path, presses: int, ignored: bool
+) -> None:
     """Ctrl-C stops the stream and the server; a second one while it stops kills the
-    server rather than leaving it running (it is in a session of its own)."""
+    server rather than leaving it running (it is in a session of its own). A demo started
+    with SIGINT ignored (a script's background job; stop 45's fresh-clone run) stops too."""
     port = _free_port()
     work = tmp_path / "demo"
+    # `trap "" INT` leaves SIGINT ignored across the exec, as a background job inherits it
+    shell = ["sh", "-c", 'trap "" INT; exec "$@"', "sh"] if ignored else []
     proc = subprocess.Popen(
         [
+            *shell,
             sys.executable,
             "-m",
             "gpufleet.cli.main",

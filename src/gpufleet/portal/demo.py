@@ -462,6 +462,10 @@ def run_demo(options: DemoOptions, say: Callable[[str], None]) -> None:
     work, temp = _work_dir(options)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda _n, _f: stop.set())
+    # Ctrl-C stops the demo even when it was started with SIGINT ignored (a script's
+    # background job, `nohup sh -c '... &'`: an ignored signal is inherited through exec, and
+    # Python then installs no KeyboardInterrupt), as `gpufleet serve` takes it explicitly
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     server: subprocess.Popen[bytes] | None = None
     stream: Stream | None = None
     try:
@@ -526,4 +530,5 @@ def run_demo(options: DemoOptions, say: Callable[[str], None]) -> None:
             stream.stop()
         if temp:
             shutil.rmtree(work, ignore_errors=True)
+        signal.signal(signal.SIGINT, previous_int)
     say(f"demo stopped ({stream.submitted if stream else 0} jobs submitted)")
