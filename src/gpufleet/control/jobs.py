@@ -42,7 +42,7 @@ from gpufleet.control.ledger import month_gpu_hours
 from gpufleet.control.models import Job, JobEvent, PriorityClass, Project, Quota, Team
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.sched.orders import fifo_key
-from gpufleet.sched.quota import request_milli
+from gpufleet.sched.quota import QuotaBook, request_milli
 from gpufleet.sched.requests import requests_for
 from gpufleet.specs.jobs import JobSpec, Placement
 from gpufleet.specs.teams import Quota as QuotaSpec
@@ -404,11 +404,11 @@ def _quota_refusal(job: JobSpec, fit: Sequence[str], room: QuotaRoom) -> str | N
 
 @dataclass(frozen=True, slots=True)
 class QuotaRoom:
-    """The most GPUs of each flavor a team may ever hold under the quotas of now: its
-    guarantee, plus (when it may borrow) all that the rest of its cohort lends, capped by
-    its limits: `sched.quota.QuotaBook.limit` with nothing in use. A flavor missing from
-    `most_gpus` is one it has no quota for, which the scheduler never starts its jobs on,
-    cohort or not. `parts` says how each most is made up."""
+    """The most GPUs of each flavor a team may ever hold under the quotas of now: the
+    scheduler's own `QuotaBook.limit` with nothing in use (its guarantee, plus, when it may
+    borrow, all that the rest of its cohort lends, capped by its limits). A flavor missing
+    from `most_gpus` is one it has no quota for, which the scheduler never starts its jobs
+    on, cohort or not. `parts` says how each most is made up."""
 
     team: str
     most_gpus: dict[str, int]
@@ -424,35 +424,40 @@ class QuotaRoom:
         )
 
 
-_QUOTAS = select(Quota.__table__).where(
-    Quota.team_id.in_(
-        select(Team.id).where(or_(Team.id == bindparam("team"), Team.cohort == bindparam("cohort")))
-    )
+# the quotas of a team and of its cohort, in one query (a submit reads no other team's)
+_QUOTAS = (
+    select(Team.name.label("team_name"), Team.cohort.label("team_cohort"), *Quota.__table__.c)
+    .join(Quota, Quota.team_id == Team.id)
+    .where(or_(Team.id == bindparam("team"), Team.cohort == bindparam("cohort")))
 )
 
 
 def quota_room(session: Session, team: Any) -> QuotaRoom:
-    """The `QuotaRoom` of `team` (a row of `_TEAM`), from its quotas and its cohort's."""
-    own: dict[str, QuotaSpec] = {}
-    lendable: dict[str, int] = {}
+    """The `QuotaRoom` of `team` (a row of `_TEAM`): its cohort's quotas as a `TeamsSpec`,
+    weighed by `QuotaBook` as the scheduler weighs them."""
+    members: dict[str, dict[str, Any]] = {}
     for row in session.execute(_QUOTAS, {"team": team.id, "cohort": team.cohort}):
-        fields = {k: v for k, v in row._mapping.items() if k in QuotaSpec.model_fields}
-        q = QuotaSpec.model_construct(**fields)
-        if row.team_id == team.id:
-            own[q.flavor] = q
-        else:
-            lendable[q.flavor] = lendable.get(q.flavor, 0) + q.lendable_gpus
+        member = members.setdefault(
+            row.team_name, {"name": row.team_name, "cohort": row.team_cohort, "quotas": []}
+        )
+        member["quotas"].append({k: getattr(row, k) for k in QuotaSpec.model_fields})
+    if team.name not in members:
+        return QuotaRoom(team.name, {}, {})  # no quota for any flavor
+    book = QuotaBook(TeamsSpec.model_validate({"kind": "teams", "teams": [*members.values()]}), {})
+    me = book.teams[team.name]
     most: dict[str, int] = {}
     parts: dict[str, str] = {}
-    for flavor, q in own.items():
-        lends = lendable.get(flavor, 0) if team.cohort is not None and q.borrowing else 0
-        most[flavor] = q.guaranteed_gpus + lends
-        parts[flavor] = f"{q.guaranteed_gpus} guaranteed"
-        if lends:
-            parts[flavor] += f" + {lends} that cohort {team.cohort} can lend"
-        if q.max_gpus is not None and q.max_gpus < most[flavor]:
-            most[flavor] = q.max_gpus
-            parts[flavor] += f", capped at {q.max_gpus}"
+    for q in me.quotas:
+        limit = book.limit(me, q.flavor)
+        if limit is None:
+            continue
+        most[q.flavor] = limit // MILLI
+        pool = book.lend_pool(me, q.flavor) // MILLI if q.borrowing else 0
+        parts[q.flavor] = f"{q.guaranteed_gpus} guaranteed"
+        if pool > 0:
+            parts[q.flavor] += f" + {pool} that cohort {team.cohort} can lend"
+        if most[q.flavor] < q.guaranteed_gpus + max(pool, 0):
+            parts[q.flavor] += f", capped at {most[q.flavor]}"
     return QuotaRoom(team.name, most, parts)
 
 
