@@ -147,7 +147,7 @@ def test_backfill_example_reserves_for_the_gang_and_lets_only_short_jobs_jump(
     assert "reserved 32 h100-sxm5-80gb GPUs" in jobs["gang"]["reason"]
     assert jobs["quick-eval"]["state"] == "admitted"
     for held_back in ("long-sweep", "notebook"):
-        assert "reservation for 'gang' starts in ~60 min" in jobs[held_back]["reason"]
+        assert "reservation for job 'gang' starts in ~60 min" in jobs[held_back]["reason"]
 
 
 def test_bench_scheduler_busy_and_empty_starts(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """Preemption events and queue reasons name no other team's job or team to a team member.
 
 The scheduler's sentences name the preemptor ("preempted by '3' ...", "team vision reclaims
-...", "strict FIFO, '3' ahead of it"). A member of the victim's team reads its job through
+...", "strict FIFO, job '3' ahead of it"). A member of the victim's team reads its job through
 `GET /api/v1/jobs/{id}` and the portal's job page; there the preemptor's id and team are
 left out (the stored event message is neutral, the queue reason redacted when read), while
 an admin still reads the full story (the audit log keeps it, the views put it back).
@@ -183,7 +183,7 @@ def test_a_member_reads_no_other_teams_job_in_a_queue_reason(
     assert job(plane, "vision-member", blocker)["state"] == "pending"
     full = job(plane, "admin", small)
     assert full["state"] == "pending"
-    assert f"strict FIFO, '{blocker}' ahead of it" in full["reason"]
+    assert f"strict FIFO, job '{blocker}' ahead of it" in full["reason"]
     mine = job(plane, "nlp-member", small)
     assert "strict FIFO, another team's job ahead of it" in mine["reason"]
     # the reason's records say the same, and name the blocker to the admin only
@@ -217,17 +217,17 @@ INDEX = QueueIndex(
     ("reason", "shown"),
     [
         pytest.param(
-            "waiting: strict FIFO, '11' ahead of it cannot start yet",
+            "waiting: strict FIFO, job '11' ahead of it cannot start yet",
             "waiting: strict FIFO, another team's job ahead of it cannot start yet",
             id="another team's blocker is not named",
         ),
         pytest.param(
-            "waiting: strict FIFO, '12' ahead of it cannot start yet",
-            "waiting: strict FIFO, '12' ahead of it cannot start yet",
+            "waiting: strict FIFO, job '12' ahead of it cannot start yet",
+            "waiting: strict FIFO, job '12' ahead of it cannot start yet",
             id="its own team's blocker is",
         ),
         pytest.param(
-            "no room; a 16-GPU reservation for '99' starts in 5 min",
+            "no room; a 16-GPU reservation for job '99' starts in 5 min",
             "no room; a 16-GPU reservation for another team's job starts in 5 min",
             id="a job no longer queued is not named either",
         ),
@@ -248,6 +248,6 @@ def test_public_reason(reason: str, shown: str) -> None:
 
 
 def test_without_a_queue_index_every_quoted_job_is_anonymous() -> None:
-    assert public_reason("strict FIFO, '12' ahead", "nlp", None) == (
+    assert public_reason("strict FIFO, job '12' ahead", "nlp", None) == (
         "strict FIFO, another team's job ahead"
     )

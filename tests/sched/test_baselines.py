@@ -259,7 +259,7 @@ def test_slurm_like_reserves_for_the_blocked_gang() -> None:
     assert sorted(p.node for p in d.reserved["big"]) == ["h-0", "h-1"]
     assert d.reserved_start_s["big"] == 3 * HOUR
     assert not d.admitted
-    assert "reservation for 'big'" in d.pending_reasons["long"]
+    assert "reservation for job 'big'" in d.pending_reasons["long"]
 
 
 def test_kueue_like_reclaims_a_guarantee_within_the_cohort() -> None:

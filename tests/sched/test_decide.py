@@ -308,7 +308,7 @@ CASES = [
         "fraction: no node allows fractions",
         leaves(1),
         [job("nb", kind="interactive", gpu_fraction=0.25)],
-        pending_reason={"nb": "no h100-sxm5-80gb GPU has 250/1000 free to share"},
+        pending_reason={"nb": "cannot run: no h100-sxm5-80gb GPU is shared by fractions here"},
     ),
 ]
 

@@ -89,7 +89,7 @@ CASES = [
         ],
         running=[ran("r", "h-0", [0, 1, 2, 3])],
         reserved={"big": ["h-0", "h-1"]},
-        pending_reason={"long": "a 16-GPU reservation for 'big' starts in ~60 min"},
+        pending_reason={"long": "a 16-GPU reservation for job 'big' starts in ~60 min"},
     ),
     Case(
         "backfill: a job without a runtime estimate may not jump the reservation",
@@ -97,7 +97,7 @@ CASES = [
         [job("big", gpus=8, workers=2, submitted_s=1), job("open-ended", gpus=1, submitted_s=2)],
         running=[ran("r", "h-0", [0, 1, 2, 3])],
         reserved={"big": ["h-0", "h-1"]},
-        pending_reason={"open-ended": "reservation for 'big'"},
+        pending_reason={"open-ended": "reservation for job 'big'"},
     ),
     Case(
         "backfill: jobs that avoid the reserved nodes start now, whatever their length",
@@ -148,7 +148,7 @@ CASES = [
         [job("big", gpus=8, submitted_s=1), job("small", gpus=1, submitted_s=2)],
         running=[ran("r", "h-0", [0])],
         profile="strict-fifo",
-        pending_reason={"small": "strict FIFO, 'big' ahead of it cannot start yet"},
+        pending_reason={"small": "strict FIFO, job 'big' ahead of it cannot start yet"},
     ),
     Case(
         "strict FIFO: a job waiting on its own team's quota blocks only its team",

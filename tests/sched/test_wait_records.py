@@ -45,7 +45,7 @@ from gpufleet.sched.waits import (
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
-from .scenarios import H100, PLENTY, cluster, job, leaves
+from .scenarios import A100, H100, PLENTY, cluster, job, leaves, running, team, teams
 from .test_decide_properties import worlds
 
 HOUR = 3600.0
@@ -95,6 +95,7 @@ def test_every_reason_is_its_records_and_they_hold(
                 profile=profile,
                 free_before=free_before,
                 free_after=free_after,
+                preempted=bool(d.preempted),
             )
 
 
@@ -107,6 +108,7 @@ def _check(
     profile: str,
     free_before: int,
     free_after: int,
+    preempted: bool,
 ) -> None:
     """One record against its sentence and the state it was found in."""
     said = _numbers_in(w.text())
@@ -118,8 +120,12 @@ def _check(
             assert {w.room_workers, w.free_gpus} <= said
             assert w.room_workers < w.workers  # it would fit otherwise
             assert w.free_gpus <= free_before
-            if profile in ("fifo", "strict-fifo"):  # a backfill reservation holds
-                assert w.free_gpus >= free_after  # GPUs out of the free count
+            # GPUs a backfill reservation holds are counted free (they are idle) and named
+            assert 0 <= w.reserved_gpus <= w.free_gpus
+            if w.reserved_gpus and w.reserved_gpus < w.free_gpus:
+                assert w.reserved_gpus in said
+            if not preempted:  # the cycle only took GPUs after the record was made
+                assert w.free_gpus >= free_after
         else:
             assert w.level is not None
             assert w.most_free_in_level is not None
@@ -168,7 +174,7 @@ def test_records_word_the_sentences_the_plugins_wrote() -> None:
         "fragmented; most free in one leaf: 20; at most 1 of 2 workers fit in one leaf)"
     )
     assert ReservationAhead("12", 16, "h100", 30.0).text() == (
-        "a 16-GPU reservation for '12' starts now"
+        "a 16-GPU reservation for job '12' starts now"
     )
     assert ReservedFor(8, "h100", ("a", "b", "c", "d", "e"), 7200.0, 1).text() == (
         "reserved 8 h100 GPUs on a, b, c, d and 1 more from ~2 h (when 1 running job is "
@@ -209,8 +215,47 @@ def test_a_reservation_and_the_job_behind_it_as_records() -> None:
     assert r.waits_for_jobs == 1
     assert isinstance(big[0], CapacityWait)  # the capacity it lacks comes first
     long_ = reasons.waits("long")
+    # the 12 idle GPUs are free, all of them held for big's reservation (it said "0 free")
+    capacity = long_[0]
+    assert isinstance(capacity, CapacityWait)
+    assert (capacity.free_gpus, capacity.reserved_gpus) == (12, 12)
+    assert "(12 free h100-sxm5-80gb GPUs in all, all of them held for a reservation)" in (
+        text_of(capacity)
+    )
     ahead = [w for w in long_ if isinstance(w, ReservationAhead)]
     assert [(w.job, w.gpus, w.start_in_s) for w in ahead] == [("big", 16, HOUR)]
     assert reason_parts(reasons, "long")[0] == "; ".join(
         [text_of(long_[0])] + [text_of(w) for w in long_[1:]]
     ).replace("; waiting: ", "; ")
+
+
+def test_a_share_no_node_offers_cannot_run() -> None:
+    """A fraction request where no node takes fractions never runs: it said "no GPU has
+    250/1000 free to share", a wait for a share nobody offers."""
+    c, state = cluster(*leaves(1))
+    d = decide(c, state, [], [job("frac", gpu_fraction=0.25)], PLENTY)
+    assert isinstance(d.pending_reasons, Reasons)
+    (share,) = d.pending_reasons.waits("frac")
+    assert isinstance(share, ShareWait)
+    assert share.unshared
+    assert d.pending_reasons["frac"].startswith(
+        "cannot run: no h100-sxm5-80gb GPU is shared by fractions here"
+    )
+    c, state = cluster(*leaves(1, fractions=True))
+    full = [job(f"f{i}", gpu_fraction=0.5, submitted_s=i) for i in range(17)]
+    d = decide(c, state, [], full, PLENTY, profile="fifo")
+    assert d.pending_reasons["f16"].startswith("waiting: no h100-sxm5-80gb GPU has 500/1000")
+
+
+def test_a_job_that_waits_on_one_accelerator_does_not_open_with_cannot_run() -> None:
+    """A job accepting two accelerators, its team without quota for one and the other
+    full, waits for the full one: the sentence opens with the wait, the quota follows."""
+    c, state = cluster(*leaves(1), *leaves(1, acc=A100, group="a"))
+    quota = teams(team("research", {H100: 8}))
+    held = [running("r", "h-0", list(range(8)), started_s=0.0)]
+    d = decide(c, state, held, [job("both", gpus=8, accelerators=[A100, H100])], quota)
+    sentence = d.pending_reasons["both"]
+    assert sentence.startswith("waiting: "), sentence
+    assert "team research has no quota for a100-sxm4-80gb" in sentence
+    only = decide(c, state, held, [job("a", gpus=8, accelerators=[A100])], quota)
+    assert only.pending_reasons["a"].startswith("cannot run: team research has no quota")

@@ -52,9 +52,9 @@ class QueueIndex:
         return itertools.islice((j for j, t in self.queue if t == team), n)
 
 
-# A pending job's reason may name other waiting jobs ("strict FIFO, '12' ahead of it", "a
-# reservation for '12'"): the control plane's job names are ids, quoted
-_QUOTED_JOB = re.compile(r"'(\d+)'")
+# A pending job's reason may name other waiting jobs ("strict FIFO, job '12' ahead of it",
+# "a reservation for job '12'"): the control plane's job names are ids, quoted
+_QUOTED_JOB = re.compile(r"(?:job )?'(\d+)'")
 _TEAMS_LISTED = re.compile(r" is not in the teams file \([^)]*\)")
 
 

@@ -474,6 +474,10 @@ class StateView(ABC):
         ref = s._cluster.gpu_ref
         return _guarded(s, s._version, (ref(g) for g in index.at_least(at_least)))
 
+    def takes_fractions(self, accelerator: str) -> bool:
+        """Whether any `accelerator` GPU may be shared by fractions at all (held or free)."""
+        return accelerator in self._core()._frac_index
+
     def partly_shared(self, accelerator: str) -> Iterator[tuple[str, int, int]]:
         """(node, gpu, free thousandths) of GPUs partly taken by shares, fullest first:
         O(answer), read straight from the share index (FGD scores nodes by them)."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpufleet.cluster import Branch, Whole
+from gpufleet.cluster import Branch, StateView, Whole
 from gpufleet.sched.framework import Placement, PlacementPlugin
 from gpufleet.sched.requests import Request
 from gpufleet.specs.jobs import JobSpec
@@ -140,6 +140,13 @@ def mask(b: Branch, reservation: Reservation) -> None:
         ids = tuple(g for g in p.gpus if g in free)
         if ids:
             b.allocate(HOLDER, Whole(p.node, ids))
+
+
+def reserved_free(view: StateView, accelerator: str) -> int:
+    """Free `accelerator` GPUs that `mask` holds for the cycle's reservation (0: none)."""
+    if not view.holds(HOLDER):
+        return 0
+    return view.usage(HOLDER).gpus.get(accelerator, 0)
 
 
 def unmask(b: Branch, placements: Sequence[Placement]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from gpufleet.cluster import Cluster, Node, StateView
+from gpufleet.sched.backfill import reserved_free
 from gpufleet.sched.framework import (
     Placed,
     Placement,
@@ -373,8 +374,9 @@ class TopologyBestFit:
                 workers,
                 per,
                 room_workers=room,
-                free_gpus=view.free_total(acc),
+                free_gpus=view.free_total(acc) + reserved_free(view, acc),
                 spot_excluded=self._spot_excluded(view, job, acc),
+                reserved_gpus=reserved_free(view, acc),
             )
         )
 
@@ -399,4 +401,7 @@ class TopologyBestFit:
             if self._allowed(view, job, node):
                 return Placed((Placement(node, gpu=gpu, milli=milli),))
             skipped = True
+        if not skipped and not view.takes_fractions(acc):
+            never = ShareWait(acc, milli, unshared=True)
+            return Placed(status=Status("unschedulable", never.text(), self.name, never))
         return self._wait(ShareWait(acc, milli, spot_only=skipped))

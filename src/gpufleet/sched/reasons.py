@@ -47,16 +47,25 @@ class Reasons(Mapping[str, str]):
         return len(self.parts)
 
 
+NEVER = "cannot run"
+
+
 def _distinct(why: Sequence[str | Wait]) -> list[str | Wait]:
-    """Each part once: two records that word the same sentence count as one."""
+    """Each part once (two records that word the same sentence count as one), what only
+    waits before what can never run: a job that accepts two accelerators, one without quota
+    for its team and one full, waits for the full one, and its sentence must not open with
+    "cannot run"."""
     seen: dict[str, str | Wait] = {}
     for part in why:
         seen.setdefault(text_of(part), part)
-    return list(seen.values())
+    never = [t for t in seen if t.startswith(NEVER)]
+    if not never or len(never) == len(seen):
+        return list(seen.values())
+    return [p for t, p in seen.items() if not t.startswith(NEVER)] + [seen[t] for t in never]
 
 
 def _sentence(why: Sequence[str | Wait], ahead: int) -> str:
-    parts = list(dict.fromkeys(text_of(p) for p in why)) or ["waiting"]
+    parts = [text_of(p) for p in _distinct(why)] or ["waiting"]
     text = parts[0] + "".join(
         "; " + p.removeprefix("waiting: ").removeprefix("cannot run: ") for p in parts[1:]
     )

@@ -14,6 +14,7 @@ from typing import Self
 
 from gpufleet.cluster import MILLI, Cluster, StateView
 from gpufleet.cluster.topology import Node
+from gpufleet.sched.backfill import reserved_free
 from gpufleet.sched.framework import Placed, Placement, Status, spot_rule
 from gpufleet.sched.requests import FRACTION_STEPS, Request, RequestKind
 from gpufleet.sched.waits import CapacityWait, ShareWait, SliceWait, UnknownLevel, Wait
@@ -347,8 +348,9 @@ class Scoring(ABC):
                     workers,
                     per,
                     room_workers=room,
-                    free_gpus=view.free_total(acc),
+                    free_gpus=view.free_total(acc) + reserved_free(view, acc),
                     spot_excluded=self._spot_excluded(view, job, acc),
+                    reserved_gpus=reserved_free(view, acc),
                 )
             )
         if required not in cluster.levels:
@@ -509,6 +511,9 @@ class Scoring(ABC):
             node, gpu = pick
             return Placed((Placement(node.name, gpu=gpu, milli=milli),))
         spot_only = next(iter(view.gpus_with_free_milli(acc, milli)), None) is not None
+        if not spot_only and not view.takes_fractions(acc):
+            never = ShareWait(acc, milli, unshared=True)
+            return Placed(status=Status("unschedulable", never.text(), self.name, never))
         return self._wait(ShareWait(acc, milli, spot_only=spot_only))
 
     def _share_candidates(

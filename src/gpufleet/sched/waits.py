@@ -55,7 +55,9 @@ class CapacityWait:
     `workers x gpus_per_worker` free; `most_free_in_level` is the best group's count.
     `fragmented`: some group has that many free, but not on few enough nodes.
     `most_room_in_level` (placements that compute it) is how many workers the best group
-    could take."""
+    could take. `reserved_gpus` of the free GPUs (single nodes) are held for an EASY
+    backfill reservation of an earlier job: idle, but not this job's unless it ends before
+    the reservation starts (saying "0 free" beside idle GPUs read as a wrong count)."""
 
     kind: ClassVar[str] = "capacity"
     case: CapacityCase
@@ -68,6 +70,7 @@ class CapacityWait:
     most_free_in_level: int | None = None
     most_room_in_level: int | None = None
     spot_excluded: bool = False
+    reserved_gpus: int = 0
 
     @property
     def needed_gpus(self) -> int:
@@ -79,7 +82,7 @@ class CapacityWait:
             why = (
                 f"waiting: room for {self.room_workers} of {self.workers} workers of "
                 f"{self.gpus_per_worker} {acc} GPUs on single nodes ({self.free_gpus} free "
-                f"{acc} GPUs in all)"
+                f"{acc} GPUs in all{self._reserved_note()})"
             )
         else:
             level = self.level
@@ -99,6 +102,12 @@ class CapacityWait:
                 why = f"waiting: no {level} has {need} free {acc} GPUs for {shape} ({close})"
         return why + (SPOT_NOTE if self.spot_excluded else "")
 
+    def _reserved_note(self) -> str:
+        r = self.reserved_gpus
+        if not r:
+            return ""
+        return f", {'all' if r == self.free_gpus else r} of them held for a reservation"
+
     def numbers(self) -> dict[str, object]:
         return {
             "case": self.case,
@@ -112,6 +121,7 @@ class CapacityWait:
             "most_free_in_level": self.most_free_in_level,
             "most_room_in_level": self.most_room_in_level,
             "spot_excluded": self.spot_excluded,
+            "reserved_gpus": self.reserved_gpus,
         }
 
 
@@ -144,15 +154,23 @@ class SliceWait:
 
 @dataclass(frozen=True, slots=True)
 class ShareWait:
-    """No GPU has the fraction free that the job shares (`milli` thousandths)."""
+    """No GPU has the fraction free that the job shares (`milli` thousandths); with
+    `unshared`, no GPU of the accelerator takes fractions at all, so the job never runs on it
+    (it read as a wait for a share that no node offers)."""
 
     kind: ClassVar[str] = "gpu-share"
     accelerator: str
     milli: int
     spot_only: bool = False
+    unshared: bool = False
 
     def text(self) -> str:
         acc, share = self.accelerator, f"{self.milli}/1000"
+        if self.unshared:
+            return (
+                f"cannot run: no {acc} GPU is shared by fractions here (no {acc} node has "
+                f"fractions: true), so a {share} share never fits"
+            )
         if self.spot_only:
             return (
                 f"waiting: the {acc} GPUs with {share} free to share are spot capacity, which "
@@ -165,6 +183,7 @@ class ShareWait:
             "accelerator": self.accelerator,
             "needed_gpus": self.milli / 1000,
             "spot_only": self.spot_only,
+            "unshared": self.unshared,
         }
 
 
@@ -212,7 +231,7 @@ class ReservationAhead:
     def text(self) -> str:
         when = eta_text(self.start_in_s)
         # "starts in now" read oddly (issue 30): under a minute it starts now
-        return f"a {self.gpus}-GPU reservation for '{self.job}' starts " + (
+        return f"a {self.gpus}-GPU reservation for job '{self.job}' starts " + (
             "now" if when == "now" else f"in {when}"
         )
 
@@ -246,7 +265,7 @@ class StrictFifo:
     blocking_job: str
 
     def text(self) -> str:
-        return f"waiting: strict FIFO, '{self.blocking_job}' ahead of it cannot start yet"
+        return f"waiting: strict FIFO, job '{self.blocking_job}' ahead of it cannot start yet"
 
     def numbers(self) -> dict[str, object]:
         return {"blocking_job": self.blocking_job}
