@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from gpufleet.catalog.accelerators import get_accelerator, load_accelerators
+from gpufleet.catalog.accelerators import Accelerator, get_accelerator, load_accelerators
+from gpufleet.catalog.mig import mig_accelerators, mig_profiles_for
 from gpufleet.errors import UnknownNameError
 
 REQUIRED = [
@@ -92,3 +94,34 @@ def test_dense_flops_in_flop_per_second() -> None:
     assert h100.dense_flops("bf16") == pytest.approx(989.4e12)
     assert h100.dense_flops("int8") == pytest.approx(1979e12)
     assert get_accelerator("a10g").dense_flops("bf16") is None
+
+
+# --- MIG: an empty cell, not 0, for a device without it -----------------------------------
+
+
+def test_l40s_has_no_mig_instance_count() -> None:
+    """The L40S has no MIG (its row's notes say so); its cell is empty, not 0."""
+    device = get_accelerator("l40s")
+    assert device.mig_max_instances is None
+    assert device.supports_mig is False
+
+
+def test_mig_instance_counts_are_given_exactly_for_the_mig_devices() -> None:
+    """A count where the MIG catalog has profiles, None everywhere else: never 0."""
+    mig = set(mig_accelerators())
+    for device in load_accelerators():
+        assert device.supports_mig == (device.name in mig), device.name
+        if device.name in mig:
+            assert device.mig_max_instances == max(
+                p.max_instances for p in mig_profiles_for(device.name)
+            )
+        else:
+            assert device.mig_max_instances is None, device.name
+
+
+def test_a_zero_mig_instance_count_is_refused() -> None:
+    """0 would read as a MIG device with no instances to `is not None`; empty says no MIG."""
+    row = get_accelerator("l4").model_dump()
+    with pytest.raises(ValidationError, match="leave it empty without MIG"):
+        Accelerator.model_validate({**row, "mig_max_instances": 0})
+    assert Accelerator.model_validate({**row, "mig_max_instances": None}).supports_mig is False

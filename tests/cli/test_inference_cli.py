@@ -125,12 +125,14 @@ def test_example_json_has_every_stable_field(
     parts = sum(memory[k] for k in MEMORY_FIELDS if k != "total")
     assert abs(memory["total"] - parts) <= 3  # each part rounded to whole bytes
     assert memory["total"] <= data["memory_capacity_bytes"]
-    assert data["mig_fit"]  # the H100 has MIG profiles; a 70B model fits none
+    # The H100 has MIG profiles; 70 GB of fp8 weights fit only the whole-GPU slice, where
+    # TensorRT-LLM's 0.9 of the ~7 GB left free holds the KV cache of some requests.
+    assert data["mig_fit"]
     for item in data["mig_fit"]:
         assert {"profile", "fits", "output_tokens_per_s"} <= set(item)
         assert isinstance(item["profile"], str)
-        assert item["fits"] is False
-        assert item["output_tokens_per_s"] == 0.0
+        assert item["fits"] is (item["profile"] == "7g.80gb")
+        assert (item["output_tokens_per_s"] > 0.0) is item["fits"]
     assert data["assumptions"]
     for item in data["assumptions"]:
         assert set(item) == {"name", "value", "source"}
@@ -160,7 +162,7 @@ def test_example_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     capacity = f"{data['replica_capacity_output_tokens_per_s']:,.0f}"
     assert table_value(out, "output tokens/s capacity per replica") == capacity
     assert table_value(out, "load fits") == "yes"
-    assert "MIG profiles that hold it: none" in out
+    assert "MIG profiles that hold it: 7g.80gb (" in out
     assert "SLO met" in out
 
 

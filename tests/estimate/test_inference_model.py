@@ -7,7 +7,8 @@ under test; where a value comes from the engine profile it is read from `engines
 
 from __future__ import annotations
 
-from dataclasses import fields
+import math
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from gpufleet.catalog.models import get_model_preset
 from gpufleet.catalog.pricing import cheapest_gpu_hour
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.estimate.engines import engine
+from gpufleet.estimate.engines import engine, engine_table
 from gpufleet.estimate.inference import (
     ENGINE_RESERVE_BYTES,
     InferenceCase,
@@ -28,6 +29,7 @@ from gpufleet.estimate.inference import (
     StepTimes,
     continuous,
     decode_step,
+    device_bytes_needed,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     max_sequences,
@@ -343,9 +345,12 @@ def test_max_sequences_is_the_memory_boundary(
     assert n >= 1
     at = memory(case, t, arr(n), k)
     over = memory(case, t, arr(n + 1), k)
-    assert at.capacity == case.hw.memory_bytes * TRTLLM.gpu_memory_utilization
-    assert one(at, "total") <= at.capacity
-    assert one(over, "total") > over.capacity
+    # TensorRT-LLM: 0.9 of the memory free beside weights, activation peak and reserve
+    device, u = case.hw.memory_bytes, TRTLLM.gpu_memory_utilization
+    fixed = one(at, "weights") + one(at, "activations") + one(at, "other")
+    assert one(at, "capacity") == pytest.approx(device - (1 - u) * (device - fixed), rel=1e-12)
+    assert one(at, "total") <= one(at, "capacity")
+    assert one(over, "total") > one(over, "capacity")
 
 
 def test_max_sequences_is_the_memory_boundary_for_short_requests() -> None:
@@ -354,9 +359,9 @@ def test_max_sequences_is_the_memory_boundary_for_short_requests() -> None:
     n = float(max_sequences(case, t, k)[0])
     assert n >= 1
     at = memory(case, t, arr(n), k)
-    assert one(at, "total") <= at.capacity
+    assert one(at, "total") <= one(at, "capacity")
     over = memory(case, t, arr(n + 1), k)
-    assert one(over, "total") > over.capacity
+    assert one(over, "total") > one(over, "capacity")
 
 
 def test_memory_parts() -> None:
@@ -370,6 +375,73 @@ def test_memory_parts() -> None:
     assert one(mem, "activations") > 0
     parts = sum(one(mem, n) for n in ("weights", "kv_cache", "activations", "other"))
     assert one(mem, "total") == pytest.approx(parts, rel=1e-15)
+
+
+# Llama-2-70B fp8 weights and KV, tp 1 on an H100 (80 GiB as the driver reports it), requests
+# of 1,024 + 256 tokens: the fixed part every engine holds, from the published shapes.
+H100_BYTES = 80 * 2**30
+L70B_FP8_WEIGHTS = (LLAMA2_70B_PARAMS - LLAMA2_70B_EMBED) * 1 + LLAMA2_70B_EMBED * 2
+L70B_CHUNK_ACTIVATIONS = 8192 * (3 * 28_672 * 2 + 8_192 * 2 * 4)  # 8,192-token prefill peak
+L70B_FIXED = L70B_FP8_WEIGHTS + L70B_CHUNK_ACTIVATIONS + 1.5 * 2**30
+L70B_FP8_KV_PER_REQUEST = 80 * 2 * 8 * 128 * 1 * 1280
+
+
+def test_tensorrt_llm_gives_its_kv_cache_a_share_of_the_free_memory() -> None:
+    """kv_cache_free_gpu_mem_fraction (0.9) is a share of the memory free after loading,
+    not of the device: 0.9 × (80 GiB − 73 GB) holds 55 requests, where 0.9 × 80 GiB − 73 GB
+    held 20."""
+    case = make_case("llama-2-70b", precision="fp8")
+    assert case.engine.memory_fraction_of == "free"
+    expected = math.floor(0.9 * (H100_BYTES - L70B_FIXED) / L70B_FP8_KV_PER_REQUEST)
+    assert expected == 55
+    assert max_sequences(case, arr(1), arr(1280))[0] == expected
+    spec = make_spec("llama-2-70b", precision="fp8", tp=1, concurrency=1)
+    assert estimate_inference(spec).max_batch == expected
+
+
+def test_vllm_caps_its_whole_footprint_at_a_share_of_the_device() -> None:
+    """vLLM's gpu_memory_utilization (0.9) is a share of the whole device: the same model
+    keeps 0.9 × 80 GiB − the fixed part for its KV cache."""
+    case = make_case("llama-2-70b", precision="fp8", kv_precision="fp8", engine_name="vllm")
+    assert case.engine.memory_fraction_of == "total"
+    expected = math.floor((0.9 * H100_BYTES - L70B_FIXED) / L70B_FP8_KV_PER_REQUEST)
+    assert expected == 20
+    assert max_sequences(case, arr(1), arr(1280))[0] == expected
+    at = memory(case, arr(1), arr(expected), arr(1280))
+    assert one(at, "capacity") == 0.9 * H100_BYTES
+
+
+def test_every_engine_states_what_its_memory_fraction_is_of() -> None:
+    """Not inherited through relative_to: vLLM and SGLang state theirs (the whole device)."""
+    assert {name: engine(name).memory_fraction_of for name in engine_table()} == {
+        "tensorrt-llm": "free",
+        "vllm": "total",
+        "sglang": "total",
+        "generic": "total",
+    }
+
+
+def test_a_free_memory_engine_never_counts_more_than_the_device() -> None:
+    """With weights beyond the device there is no free memory: usable is the device, and no
+    request fits."""
+    case = make_case("llama-3.1-405b", "l4", precision="fp8")
+    at = memory(case, arr(1), arr(1), arr(1280))
+    assert one(at, "capacity") == case.hw.memory_bytes
+    assert one(at, "total") > one(at, "capacity")
+
+
+@pytest.mark.parametrize("engine_name", ["tensorrt-llm", "vllm"])
+def test_device_bytes_needed_inverts_the_kv_budget(engine_name: str) -> None:
+    """On exactly the memory it names the engine holds the requests, and not one byte less:
+    TensorRT-LLM needs fixed + KV / 0.9, vLLM (fixed + KV) / 0.9."""
+    case = make_case("llama-2-70b", precision="fp8", kv_precision="fp8", engine_name=engine_name)
+    kv = 30 * L70B_FP8_KV_PER_REQUEST
+    need = float(device_bytes_needed(case, arr(1), arr(30), arr(1280))[0])
+    expected = L70B_FIXED + kv / 0.9 if engine_name == "tensorrt-llm" else (L70B_FIXED + kv) / 0.9
+    assert need == pytest.approx(expected, rel=1e-12)
+    for size, holds in ((need * (1 + 1e-9), True), (need * (1 - 1e-6), False)):
+        sized = replace(case, hw=replace(case.hw, memory_bytes=size))
+        assert bool(max_sequences(sized, arr(1), arr(1280))[0] >= 30) is holds
 
 
 def test_a_model_too_big_for_the_gpu_fits_zero_sequences() -> None:
@@ -705,15 +777,19 @@ def test_a_batch_that_fits_is_no_larger_than_max_batch() -> None:
 
 # --- MIG ------------------------------------------------------------------------------------
 
+# The last value: requests the smallest slice (1g.10gb) holds. int8: 8B parameters at 1 byte
+# leave no room in 10 GB. int4: 5.7 GB of weights, 1.0 GB of prefill peak and 1.6 GB of
+# reserve leave 1.7 GB free, of which TensorRT-LLM's 0.9 holds one 7,168-token request
+# (0.94 GB of bf16 KV cache); 0.9 of the whole slice held none.
 MIG_SPECS = [
-    pytest.param("int8", 1024, 256, id="int8"),
-    pytest.param("int4", 6144, 1024, id="int4-long-context"),
+    pytest.param("int8", 1024, 256, 0, id="int8"),
+    pytest.param("int4", 6144, 1024, 1, id="int4-long-context"),
 ]
 
 
-@pytest.mark.parametrize(("precision", "input_tokens", "output_tokens"), MIG_SPECS)
+@pytest.mark.parametrize(("precision", "input_tokens", "output_tokens", "smallest"), MIG_SPECS)
 def test_mig_profiles_that_hold_the_model(
-    precision: str, input_tokens: int, output_tokens: int
+    precision: str, input_tokens: int, output_tokens: int, smallest: int
 ) -> None:
     spec = make_spec(
         "llama-3-8b",
@@ -731,10 +807,11 @@ def test_mig_profiles_that_hold_the_model(
     instances["7g.80gb"] = 1
     by = {m.profile: m for m in e.mig_fit}
     assert list(by) == list(slices)  # media-extension profiles are left out
-    assert by["1g.10gb"].fits is False  # 8B parameters at 1 byte leave no room in 10 GB
-    assert by["1g.10gb"].output_tokens_per_s == 0.0
+    assert by["1g.10gb"].max_batch == smallest
+    assert (by["1g.10gb"].output_tokens_per_s == 0.0) == (smallest == 0)
     fitting = [m for m in e.mig_fit if m.fits]
-    assert [m.profile for m in fitting] == ["1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
+    larger = ["1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
+    assert [m.profile for m in fitting] == ["1g.10gb"] * (smallest > 0) + larger
     for m in e.mig_fit:
         assert m.fits == (m.max_batch >= 1)
         assert m.output_tokens_per_s_per_gpu == pytest.approx(

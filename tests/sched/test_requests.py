@@ -73,3 +73,33 @@ def test_more_load_needs_a_bigger_slice() -> None:
         get_mig_profile("h100-sxm5-80gb", b.mig_profile).memory_bytes
         > get_mig_profile("h100-sxm5-80gb", s.mig_profile).memory_bytes
     )
+
+
+@pytest.mark.parametrize("engine", ["vllm", "tensorrt-llm"])
+def test_a_sized_slice_holds_the_load_under_the_engines_own_memory_rule(engine: str) -> None:
+    """The memory asked is what the engine needs to hold the load by its own rule: vLLM's
+    share of the device caps the whole footprint, TensorRT-LLM's is a share of what is free
+    after the weights, so it asks fixed + KV / u (dividing all of it by u over-asked)."""
+    import numpy as np
+
+    from gpufleet.estimate.assumptions import Assumptions
+    from gpufleet.estimate.inference import fixed_bytes, kv_bytes_per_token_per_gpu
+    from gpufleet.estimate.inference_estimate import case_for
+    from gpufleet.specs.inference import InferenceSpec
+
+    serving = {**WORKLOAD["serving"], "engine": engine}
+    j = job(kind="inference", workload={**WORKLOAD, "serving": serving})
+    need = workload_memory_bytes(j, "h100-sxm5-80gb")
+    spec = InferenceSpec.model_validate(
+        {**WORKLOAD, "kind": "inference", "serving": serving, "hardware": {"accelerator": "h100"}}
+    )
+    case = case_for(spec, Assumptions())
+    tp = np.array([1.0])
+    fixed = float(fixed_bytes(case, tp)[0])
+    kv = float(kv_bytes_per_token_per_gpu(case.arch, case.kv_precision, tp)[0]) * 4 * 1200
+    u = case.engine.gpu_memory_utilization
+    if engine == "vllm":
+        assert need == pytest.approx((fixed + kv) / u)
+    else:
+        assert need == pytest.approx(fixed + kv / u)
+        assert need < (fixed + kv) / u

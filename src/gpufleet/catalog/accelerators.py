@@ -10,6 +10,8 @@ from __future__ import annotations
 from functools import cache
 from typing import ClassVar, Literal
 
+from pydantic import field_validator
+
 from gpufleet.catalog.lookup import NameIndex
 from gpufleet.catalog.table import CatalogRow, load_rows
 
@@ -54,12 +56,21 @@ class Accelerator(CatalogRow):
     scaleup_bidir_gbytes_per_s: float | None = None
     scaleup_domain_gpus: int | None = None
     tdp_w: float | None = None
-    mig_max_instances: int | None = None
+    mig_max_instances: int | None = None  # empty (None) when the device has no MIG
     release_year: int | None = None
+
+    @field_validator("mig_max_instances")
+    @classmethod
+    def _mig_instances_positive(cls, value: int | None) -> int | None:
+        """A device without MIG leaves the cell empty: 0 would read as "MIG, zero instances"
+        to anything that asks `is not None` (the L40S row once said 0)."""
+        if value is not None and value < 1:
+            raise ValueError("mig_max_instances is at least 1; leave it empty without MIG")
+        return value
 
     @property
     def supports_mig(self) -> bool:
-        return bool(self.mig_max_instances)
+        return self.mig_max_instances is not None
 
     def dense_flops(self, precision: Precision) -> float | None:
         """Dense peak in FLOP/s (or OP/s for int8) at a precision; None when unpublished."""

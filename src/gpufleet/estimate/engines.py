@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
 from gpufleet.errors import UserError
-from gpufleet.estimate.inference import EngineEfficiency
+from gpufleet.estimate.inference import EngineEfficiency, MemoryBasis
 
 DEFAULT_PROFILE_TOKENS = 8192
 
@@ -128,6 +128,7 @@ def _engine(name: str, vendor: str | None) -> EngineEfficiency:
     decode *= float(maturity)
     prefill *= float(maturity)
     profile = entry.get("profile_tokens", {}).get("value", DEFAULT_PROFILE_TOKENS)
+    basis = _memory_basis(name, entry)
     return EngineEfficiency(
         name=name,
         decode_bandwidth_fraction=decode,
@@ -138,7 +139,20 @@ def _engine(name: str, vendor: str | None) -> EngineEfficiency:
         gpu_memory_utilization=value("gpu_memory_utilization"),
         profile_tokens=int(profile),
         source=str(entry["description"]),
+        memory_fraction_of=basis,
     )
+
+
+def _memory_basis(name: str, entry: dict[str, Any]) -> MemoryBasis:
+    """What the engine's gpu_memory_utilization is a fraction of. Every engine states its
+    own: inherited through `relative_to`, vLLM would take TensorRT-LLM's "free" reading of a
+    flag that in vLLM caps the whole instance."""
+    if "memory_fraction_of" not in entry:
+        raise UserError(f"engines.yaml: {name} gives no memory_fraction_of (total or free)")
+    value = str(entry["memory_fraction_of"]["value"])
+    if value not in get_args(MemoryBasis):
+        raise UserError(f"engines.yaml: {name}.memory_fraction_of is {value}; total or free")
+    return value  # type: ignore[return-value]
 
 
 def fitted_engine_parameters() -> dict[str, tuple[float, float, float]]:

@@ -37,6 +37,11 @@ from gpufleet.estimate.params import embedding_params, parameter_count
 
 Array = npt.NDArray[np.float64]
 WeightPrecision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+# What an engine's memory fraction is a fraction of: vLLM's gpu_memory_utilization and
+# SGLang's mem_fraction_static cap the engine's whole footprint at a share of the device's
+# memory; TensorRT-LLM's kv_cache_free_gpu_mem_fraction gives the KV cache a share of what
+# is still free once the weights, the activation peak and the runtime are in memory.
+MemoryBasis = Literal["total", "free"]
 GiB = 2**30
 
 # Bytes per weight. int4 (AWQ/GPTQ-style) carries one fp16 scale per group of 128 weights.
@@ -76,6 +81,9 @@ class EngineEfficiency:
     source: str
     kv_bandwidth_fraction: float = 0.0  # decode attention's KV reads; 0 = decode fraction
     sequence_overhead_s: float = 0.0  # per sequence per step: sampling, bookkeeping
+    # gpu_memory_utilization is a share of the device's memory ("total") or of the memory
+    # left free after weights, activation peak and runtime reserve ("free", TensorRT-LLM)
+    memory_fraction_of: MemoryBasis = "total"
 
     @property
     def kv_fraction(self) -> float:
@@ -293,7 +301,7 @@ class Memory:
     kv_cache: Array
     activations: Array
     other: Array
-    capacity: float
+    capacity: Array  # bytes the engine may use per GPU (`usable_bytes`)
 
     @property
     def total(self) -> Array:
@@ -311,6 +319,61 @@ def activation_bytes(case: InferenceCase, tp: Array, prefill_tokens: Array) -> A
     return np.asarray(mlp + hidden, dtype=np.float64)
 
 
+def fixed_bytes(case: InferenceCase, tp: Array) -> Array:
+    """Per-GPU memory an engine holds whatever the load: the weights, the activation peak of
+    its largest prefill chunk (vLLM and TensorRT-LLM profile it at start) and the runtime
+    reserve (CUDA context, NCCL buffers, CUDA-graph pools)."""
+    weights = weight_bytes_per_gpu(case.arch, case.precision, tp)
+    chunk = np.full_like(weights, float(case.engine.profile_tokens))
+    act = activation_bytes(case, tp, chunk)
+    return np.asarray(weights + act + ENGINE_RESERVE_BYTES, dtype=np.float64)
+
+
+def kv_budget_bytes(case: InferenceCase, tp: Array) -> Array:
+    """Per-GPU bytes the engine gives its KV cache, as its memory fraction is defined.
+
+    vLLM-style ("total"): u × device memory − the fixed part. TensorRT-LLM ("free"):
+    u × (device memory − the fixed part), what `kv_cache_free_gpu_mem_fraction` (0.9 by
+    default) takes of the memory free after loading. Reading TensorRT-LLM's fraction as one of
+    the whole device gave Llama-2-70B fp8 at tp 1 on an H100 about 4 GB of KV cache instead
+    of 11.6 GB (20 requests of 1,280 tokens instead of 55)."""
+    u = case.engine.gpu_memory_utilization
+    device = float(case.hw.memory_bytes)
+    fixed = fixed_bytes(case, tp)
+    if case.engine.memory_fraction_of == "free":
+        budget = u * np.maximum(device - fixed, 0.0)
+    else:
+        budget = u * device - fixed
+    return np.asarray(np.maximum(budget, 0.0), dtype=np.float64)
+
+
+def usable_bytes(case: InferenceCase, tp: Array) -> Array:
+    """Per-GPU bytes the engine may fill (fixed part + KV budget): u × device memory for a
+    "total" engine; device − (1 − u) × free for a "free" one, never above the device."""
+    u = case.engine.gpu_memory_utilization
+    device = float(case.hw.memory_bytes)
+    if case.engine.memory_fraction_of == "free":
+        free = np.maximum(device - fixed_bytes(case, tp), 0.0)
+        return np.asarray(device - (1.0 - u) * free, dtype=np.float64)
+    return np.full_like(np.asarray(tp, dtype=np.float64), u * device)
+
+
+def device_bytes_needed(
+    case: InferenceCase, tp: Array, sequences: Array, tokens_per_sequence: Array
+) -> Array:
+    """Smallest per-GPU device memory on which the engine's KV budget holds `sequences`
+    requests of `tokens_per_sequence` tokens: the inverse of `kv_budget_bytes`, for sizing a
+    slice or a fraction of a GPU. "total": (fixed + KV) / u; "free": fixed + KV / u (dividing
+    the whole footprint by u would ask a TensorRT-LLM 70B fp8 job for 8 GB too many)."""
+    u = case.engine.gpu_memory_utilization
+    kv = kv_bytes_per_token_per_gpu(case.arch, case.kv_precision, tp) * sequences
+    kv = kv * tokens_per_sequence
+    fixed = fixed_bytes(case, tp)
+    if case.engine.memory_fraction_of == "free":
+        return np.asarray(fixed + kv / u, dtype=np.float64)
+    return np.asarray((fixed + kv) / u, dtype=np.float64)
+
+
 def memory(case: InferenceCase, tp: Array, sequences: Array, tokens_per_sequence: Array) -> Memory:
     """Per-GPU memory holding `sequences` requests of `tokens_per_sequence` cached tokens."""
     weights = weight_bytes_per_gpu(case.arch, case.precision, tp)
@@ -325,18 +388,15 @@ def memory(case: InferenceCase, tp: Array, sequences: Array, tokens_per_sequence
         kv_cache=kv,
         activations=activation_bytes(case, tp, chunk),
         other=np.full_like(weights, float(ENGINE_RESERVE_BYTES)),
-        capacity=case.hw.memory_bytes * case.engine.gpu_memory_utilization,
+        capacity=usable_bytes(case, tp),
     )
 
 
 def max_sequences(case: InferenceCase, tp: Array, tokens_per_sequence: Array) -> Array:
-    """Largest number of concurrent requests whose KV cache fits beside the weights."""
-    weights = weight_bytes_per_gpu(case.arch, case.precision, tp)
-    act = activation_bytes(case, tp, np.full_like(tp, float(case.engine.profile_tokens)))
-    free = case.hw.memory_bytes * case.engine.gpu_memory_utilization - weights - act
-    free = free - ENGINE_RESERVE_BYTES
+    """Largest number of concurrent requests whose KV cache fits in the engine's KV budget
+    (`kv_budget_bytes`) beside the weights."""
     per_seq = kv_bytes_per_token_per_gpu(case.arch, case.kv_precision, tp) * tokens_per_sequence
-    return np.maximum(np.floor(free / per_seq), 0.0)
+    return np.maximum(np.floor(kv_budget_bytes(case, tp) / per_seq), 0.0)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,13 @@ import numpy as np
 from gpufleet.catalog.pricing import ANYWHERE, PriceScope, cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.estimate.inference import InferenceCase, continuous, max_sequences
-from gpufleet.estimate.inference_estimate import DEFAULT_SERVICE_CV, MAX_UTILISATION, case_for
+from gpufleet.estimate.inference import InferenceCase, max_sequences
+from gpufleet.estimate.inference_estimate import (
+    DEFAULT_SERVICE_CV,
+    MAX_UTILISATION,
+    case_for,
+    slo_concurrency,
+)
 from gpufleet.estimate.queueing import replicas_needed
 from gpufleet.specs.inference import InferenceSpec
 
@@ -38,7 +43,6 @@ DEFAULT_ACCELERATORS = (
 )
 PRECISIONS = ("bf16", "fp8", "int8", "int4")
 TP_CHOICES = (1, 2, 4, 8)
-LEVELS = 48  # concurrency levels tried per (tp) between 1 and the memory limit
 
 
 @dataclass(frozen=True)
@@ -138,20 +142,12 @@ def _evaluate(
     if cap < 1:
         result.rejected["model and one request do not fit in memory"] += 1
         return None
-    levels = np.unique(np.round(np.geomspace(1, cap, num=min(cap, LEVELS))))
-    tps = np.full_like(levels, float(tp))
-    # the p99 TTFT SLO is met by the p99 prompt's prefill (as `estimate inference` checks)
-    serving = continuous(case, tps, levels, prompt, out, ttft_prompt=float(sv.max_tokens("input")))
-    ok = np.ones_like(levels, dtype=bool)
-    if sv.slo.tpot_p99_ms is not None:
-        ok &= serving.tpot_s * 1e3 <= sv.slo.tpot_p99_ms
-    if sv.slo.ttft_p99_ms is not None:
-        ok &= serving.ttft_s * 1e3 <= sv.slo.ttft_p99_ms
-    if not ok.any():
+    # the same levels and SLO test as `estimate inference`, so both give one concurrency
+    best = slo_concurrency(spec, case, tp, limit=cap, prompt=prompt, out=out)
+    if best.index is None:
         result.rejected["no concurrency meets the SLO"] += 1
         return None
-    i = int(np.flatnonzero(ok)[-1])
-    conc = int(levels[i])
+    i, serving, conc = best.index, best.serving, best.concurrency
     per_replica = float(serving.output_tokens_per_s[i])
     replicas, wait = 1, 0.0
     if sv.request_rate is not None:

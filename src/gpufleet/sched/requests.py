@@ -20,7 +20,7 @@ from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.mig import mig_profiles_for
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.estimate.inference import memory
+from gpufleet.estimate.inference import device_bytes_needed
 from gpufleet.estimate.inference_estimate import case_for
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.jobs import JobSpec
@@ -70,7 +70,7 @@ def requests_for(job: JobSpec, accelerators: list[str]) -> list[Request]:
 
 
 def workload_memory_bytes(job: JobSpec, accelerator: str) -> float:
-    """Memory the job's model needs at its load: weights + KV cache + engine reserves."""
+    """Device memory the job's model needs at its load (weights, KV cache, engine reserves)."""
 
     w = job.workload
     if w is None:
@@ -87,8 +87,11 @@ def workload_memory_bytes(job: JobSpec, accelerator: str) -> float:
     sv = spec.serving
     load = sv.concurrency or sv.batch or 1
     longest = float(sv.max_tokens("input") + sv.max_tokens("output"))
-    mem = memory(case, np.array([1.0]), np.array([float(load)]), np.array([longest]))
-    return float(mem.total[0]) / case.engine.gpu_memory_utilization
+    # the device memory on which the engine's own memory rule holds the load: (weights +
+    # activations + KV) / u for vLLM's share of the device, weights + activations + KV / u
+    # for TensorRT-LLM's share of what is free (dividing the whole by u asked ~8 GB too much)
+    need = device_bytes_needed(case, np.array([1.0]), np.array([float(load)]), np.array([longest]))
+    return float(need[0])
 
 
 def _sized_for_workload(job: JobSpec, accelerator: str) -> Request | None:
