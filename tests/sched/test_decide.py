@@ -398,21 +398,25 @@ def test_running_jobs_already_in_the_state_are_not_allocated_twice() -> None:
     assert _nodes(d.admitted["a"]) == ["h-1"]
 
 
+ONE_GPU = {"gpus": 1}
+SHARE = {"gpu_fraction": 0.5}  # (a whole-GPU job placed on other than its GPUs: its spec refuses)
+
+
 @pytest.mark.parametrize(
-    ("placement", "message"),
+    ("ask", "placement", "message"),
     [
-        ([{"node": "h-0", "gpus": [9]}], "GPUs 0..7"),
-        ([{"node": "nope", "gpus": [0]}], "unknown node"),
-        ([{"node": "h-0", "gpus": [0, 1], "fraction": 0.5}], "exactly one GPU"),
-        ([{"node": "h-0"}], "names no GPUs"),
+        (ONE_GPU, [{"node": "h-0", "gpus": [9]}], "GPUs 0..7"),
+        (ONE_GPU, [{"node": "nope", "gpus": [0]}], "unknown node"),
+        (SHARE, [{"node": "h-0", "gpus": [0, 1], "fraction": 0.5}], "exactly one GPU"),
+        (SHARE, [{"node": "h-0"}], "names no GPUs"),
     ],
     ids=["gpu index out of range", "unknown node", "fraction on two GPUs", "empty placement"],
 )
 def test_invalid_running_placement_is_a_user_error(
-    placement: list[dict[str, object]], message: str
+    ask: dict[str, object], placement: list[dict[str, object]], message: str
 ) -> None:
     c, state = cluster(*leaves(1))
-    r = job("r", gpus=1, state="running", placement=placement)
+    r = job("r", state="running", placement=placement, **ask)
     with pytest.raises(InvalidPlacementError, match=message):
         decide(c, state, [r], [], PLENTY)
     assert state.dump() == {}

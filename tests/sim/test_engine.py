@@ -388,3 +388,15 @@ def test_allocation_while_jobs_arrive_and_the_size_breakdown_by_hand() -> None:
     assert list(m.per_size) == ["2-8 GPUs"]
     assert m.per_size["2-8 GPUs"]["jobs_completed"] == 2
     assert m.per_size["2-8 GPUs"]["slowdown"]["mean"] == pytest.approx(1.0)
+
+
+def test_a_share_that_a_whole_gpu_profile_rounds_up_keeps_its_size_class() -> None:
+    """k8s-default runs a 0.25-GPU job on a whole GPU: it holds 1 GPU (what it costs), but
+    it asked for 0.25, and its size class is the same under every profile (it moved from
+    "under 1 GPU" to "1 GPU" under k8s-default)."""
+    w = workload(job("s", 0.0, HOUR, gpus=None, gpu_fraction=0.25))
+    for profile, held in (("default", 0.25), ("k8s-default", 1.0)):
+        m = simulate(cluster(1, fractions=True), teams("a"), w, SimConfig(profile=profile)).metrics
+        (record,) = m.jobs
+        assert (record.gpus, record.requested_gpus) == (held, 0.25), profile
+        assert list(m.per_size) == ["under 1 GPU"], profile

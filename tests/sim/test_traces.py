@@ -624,3 +624,29 @@ def test_sacct_parsable_with_trailing_separators_reads_like_parsable2(tmp_path: 
     lines = SACCT.read_text("utf-8").splitlines()
     path.write_text("".join(f"{line}|\n" for line in lines), encoding="utf-8")
     assert read_trace(path, "sacct").jobs == read_trace(SACCT, "sacct").jobs
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("1-00:00:00", 86400.0),
+        ("00:30:00", 1800.0),
+        ("59:59", 3599.0),
+        ("2-23:59", 259_140.0),
+        ("90", 5400.0),
+        ("12:00:00.5", 43_200.5),
+    ],
+)
+def test_slurm_clocks_read_as_slurm_prints_them(text: str, seconds: float) -> None:
+    from gpufleet.sim.traces._common import parse_clock_s
+
+    assert parse_clock_s(text, "Elapsed") == seconds
+
+
+@pytest.mark.parametrize("text", ["99:99:99", "01:60:00", "00:00:60", "1-24:00:00", "61:75"])
+def test_an_impossible_slurm_clock_is_unreadable(text: str) -> None:
+    """`99:99:99` read as 4 days 4 h (it was accepted); no field after the first passes 59."""
+    from gpufleet.sim.traces._common import CellError, parse_clock_s
+
+    with pytest.raises(CellError, match="unreadable Elapsed"):
+        parse_clock_s(text, "Elapsed")

@@ -118,6 +118,21 @@ def test_jobs_example() -> None:
             "a pending job has no placement; set state: running",
             id="pending-with-placement",
         ),
+        pytest.param(
+            {"gpus": 4, "state": "running", "placement": [{"node": "n-0", "gpus": [0, 1]}]},
+            "the placement holds 2 whole GPUs; the job asks 4 x 1 = 4: list exactly its GPUs",
+            id="running-on-fewer-gpus-than-it-asks",
+        ),
+        pytest.param(
+            {
+                "gpus": 2,
+                "workers": 2,
+                "state": "running",
+                "placement": [{"node": "n-0", "gpus": [0, 1]}, {"node": "n-1", "gpus": [0, 1, 2]}],
+            },
+            "the placement holds 5 whole GPUs; the job asks 2 x 2 = 4: list exactly its GPUs",
+            id="gang-placed-on-more",
+        ),
     ],
 )
 def test_bad_jobs(job: dict[str, Any], message: str) -> None:

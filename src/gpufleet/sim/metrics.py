@@ -28,7 +28,8 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
 - `gpu_allocation_in_window` — `gpu_allocation_ratio` over a window the user names
   (`gpufleet simulate --window 2h-10h`: offsets from the first arrival), with the window
   it covers (`window_from_s`, `window_to_s`: clipped to the run; None: no window asked).
-- `per_size` — `jobs_completed`, `wait_s`, `jct_s` and `slowdown` by job size (GPUs).
+- `per_size` — `jobs_completed`, `wait_s`, `jct_s` and `slowdown` by job size: the GPUs it
+  asked for (a 0.25-GPU job that a whole-GPU profile ran on one GPU is still under one GPU).
 - `jain_fairness` — Jain's index over teams of their satisfaction: share of GPU-hours
   held ÷ the share due to them, capped at 1, where the share due is the smaller of the
   entitled share (the team's share of guaranteed GPUs, or equal shares when no team has
@@ -139,8 +140,12 @@ class Sample:
 SIZE_ORDER: Final = ("under 1 GPU", "1 GPU", "2-8 GPUs", "9-64 GPUs", "over 64 GPUs")
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def size_bucket(gpus: float) -> str:
-    """A job's size class by the GPUs it held (a share or a slice is under one GPU)."""
+    """A job's size class by the GPUs it asked for (a share or a slice is under one GPU)."""
     if gpus < 1:
         return SIZE_ORDER[0]
     if gpus == 1:
@@ -167,6 +172,9 @@ class JobRecord:
     # ran on when speeds are in use (sim.speed)
     duration_s: float
     attempts: int  # starts: 1 + preemptions, failures and reclaims it came back from
+    # GPUs it asked for (`TraceJob.requested_gpus`; else what it held): the size it is
+    # grouped by, the same under every profile
+    requested_gpus: float = 0.0
 
     @property
     def wait_s(self) -> float:
@@ -186,6 +194,7 @@ JOB_COLUMNS: Final = (
     "team",
     "kind",
     "gpus",
+    "requested_gpus",
     "submit_s",
     "first_start_s",
     "end_s",
@@ -437,6 +446,7 @@ class MetricsRecorder:
                 t_s,
                 job.duration_s * run.time_factor,
                 run.attempt + 1,
+                _or(job.requested_gpus(run.flavor), run.gpus),
             )
         )
         if job.kind == "inference":
@@ -615,7 +625,7 @@ class MetricsRecorder:
         behind large ones under FIFO, large ones starve under packing policies)."""
         groups: dict[str, list[JobRecord]] = {}
         for r in self.job_records:
-            groups.setdefault(size_bucket(r.gpus), []).append(r)
+            groups.setdefault(size_bucket(r.requested_gpus), []).append(r)
         return {
             name: {
                 "jobs_completed": len(rs),

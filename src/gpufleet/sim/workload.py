@@ -55,6 +55,21 @@ class TraceJob:
             return float(self.gpus * self.workers)
         return float(self.gpu_fraction or 0.0)
 
+    def requested_gpus(self, accelerator: str | None) -> float | None:
+        """GPUs it asked for, whatever a profile gave it: whole GPUs × workers, its fraction,
+        or its MIG slice's compute slices of the GPU's on `accelerator` (None: sized from a
+        workload, or a slice with no accelerator known). A whole-GPU profile (`k8s-default`)
+        runs a 0.25-GPU job on one GPU; its size class is still under one GPU."""
+        if self.gpus or self.gpu_fraction:
+            return self.total_gpus
+        if self.mig_profile is None or accelerator is None:
+            return None
+        from gpufleet.catalog.mig import mig_profiles_for  # the catalog, only for slices
+
+        slices = {p.profile: p.compute_slices for p in mig_profiles_for(accelerator)}
+        own = slices.get(self.mig_profile)
+        return None if own is None else own / max(slices.values())
+
     def to_job_spec(self, submitted_s: float | None = None) -> JobSpec:
         """The scheduler's view of this job: validated, except the accelerator names.
 

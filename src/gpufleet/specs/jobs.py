@@ -108,7 +108,22 @@ class JobSpec(Spec):
             raise ValueError("a running job needs its placement")
         if self.state == "pending" and self.placement:
             raise ValueError("a pending job has no placement; set state: running")
+        if self.gpus and self.placement:
+            self._check_whole_placement()
         return self
+
+    def _check_whole_placement(self) -> None:
+        """A running whole-GPU job's placement holds exactly its GPUs: a file saying
+        `gpus: 4` placed on 2 was accepted, and every count read from it (quota use, GPU-
+        hours, the free GPUs beside it) then disagreed with the request."""
+        held = sum(len(p.gpus) for p in self.placement)
+        if held != self.total_gpus or any(p.mig_slices or p.fraction for p in self.placement):
+            raise ValueError(
+                f"the placement holds {held} whole GPUs"
+                + (" and slices or fractions" if held == self.total_gpus else "")
+                + f"; the job asks {self.gpus} x {self.workers} = {self.total_gpus}: "
+                "list exactly its GPUs"
+            )
 
     @property
     def total_gpus(self) -> int:

@@ -239,6 +239,12 @@ def parse_clock_s(text: str, column: str) -> float:
         hours, minutes, seconds = (numbers[0], 0.0, 0.0) if days else (0.0, numbers[0], 0.0)
     else:
         raise CellError(f"unreadable {column}")
+    # a clock's minutes and seconds after the first field are under 60, and its hours
+    # under 24 once days are given: `99:99:99` is no duration Slurm prints, not 4 days
+    if any(n < 0 for n in numbers) or any(n >= 60 for n in numbers[1:]) or (days and hours >= 24):
+        raise CellError(
+            f"unreadable {column} (minutes and seconds run 0-59, hours 0-23 after days)"
+        )
     total = days * 86400 + hours * 3600 + minutes * 60 + seconds
     if not math.isfinite(total) or total < 0:
         raise CellError(f"unreadable {column}")
