@@ -37,12 +37,36 @@ def fmt_count(value: float | None) -> str:
     return fmt_num(value)
 
 
-def fmt_usd(value: float | None) -> str:
-    """Totals: whole dollars."""
+def _usd_decimals(size: float) -> int:
+    """Decimals a total of `size` dollars needs: none from $100, cents below, and below a
+    cent two significant digits, so that a small total never rounds to a round number that
+    another, different total also rounds to ($1.83 and $2.41 both read "$2")."""
+    if round(size, 2) >= 100 or size == 0:
+        return 0
+    if size >= 0.01:
+        return 2
+    return 1 - math.floor(math.log10(size))
+
+
+def fmt_usd(value: float | None, decimals: int | None = None) -> str:
+    """Totals: whole dollars from $100, cents below (`_usd_decimals`) unless `decimals`."""
     if value is None or not math.isfinite(value):
         return MISSING
     sign = "-" if value < 0 else ""
-    return f"{sign}${abs(value):,.0f}"
+    places = _usd_decimals(abs(value)) if decimals is None else decimals
+    return f"{sign}${abs(value):,.{places}f}"
+
+
+def fmt_usd_apart(a: float, b: float) -> tuple[str, str]:
+    """Two totals a sentence compares, each as `fmt_usd` writes it, with more decimals
+    where that would print two different totals the same ("$1,234 vs $1,234" under a
+    verdict that one is cheaper): the fewest that tell them apart."""
+    first, second = fmt_usd(a), fmt_usd(b)
+    places = max(_usd_decimals(abs(a)), _usd_decimals(abs(b)))
+    while first == second and a != b and places < 12:
+        places += 1 if places else 2
+        first, second = fmt_usd(a, places), fmt_usd(b, places)
+    return first, second
 
 
 def fmt_usd_rate(value: float | None) -> str:

@@ -324,9 +324,12 @@ def test_an_accelerator_without_a_purchase_price_is_a_clear_error() -> None:
     assert isinstance(exc.value, UserError)
 
 
+BOUGHT = (Asset(594_000.0, 4.0),)  # the hardware, bought again every 4 years
+
+
 def test_break_even_by_hand() -> None:
     tco = {"capex": 594_000.0, "opex_per_year": 100_871.52}
-    months = break_even_months(tco, 6.0, 16, 0.7)
+    months = break_even_months(tco, 6.0, 16, 0.7, assets=BOUGHT)
     rent = 6.0 * 16 * 0.7 * 730.0  # 49,056 a month
     assert months == pytest.approx(594_000.0 / (rent - 100_871.52 / 12))
     assert months == pytest.approx(14.612, abs=1e-3)
@@ -334,12 +337,17 @@ def test_break_even_by_hand() -> None:
 
 def test_break_even_is_none_when_cloud_stays_cheaper() -> None:
     tco = {"capex": 594_000.0, "opex_per_year": 100_871.52}
-    assert break_even_months(tco, 0.5, 16, 0.7) is None  # rent below opex: never
-    assert break_even_months(tco, 1.0, 16, 0.7) is None  # $8,176 a month < opex $8,406
-    assert break_even_months(tco, 1.5, 16, 0.7) is None  # crossing at ~154 months > 120
-    assert break_even_months(tco, 1.8, 16, 0.7) == pytest.approx(
-        594_000.0 / (1.8 * 16 * 0.7 * 730.0 - 100_871.52 / 12)
-    )  # ~94 months
+    assert break_even_months(tco, 0.5, 16, 0.7, assets=BOUGHT) is None  # rent below opex
+    assert break_even_months(tco, 1.0, 16, 0.7, assets=BOUGHT) is None  # $8,176 < $8,406
+    # crossing at ~154 months > 120
+    assert break_even_months(tco, 1.5, 16, 0.7, assets=(Asset(594_000.0, 20.0),)) is None
+    # ~94 months on hardware that lasts 10 years; on the 4-year hardware the fleet is
+    # bought again in month 48, before it, and the savings never catch up
+    once = 594_000.0 / (1.8 * 16 * 0.7 * 730.0 - 100_871.52 / 12)
+    assert break_even_months(tco, 1.8, 16, 0.7, assets=(Asset(594_000.0, 10.0),)) == (
+        pytest.approx(once)
+    )
+    assert break_even_months(tco, 1.8, 16, 0.7, assets=BOUGHT) is None
 
 
 # --------------------------------------------------------------------------- tornado

@@ -144,10 +144,16 @@ def test_an_equal_price_per_gpu_goes_to_the_smaller_instance() -> None:
     assert cost.on_demand == pytest.approx(3 * 6.88 * H3)
 
 
+def _chat_70b(*accelerators: str) -> PlanSpec:
+    spec = load(PlanSpec, EXAMPLES / "plan-chat-70b.yaml")
+    return spec.model_copy(update={"accelerators": list(accelerators)}) if accelerators else spec
+
+
 def test_chat_70b_on_demand_is_its_2_instances() -> None:
     """The review's figure: 2 instances × $49.35922/h × 26,280 h, not 13 GPUs one at a time;
-    renting the planned work costs the mix's total, 16 GPUs on 3-year reservations."""
-    result = plan(load(PlanSpec, EXAMPLES / "plan-chat-70b.yaml"))
+    renting the planned work costs the mix's total, 16 GPUs on 3-year reservations. (On
+    H200 alone: ranked on whole instances, chat-70b now picks H100, next test.)"""
+    result = plan(_chat_70b(H200))
     _gpus, usd_per_hour = _instance_usd_per_hour(H200)
     offer = next(o for o in result.cloud["gcp"] if o.instance == "a3-ultragpu-8g")
     assert (offer.instances, offer.gpus) == (2, 16)
@@ -161,8 +167,10 @@ def test_chat_70b_on_demand_is_its_2_instances() -> None:
 def test_pretrain_70b_rents_what_its_cloud_table_lists() -> None:
     """'Rent 2,051 × h200' beside 257 instances: the plan now says it rents 2,056 GPUs as
     257 instances, and its on-demand cost is 1 instance for the chat service every hour plus
-    256 for the run's wall-clock hours, at the instance's hourly price."""
-    result = plan(load(PlanSpec, EXAMPLES / "plan-pretrain-70b.yaml"))
+    256 for the run's wall-clock hours, at the instance's hourly price. (On H200 alone:
+    ranked on whole instances the example now picks H100, whose 4,099 GPUs rent 4,104.)"""
+    spec = load(PlanSpec, EXAMPLES / "plan-pretrain-70b.yaml")
+    result = plan(spec.model_copy(update={"accelerators": [H200]}))
     gpus, usd_per_hour = _instance_usd_per_hour(H200)
     offer = next(o for o in result.cloud["gcp"] if o.instance == "a3-ultragpu-8g")
     assert (offer.instances, offer.gpus) == (257, 2_056)
@@ -178,3 +186,23 @@ def test_pretrain_70b_rents_what_its_cloud_table_lists() -> None:
     )
     assert result.cost.on_demand == pytest.approx(instance_hours * usd_per_hour)
     assert result.cost.mix["reserved_gpus"] % gpus == 0
+
+
+def test_the_ranking_prices_the_instances_the_plan_rents() -> None:
+    """A second review: the ranking priced 13 H200 one GPU at a time ($2,107,885) against
+    16 H100 ($2,263,557) and recommended H200, while the plan itself rents 2 × 8-GPU
+    instances of either. Ranked on the instances, each accelerator costs what its plan's
+    on-demand figure would be, and H100 (2 instances at a lower price) wins."""
+    result = plan(_chat_70b())
+    assert result.recommendation.accelerator == H100
+    mine = sum(c.cost_usd or 0.0 for c in result.recommendation.workloads)
+    assert result.cost.on_demand is not None
+    assert mine == pytest.approx(result.cost.on_demand)
+    _gpus, usd_per_hour = _instance_usd_per_hour(H100)
+    assert mine == pytest.approx(2 * usd_per_hour * H3)  # 16 GPUs: 2 instances, none idle
+    h200 = next(a for a in result.alternatives if a.accelerator == H200)
+    assert h200.total_gpus == 13  # the work's GPUs; the cost is the 2 instances rented
+    _, h200_per_hour = _instance_usd_per_hour(H200)
+    assert h200.cost_usd == pytest.approx(2 * h200_per_hour * H3)
+    assert h200.cost_usd == pytest.approx(plan(_chat_70b(H200)).cost.on_demand)
+    assert any(a.name == "accelerator ranking" for a in result.assumptions)

@@ -108,9 +108,9 @@ def run_plan(
     if cost.on_demand is not None:
         mix = cost.mix.get("total_usd")
         out.print(
-            f"  on-demand ${cost.on_demand:,.0f}"
-            + (f", optimised mix ${mix:,.0f}" if mix is not None else "")
-            + (f", on-prem TCO ${cost.tco['total']:,.0f}" if "total" in cost.tco else "")
+            f"  on-demand {fmt_usd(cost.on_demand)}"
+            + (f", optimised mix {fmt_usd(mix)}" if mix is not None else "")
+            + (f", on-prem TCO {fmt_usd(cost.tco['total'])}" if "total" in cost.tco else "")
             + (
                 f", payback {cost.break_even_months:.1f} months if owned and kept "
                 f"{spec.expected_utilization:.0%} busy"

@@ -12,6 +12,7 @@ from typing import Literal
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.formatting import fmt_duration
 from gpufleet.plan.cost.breakdown import cost_breakdown
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.mix import optimise_mix
@@ -113,17 +114,22 @@ def _spot_overheads(
         deadline_days = deadlines.get(c.workload, DEFAULT_DEADLINE_S) / 86_400.0
         if spot_days > deadline_days:
             notes.append(
-                f"{c.workload} on {c.gpus:,} GPUs would take {spot_days:,.1f} days on spot "
-                f"({wall_days:,.1f} days × {1.0 + overhead:.4f} for reclaims) against its "
+                f"{c.workload} on {c.gpus:,} GPUs would take {_days(spot_days)} on spot "
+                f"({_days(wall_days)} × {1.0 + overhead:.4f} for reclaims) against its "
                 f"{deadline_days:,.0f}-day deadline, so it is not put on spot"
             )
             continue
         notes.append(
-            f"{c.workload} {spot_days:,.1f} days on spot within its {deadline_days:,.0f}-day "
-            "deadline"
+            f"{c.workload} {_days(spot_days)} on spot within its {deadline_days:,.0f}-day deadline"
         )
         out[c.workload] = overhead
     return out, notes
+
+
+def _days(days: float) -> str:
+    """A run's length: days to one decimal, below a day in hours or minutes (never
+    "0.0 days")."""
+    return f"{days:,.1f} days" if days >= 1 else fmt_duration(days * 86_400.0)
 
 
 def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:

@@ -34,7 +34,7 @@ from gpufleet.estimate.training_search import (
     Constraints,
     search_training,
 )
-from gpufleet.formatting import fmt_duration, fmt_pct, fmt_usd
+from gpufleet.formatting import fmt_duration, fmt_pct, fmt_usd, fmt_usd_apart
 from gpufleet.plan.assemble import (
     DEFAULT_DEADLINE_S,
     InfeasiblePlanError,
@@ -42,7 +42,7 @@ from gpufleet.plan.assemble import (
     training_deadline_s,
 )
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
-from gpufleet.plan.cost.instances import rented_offer
+from gpufleet.plan.cost.instances import priced_on_instances, rented_offer
 from gpufleet.plan.cost.prices import cloud_price_offers
 from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
 from gpufleet.plan.inference_search import search_inference
@@ -106,8 +106,18 @@ def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
             if not choice.meets_constraints:
                 portfolio.failures.append(f"{workload.name} on {name}: " + "; ".join(choice.notes))
             portfolio.choices.append(choice)
+        # ranked on what the plan's cost rents: whole instances of the offer it prices
+        found = rented_offer(cloud_price_offers(name, spec.providers, spec.regions))
+        if found is not None:
+            portfolio.choices = priced_on_instances(portfolio.choices, found[1].gpus)
         portfolios.append(portfolio)
     tick("comparing accelerators")
+    log.add(
+        "accelerator ranking",
+        "list-price cost of the work on whole instances",
+        "on-demand price per GPU-hour × the GPUs rented: the instances of the offer the plan's "
+        "cost prices (plan/cost/instances.py), services sharing theirs (gpufleet, derived)",
+    )
     ranked = sorted(
         (p for p in portfolios if p.feasible),
         key=lambda p: (p.cost_usd is None, p.cost_usd or math.inf, p.peak_gpus),
@@ -501,10 +511,11 @@ def _why(best: Portfolio, other: Portfolio) -> list[str]:
     out: list[str] = []
     bc, oc = best.cost_usd, other.cost_usd
     if bc and oc:
+        mine, theirs = fmt_usd_apart(bc, oc)  # never "$2 vs $2" under "costs less"
         out.append(
             # one decimal: "0% less" for a 0.2 % gap read as a tie the verdict then broke
             f"{best.accelerator} costs {fmt_pct(1 - bc / oc)} less than {other.accelerator} for "
-            f"the same work (${bc:,.0f} vs ${oc:,.0f} at list prices)"
+            f"the same work ({mine} vs {theirs} at list prices)"
             if bc < oc
             else f"{best.accelerator} is chosen over {other.accelerator} at similar cost"
         )
@@ -532,8 +543,10 @@ def _why(best: Portfolio, other: Portfolio) -> list[str]:
             bt, ot = b.metrics.get("train_time_days"), o.metrics.get("train_time_days")
             if bt and ot:
                 out.append(
-                    f"{b.workload}: {b.gpus:,} × {best.accelerator} train in {bt:.0f} days "
-                    f"vs {o.gpus:,} × {other.accelerator} in {ot:.0f} days"
+                    # in the unit a person would say: a 40-minute run is not "0 days"
+                    f"{b.workload}: {b.gpus:,} × {best.accelerator} train in "
+                    f"{fmt_duration(bt * 86_400.0)} vs {o.gpus:,} × {other.accelerator} in "
+                    f"{fmt_duration(ot * 86_400.0)}"
                 )
     return out
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from gpufleet.formatting import fmt_label, fmt_num, fmt_pct, fmt_usd
+from gpufleet.formatting import fmt_label, fmt_num, fmt_pct, fmt_usd, fmt_usd_apart
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import (
     Alternative,
@@ -136,7 +136,7 @@ def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
     """When the other way of paying would win, in the verdict's own numbers (steady use of
     the fleet priced as the optimiser would buy it)."""
     u_star, work = v.breakeven_utilization, v.work_utilization
-    own, rent = fmt_usd(v.own_usd), fmt_usd(v.rent_work_usd)
+    own, rent = fmt_usd_apart(v.own_usd, v.rent_work_usd)
     fleet = f"an owned fleet of {v.fleet_gpus:,} GPUs"
     steady = v.rate_text(v.rent_full_usd_per_gpu_hour, v.rent_full_basis)
     if deployment == "cloud":
@@ -146,9 +146,10 @@ def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
                 "it); the plan rents because the spec asks for cloud"
             ]
         if u_star > 1.0:
+            own_all, full = fmt_usd_apart(v.own_usd, v.rent_full_usd)
             return [
-                f"Owning would not win even with {fleet} busy every hour ({own} against "
-                f"{fmt_usd(v.rent_full_usd)} to rent it steadily at {steady})"
+                f"Owning would not win even with {fleet} busy every hour ({own_all} against "
+                f"{full} to rent it steadily at {steady})"
             ]
         return [
             f"Owning wins only if {fleet} is kept more than {fmt_pct(u_star)} busy on average "
@@ -183,11 +184,11 @@ def _residual_change(v: RentOrOwn) -> list[str]:
         if v.payback_months is not None
         else ""
     )
+    cash, rent = fmt_usd_apart(v.own_cash_usd, v.rent_work_usd)
     return [
         f"Owning beats renting the planned work only through the {fmt_usd(v.own_residual_usd)} "
         f"book value credited at the end of the horizon: in cash over "
-        f"{fmt_num(v.horizon_months)} months owning pays {fmt_usd(v.own_cash_usd)} against "
-        f"{fmt_usd(v.rent_work_usd)} to rent{payback}"
+        f"{fmt_num(v.horizon_months)} months owning pays {cash} against {rent} to rent{payback}"
     ]
 
 
@@ -197,9 +198,10 @@ def _present_value_change(v: RentOrOwn) -> list[str]:
         return []
     same = v.cheaper_for_work_pv == v.cheaper_for_work
     winner = "renting" if v.cheaper_for_work_pv == "rent" else "owning"
+    own, rent = fmt_usd_apart(v.own_pv_usd, v.rent_work_pv_usd)
     return [
         f"In present value at {fmt_pct(v.discount_rate)} a year owning costs "
-        f"{fmt_usd(v.own_pv_usd)} against {fmt_usd(v.rent_work_pv_usd)} to rent the planned "
+        f"{own} against {rent} to rent the planned "
         f"work: {winner} wins " + ("here too" if same else "instead, so the rate decides")
     ]
 
@@ -216,10 +218,10 @@ def _accelerator_change(rec: Recommendation, alternatives: Sequence[Alternative]
     cut = 1.0 - mine / nearest.cost_usd
     if cut <= 0:
         return []  # a tie broken by GPU count: no price cut is needed
+    theirs, below = fmt_usd_apart(nearest.cost_usd, mine)
     return [
         f"{nearest.accelerator} would be recommended if its list-price cost for this work fell "
-        f"by more than {fmt_pct(cut)} (from {fmt_usd(nearest.cost_usd)} to below "
-        f"{fmt_usd(mine)})"
+        f"by more than {fmt_pct(cut)} (from {theirs} to below {below})"
     ]
 
 
@@ -231,11 +233,12 @@ def _robustness(deployment: str, high: float, v: RentOrOwn) -> list[str]:
         mine, theirs, other = "owning", "renting the same GPU-hours", v.rent_work_usd
     else:
         return []
-    at = f"At the high end of its range ({fmt_usd(high)}) {mine}"
+    high_text, other_text = fmt_usd_apart(high, other)
+    at = f"At the high end of its range ({high_text}) {mine}"
     if high < other:
-        return [f"{at} still costs less than {theirs} ({fmt_usd(other)})"]
+        return [f"{at} still costs less than {theirs} ({other_text})"]
     return [
-        f"{at} would cost more than {theirs} ({fmt_usd(other)}): settle the inputs above "
+        f"{at} would cost more than {theirs} ({other_text}): settle the inputs above "
         "before committing"
     ]
 

@@ -28,6 +28,7 @@ from gpufleet.formatting import (
     MISSING,
     fmt_bytes,
     fmt_count,
+    fmt_duration,
     fmt_label,
     fmt_num,
     fmt_pct,
@@ -90,8 +91,9 @@ def fmt_keyed(key: str, value: object, default: str = "num") -> str:
         return f"{fmt_count(round(v))} GPU-h"
     if k.endswith("_hours"):
         return f"{fmt_num(v)} h"
-    if k.endswith("_days"):
-        return f"{v:,.1f} days"
+    if k.endswith("_days") or "_days_" in k:
+        # below a day in the unit a person would say: a 3-minute run is not "0.0 days"
+        return f"{v:,.1f} days" if abs(v) >= 1 or v == 0 else fmt_duration(v * 86_400.0)
     if k.endswith("_months"):
         return f"{v:,.1f} months"
     if k.endswith("_years"):

@@ -7,12 +7,14 @@ purchase price for the accelerator) into notes in the log, and fills `CostBreakd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
 from gpufleet.catalog.instances import PROVIDERS
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.formatting import fmt_duration
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.instances import on_whole_instances, rented_counts
 from gpufleet.plan.cost.mix import optimise_mix
@@ -30,10 +32,12 @@ from gpufleet.plan.cost.prices import (
 )
 from gpufleet.plan.cost.steady import SteadyRent, steady_prices
 from gpufleet.plan.cost.tco import (
+    Asset,
     NoOnPremPriceError,
     OnPremInputs,
     break_even_months,
     on_prem_tco,
+    owned_assets,
     spread_factor,
 )
 from gpufleet.plan.cost.tornado import (
@@ -213,7 +217,27 @@ def rent_or_own(
     u = on_prem.utilization
     stated = steady.at_utilization(u)
     full = steady.at_utilization(1.0)
-    payback = break_even_months(tco, stated.usd_per_gpu_hour, on_prem.gpus, u)
+    built = tco.get("capex_facility", 0.0)
+    hardware, building = owned_assets(tco["capex"] - built, built, on_prem.prefs)
+    payback = break_even_months(
+        tco, stated.usd_per_gpu_hour, on_prem.gpus, u, assets=(hardware, building)
+    )
+    once = break_even_months(
+        tco, stated.usd_per_gpu_hour, on_prem.gpus, u, assets=(Asset(tco["capex"], math.inf),)
+    )
+    if payback is None and once is not None:
+        again = min(
+            (a.life_years * 12.0, what)
+            for a, what in ((hardware, "hardware"), (building, "facility"))
+            if a.cost_usd > 0
+        )
+        log.add(
+            "payback",
+            "never",
+            f"the savings at the stated utilization would repay the day-one capex in month "
+            f"{once:.0f}, but the {again[1]} is bought again in month {again[0]:.0f}, before "
+            "that, and each replacement comes before the last purchase is repaid",
+        )
     log.add(
         "rent-or-own steady use",
         f"{u:.0%} of {on_prem.gpus:,} GPUs every hour at ${stated.usd_per_gpu_hour:.4f}/GPU-h "
@@ -240,6 +264,7 @@ def rent_or_own(
         rent_full_basis=full.basis,
         breakeven_utilization=steady.breakeven_utilization(tco["total"]),
         own_residual_usd=tco.get("residual_value", 0.0),
+        own_replacement_usd=tco.get("replacement_purchases", 0.0),
     )
     if payback is not None and verdict.cheaper_at_stated == "rent":
         # the cash view pays back (capex once, no horizon) while over the horizon the TCO
@@ -357,7 +382,8 @@ def bookable(prices: dict[str, float], demand: Demand, log: Assumptions) -> dict
         return {k: v for k, v in prices.items() if k != CAPACITY_BLOCK}
     log.add(
         "capacity blocks",
-        f"one block of up to {window_days:,.0f} days",
+        "one block of up to "
+        + (f"{window_days:,.0f} days" if window_days >= 1 else fmt_duration(window_days * 86_400)),
         "booked up to eight weeks ahead at the price of the day, paid up front, not "
         "modifiable or cancellable; AWS does not publish how many instances a block can "
         "hold, so whether the gang size is obtainable must be confirmed with AWS",

@@ -83,11 +83,14 @@ class Demand:
         GPUs of a gang).
         """
         n = gpus_per_instance
-        gangs = tuple((_whole(g, n), hours * _whole(g, n) / g) for g, hours in self.burst_gangs)
+        gangs = tuple(
+            (whole_instances(g, n), hours * whole_instances(g, n) / g)
+            for g, hours in self.burst_gangs
+        )
         idle_hours = sum(h for _, h in gangs) - sum(h for _, h in self.burst_gangs)
         return replace(
             self,
-            baseline_gpus=_whole(self.baseline_gpus, n),
+            baseline_gpus=whole_instances(self.baseline_gpus, n),
             burst_gpu_hours=self.burst_gpu_hours + idle_hours,
             instance_gpus=n,
             burst_gangs=gangs,
@@ -103,6 +106,6 @@ class Demand:
         return self.baseline_gpus * self.horizon_hours + self.burst_gpu_hours
 
 
-def _whole(gpus: int, gpus_per_instance: int) -> int:
+def whole_instances(gpus: int, gpus_per_instance: int) -> int:
     """`gpus` rounded up to whole instances of `gpus_per_instance`."""
     return math.ceil(gpus / gpus_per_instance) * gpus_per_instance

@@ -10,11 +10,11 @@ the offer priced before anything prices it, and the plan says how many it rents.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.formatting import fmt_count
-from gpufleet.plan.cost.demand import Demand
+from gpufleet.plan.cost.demand import Demand, whole_instances
 from gpufleet.plan.cost.prices import (
     CAPACITY_BLOCK,
     ON_DEMAND,
@@ -23,6 +23,7 @@ from gpufleet.plan.cost.prices import (
     SPOT,
     InstanceOffer,
 )
+from gpufleet.plan.model import WorkloadChoice
 
 # The offer whose instances the demand is rented in: on-demand (the plan's Cloud options
 # table lists its instances), else the kind that would carry the baseline, else the burst's
@@ -109,3 +110,24 @@ def on_whole_instances(
             source + "; the burst's gang sizes were not given, so it is not rounded",
         )
     return rented
+
+
+def priced_on_instances(
+    choices: Sequence[WorkloadChoice], gpus_per_instance: int
+) -> list[WorkloadChoice]:
+    """Each choice's list-price cost as the plan's own cost rents it (`Demand.on_instances`):
+    the services share instances, so their GPUs round up once and the idle GPUs' cost is
+    split between them by GPUs; each training gang rounds up on its own. The accelerators
+    are ranked on these costs, so the ranking pays for what the chosen plan pays for (13 H200
+    and 16 H100 are both 2 × 8-GPU instances). The GPUs and GPU-hours stay the work's."""
+    n = gpus_per_instance
+    serving = sum(c.gpus for c in choices if c.kind == "inference" and c.gpus > 0)
+    serving_scale = whole_instances(serving, n) / serving if serving else 1.0
+    out: list[WorkloadChoice] = []
+    for c in choices:
+        if c.cost_usd is None or c.gpus <= 0:
+            out.append(c)
+            continue
+        scale = serving_scale if c.kind == "inference" else whole_instances(c.gpus, n) / c.gpus
+        out.append(c.model_copy(update={"cost_usd": c.cost_usd * scale}))
+    return out

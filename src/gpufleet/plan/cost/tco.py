@@ -309,9 +309,43 @@ class Asset:
         age = horizon_years - self.purchase_years(horizon_years)[-1]
         return self.cost_usd * max(0.0, 1.0 - age / self.life_years)
 
+    def replacements_usd(self, horizon_years: float) -> float:
+        """What the purchases after the first cost within the horizon (undiscounted)."""
+        return self.cost_usd * (len(self.purchase_years(horizon_years)) - 1)
+
     def present_usd(self, horizon_years: float, rate: float) -> float:
         bought = sum(self.cost_usd * discount(t, rate) for t in self.purchase_years(horizon_years))
         return bought - self.residual_usd(horizon_years) * discount(horizon_years, rate)
+
+
+def owned_assets(
+    hardware_usd: float, building_usd: float, prefs: OnPremPreferences
+) -> tuple[Asset, Asset]:
+    """The hardware (bought again every depreciation life) and the facility build (every
+    facility life): the one schedule of purchases the TCO, its present value and the
+    payback all read, so none of them can forget a replacement."""
+    return (
+        Asset(hardware_usd, prefs.depreciation_years),
+        Asset(building_usd, prefs.facility_life_years),
+    )
+
+
+def _log_replacements(assets: Sequence[Asset], horizon_years: float, log: Assumptions) -> None:
+    """Say when and for how much an asset the horizon outlives is bought again."""
+    for asset, what in zip(assets, ("hardware", "facility build"), strict=True):
+        again = asset.purchase_years(horizon_years)[1:]
+        if not again or asset.cost_usd == 0:
+            continue
+        years = ", ".join(f"{t:g}" for t in again)
+        log.add(
+            f"on-prem {what} replacement",
+            f"bought again in year {years} (${asset.cost_usd:,.0f} each)",
+            f"the {horizon_years:g}-year horizon outlives its {asset.life_years:g}-year "
+            "straight-line life: the TCO pays every purchase and credits the last one's book "
+            "value at the horizon's end (total = capex + replacement purchases − residual "
+            "value + opex × years); the payback counts the same purchases (gpufleet "
+            "assumption: the fleet is replaced like for like, at today's price)",
+        )
 
 
 def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
@@ -341,8 +375,10 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     + colocation $/kW-month × IT kW × 12 (`facility: colocation`) + support fraction ×
     hardware + FTE per 100 nodes × nodes / 100 × $/FTE-year. Depreciation per year =
     hardware / depreciation years + facility build / facility life (straight line).
-    total = (depreciation + opex) per year × horizon years — capex less its residual book
-    value at the horizon's end, plus opex — and per_gpu_hour = total / (gpus × horizon ×
+    total = (depreciation + opex) per year × horizon years — capex, plus the hardware (and
+    facility) bought again when the horizon outlives its life (`replacement_purchases`,
+    `Asset`), less the last purchase's book value at the horizon's end, plus opex: the table
+    adds up to the total — and per_gpu_hour = total / (gpus × horizon ×
     8,760 × utilization): the cost of one delivered GPU-hour. `burst_rent_usd` (demand above
     the owned fleet, rented) is added to the total, not to per_gpu_hour. present_value
     discounts the same cash flows (`Asset.present_usd`, opex and rent spread evenly) at
@@ -417,9 +453,12 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     owning = (depreciation + opex) * horizon_years
     total = owning + burst_rent_usd
     delivered = gpus * horizon_years * HOURS_PER_YEAR * utilization
-    hardware_life = Asset(hardware, prefs.depreciation_years)
-    building_life = Asset(building, prefs.facility_life_years)
+    hardware_life, building_life = owned_assets(hardware, building, prefs)
     residual = hardware_life.residual_usd(horizon_years) + building_life.residual_usd(horizon_years)
+    replacements = hardware_life.replacements_usd(horizon_years) + building_life.replacements_usd(
+        horizon_years
+    )
+    _log_replacements((hardware_life, building_life), horizon_years, log)
     present = (
         hardware_life.present_usd(horizon_years, prefs.discount_rate)
         + building_life.present_usd(horizon_years, prefs.discount_rate)
@@ -435,10 +474,11 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     log.add(
         "on-prem TCO method",
         "(hardware / depreciation years + facility build / facility life + opex per year) × "
-        "horizon years = capex − residual value + opex × years (+ replacements when the "
-        "horizon outlives the hardware); per delivered GPU-hour at the expected utilization; "
-        "present value: purchases when made, residual value at the horizon's end, opex spread "
-        "evenly, at the discount rate",
+        "horizon years = capex + replacement purchases (when the horizon outlives the "
+        "hardware or the facility) − residual value + opex × years; per delivered GPU-hour at "
+        "the expected utilization; present value: purchases when made, residual value at the "
+        "horizon's end, opex spread evenly, at the discount rate; payback: the same purchases "
+        "when made against the monthly saving",
         "gpufleet (derived); docs/design/0007-cost-model.md",
     )
     out = {
@@ -448,6 +488,8 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "capex_storage": storage,
         "capex_facility": building,
         "capex_per_gpu": capex / gpus,
+        # bought again when the horizon outlives them: total = capex + this − residual + opex
+        "replacement_purchases": replacements,
         "opex_per_year": opex,
         "opex_power_per_year": power,
         "opex_colocation_per_year": colocation,
@@ -477,19 +519,48 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
 
 
 def break_even_months(
-    tco: Mapping[str, float], cloud_gpu_hour_usd: float, gpus: int, utilization: float
+    tco: Mapping[str, float],
+    cloud_gpu_hour_usd: float,
+    gpus: int,
+    utilization: float,
+    *,
+    assets: Sequence[Asset],
 ) -> float | None:
     """Months until renting the used GPU-hours costs more than buying and running the fleet.
 
     Renting costs cloud price × gpus × utilization × 730 h a month (only the hours used are
-    rented); owning costs the capex on day one plus opex per year / 12 a month. They cross at
-    capex / (rent − opex) per month. None when renting is cheaper every month (rent ≤ opex)
-    or the crossing is beyond 10 years. Replacement at the end of the depreciation period is
-    not in this cash view.
+    rented); owning costs its purchases when made (`assets`: the capex on day one and each
+    asset again at the end of its life, as the TCO buys them; `owned_assets`) plus opex per
+    year / 12 a month. None when renting is cheaper every month (rent ≤ opex), when the
+    savings never catch up with the purchases (a payback longer than the hardware's life is
+    overtaken by its replacement, and so is every later one), or when the crossing is beyond
+    10 years.
     """
     rent = cloud_gpu_hour_usd * gpus * utilization * HOURS_PER_MONTH
     own = tco["opex_per_year"] / 12.0
     if rent <= own:
         return None
-    months = tco["capex"] / (rent - own)
-    return months if months <= BREAK_EVEN_LIMIT_MONTHS else None
+    months = payback_months(assets, rent - own)
+    return months if months is not None and months <= BREAK_EVEN_LIMIT_MONTHS else None
+
+
+def payback_months(assets: Sequence[Asset], saving_usd_per_month: float) -> float | None:
+    """The first month at which the saving, accrued since day one, has paid every purchase
+    made by then (purchases within 10 years; None for a saving that is not positive)."""
+    if saving_usd_per_month <= 0:
+        return None
+    limit_years = BREAK_EVEN_LIMIT_MONTHS / 12.0
+    purchases = sorted(
+        (t * 12.0, a.cost_usd)
+        for a in assets
+        if a.cost_usd > 0
+        for t in a.purchase_years(limit_years)
+    )
+    spent = sum(usd for month, usd in purchases if month == 0)
+    for month, usd in purchases:
+        if month == 0:
+            continue
+        if spent / saving_usd_per_month <= month:
+            break
+        spent += usd
+    return spent / saving_usd_per_month

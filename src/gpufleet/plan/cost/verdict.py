@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, fields
 from typing import Any, Literal
 
-from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd, fmt_usd_rate
+from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd, fmt_usd_apart, fmt_usd_rate
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 
 Side = Literal["own", "rent"]
@@ -68,6 +68,8 @@ class RentOrOwn:
     rent_full_basis: str
     breakeven_utilization: float  # above it owning wins (> 1: not even busy every hour)
     own_residual_usd: float = 0.0  # book value the TCO credits at the horizon's end
+    # buying the hardware (or the facility) again when the horizon outlives it: in own_usd
+    own_replacement_usd: float = 0.0
 
     @property
     def fleet_hours(self) -> float:
@@ -170,15 +172,13 @@ class RentOrOwn:
         """', ahead only through …' where owning wins on the TCO but not in cash."""
         if not self.owning_needs_residual(rent_usd):
             return ""
+        cash, rent = fmt_usd_apart(self.own_cash_usd, rent_usd)
         if again:
-            return (
-                f", again only through that book value ({fmt_usd(self.own_cash_usd)} in cash "
-                f"against {fmt_usd(rent_usd)})"
-            )
+            return f", again only through that book value ({cash} in cash against {rent})"
         return (
             f", ahead only through the {fmt_usd(self.own_residual_usd)} book value credited at "
             f"the end: in cash over {fmt_num(self.horizon_months)} months owning pays "
-            f"{fmt_usd(self.own_cash_usd)} against {fmt_usd(rent_usd)} to rent"
+            f"{cash} against {rent} to rent"
         )
 
     def payback_text(self) -> str:
@@ -198,30 +198,39 @@ class RentOrOwn:
         """The verdict, from the numbers above and nothing else."""
         years = f"{self.horizon_years:g} year{'s' if self.horizon_years != 1 else ''}"
         head = "renting" if self.cheaper_for_work == "rent" else "owning"
+        own, rent = fmt_usd_apart(self.own_usd, self.rent_work_usd)
         out = (
             f"{head} is cheaper for the planned work, which keeps {self.fleet_gpus:,} owned "
             f"GPUs {fmt_pct(self.work_utilization)} busy over {years}: owning costs "
-            f"{fmt_usd(self.own_usd)} ({fmt_usd(self.own_idle_usd)} of it idle capacity"
+            f"{own} ({fmt_usd(self.own_idle_usd)} of it idle capacity"
             + (
                 f", {fmt_usd(self.own_burst_rent_usd)} renting the demand above the fleet"
                 if self.own_burst_rent_usd
                 else ""
             )
-            + f") against {fmt_usd(self.rent_work_usd)} to rent the same GPU-hours"
+            + (
+                f"; buying the fleet again within the horizon, {fmt_usd(self.own_replacement_usd)}"
+                ", included"
+                if self.own_replacement_usd
+                else ""
+            )
+            + f") against {rent} to rent the same GPU-hours"
             + self._residual_clause(self.rent_work_usd)
         )
         u_star = self.breakeven_utilization
         if u_star > 1.0:
+            own, full = fmt_usd_apart(self.own_usd, self.rent_full_usd)
             return out + (
                 "; owning would not win even with the fleet busy every hour ("
-                f"{fmt_usd(self.own_usd)} owned against {fmt_usd(self.rent_full_usd)} to rent "
+                f"{own} owned against {full} to rent "
                 "it steadily at "
                 + self.rate_text(self.rent_full_usd_per_gpu_hour, self.rent_full_basis)
                 + ")"
             )
+        own, stated = fmt_usd_apart(self.own_usd, self.rent_at_stated_usd)
         at = (
-            f"at the stated {fmt_pct(self.stated_utilization)}: {fmt_usd(self.own_usd)} "
-            f"owned against {fmt_usd(self.rent_at_stated_usd)} to rent that use steadily at "
+            f"at the stated {fmt_pct(self.stated_utilization)}: {own} "
+            f"owned against {stated} to rent that use steadily at "
             + self.rate_text(self.rent_at_stated_usd_per_gpu_hour, self.rent_at_stated_basis)
         )
         if self.payback_months is not None and self.cheaper_at_stated == "own":
