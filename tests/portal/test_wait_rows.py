@@ -31,6 +31,7 @@ def _numbers(text: str) -> set[str]:
     "wait",
     [
         CapacityWait("single-nodes", "h100", 2, 8, room_workers=1, free_gpus=12),
+        CapacityWait("single-nodes", "h100", 2, 8, room_workers=1, free_gpus=12, reserved_gpus=5),
         CapacityWait("group-short", "h100", 4, 8, level="leaf", most_free_in_level=24),
         CapacityWait(
             "fragmented", "h100", 2, 8, level="leaf", most_free_in_level=20, most_room_in_level=1
@@ -41,6 +42,7 @@ def _numbers(text: str) -> set[str]:
         QuotaWait("guarantee-lent", "vision", "h100", 0, 8000, 8000, 8000, "ml", -6000, None),
         SliceWait("none-free", "a100", "1g.10gb"),
         ShareWait("h100", 500),
+        ShareWait("h100", 250, unshared=True),
         ReservedFor(16, "h100", ("h-0", "h-1"), 3600.0, 2),
         ReservationAhead("12", 16, "h100", 600.0),
         StrictFifo("12"),
@@ -73,3 +75,8 @@ def test_a_member_sees_no_other_teams_blocker_in_the_records() -> None:
     (out,) = public_waits([numbers_of(StrictFifo("11"))], "nlp", None, full=False)
     assert out.blocking_job == "another team's job"
     assert "'11'" not in out.text
+
+
+def test_a_share_no_gpu_takes_is_said_so_in_the_row() -> None:
+    (out,) = public_waits([numbers_of(ShareWait("h100", 250, unshared=True))], "nlp", None, True)
+    assert wait_row(out).has == "no GPU takes fractions here"

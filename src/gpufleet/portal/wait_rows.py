@@ -54,6 +54,8 @@ def _capacity(n: dict[str, Any]) -> tuple[str, str, str]:
             f"room for {n.get('room_workers')} of {workers} workers; "
             f"{_gpus(n.get('free_gpus'))} free in all"
         )
+        if n.get("reserved_gpus"):  # idle, but held for an earlier job's reservation
+            has += f", {_gpus(n.get('reserved_gpus'))} of them held for a reservation"
     else:
         level = n.get("level")
         has = f"most free in one {level}: {_gpus(n.get('most_free_in_level'))}"
@@ -102,7 +104,13 @@ def wait_row(w: WaitOut) -> WaitRow:
     elif w.kind == "gpu-share":
         needed = w.needed_gpus or 0.0
         needs = f"{round(needed * 1000)}/1000 of a GPU ({needed:g})"
-        has = "free only on spot" if n.get("spot_only") else "no GPU has it free"
+        has = (
+            "no GPU takes fractions here"
+            if n.get("unshared")
+            else "free only on spot"
+            if n.get("spot_only")
+            else "no GPU has it free"
+        )
     elif w.kind == "reserved":
         nodes = [str(x) for x in n.get("nodes") or []]
         shown = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")

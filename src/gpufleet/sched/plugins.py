@@ -367,6 +367,7 @@ class TopologyBestFit:
                     return Placed(fit)
         if excluded:  # the room above counted spot nodes too
             room = self._room(view, info, acc, per, excluded)
+        reserved = reserved_free(view, acc)
         return self._wait(
             CapacityWait(
                 "single-nodes",
@@ -374,9 +375,9 @@ class TopologyBestFit:
                 workers,
                 per,
                 room_workers=room,
-                free_gpus=view.free_total(acc) + reserved_free(view, acc),
+                free_gpus=view.free_total(acc) + reserved,
                 spot_excluded=self._spot_excluded(view, job, acc),
-                reserved_gpus=reserved_free(view, acc),
+                reserved_gpus=reserved,
             )
         )
 

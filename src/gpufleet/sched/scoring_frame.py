@@ -341,6 +341,7 @@ class Scoring(ABC):
                 view.free_gpus(n.name) // per
                 for n in self._candidates(view, job, acc, per, view.nodes_with_free(acc, per))
             )
+            reserved = reserved_free(view, acc)
             return self._wait(
                 CapacityWait(
                     "single-nodes",
@@ -348,9 +349,9 @@ class Scoring(ABC):
                     workers,
                     per,
                     room_workers=room,
-                    free_gpus=view.free_total(acc) + reserved_free(view, acc),
+                    free_gpus=view.free_total(acc) + reserved,
                     spot_excluded=self._spot_excluded(view, job, acc),
-                    reserved_gpus=reserved_free(view, acc),
+                    reserved_gpus=reserved,
                 )
             )
         if required not in cluster.levels:
