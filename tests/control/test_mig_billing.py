@@ -89,3 +89,28 @@ def test_a_fully_sliced_gpu_is_one_gpu_allocated_and_billed(sqlite_engine: Engin
     ).json()
     (row,) = [r for r in report["rows"] if r.get("accelerator") == A100]
     assert row["gpu_hours_allocated"] == pytest.approx((end_s - start_s) / 3600, rel=1e-9)
+
+
+def test_the_chargeback_guide_states_the_slice_weights_the_ledger_bills() -> None:
+    """docs/guide/control-plane.md explains why a 1g.10gb job bills 0.142 or 0.143 GPU (it
+    was said only in code); its figures are the catalog's `layout_shares`, so a change to
+    the weighing shows here."""
+    from pathlib import Path
+
+    from gpufleet.catalog.mig import get_mig_layout, layout_shares
+
+    guide = Path(__file__).parents[2] / "docs" / "guide" / "control-plane.md"
+    text = " ".join(guide.read_text().split())
+
+    def gpu(layout: str) -> list[str]:
+        instances = get_mig_layout(A100, layout).instances
+        return [f"{m / 1000:.3f}" for m in layout_shares(A100, instances, 1000)]
+
+    balanced = gpu("all-balanced")
+    assert balanced == ["0.142", "0.143", "0.286", "0.429"]
+    assert " + ".join(balanced) in text
+    sevens = gpu("all-1g.10gb")
+    assert sevens == ["0.142"] + ["0.143"] * 6
+    assert "bill 0.142 + 6 × 0.143" in text
+    assert " + ".join(gpu("all-3g.40gb")) in text
+    assert "bills 0.142 GPU when it is the GPU's first compute slice and 0.143 GPU" in text

@@ -98,7 +98,8 @@ def test_rates_nodes_and_team_changes(portal: Portal) -> None:
     admin = portal.as_("admin")
     r = admin.post("/portal/admin/rates", {"flavor": "h100-sxm5-80gb", "usd_per_gpu_h": "3.1"})
     assert r.status_code == 200
-    assert re.search(r"h100-sxm5-80gb</th><td class=\"num\">3.1<", r.text)
+    assert re.search(r"h100-sxm5-80gb</th><td class=\"num\">3.1000<", r.text)
+    assert "Rate of h100-sxm5-80gb set to 3.1000 USD per GPU-hour." in r.text
     r = admin.post("/portal/admin/nodes", {"node": "h100-1", "state": "drain", "reason": "fan"})
     assert r.status_code == 200
     assert "Node h100-1 is now drain." in r.text

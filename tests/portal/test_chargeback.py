@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
@@ -73,6 +73,38 @@ def test_the_csv_download_adds_up_and_is_the_apis(billed: Portal) -> None:
     page = admin.get("/portal/chargeback" + query).text
     shown = re.search(r'id="total-cost">([^<]+)<', page).group(1)  # type: ignore[union-attr]
     assert shown == total["total_cost_usd"]
+
+
+def test_every_rate_reads_the_same_way_and_the_exports_keep_it_exact(billed: Portal) -> None:
+    """A list rate and a blended rate side by side read "2.50" and "2.124738" (nlp ran H100s
+    at 2.50 and a 3g.40gb slice at 1.25); the admin's table read "2.5". Every rate a person
+    reads now has four decimals; the JSON and CSV keep the exact micro-dollar rate."""
+    admin = billed.as_("admin")
+    page = admin.get("/portal/chargeback?period=this-month&group_by=team").text
+    table = page.split('id="chargeback-table"', 1)[1].split("</table>", 1)[0]
+    header = re.findall(r"<th scope=\"col\"[^>]*>([^<]+)</th>", table)
+    column = header.index("Rate (USD/GPU-h)")
+    shown = {}
+    for row in re.findall(r"<tr>\s*<th scope=\"row\">(\w+)</th>(.*?)</tr>", table, re.S):
+        cells = re.findall(r"<td[^>]*>([^<]*)</td>", row[1])
+        shown[row[0]] = cells[column - 1]
+    api = billed.plane.client.get(
+        "/api/v1/reports/chargeback", headers=billed.plane.auth("admin")
+    ).json()
+    exact = {r["team"]: Decimal(r["rate_usd_per_gpu_h"]) for r in api["rows"]}
+    assert exact["vision"] == Decimal("2.5")
+    assert exact["nlp"] != exact["nlp"].quantize(Decimal("0.0001"))  # blended: 6 decimals
+    assert shown == {
+        team: str(rate.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
+        for team, rate in exact.items()
+    }
+    rows = _rows(admin.get("/portal/chargeback.csv?group_by=team").text)
+    assert {r["team"]: Decimal(r["rate_usd_per_gpu_hour"]) for r in rows if r["team"] in exact} == (
+        exact
+    )
+    rates = admin.get("/portal/admin/rates").text
+    assert re.search(r"h100-sxm5-80gb</th><td class=\"num\">2.5000<", rates)
+    assert re.search(r"a100-sxm4-80gb</th><td class=\"num\">1.2500<", rates)
 
 
 def test_members_see_their_team_only_and_no_idle(billed: Portal) -> None:

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from gpufleet.api.views import public_waits
+from gpufleet.control.jobs import QuotaNever
 from gpufleet.portal.wait_rows import wait_row
 from gpufleet.sched.quota import QuotaWait
 from gpufleet.sched.waits import (
@@ -48,6 +49,14 @@ def _numbers(text: str) -> set[str]:
         StrictFifo("12"),
         NoQuota("nlp", "a100"),
         UnknownLevel("rack", ("block", "leaf")),
+        QuotaNever(
+            "nlp",
+            "team nlp may hold at most 12 h100 GPUs (8 guaranteed + 6 that cohort ml can lend, "
+            "capped at 12) and this job needs 16; an admin can change the team's quotas",
+            16,
+            (("h100", 12), ("a100", None)),
+            (("h100", "8 guaranteed + 6 that cohort ml can lend, capped at 12"),),
+        ),
     ],
     ids=lambda w: f"{w.kind}",
 )
@@ -68,7 +77,8 @@ def test_every_kind_has_a_label() -> None:
         for obj in vars(waits).values()
         if isinstance(obj, type) and isinstance(getattr(obj, "kind", None), str)
     }
-    assert kinds | {"quota"} == set(KIND_LABELS)
+    # the scheduler's kinds, its quota record's, and the control plane's own
+    assert kinds | {"quota", QuotaNever.kind} == set(KIND_LABELS)
 
 
 def test_a_member_sees_no_other_teams_blocker_in_the_records() -> None:

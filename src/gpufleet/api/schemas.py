@@ -95,8 +95,9 @@ class WaitOut(BaseModel):
 
     kind: str = Field(
         description="capacity, quota, mig-slice, gpu-share, reserved, reservation, "
-        "no-reservation, strict-fifo, preemption, no-accelerator, no-quota, unknown-team, "
-        "unknown-level, or other (a sentence only)."
+        "no-reservation, strict-fifo, preemption, no-accelerator, no-quota, quota-never (the "
+        "team's quotas of now never let it start), unknown-team, unknown-level, or other (a "
+        "sentence only)."
     )
     text: str = Field(description="This part of the reason, as the sentence says it.")
     accelerator: str | None = None

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 from pydantic import (
     BaseModel,
@@ -334,7 +334,18 @@ def _request(req: JobRequest, cluster: Cluster, room: QuotaRoom) -> dict[str, An
     return out
 
 
-def _fitting(req: JobRequest, nodes: Sequence[Node]) -> list[str]:
+class _Shape(Protocol):
+    """What `_fitting` reads of a job: a submit's `JobRequest`, or a stored job's spec."""
+
+    @property
+    def gpus(self) -> int | None: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def mig_profile(self) -> str | None: ...
+
+
+def _fitting(req: _Shape, nodes: Sequence[Node]) -> list[str]:
     """The accelerators whose `nodes` can hold the request when nothing else runs (a gang:
     one worker per node's share of GPUs); UserError, saying what to change, where none can."""
     accs = list(dict.fromkeys(n.accelerator for n in nodes))
@@ -444,7 +455,15 @@ def quota_room(session: Session, team: Any) -> QuotaRoom:
     if team.name not in members:
         return QuotaRoom(team.name, {}, {})  # no quota for any flavor
     book = QuotaBook(TeamsSpec.model_validate({"kind": "teams", "teams": [*members.values()]}), {})
-    me = book.teams[team.name]
+    return room_in(book, team.name)
+
+
+def room_in(book: QuotaBook, name: str) -> QuotaRoom:
+    """The `QuotaRoom` of team `name` in `book` (built with nothing in use); a team the book
+    does not know has no quota for any flavor."""
+    me = book.teams.get(name)
+    if me is None:
+        return QuotaRoom(name, {}, {})
     most: dict[str, int] = {}
     parts: dict[str, str] = {}
     for q in me.quotas:
@@ -455,10 +474,105 @@ def quota_room(session: Session, team: Any) -> QuotaRoom:
         pool = book.lend_pool(me, q.flavor) // MILLI if q.borrowing else 0
         parts[q.flavor] = f"{q.guaranteed_gpus} guaranteed"
         if pool > 0:
-            parts[q.flavor] += f" + {pool} that cohort {team.cohort} can lend"
+            parts[q.flavor] += f" + {pool} that cohort {me.cohort} can lend"
         if most[q.flavor] < q.guaranteed_gpus + max(pool, 0):
             parts[q.flavor] += f", capped at {most[q.flavor]}"
-    return QuotaRoom(team.name, most, parts)
+    return QuotaRoom(name, most, parts)
+
+
+# how a `QuotaNever` reason begins (stored as the job's reason: the reconciler finds them by it)
+NEVER_MARK = "cannot run under its team's quotas of now"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaNever:
+    """A pending job's reason (a `sched.waits.Wait` record) when its team's quotas of now
+    never let it start: accepted at submit under larger quotas, then an admin shrank them
+    (or the cohort lends less). The scheduler only read it as waiting ("quota 8/2 in use,
+    capped at 2"), with nothing saying it would wait for ever or what to change.
+
+    `why` is the submit's refusal for the same job (`_quota_refusal`), so a job refused at
+    submit and one stranded later read the same."""
+
+    kind: ClassVar[str] = "quota-never"
+    team: str
+    why: str
+    needed_gpus: float
+    most_gpus: tuple[tuple[str, int | None], ...]  # per accelerator it accepts; None: no quota
+    made_of: tuple[tuple[str, str], ...] = ()  # how each most is made up (`QuotaRoom.parts`)
+
+    def text(self) -> str:
+        return f"{NEVER_MARK}: {self.why}, or cancel this job and submit one that fits"
+
+    def numbers(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "team": self.team,
+            "needed_gpus": self.needed_gpus,
+            "most_gpus": dict(self.most_gpus),
+            "made_of": dict(self.made_of),
+        }
+        if len(self.most_gpus) == 1:
+            out["accelerator"] = self.most_gpus[0][0]
+        return out
+
+
+def quota_never(job: JobSpec, cluster: Cluster, room: QuotaRoom) -> QuotaNever | None:
+    """The submit's quota rule (`_request`) applied to a job already waiting: why its team's
+    quotas of now never let it start on any accelerator that can hold it, or None. None too
+    where no node can hold it at all: that is the cluster's doing, and the scheduler's reason
+    says so."""
+    usable = set(job.accelerators or cluster.gpus_by_accelerator)
+    nodes = [n for n in cluster.nodes if n.accelerator in usable]
+    if not job.spot_ok:
+        nodes = [n for n in nodes if n.capacity != "spot"]
+    try:
+        fit = _fitting(job, nodes)
+    except UserError:
+        return None
+    why = _quota_refusal(job, fit, room)
+    if why is None:
+        return None
+    requests = requests_for(job, list(fit))
+    return QuotaNever(
+        room.team,
+        why,
+        max(request_milli(r) for r in requests) / MILLI,
+        tuple((r.accelerator, room.most_gpus.get(r.accelerator)) for r in requests),
+        tuple(
+            (r.accelerator, room.parts[r.accelerator])
+            for r in requests
+            if r.accelerator in room.parts
+        ),
+    )
+
+
+def never_under_quota(
+    pending: Sequence[JobSpec], teams: TeamsSpec, cluster: Cluster
+) -> dict[str, QuotaNever]:
+    """The waiting jobs (by name) that their team's quotas of now never let start, with why:
+    `quota_never` for each, weighed once per team and job shape (a long queue has few)."""
+    book = QuotaBook(teams, {})
+    rooms: dict[str, QuotaRoom] = {}
+    seen: dict[tuple[Any, ...], QuotaNever | None] = {}
+    out: dict[str, QuotaNever] = {}
+    for job in pending:
+        shape = (
+            job.team,
+            job.gpus,
+            job.workers,
+            job.mig_profile,
+            job.gpu_fraction,
+            tuple(job.accelerators),
+            job.spot_ok,
+        )
+        if shape not in seen:
+            if job.team not in rooms:
+                rooms[job.team] = room_in(book, job.team)
+            seen[shape] = quota_never(job, cluster, rooms[job.team])
+        found = seen[shape]
+        if found is not None:
+            out[job.name] = found
+    return out
 
 
 def _check_budget(session: Session, team: Any, now_s: float) -> None:

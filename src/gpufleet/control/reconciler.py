@@ -53,7 +53,15 @@ from gpufleet.control.executors.base import (
     RunKey,
     Worker,
 )
-from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_error, spec_of
+from gpufleet.control.jobs import (
+    NEVER_MARK,
+    SPEC_COLUMNS,
+    QuotaNever,
+    in_lead_order,
+    never_under_quota,
+    spec_error,
+    spec_of,
+)
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import UNBILLED, close_allocations
 from gpufleet.control.models import Allocation, AuditEntry, Job, NodeRecord, QueueSnapshot, Team
@@ -63,6 +71,7 @@ from gpufleet.sched.framework import Decisions
 from gpufleet.sched.framework import Placement as Placed
 from gpufleet.sched.preempt import GRACE_PERIOD_S
 from gpufleet.sched.quota import team_usage_milli
+from gpufleet.sched.reasons import Reasons
 from gpufleet.specs.jobs import JobSpec
 
 log = logging.getLogger(__name__)
@@ -446,8 +455,42 @@ class Reconciler:
         looked = set(d.considered)
         ranked = [*d.considered, *(n for n in team_of if n not in looked)]
         order = [(int(n), team_of[n]) for n in ranked if n not in d.admitted]
-        self._snapshot(s, now, order, d.pending_reasons)
+        waiting = [j for j in pending if j.name not in d.admitted]
+        never = never_under_quota(waiting, teams, self.cluster)
+        self._snapshot(s, now, order, _with_never(d.pending_reasons, never))
+        self._tell_never(s, never, now)
         return d
+
+    def _tell_never(self, s: Session, never: Mapping[str, QuotaNever], now: float) -> None:
+        """Keep each waiting job's stored reason and timeline in step with `never`: a job
+        its team's quotas no longer let start gets the sentence as its reason and a `quota`
+        event, once (when the sentence changes); one they let start again gets an event
+        saying so. Not cancelled: a quota can grow back, and the team decides. Read here,
+        not where quotas change, so every way of changing them (API, portal, CLI, a teams
+        file, a cohort's lending) is covered; one query a cycle, of the jobs so marked."""
+        marked = dict(
+            s.execute(
+                select(Job.id, Job.reason).where(
+                    Job.state == "pending", Job.reason.startswith(NEVER_MARK, autoescape=True)
+                )
+            ).all()
+        )
+        now_never = {int(n): w.text() for n, w in never.items()}
+        changed = [i for i, text in now_never.items() if marked.get(i) != text]
+        again = [i for i in marked if i not in now_never]
+        if not changed and not again:
+            return
+        for job in s.scalars(select(Job).where(Job.id.in_(changed + again))):
+            if job.state != "pending":
+                continue
+            if job.id in now_never:
+                job.reason = now_never[job.id]
+                lifecycle.record(s, job, "quota", now, job.reason)
+            else:
+                job.reason = "queued"
+                lifecycle.record(
+                    s, job, "quota", now, "its team's quotas let it start again: it waits as before"
+                )
 
     def _live(self, s: Session, state: State, now: float) -> _Live:
         """The live jobs as the cycle sees them; admitted jobs' free planned GPUs are held in
@@ -696,6 +739,18 @@ class Reconciler:
             data=tuple(DataInput(d["source"], d["target"]) for d in job.data),
             master_port=0,  # the executor picks a port free where rank 0 runs
         )
+
+
+def _with_never(reasons: Mapping[str, str], never: Mapping[str, QuotaNever]) -> Mapping[str, str]:
+    """The cycle's reasons with each job in `never` given that reason alone (what else it
+    waits for does not matter while it can never start)."""
+    if not never:
+        return reasons
+    if isinstance(reasons, Reasons):
+        for name, why in never.items():
+            reasons.note(name, [why], 0)
+        return reasons
+    return {**reasons, **{name: why.text() for name, why in never.items()}}
 
 
 def _fresh_spec(s: Session, row: Any, names: dict[int, str], now_s: float) -> JobSpec | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 
@@ -76,15 +77,28 @@ def gib(value: float | None) -> str:
     return f"{value / 2**30:,.1f} GiB"
 
 
-def usd(value: object) -> str:
-    """A dollar amount from a report (a decimal string): at least two decimals, no more
-    than the amount has ("2.500000" -> "2.50", "0.123400" -> "0.1234")."""
-    if value in (None, ""):
+RATE_DECIMALS = 4  # a hundredth of a cent: every chargeback rate a person reads
+
+
+def usd_rate(value: object) -> str:
+    """A chargeback rate (USD per GPU-hour: a report's decimal string, or the rates API's
+    number) to exactly `RATE_DECIMALS` decimals, rounded half up: "2.500000" -> "2.5000",
+    "2.124738" -> "2.1247".
+
+    One rule for every rate on the chargeback table, its PDF and the admin's rates: a
+    flavor's list rate and a line's blended rate beside it once read "2.50" and "2.124738".
+    Four decimals, not cents, because a row must be checkable by hand: 1.43 GPU-hours at
+    2.12 is 3.03, but the row bills 3.04 (at 2.124738); at 2.1247 it is 3.04. The JSON and
+    CSV keep the exact micro-dollar rate."""
+    if value is None or value == "":
         return "—"
-    text = str(value)
-    whole, _, frac = text.partition(".")
-    frac = frac.rstrip("0")
-    return f"{whole}.{frac.ljust(2, '0')}"
+    try:
+        exact = Decimal(str(value))
+    except InvalidOperation:
+        return "—"
+    if not exact.is_finite():
+        return "—"
+    return str(exact.quantize(Decimal(1).scaleb(-RATE_DECIMALS), rounding=ROUND_HALF_UP))
 
 
 def pct(value: float | None) -> str:
@@ -150,6 +164,7 @@ EVENT_LABELS = {
     "pending": "requeued (will restart)",
     "priority": "priority changed",
     "moved": "moved in the team's queue",
+    "quota": "team quotas changed",
     "staged": "data staged",
     "cancel": "cancel requested",
     "succeeded": "finished: succeeded",
@@ -172,7 +187,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "hours": hours,
     "gib": gib,
     "pct": pct,
-    "usd": usd,
+    "usd_rate": usd_rate,
     "request_text": request_text,
     "placement_text": placement_text,
 }

@@ -26,6 +26,7 @@ from gpufleet.control.admin import AdminError
 from gpufleet.control.auth import ROLES, NotFoundError
 from gpufleet.control.models import NodeRecord, PriorityClass, Quota, Team
 from gpufleet.errors import UserError
+from gpufleet.portal.fmt import usd_rate
 from gpufleet.portal.web import Caller, Ctx, Db, Form, Me, render, text
 from gpufleet.quantities import parse_duration
 
@@ -282,7 +283,8 @@ def set_rate(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HTMLR
         if not 0 <= usd <= 1e6:
             raise UserError("rate: between 0 and 1,000,000 USD per GPU-hour")
         api_admin.set_rate(flavor, usd_per_gpu_h=usd, who=me.who, ctx=ctx, s=s)
-        return f"Rate of {flavor} set to {usd:g} USD per GPU-hour."
+        # the rates table's rule (`usd_rate`), so the message and the table agree
+        return f"Rate of {flavor} set to {usd_rate(usd)} USD per GPU-hour."
 
     return _act(request, me, ctx, s, action, section="rates")
 

@@ -25,6 +25,7 @@ KIND_LABELS = {
     "preemption": "Preemption",
     "no-accelerator": "No accelerator fits",
     "no-quota": "No quota",
+    "quota-never": "Quota too small",
     "unknown-team": "Unknown team",
     "unknown-level": "Unknown topology level",
 }
@@ -86,6 +87,11 @@ def _quota(n: dict[str, Any]) -> tuple[str, str, str]:
     return resource, _gpus(n.get("needed_gpus")), has
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """A record's mapping of numbers, {} where the stored row has none (an older server's)."""
+    return value if isinstance(value, dict) else {}
+
+
 def wait_row(w: WaitOut) -> WaitRow:
     """One part of the reason as a table row: what it concerns, what the job needs of it,
     what there is, and the job it waits behind."""
@@ -130,6 +136,17 @@ def wait_row(w: WaitOut) -> WaitRow:
         has = "accepts " + (", ".join(str(a) for a in n.get("accepts") or []) or "any")
     elif w.kind == "no-quota":
         has = f"team {n.get('team')} has no quota for it"
+    elif w.kind == "quota-never":
+        most = _dict(n.get("most_gpus"))
+        made = _dict(n.get("made_of"))
+        resource = f"team {n.get('team')}, " + (", ".join(str(a) for a in most) or "—")
+        has = (
+            "; ".join(
+                f"{a}: no quota" if m is None else f"{a}: at most {_gpus(m)} ({made.get(a, '')})"
+                for a, m in most.items()
+            )
+            or "—"
+        )
     elif w.kind == "unknown-team":
         resource, has = f"team {n.get('team')}", "not in the teams file"
     elif w.kind == "unknown-level":
