@@ -191,9 +191,12 @@ def test_pretrain_70b_rents_what_its_cloud_table_lists() -> None:
 def test_the_ranking_prices_the_instances_the_plan_rents() -> None:
     """A second review: the ranking priced 13 H200 one GPU at a time ($2,107,885) against
     16 H100 ($2,263,557) and recommended H200, while the plan itself rents 2 × 8-GPU
-    instances of either. Ranked on the instances, each accelerator costs what its plan's
-    on-demand figure would be, and H100 (2 instances at a lower price) wins."""
-    result = plan(_chat_70b())
+    instances of either. Priced on the instances, each accelerator's list price is what its
+    plan's on-demand figure would be (the alternatives table shows it beside the plan cost
+    the ranking uses, and it breaks ties), and H100 (2 instances at a lower price) wins. Of
+    the example's candidates, owning B200s costs least (test_ranking.py): this pair is the
+    review's."""
+    result = plan(_chat_70b(H100, H200))
     assert result.recommendation.accelerator == H100
     mine = sum(c.cost_usd or 0.0 for c in result.recommendation.workloads)
     assert result.cost.on_demand is not None

@@ -122,7 +122,13 @@ def test_a_plan_on_two_year_hardware_over_three_years_adds_up_everywhere() -> No
     fleet and adds up, the verdict names it, and the payback (month 26 on one purchase)
     never comes, as the log says."""
     spec = load(PlanSpec, EXAMPLES / "plan-chat-70b.yaml").model_copy(
-        update={"horizon_years": 3.0, "on_prem": OnPremPreferences(depreciation_years=2.0)}
+        update={
+            "horizon_years": 3.0,
+            "on_prem": OnPremPreferences(depreciation_years=2.0),
+            # the H100 fleet, whose payback (month 26) comes after the replacement; ranked on
+            # its TCO the example now owns B200s, which pay back before it
+            "accelerators": ["h100-sxm5-80gb"],
+        }
     )
     result = plan(spec)
     tco = result.cost.tco

@@ -62,15 +62,36 @@ def _shared_cluster(**on_prem: object) -> PlanSpec:
 
 
 def test_an_on_prem_plan_over_the_site_is_infeasible_with_advice(tmp_path: Path) -> None:
-    spec = _shared_cluster(site_power_kw=1_500)
+    spec = _shared_cluster(site_power_kw=1_000)  # not even the B200 fleet fits (1,420 kW)
     with pytest.raises(InfeasiblePlanError) as exc:
         plan(spec)
-    assert any("the site's 1,500 kW holds at most" in line for line in exc.value.advice)
+    for accelerator in spec.accelerators:  # each candidate's reason, not the first one's
+        assert any(
+            line.startswith(f"on-prem on {accelerator}: the site's 1,000 kW holds at most")
+            for line in exc.value.advice
+        )
     path = tmp_path / "spec.yaml"
     path.write_text(spec.model_dump_json(), encoding="utf-8")
     out = tmp_path / "out"
     assert main(["plan", str(path), "--out", str(out)]) == 1
     assert not out.exists()  # nothing written
+
+
+def test_an_on_prem_plan_owns_the_accelerator_whose_fleet_fits_the_site() -> None:
+    """The ranking costs each accelerator's plan: at 1,500 kW the H100 and H200 fleets
+    (1,168 GPUs, 2,127 kW) do not fit, the B200 one (560 GPUs, 1,420 kW) does. The plan used
+    to stop at the first accelerator by list price (H100) and call itself infeasible."""
+    result = plan(_shared_cluster(site_power_kw=1_500))
+    assert result.recommendation.accelerator == "b200-sxm-192gb"
+    assert result.design is not None
+    assert result.design.power_kw["facility"] <= 1_500
+    assert not result.alternatives  # the others have no plan to compare
+    left_out = {a.name: a.source for a in result.assumptions if a.name.startswith("ranking[")}
+    assert set(left_out) == {"ranking[h100-sxm5-80gb]", "ranking[h200-sxm-141gb]"}
+    assert (
+        "the site's 1,500 kW holds at most 816 × h100-sxm5-80gb"
+        in left_out["ranking[h100-sxm5-80gb]"]
+    )
 
 
 def test_a_plan_that_may_rent_rents_when_owning_does_not_fit() -> None:

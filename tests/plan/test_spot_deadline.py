@@ -161,3 +161,43 @@ def test_a_training_plan_is_not_advised_to_relax_serving_slos() -> None:
     assert advice[-1] == (
         "to make it feasible: extend the deadline, raise max_gpus, or allow more accelerators"
     )
+
+
+def _budget_8b(budget_usd: float) -> PlanSpec:
+    return _spec(
+        {
+            "name": "budget-8b",
+            "deployment": "cloud",
+            "accelerators": [H100],
+            "workloads": [
+                {
+                    "name": "pretrain-8b",
+                    "kind": "training",
+                    "model": {"preset": "llama-3-8b"},
+                    "training": {
+                        "seq_len": 8192,
+                        "global_batch": 512,
+                        "tokens": "2T",
+                        "precision": "bf16",
+                    },
+                    "constraints": {"deadline": "30d", "budget_usd": budget_usd},
+                }
+            ],
+        }
+    )
+
+
+def test_a_budget_holds_the_run_priced_with_failures() -> None:
+    """The search holds ideal GPU-hours to the budget; the plan prices the run with failures
+    and restarts. 128 H100s cost $343,015 ideal and $343,262 with failures: against a budget of
+    $343,100 the plan said "meets constraints" beside a cost above its budget."""
+    with pytest.raises(InfeasiblePlanError) as info:
+        plan(_budget_8b(343_100))
+    assert "over budget with failures" in info.value.advice[0]
+    assert (
+        "$343,262 with failures and restarts against budget_usd $343,100" in (info.value.advice[0])
+    )
+    (run,) = plan(_budget_8b(343_300)).recommendation.workloads
+    assert run.meets_constraints
+    assert run.cost_usd is not None
+    assert run.cost_usd <= 343_300

@@ -71,8 +71,16 @@ def test_steady_use_by_hand() -> None:
     # 70.2 GPUs: the 0.2 is cheaper by the hour ($1.20 a GPU-hour of the horizon) than a
     # 71st reservation ($2.50); 70.5 GPUs: the 71st reservation is cheaper ($3.00 vs $2.50)
     assert steady.price(70.2).total_usd == pytest.approx((70 * 2.5 + 0.2 * 6.0) * H3)
-    assert steady.price(70.2).basis == "70 GPUs on 3-year reservations and 0.2 on demand"
+    # the hourly part is an average, said to be one: not "and 0.2 on demand", a fraction
+    # of a GPU read as rented
+    assert steady.price(70.2).basis == (
+        "70 GPUs on 3-year reservations and on average 0.2 GPU on demand"
+    )
     assert steady.price(70.5).total_usd == pytest.approx(71 * 2.5 * H3)
+    # on demand alone, it is an average too, and "GPUs" only above one
+    hourly = SteadyRent("x", 100, H3, {ON_DEMAND: 6.0})
+    assert hourly.price(2.5).basis == "on average 2.5 GPUs on demand"
+    assert hourly.price(0.8).basis == "on average 0.8 GPU on demand"
     # owning at $12M: 182 reserved GPUs cost $11,957,400, the rest bought by the hour up to
     # 0.27 GPU: 182.27 GPUs' steady use, more than the fleet (never)
     never = steady.breakeven_utilization(12e6)

@@ -47,9 +47,9 @@ def test_by_hand() -> None:
         "renting is cheaper for the planned work, which keeps 100 owned GPUs 11.4% busy over "
         "1 year: owning costs $1,000,000 ($885,845 of it idle capacity) against $600,000 to "
         "rent the same GPU-hours; owning wins above 57.1% average utilisation (at the stated "
-        "70.0%: $1,000,000 owned against $1,226,400 to rent that use steadily at $2.00/GPU-h "
-        "as 70 GPUs on 1-year reservations, paying back after 9.0 months, if other work keeps "
-        "the fleet that busy)"
+        "70.0%: $1,000,000 owned against $1,226,400 to rent that use steadily at $2.00 per "
+        "GPU-hour used as 70 GPUs on 1-year reservations, paying back after 9.0 months, if "
+        "other work keeps the fleet that busy)"
     )
 
 
@@ -65,7 +65,8 @@ def test_owning_that_never_wins_says_so_with_the_steady_rent() -> None:
     assert v.breakeven_utilization > 1
     assert v.sentence().endswith(
         "owning would not win even with the fleet busy every hour ($5,000,000 owned against "
-        "$1,752,000 to rent it steadily at $2.00/GPU-h as 100 GPUs on 1-year reservations)"
+        "$1,752,000 to rent it steadily at $2.00 per GPU-hour used as 100 GPUs on 1-year "
+        "reservations)"
     )
 
 

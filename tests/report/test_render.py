@@ -140,6 +140,9 @@ def make_plan() -> Plan:
                     "Needs 264 more GPUs (25% more) to meet the same deadline.",
                     "Costs $882,045 more at on-demand list prices.",
                 ],
+                # what it was ranked on: the headline of the plan it would give
+                plan_cost_usd=5_120_000.0,
+                plan_cost_what="with the optimised purchase mix",
             ),
             Alternative(
                 accelerator="b200-sxm-192gb",

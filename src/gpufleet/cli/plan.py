@@ -71,7 +71,9 @@ def run_plan(
             "--seeds and --workers are for multi-team plans (a spec with teams:); "
             f"{spec_path} plans workloads with the estimators"
         )
-    steps = len(spec.workloads) * max(len(spec.accelerators), 5) + 3
+    candidates = max(len(spec.accelerators), 5)
+    # sizing each workload on each candidate, then costing each candidate's plan (the ranking)
+    steps = (len(spec.workloads) + 1) * candidates + 3
     started = time.perf_counter()
     with Progress(
         SpinnerColumn(),
@@ -125,7 +127,11 @@ def run_plan(
         )
     summary = result.summary
     if summary is not None and summary.cost_low_usd is not None:
-        movers = ", ".join(d.name for d in summary.drivers)
+        # mid-sentence: "GPU price, utilization" (a label's capital only where it is an acronym)
+        movers = ", ".join(
+            d.name if d.name[:2].isupper() else d.name[:1].lower() + d.name[1:]
+            for d in summary.drivers
+        )
         out.print(
             f"  likely {fmt_usd(summary.cost_low_usd)} to {fmt_usd(summary.cost_high_usd)} "
             f"around {fmt_usd(summary.cost_usd)} {summary.cost_what}"

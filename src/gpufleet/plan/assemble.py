@@ -18,6 +18,7 @@ from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.mix import optimise_mix
 from gpufleet.plan.cost.prices import cloud_prices
 from gpufleet.plan.cost.tco import OnPremInputs
+from gpufleet.plan.cost.tornado import DEFAULT_FACTORS
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.demand_curve import fleet_for, split, total_curve
 from gpufleet.plan.design.cluster import SitePowerError, design_cluster
@@ -293,10 +294,22 @@ def _owned_fleet(
 
 
 def cost_and_design(
-    spec: PlanSpec, best: Portfolio, cloud: dict[str, list[CloudOffer]], log: Assumptions
+    spec: PlanSpec,
+    best: Portfolio,
+    cloud: dict[str, list[CloudOffer]],
+    log: Assumptions,
+    *,
+    headline_only: bool = False,
 ) -> tuple[Design | None, DemandCurve | None, CostBreakdown, str, str | None, list[str]]:
     """(design, demand curve, cost, deployment, provider, extra why-sentences) for the
-    recommendation."""
+    recommendation.
+
+    `headline_only` leaves out the tornado and the rent-or-own verdict, which move no total:
+    the ranking (`plan.ranking`) costs every candidate for its headline alone, and they were
+    two thirds of that time. The deployment is the same without the verdict: it picks owning
+    when the TCO is below renting the work (`RentOrOwn.cheaper_for_work`: the mix's total, or
+    on-demand without one), the comparison made below when there is no verdict."""
+    factors = () if headline_only else DEFAULT_FACTORS
     extra: list[str] = []
     design: Design | None = None
     curve: DemandCurve | None = None
@@ -332,6 +345,8 @@ def cost_and_design(
         regions=spec.regions,
         on_prem=on_prem,
         deployment=mode,
+        factors=factors,
+        verdict=not headline_only,
     )
     cloud_total = cost.mix.get("total_usd") if cost.mix else cost.on_demand
     tco_total = cost.tco.get("total") if cost.tco else None
@@ -346,7 +361,7 @@ def cost_and_design(
                 extra.append(verdict.sentence())
         else:
             deployment = "cloud" if cloud_total is not None else "on-prem"
-        if deployment == "cloud" and tco_total is not None:
+        if deployment == "cloud" and tco_total is not None and not headline_only:
             # The tornado should describe the recommended way of paying.
             cost = cost_breakdown(
                 demand,

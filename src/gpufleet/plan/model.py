@@ -53,8 +53,13 @@ class Alternative(PlanPart):
     accelerator: str
     workloads: list[WorkloadChoice]
     total_gpus: int
-    cost_usd: float | None
+    cost_usd: float | None  # the work at on-demand list prices, on whole instances
     compared: list[str]  # sentences against the recommendation
+    # What it is ranked on: the headline cost of the plan it would give (the optimised mix
+    # when renting, the TCO when owning; `plan.ranking`), and what that figure is, as the
+    # summary's `cost_what`. None in plan.json files from when the list price ranked.
+    plan_cost_usd: float | None = None
+    plan_cost_what: str = ""
 
 
 class Fabric(PlanPart):
@@ -205,6 +210,9 @@ class Portfolio:
     accelerator: str
     choices: list[WorkloadChoice] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # the headline cost of the plan it would give and what that is (`plan.ranking`)
+    plan_cost_usd: float | None = None
+    plan_cost_what: str = ""
 
     @property
     def feasible(self) -> bool:

@@ -3,10 +3,12 @@
 Per candidate accelerator, each workload is sized by its estimator's search
 (training: the cheapest layout that meets the deadline; inference: the
 cheapest configuration that meets the SLOs at the request rate). The
-accelerator whose whole portfolio costs least wins; the runners-up are kept
-as alternatives with sentences saying why they lose. The winner then gets an
-on-prem design, cloud offers, a cost breakdown (on-demand, reserved, spot,
-an optimised mix, TCO and break-even) and a first quota proposal per team.
+accelerator whose plan costs least wins, on the headline the plan would show
+for it (the optimised mix when renting, the TCO when owning; `plan.ranking`);
+the runners-up are kept as alternatives with sentences saying why they lose.
+The winner then gets an on-prem design, cloud offers, a cost breakdown
+(on-demand, reserved, spot, an optimised mix, TCO and break-even) and a first
+quota proposal per team.
 """
 
 from __future__ import annotations
@@ -21,20 +23,18 @@ from pydantic import ValidationError
 from gpufleet import __version__
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.instances import load_instances
-from gpufleet.catalog.pricing import PriceScope, cheapest_gpu_hour, no_price_reason
+from gpufleet.catalog.pricing import GpuHourPrice, PriceScope, cheapest_gpu_hour, no_price_reason
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
-from gpufleet.estimate.training_estimate import TrainingEstimate, estimate_training
 from gpufleet.estimate.training_memory import MEMORY_ENGINEERING
 from gpufleet.estimate.training_search import (
     POWER_OF_TWO_COUNTS,
-    Candidate,
     Constraints,
     search_training,
 )
-from gpufleet.formatting import fmt_duration, fmt_pct, fmt_usd, fmt_usd_apart
+from gpufleet.formatting import fmt_duration, fmt_usd
 from gpufleet.plan.assemble import (
     DEFAULT_DEADLINE_S,
     InfeasiblePlanError,
@@ -56,7 +56,10 @@ from gpufleet.plan.model import (
     TeamQuota,
     WorkloadChoice,
 )
+from gpufleet.plan.ranking import by_list_price, rank
+from gpufleet.plan.ranking import why as why_best
 from gpufleet.plan.summary import executive_summary
+from gpufleet.plan.within_limits import Budget, cheapest_on_time, serving_within_limits
 from gpufleet.specs.inference import InferenceSpec, ServingParams
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
 from gpufleet.specs.training import TrainingSpec
@@ -113,17 +116,17 @@ def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
         portfolios.append(portfolio)
     tick("comparing accelerators")
     log.add(
-        "accelerator ranking",
-        "list-price cost of the work on whole instances",
+        "on-demand list price of the work",
+        "on whole instances",
         "on-demand price per GPU-hour × the GPUs rented: the instances of the offer the plan's "
-        "cost prices (plan/cost/instances.py), services sharing theirs (gpufleet, derived)",
+        "cost prices (plan/cost/instances.py), services sharing theirs (gpufleet, derived); "
+        "shown beside the plan cost, and the ranking's tie-break",
     )
-    ranked = sorted(
-        (p for p in portfolios if p.feasible),
-        key=lambda p: (p.cost_usd is None, p.cost_usd or math.inf, p.peak_gpus),
-    )
-    if not ranked:
+    feasible = by_list_price(portfolios)
+    if not feasible:
         raise InfeasiblePlanError(_infeasible_advice(spec, portfolios))
+    # ranked on the headline each would give, the figure the summary shows (plan/ranking.py)
+    ranked = rank(spec, feasible, lambda p: _cloud_offers(spec, p), log, tick)
     best, rest = ranked[0], ranked[1:4]
     return _assemble(spec, best, rest, log, tick)
 
@@ -186,7 +189,9 @@ def _size_training(
         log.add(a.name, a.value, a.source)
     if not result.pareto:
         return _unmet(w.name, "training", accelerator, _why_no_layout(base, accelerator, limits))
-    picked = _cheapest_on_time(base, result.pareto, deadline)
+    price = cheapest_gpu_hour(accelerator, scope)
+    budget = _budget(spec, accelerator, w.constraints.budget_usd, price)
+    picked = cheapest_on_time(base, result.pareto, deadline, budget)
     if isinstance(picked, str):
         return _unmet(w.name, "training", accelerator, picked)
     pick, est = picked
@@ -194,7 +199,6 @@ def _size_training(
         if reason.startswith(MEMORY_ENGINEERING):  # near the HBM limit: say so, with options
             head, _, rest = reason.partition(": ")
             log.add(f"memory[{w.name} on {accelerator}]", head, rest)
-    price = cheapest_gpu_hour(accelerator, scope)
     hours = est.gpu_hours_with_failures or est.gpu_hours
     return WorkloadChoice(
         workload=w.name,
@@ -228,34 +232,6 @@ def _size_training(
         gpu_hours=hours,
         cost_usd=None if price is None or hours is None else hours * price.usd_per_gpu_hour,
         meets_constraints=True,
-    )
-
-
-def _cheapest_on_time(
-    base: TrainingSpec, front: Sequence[Candidate], deadline_s: float
-) -> tuple[Candidate, TrainingEstimate] | str:
-    """The cheapest layout of the search's front whose wall clock with failures meets the
-    deadline, with its estimate; else why none does.
-
-    The search holds the ideal train time to the deadline, but the plan reports (and
-    prices) the wall clock with failures and restarts, so a run sized a few hours inside
-    the deadline finished after it while the plan said it met its constraints."""
-    closest: tuple[Candidate, float] | None = None
-    for pick in sorted(front, key=lambda c: (c.cost_usd or math.inf, c.gpus)):
-        data = base.model_dump()
-        data["hardware"]["count"] = pick.gpus
-        data["parallelism"] = _training_parallelism(pick)
-        est = estimate_training(TrainingSpec.model_validate(data))
-        wall_days = est.wall_clock_days_with_failures
-        if wall_days is None or wall_days * 86_400.0 <= deadline_s:
-            return pick, est
-        if closest is None or wall_days < closest[1]:
-            closest = (pick, wall_days)
-    assert closest is not None, "the front is never empty here"
-    return (
-        f"misses the deadline with failures: the fastest layout ({closest[0].gpus:,} GPUs) "
-        f"needs {fmt_duration(closest[1] * 86_400.0)} with failures and restarts against "
-        f"{fmt_duration(deadline_s)}"
     )
 
 
@@ -304,6 +280,19 @@ def _why_no_layout(base: TrainingSpec, accelerator: str, limits: Constraints) ->
     )
 
 
+def _budget(
+    spec: PlanSpec, accelerator: str, budget_usd: float | None, price: GpuHourPrice | None
+) -> Budget:
+    """How a workload's cost is held to its budget: the list price on whole instances of the
+    offer the plan's cost rents (as the ranking prices it, `priced_on_instances`)."""
+    found = rented_offer(cloud_price_offers(accelerator, spec.providers, spec.regions))
+    return Budget(
+        budget_usd,
+        None if price is None else price.usd_per_gpu_hour,
+        1 if found is None else found[1].gpus,
+    )
+
+
 def price_scope(spec: PlanSpec) -> PriceScope:
     """Where the plan may buy GPU-hours: its providers and regions."""
     return PriceScope(tuple(spec.providers), tuple(spec.regions))
@@ -347,23 +336,6 @@ def _unmet(
     )
 
 
-def _training_parallelism(c: object) -> dict[str, object]:
-
-    assert isinstance(c, Candidate)
-    return {
-        "tp": c.tp,
-        "pp": c.pp,
-        "dp": c.dp,
-        "cp": c.cp,
-        "ep": c.ep,
-        "microbatch": c.microbatch,
-        "virtual_stages": c.virtual_stages,
-        "zero_stage": c.zero_stage,
-        "recompute": c.recompute,
-        "sequence_parallel": c.sequence_parallel,
-    }
-
-
 def _size_inference(
     spec: PlanSpec, w: InferenceWorkload, accelerator: str, log: Assumptions
 ) -> WorkloadChoice:
@@ -391,14 +363,18 @@ def _size_inference(
     unpriced = _unpriced(spec, w.constraints.budget_usd, accelerator, scope)
     if unpriced is not None:
         return _unmet(w.name, "inference", accelerator, unpriced)
-    result = search_inference(inf, [accelerator], precisions=[precision], top_k=1, scope=scope)
+    result = search_inference(inf, [accelerator], precisions=[precision], top_k=50, scope=scope)
     for a in result.assumptions.frozen():
         log.add(a.name, a.value, a.source)
     if not result.top:
         why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
         return _unmet(w.name, "inference", accelerator, f"cannot serve it: {why}")
-    c = result.top[0]
     price = cheapest_gpu_hour(accelerator, scope)
+    budget = _budget(spec, accelerator, w.constraints.budget_usd, price)
+    picked = serving_within_limits(result.top, w.constraints, budget, spec.horizon_years)
+    if isinstance(picked, str):
+        return _unmet(w.name, "inference", accelerator, picked)
+    c = picked
     hours = c.gpus * HOURS_PER_YEAR * spec.horizon_years
     return WorkloadChoice(
         workload=w.name,
@@ -504,51 +480,6 @@ def _list(items: Sequence[str], word: str = "or") -> str:
     if len(items) < 3:
         return f" {word} ".join(items)
     return ", ".join(items[:-1]) + f", {word} " + items[-1]
-
-
-def _why(best: Portfolio, other: Portfolio) -> list[str]:
-    """Plain sentences on why `best` beats `other`."""
-    out: list[str] = []
-    bc, oc = best.cost_usd, other.cost_usd
-    if bc and oc:
-        mine, theirs = fmt_usd_apart(bc, oc)  # never "$2 vs $2" under "costs less"
-        out.append(
-            # one decimal: "0% less" for a 0.2 % gap read as a tie the verdict then broke
-            f"{best.accelerator} costs {fmt_pct(1 - bc / oc)} less than {other.accelerator} for "
-            f"the same work ({mine} vs {theirs} at list prices)"
-            if bc < oc
-            else f"{best.accelerator} is chosen over {other.accelerator} at similar cost"
-        )
-    elif bc and oc is None:
-        out.append(f"{other.accelerator} has no catalog price, so its cost cannot be compared")
-    for b, o in zip(best.choices, other.choices, strict=False):
-        if b.kind == "inference":
-            bm, om = (
-                b.metrics.get("max_concurrency_per_replica"),
-                o.metrics.get("max_concurrency_per_replica"),
-            )
-            b_tp, o_tp = int(b.parallelism.get("tp") or 1), int(o.parallelism.get("tp") or 1)
-            if bm and om and b.gpus < o.gpus:
-                # per GPU: a replica spans tp GPUs, and replicas of different tp compare only
-                # so (118 requests on one H200 against 148 on two H100s is 118 vs 74 per GPU)
-                out.append(
-                    # the accelerator named once, after "on": the alternatives' copy says
-                    # "on the recommendation" in its place
-                    f"{b.workload}: each GPU holds {bm / b_tp:,.0f} concurrent requests within "
-                    f"the SLO on {best.accelerator} (tp {b_tp}) vs {om / o_tp:,.0f} on "
-                    f"{other.accelerator} (tp {o_tp}), so {(1 - b.gpus / o.gpus):.0%} fewer "
-                    f"GPUs ({b.gpus} vs {o.gpus})"
-                )
-        else:
-            bt, ot = b.metrics.get("train_time_days"), o.metrics.get("train_time_days")
-            if bt and ot:
-                out.append(
-                    # in the unit a person would say: a 40-minute run is not "0 days"
-                    f"{b.workload}: {b.gpus:,} × {best.accelerator} train in "
-                    f"{fmt_duration(bt * 86_400.0)} vs {o.gpus:,} × {other.accelerator} in "
-                    f"{fmt_duration(ot * 86_400.0)}"
-                )
-    return out
 
 
 def _instances(choices: Sequence[WorkloadChoice], gpus_per_instance: int) -> int:
@@ -658,7 +589,7 @@ def _assemble(
     gpus = best.peak_gpus
     cloud = _cloud_offers(spec, best)
     design, curve, cost, deployment, provider, extra = cost_and_design(spec, best, cloud, log)
-    why = _why(best, rest[0]) if rest else ["the only accelerator that meets every constraint"]
+    why = why_best(best, rest[0]) if rest else ["the only accelerator that meets every constraint"]
     rented = _rented_sentence(spec, best, cloud) if deployment == "cloud" else ""
     why = ([rented] if rented else []) + why + extra
     recommendation = Recommendation(
@@ -675,7 +606,11 @@ def _assemble(
             workloads=p.choices,
             total_gpus=p.peak_gpus,
             cost_usd=p.cost_usd,
-            compared=[s.replace(best.accelerator, "the recommendation", 1) for s in _why(best, p)],
+            compared=[
+                s.replace(best.accelerator, "the recommendation", 1) for s in why_best(best, p)
+            ],
+            plan_cost_usd=p.plan_cost_usd,
+            plan_cost_what=p.plan_cost_what,
         )
         for p in rest
     ]

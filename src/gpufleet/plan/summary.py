@@ -13,9 +13,10 @@ written from those figures, so the summary cannot disagree with the pages behind
   the rest. The method is stated beside the range.
 - **Drivers**: the tornado's three widest rows, each with the total at its low and high end.
 - **What would change the decision**: the utilisation at which owning and renting cross
-  (`plan.cost.verdict`), the price cut that would make the cheapest alternative accelerator
-  the recommendation (the planner ranks feasible accelerators by list-price cost), and
-  whether the rent-or-own call survives the high end of the cost range.
+  (`plan.cost.verdict`), the cut in its headline cost that would make the cheapest
+  alternative accelerator the recommendation (the planner ranks feasible accelerators by the
+  headline cost of the plan each would give, `plan.ranking`), and whether the rent-or-own
+  call survives the high end of the cost range.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gpufleet.plan.model import (
     Driver,
     ExecutiveSummary,
     Recommendation,
+    WorkloadChoice,
 )
 
 RANGE_METHOD = (
@@ -40,6 +42,9 @@ RANGE_METHOD = (
     "as independent"
 )
 DRIVERS_SHOWN = 3
+
+
+LIST_PRICES = "at on-demand list prices"
 
 
 def workloads_cost_usd(rec: Recommendation) -> float | None:
@@ -51,15 +56,34 @@ def workloads_cost_usd(rec: Recommendation) -> float | None:
 
 
 def headline_cost(rec: Recommendation, cost: CostBreakdown) -> tuple[float | None, str]:
-    """The recommended deployment's own number and what it is: the TCO when owning, the
-    optimised mix when renting (on-demand only when there is no mix). An on-prem plan's
-    headline used to quote an on-demand cloud price (issue 27)."""
+    """The recommended deployment's own number and what it is (`deployment_cost`)."""
+    return deployment_cost(rec.deployment, rec.workloads, cost)
+
+
+def deployment_cost(
+    deployment: str, workloads: Sequence[WorkloadChoice], cost: CostBreakdown
+) -> tuple[float | None, str]:
+    """A deployment's own number and what it is: the TCO when owning, the optimised mix
+    when renting (on-demand only when there is no mix). An on-prem plan's headline used to
+    quote an on-demand cloud price (issue 27). The planner ranks accelerators on this same
+    figure for each (`plan.ranking`), so the headline and the ranking cannot disagree."""
     years = f"{cost.tco.get('horizon_years', 0):g}"
-    if rec.deployment == "on-prem" and "total" in cost.tco:
+    if deployment == "on-prem" and "total" in cost.tco:
         return cost.tco["total"], f"on-prem TCO over {years} years"
     if cost.mix.get("total_usd") is not None:
         return cost.mix["total_usd"], "with the optimised purchase mix"
-    return workloads_cost_usd(rec), "at on-demand list prices"
+    costs = [w.cost_usd for w in workloads]
+    if not costs or any(c is None for c in costs):
+        return None, LIST_PRICES
+    return float(sum(c for c in costs if c is not None)), LIST_PRICES
+
+
+def cost_noun(what: str, of: str = "") -> str:
+    """A headline's `what` as the noun a sentence names, `of` after the noun: "cost for this
+    work with the optimised purchase mix", "on-prem TCO over 3 years for this work"."""
+    if what.startswith(("with ", "at ")):
+        return f"cost{of} {what}"
+    return f"{what}{of}"
 
 
 def _number(row: Mapping[str, float | str], key: str) -> float | None:
@@ -206,22 +230,39 @@ def _present_value_change(v: RentOrOwn) -> list[str]:
     ]
 
 
-def _accelerator_change(rec: Recommendation, alternatives: Sequence[Alternative]) -> list[str]:
-    """The price cut that makes the cheapest alternative the recommendation (the planner
-    ranks feasible accelerators by their workloads' list-price cost)."""
-    mine = workloads_cost_usd(rec)
-    priced = [a for a in alternatives if a.cost_usd is not None and a.cost_usd > 0]
-    if mine is None or not priced:
+def alternative_cost(alt: Alternative) -> tuple[float | None, str]:
+    """The figure an alternative was ranked on and what it is: the headline cost of the plan
+    it would give; a plan.json from before that was ranked on the list price has only that."""
+    if alt.plan_cost_usd is not None:
+        return alt.plan_cost_usd, alt.plan_cost_what
+    return alt.cost_usd, LIST_PRICES
+
+
+def _accelerator_change(
+    rec: Recommendation, alternatives: Sequence[Alternative], headline: tuple[float | None, str]
+) -> list[str]:
+    """The cut that makes the cheapest alternative the recommendation, in the figure the
+    planner ranks on: the headline cost of the plan each accelerator would give
+    (`plan.ranking`). A plan.json from before that ranked on the list price is read so."""
+    priced = [a for a in alternatives if (alternative_cost(a)[0] or 0.0) > 0]
+    if not priced:
         return []
-    nearest = min(priced, key=lambda a: a.cost_usd or math.inf)
-    assert nearest.cost_usd is not None
-    cut = 1.0 - mine / nearest.cost_usd
+    nearest = min(priced, key=lambda a: alternative_cost(a)[0] or math.inf)
+    theirs_usd, theirs_what = alternative_cost(nearest)
+    old_plan = nearest.plan_cost_usd is None
+    mine_usd, mine_what = (workloads_cost_usd(rec), LIST_PRICES) if old_plan else headline
+    if mine_usd is None or theirs_usd is None:
+        return []
+    cut = 1.0 - mine_usd / theirs_usd
     if cut <= 0:
         return []  # a tie broken by GPU count: no price cut is needed
-    theirs, below = fmt_usd_apart(nearest.cost_usd, mine)
+    theirs, below = fmt_usd_apart(theirs_usd, mine_usd)
+    # the recommendation's figure is named when it is another kind (owning against renting)
+    against = "" if mine_what == theirs_what else f", the recommendation's {cost_noun(mine_what)}"
     return [
-        f"{nearest.accelerator} would be recommended if its list-price cost for this work fell "
-        f"by more than {fmt_pct(cut)} (from {theirs} to below {below})"
+        f"{nearest.accelerator} would be recommended if its "
+        f"{cost_noun(theirs_what, ' for this work')} fell "
+        f"by more than {fmt_pct(cut)} (from {theirs} to below {below}{against})"
     ]
 
 
@@ -262,7 +303,7 @@ def executive_summary(
         changes += _rent_or_own_changes(rec.deployment, verdict)
         changes += _residual_change(verdict)
         changes += _present_value_change(verdict)
-    changes += _accelerator_change(rec, alternatives)
+    changes += _accelerator_change(rec, alternatives, (base, what))
     if verdict is not None and low is not None and high is not None:
         changes += _robustness(rec.deployment, high, verdict)
     return ExecutiveSummary(

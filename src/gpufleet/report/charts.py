@@ -20,7 +20,7 @@ from html import escape
 
 from gpufleet.formatting import fmt_label
 from gpufleet.plan.model import CostBreakdown, Plan
-from gpufleet.plan.summary import workloads_cost_usd
+from gpufleet.plan.summary import headline_cost, workloads_cost_usd
 
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 INK = "#1f2933"
@@ -418,6 +418,31 @@ def tornado_svg(plan: Plan) -> str | None:
     return svg.render()
 
 
+@dataclass(frozen=True)
+class OptionCost:
+    """An option's row in the alternatives table and chart: the figure it was ranked on
+    (the headline cost of the plan it would give) and its work at on-demand list prices."""
+
+    plan_usd: float | None
+    plan_what: str  # what the plan cost is, "" when the same as the recommendation's
+    list_usd: float | None
+
+
+def option_costs(plan: Plan) -> tuple[str, list[OptionCost]]:
+    """(what the recommendation's plan cost is, a row for it and each alternative).
+
+    The recommendation's plan cost is its headline (`summary.headline_cost`), each
+    alternative's the one the planner ranked it on, so the table and the chart show the
+    order the plan chose in. A plan.json from when the list price ranked has no plan cost
+    for its alternatives: their cells are empty and the chart falls back to list prices."""
+    base, what = headline_cost(plan.recommendation, plan.cost)
+    rows = [OptionCost(base, "", workloads_cost_usd(plan.recommendation))]
+    for a in plan.alternatives:
+        other = "" if a.plan_cost_usd is None or a.plan_cost_what == what else a.plan_cost_what
+        rows.append(OptionCost(a.plan_cost_usd, other, a.cost_usd))
+    return what, rows
+
+
 def alternatives_svg(plan: Plan) -> str | None:
     if not plan.alternatives:
         return None
@@ -426,8 +451,10 @@ def alternatives_svg(plan: Plan) -> str | None:
     ]
     gpus: list[float | None] = [float(plan.recommendation.total_gpus)]
     gpus += [float(a.total_gpus) for a in plan.alternatives]
-    costs: list[float | None] = [workloads_cost_usd(plan.recommendation)]
-    costs += [a.cost_usd for a in plan.alternatives]
+    _, rows = option_costs(plan)
+    ranked = any(r.plan_usd is not None for r in rows[1:])
+    costs: list[float | None] = [r.plan_usd if ranked else r.list_usd for r in rows]
+    cost_name = "Plan cost" if ranked else "On-demand cost"
     row_h, top, left, width = 30.0, 52.0, 210.0, 760.0
     mid = left + (width - left) / 2
     height = top + row_h * len(labels) + 48
@@ -435,17 +462,23 @@ def alternatives_svg(plan: Plan) -> str | None:
         "chart-alternatives",
         width,
         height,
-        "Recommendation and alternatives: GPUs (count) and cost (USD)",
-        "Two bar panels per option: the total GPU count and the on-demand cost in US "
-        "dollars of the recommendation and each alternative.",
+        f"Recommendation and alternatives: GPUs (count) and {cost_name.lower()} (USD)",
+        "Two bar panels per option: the total GPU count and "
+        + (
+            "the headline cost in US dollars of the plan each option would give (what the "
+            "plan ranks them on)"
+            if ranked
+            else "the on-demand cost in US dollars"
+        )
+        + ", for the recommendation and each alternative.",
     )
     svg.text(8, 18, "Recommendation and alternatives", bold=True, size=12)
     svg.text(left, 40, "GPUs", bold=True)
-    svg.text(mid + 20, 40, "Cost", bold=True)
+    svg.text(mid + 20, 40, cost_name, bold=True)
     row_labels(svg, labels, left - 8, top, row_h)
     for values, x0, x1, axis_label, money in (
         (gpus, left, mid - 20, "GPUs (count)", False),
-        (costs, mid + 20, width - 30, "Cost (USD)", True),
+        (costs, mid + 20, width - 30, f"{cost_name} (USD)", True),
     ):
         _hbar_panel(
             svg,

@@ -39,7 +39,7 @@ from gpufleet.formatting import (
 from gpufleet.outputs import write_folder
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import ExecutiveSummary, Plan
-from gpufleet.plan.summary import executive_summary, workloads_cost_usd
+from gpufleet.plan.summary import executive_summary
 from gpufleet.report import charts
 
 DERIVED_MARK = "†"
@@ -322,6 +322,7 @@ def _sensitivity_extra_keys(rows: list[charts.SensitivityRow]) -> list[str]:
 
 def _context(plan: Plan, html: bool) -> dict[str, Any]:
     sensitivity = charts.sensitivity_rows(plan.cost)
+    option_what, option_costs = charts.option_costs(plan)
     marker: str | Markup = (
         Markup('<span class="derived" title="derived by gpufleet">†</span>')
         if html
@@ -330,7 +331,10 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
     return {
         "plan": plan,
         "rec": plan.recommendation,
-        "rec_cost": workloads_cost_usd(plan.recommendation),
+        # the alternatives table: what each option was ranked on, and its list price
+        "option_costs": option_costs,
+        "option_what": option_what,
+        "option_ranked": any(o.plan_usd is not None for o in option_costs[1:]),
         "headline": headline_cost(plan),
         "rent_or_own": rent_or_own_rows(plan),
         "payback_note": payback_note(plan),

@@ -72,6 +72,7 @@ def cost_breakdown(
     deployment: Literal["cloud", "on-prem"] | None = None,
     failure_hours: FailureHours | None = None,
     factors: Sequence[Factor] = DEFAULT_FACTORS,
+    verdict: bool = True,
 ) -> CostBreakdown:
     """The plan's cost section for one accelerator's demand.
 
@@ -89,7 +90,8 @@ def cost_breakdown(
     the fleet's steady use at the optimiser's price for it); break_even_months: its payback,
     shown only where owning wins. sensitivity: the tornado for `deployment` (default:
     on-prem when a TCO exists, else cloud); sensitivity_alternative: the other
-    deployment's, when it is priced.
+    deployment's, when it is priced. `verdict=False` leaves rent_or_own and the payback
+    out (the ranking costs every candidate's plan for its total alone, `plan.ranking`).
     """
     prices = bookable(cloud_prices(demand.accelerator, providers, regions, log), demand, log)
     # every cloud figure prices what is rented: whole instances of the offer priced
@@ -149,12 +151,12 @@ def cost_breakdown(
         rent_rate = on_demand / hours
     elif ON_DEMAND in prices:
         rent_rate = prices[ON_DEMAND]
-    verdict: RentOrOwn | None = None
-    if tco and on_prem is not None and rent_rate is not None:
+    decided: RentOrOwn | None = None
+    if verdict and tco and on_prem is not None and rent_rate is not None:
         # the work itself (its GPU-hours, how busy it keeps the fleet), rented in instances
         work = replace(demand, instance_gpus=rented.instance_gpus)
-        verdict = rent_or_own(work, prices, tco, on_prem, rent_rate=rent_rate, log=log)
-    break_even = verdict.payback_months if verdict is not None else None
+        decided = rent_or_own(work, prices, tco, on_prem, rent_rate=rent_rate, log=log)
+    break_even = decided.payback_months if decided is not None else None
     rows, other_rows = _tornados(
         deployment or ("on-prem" if tco else "cloud"),
         {"on-prem": bool(tco), "cloud": bool(mix)},
@@ -181,7 +183,7 @@ def cost_breakdown(
         break_even_months=break_even,
         sensitivity=rows,
         sensitivity_alternative=other_rows,
-        rent_or_own=verdict.to_json() if verdict is not None else {},
+        rent_or_own=decided.to_json() if decided is not None else {},
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from gpufleet.catalog.commitments import Commitment, load_commitments
 from gpufleet.catalog.instances import CloudInstance, instances_for
@@ -47,13 +48,22 @@ def _per_gpu(value: object, row: CloudInstance) -> float | None:
     return float(str(value)) / float(row.accelerators_count)
 
 
+@cache
+def _rows_of(accelerator: str) -> tuple[CloudInstance, ...]:
+    """The catalog's rows for `accelerator`, once per process: matching a name scans every
+    row of instances.csv, and a plan asks for the same accelerator's prices dozens of times
+    (the ranking costs each candidate's plan). The catalog itself is loaded once
+    (`load_instances` is cached), so this cannot go stale."""
+    try:
+        return instances_for(accelerator=accelerator)
+    except UnknownNameError:
+        return ()
+
+
 def _priced_rows(
     accelerator: str, providers: Sequence[str], regions: Sequence[str]
 ) -> list[CloudInstance]:
-    try:
-        rows = instances_for(accelerator=accelerator)
-    except UnknownNameError:
-        return []
+    rows = _rows_of(accelerator)
     wanted_providers = {p.strip().lower() for p in providers}
     wanted_regions = {r.strip().lower() for r in regions}
     return [

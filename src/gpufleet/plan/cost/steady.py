@@ -103,7 +103,11 @@ class SteadyRent:
 
     def _basis(self, mix: Mapping[str, float]) -> str:
         """What the optimiser bought, in GPUs, e.g. "1,439 GPUs on 3-year reservations and
-        0.2 on demand": whole reservations, and the average GPUs bought by the hour."""
+        on average 0.2 GPU on demand": whole reservations, and the GPUs bought by the hour.
+
+        The hourly part is an average over the horizon (GPU-hours ÷ hours), so it is said to
+        be one: "and 0.8 on demand" beside whole reservations read as a fraction of a GPU
+        rented, which nobody can rent."""
         parts = [
             f"{fmt_count(mix[key])} GPU{'s' if mix[key] != 1 else ''} on {term} reservations"
             for key, term in (("reserved_3y_gpus", "3-year"), ("reserved_1y_gpus", "1-year"))
@@ -112,7 +116,8 @@ class SteadyRent:
         on_demand_gpus = mix["on_demand_gpu_hours"] / self.horizon_hours
         if on_demand_gpus >= _SHOWN_GPUS:
             what = fmt_num(on_demand_gpus)
-            parts.append(f"{what} on demand" if parts else f"{what} GPUs on demand")
+            unit = "GPU" if float(what.replace(",", "")) <= 1 else "GPUs"
+            parts.append(f"on average {what} {unit} on demand")
         return " and ".join(parts) if parts else "nothing"
 
 

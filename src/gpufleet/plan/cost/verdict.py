@@ -192,7 +192,11 @@ class RentOrOwn:
 
     @staticmethod
     def rate_text(usd_per_gpu_hour: float, basis: str) -> str:
-        return f"{fmt_usd_rate(usd_per_gpu_hour)}/GPU-h" + (f" as {basis}" if basis else "")
+        """A steady-use rate per GPU-hour *used*: at 80 % use of whole reserved instances it
+        is the full-use rate ÷ 0.8 ($4.98 against $3.99 for chat-70b), which read as two
+        prices for one thing while neither said what it was per."""
+        rate = f"{fmt_usd_rate(usd_per_gpu_hour)} per GPU-hour used"
+        return rate + (f" as {basis}" if basis else "")
 
     def sentence(self) -> str:
         """The verdict, from the numbers above and nothing else."""
