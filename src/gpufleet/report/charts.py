@@ -497,23 +497,69 @@ def alternatives_svg(plan: Plan) -> str | None:
 
 @dataclass(frozen=True)
 class BreakEven:
-    """Cumulative-cost lines: on-prem = capex + opex·t, cloud = rate·t, equal at `months`."""
+    """Cumulative-cost lines: on-prem = capex + opex·t (+ each purchase again at the end of
+    its life, `purchases`), cloud = rate·t, equal at `months`."""
 
     months: float
     capex_usd: float
     onprem_usd_per_month: float
     cloud_usd_per_month: float
+    purchases: tuple[tuple[float, float], ...] = ()  # (month, USD) bought again after day 0
+
+    def onprem_points(self, horizon_months: float) -> list[tuple[float, float]]:
+        """The owning line to `horizon_months`: a straight run between purchases and a step
+        up at each (the hardware bought again after its depreciation life, as the TCO and
+        the payback count it; the chart drew one straight line through them)."""
+        points = [(0.0, self.capex_usd)]
+        spent = self.capex_usd
+        for month, usd in self.purchases:
+            if month >= horizon_months:
+                break
+            points.append((month, spent + self.onprem_usd_per_month * month))
+            spent += usd
+            points.append((month, spent + self.onprem_usd_per_month * month))
+        points.append((horizon_months, spent + self.onprem_usd_per_month * horizon_months))
+        return points
+
+
+def _purchases(tco: Mapping[str, float], limit_months: float) -> tuple[tuple[float, float], ...]:
+    """(month, USD) of every purchase after day 0 within `limit_months`: the hardware every
+    depreciation life, the facility build every facility life (older plan.json files lack
+    the lives: none)."""
+    capex, facility = tco.get("capex"), tco.get("capex_facility", 0.0)
+    out: list[tuple[float, float]] = []
+    for life, usd in (
+        (tco.get("depreciation_years"), None if capex is None else capex - facility),
+        (tco.get("facility_life_years"), facility),
+    ):
+        if not life or not usd or life <= 0:
+            continue
+        k = 1
+        while k * life * 12.0 < limit_months:
+            out.append((k * life * 12.0, usd))
+            k += 1
+    return tuple(sorted(out))
 
 
 def break_even_lines(cost: CostBreakdown) -> BreakEven | None:
-    """The cloud rate is the one the break-even implies: capex / months + on-prem opex."""
+    """The cloud rate is the one the break-even implies: capex / months + on-prem opex (the
+    payback comes before any replacement purchase, so only the first capex is in it)."""
     months = cost.break_even_months
     capex = cost.tco.get("capex")
     opex_year = cost.tco.get("opex_per_year")
     if months is None or capex is None or opex_year is None or months <= 0:
         return None
     opex_month = opex_year / 12
-    return BreakEven(months, capex, opex_month, capex / months + opex_month)
+    horizon = _chart_horizon(months)
+    return BreakEven(
+        months, capex, opex_month, capex / months + opex_month, _purchases(cost.tco, horizon)
+    )
+
+
+def _chart_horizon(months: float) -> float:
+    """The break-even chart's last month: twice the payback, on a round tick, at least a year."""
+    horizon = max(12.0, nice_ticks(0.0, months * 2)[-1])
+    return nice_ticks(0.0, horizon, 6)[-1]
 
 
 def _grid(
@@ -555,11 +601,11 @@ def break_even_svg(plan: Plan) -> str | None:
     lines = break_even_lines(plan.cost)
     if lines is None:
         return None
-    horizon = max(12.0, nice_ticks(0.0, lines.months * 2)[-1])
+    horizon = _chart_horizon(lines.months)
     x_ticks = nice_ticks(0.0, horizon, 6)
-    horizon = x_ticks[-1]
     end_cloud = lines.cloud_usd_per_month * horizon
-    end_onprem = lines.capex_usd + lines.onprem_usd_per_month * horizon
+    onprem = lines.onprem_points(horizon)
+    end_onprem = onprem[-1][1]
     y_ticks = nice_ticks(0.0, max(end_cloud, end_onprem))
     left, right, top, bottom = 90.0, 610.0, 40.0, 300.0
     xs = Scale(0.0, horizon, left, right)
@@ -569,8 +615,10 @@ def break_even_svg(plan: Plan) -> str | None:
         760,
         360,
         "Break-even: cumulative cloud vs on-prem cost (USD over months)",
-        f"Two lines of cumulative cost in US dollars over months: renting in the cloud and "
-        f"owning on-prem (capex then opex); they cross at {lines.months:.1f} months.",
+        "Two lines of cumulative cost in US dollars over months: renting in the cloud and "
+        "owning on-prem (capex then opex"
+        + (", and the hardware bought again at the end of its life" if len(onprem) > 2 else "")
+        + f"); they cross at {lines.months:.1f} months.",
     )
     svg.text(8, 18, "Cumulative cost: renting vs owning", bold=True, size=12)
     _grid(
@@ -583,10 +631,7 @@ def break_even_svg(plan: Plan) -> str | None:
         y_text=money_compact,
     )
     svg.polyline([(xs(0), ys(0)), (xs(horizon), ys(end_cloud))], CLOUD_LINE)
-    svg.polyline(
-        [(xs(0), ys(lines.capex_usd)), (xs(horizon), ys(end_onprem))],
-        ONPREM_LINE,
-    )
+    svg.polyline([(xs(m), ys(usd)) for m, usd in onprem], ONPREM_LINE)
     cross_x = xs(lines.months)
     cross_y = ys(lines.cloud_usd_per_month * lines.months)
     svg.line(cross_x, cross_y, cross_x, bottom, MUTED, dash="4 3")

@@ -178,6 +178,7 @@ INPUT_KEYS = frozenset(
     {
         "horizon_years",
         "depreciation_years",
+        "facility_life_years",
         "utilization",
         "expected_utilization",
         "pue",

@@ -490,6 +490,10 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "capex_per_gpu": capex / gpus,
         # bought again when the horizon outlives them: total = capex + this − residual + opex
         "replacement_purchases": replacements,
+        # when the hardware and the facility build are bought again (the break-even chart's
+        # steps, and what a reader checks the replacement row against)
+        "depreciation_years": prefs.depreciation_years,
+        "facility_life_years": prefs.facility_life_years,
         "opex_per_year": opex,
         "opex_power_per_year": power,
         "opex_colocation_per_year": colocation,
