@@ -634,3 +634,14 @@ def test_a_price_resting_on_an_up_to_figure_says_so() -> None:
     demand = Demand("a100-sxm4-80gb", 8, 0.0, 0.0, 0.0, 3 * HOURS_PER_YEAR)
     cost = cost_breakdown(demand, Assumptions())
     assert cost.price_caveats == caveats
+
+
+def test_a_fleet_its_work_fills_every_hour_does_not_shrink_with_utilization() -> None:
+    """chat-70b: 8 GPUs serve around the clock (baseline 8 of a 16-GPU fleet here would be
+    half); +20 % utilization priced a fleet smaller than the GPUs the work holds every hour
+    (6.67 of 8). The fleet's floor is the baseline: the high end is the base cost."""
+    demand = Demand(H100, 16, 0.0, 0.0, 0.0, 3 * HOURS_PER_YEAR)
+    rows = sensitivity(SensitivityInputs("on-prem", demand, {}, on_prem_inputs()))
+    row = money(rows)["utilization"]
+    assert row["high_usd"] == pytest.approx(row["base_usd"])
+    assert row["low_usd"] == pytest.approx(row["base_usd"] / 0.8)  # a larger fleet still costs

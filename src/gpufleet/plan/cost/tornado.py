@@ -56,7 +56,8 @@ class SensitivityInputs:
 
     Cloud: the optimised mix total for the demand. On-prem: cost per delivered GPU-hour ×
     the GPU-hours to deliver (the fleet's at the base, gpus × horizon × utilization), so that
-    a higher utilization means a smaller fleet for the same work. MFU and failure rate scale
+    a higher utilization means a smaller fleet for the same work, but never one smaller than
+    the GPUs the work holds every hour (`Demand.baseline_gpus`). MFU and failure rate scale
     the burst (training) GPU-hours; the baseline is not scaled.
     """
 
@@ -115,13 +116,18 @@ def _scenario_cost(inputs: SensitivityInputs, settings: Mapping[str, float], tra
         network_capex_usd=op.network_capex_usd,
         gpu_price_scale=price,
     )
-    base_work = op.gpus * horizon_years * HOURS_PER_YEAR * op.utilization
+    owning = tco["total"]  # the fleet's (no rent above it is passed: it is added below)
     total_hours = demand.gpu_hours
     burst_share = demand.burst_gpu_hours / total_hours if total_hours > 0 else 0.0
-    work = base_work * (1.0 + burst_share * (train - 1.0))
+    work = 1.0 + burst_share * (train - 1.0)  # the work, relative to the base
+    # a fleet run busier is a smaller fleet for the same work, but never smaller than the
+    # GPUs the work holds every hour: chat-70b's 8 GPUs serve around the clock, and +20 %
+    # utilization priced 6.67 of them
+    floor = min(1.0, demand.baseline_gpus / op.gpus) if op.gpus else 0.0
+    fleet = max(op.utilization / utilization, floor)
     # demand above the owned fleet is rented: it moves with cloud prices and training hours
     rented = op.burst_rent_usd * price * train
-    return tco["per_gpu_hour"] * work + rented
+    return owning * fleet * work + rented
 
 
 def _label(factor: str, multiplier: float) -> str:
