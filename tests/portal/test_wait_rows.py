@@ -35,6 +35,9 @@ def _numbers(text: str) -> set[str]:
         CapacityWait("single-nodes", "h100", 2, 8, room_workers=1, free_gpus=12, reserved_gpus=5),
         CapacityWait("group-short", "h100", 4, 8, level="leaf", most_free_in_level=24),
         CapacityWait(
+            "group-short", "h100", 3, 2, level="leaf", most_free_in_level=0, reserved_gpus=8
+        ),
+        CapacityWait(
             "fragmented", "h100", 2, 8, level="leaf", most_free_in_level=20, most_room_in_level=1
         ),
         QuotaWait("cohort-short", "nlp", "h100", 6000, 8000, 8000, 4000, "ml", 2000, None),

@@ -259,3 +259,16 @@ def test_a_job_that_waits_on_one_accelerator_does_not_open_with_cannot_run() -> 
     assert "team research has no quota for a100-sxm4-80gb" in sentence
     only = decide(c, state, held, [job("a", gpus=8, accelerators=[A100])], quota)
     assert only.pending_reasons["a"].startswith("cannot run: team research has no quota")
+
+
+def test_a_share_no_gpu_takes_cannot_run_even_when_the_quota_is_full() -> None:
+    """The quota check came first: with the team's quota in use, a 0.25 share on a cluster
+    where no node takes fractions read "waiting: team research quota 8/8 ..." for ever."""
+    c, state = cluster(*leaves(1))
+    quota = teams(team("research", {H100: 8}))
+    held = [running("r", "h-0", list(range(8)), started_s=0.0)]
+    d = decide(c, state, held, [job("frac", gpu_fraction=0.25)], quota)
+    assert d.pending_reasons["frac"].startswith(
+        "cannot run: no h100-sxm5-80gb GPU is shared by fractions here"
+    )
+    assert not d.preempted

@@ -118,9 +118,11 @@ def test_the_queue_censuses_count_each_waiting_unit_once(
     real_sample = sim.metrics.sample
     seen: list[tuple[int, int]] = []
 
-    def sample(t_s: float, state: object, waiting: dict[object, int], running: int) -> None:
+    def sample(
+        t_s: float, state: object, waiting: dict[object, int], running: int, jobs: int | None
+    ) -> None:
         seen.append((sum(waiting.values()), len(sim.pending)))
-        real_sample(t_s, state, waiting, running)  # type: ignore[arg-type]
+        real_sample(t_s, state, waiting, running, jobs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sim.metrics, "sample", sample)
     result = sim.run()

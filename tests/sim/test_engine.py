@@ -400,3 +400,13 @@ def test_a_share_that_a_whole_gpu_profile_rounds_up_keeps_its_size_class() -> No
         (record,) = m.jobs
         assert (record.gpus, record.requested_gpus) == (held, 0.25), profile
         assert list(m.per_size) == ["under 1 GPU"], profile
+
+
+def test_pods_of_one_job_waiting_count_as_one_job_waiting() -> None:
+    """k8s-default binds pods one by one: a 4-pod job with 2 pods bound beside a 2-hour
+    blocker has 2 pods waiting but is 1 job waiting (the samples said 2: `pending` counts
+    jobs, as the guide says)."""
+    w = workload(job("blocker", 0.0, 2 * HOUR), job("quad", 1.0, HOUR, workers=4, team="b"))
+    config = SimConfig(profile="k8s-default", sample_interval_s=600.0)
+    m = simulate(cluster(3), teams("a", "b"), w, config).metrics
+    assert {s.pending for s in m.samples if s.t_s >= 600.0} == {1}

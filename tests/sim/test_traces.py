@@ -367,6 +367,7 @@ STRATEGY_TEXT = st.text(
     max_size=12,
 ).filter(lambda s: s.strip() == s)
 POSITIVE = st.floats(min_value=1e-3, max_value=1e9, allow_nan=False, allow_infinity=False)
+WITHIN_A_TRACE = st.floats(min_value=1e-3, max_value=3e8)  # a job of 10 years at most
 
 
 @st.composite
@@ -384,8 +385,8 @@ def trace_jobs(draw: st.DrawFn) -> TraceJob:
     return TraceJob(
         name=draw(STRATEGY_TEXT),
         team=draw(STRATEGY_TEXT),
-        submit_s=draw(st.floats(min_value=0, max_value=1e9)),
-        duration_s=draw(POSITIVE),
+        submit_s=draw(st.floats(min_value=0, max_value=3e8)),
+        duration_s=draw(WITHIN_A_TRACE),
         accelerators=tuple(draw(st.lists(STRATEGY_TEXT.filter(lambda s: "|" not in s)))),
         kind=draw(st.sampled_from(["training", "inference", "interactive", "batch"])),
         priority_class=draw(optional_text),
@@ -643,10 +644,33 @@ def test_slurm_clocks_read_as_slurm_prints_them(text: str, seconds: float) -> No
     assert parse_clock_s(text, "Elapsed") == seconds
 
 
-@pytest.mark.parametrize("text", ["99:99:99", "01:60:00", "00:00:60", "1-24:00:00", "61:75"])
+@pytest.mark.parametrize(
+    "text", ["99:99:99", "01:60:00", "00:00:60", "1-24:00:00", "0-25:00:00", "61:75"]
+)
 def test_an_impossible_slurm_clock_is_unreadable(text: str) -> None:
     """`99:99:99` read as 4 days 4 h (it was accepted); no field after the first passes 59."""
     from gpufleet.sim.traces._common import CellError, parse_clock_s
 
     with pytest.raises(CellError, match="unreadable Elapsed"):
         parse_clock_s(text, "Elapsed")
+
+
+def test_a_job_lasting_or_arriving_past_ten_years_is_dropped_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    """A duration of 1e10 s was kept, and the run's 10-minute samples over it exhausted
+    memory (killed, no message); such rows are dropped and counted like any bad row."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "name,team,submit_s,duration_s,gpus\n"
+        "ok,a,0,3600,1\n"
+        "forever,a,0,1e10,1\n"
+        "late,a,1e12,3600,1\n",
+        encoding="utf-8",
+    )
+    w = read_trace(path, "gpufleet")
+    assert [j.name for j in w.jobs] == ["ok"]
+    assert dict(w.report.dropped) == {
+        "duration over 10 years": 1,
+        "submit time over 10 years after the trace's start": 1,
+    }

@@ -62,6 +62,8 @@ def _capacity(n: dict[str, Any]) -> tuple[str, str, str]:
         has = f"most free in one {level}: {_gpus(n.get('most_free_in_level'))}"
         if n.get("most_room_in_level") is not None:
             has += f"; {n['most_room_in_level']} of {workers} workers fit in one {level}"
+        if n.get("reserved_gpus"):
+            has += f"; {_gpus(n.get('reserved_gpus'))} idle held for a reservation"
         if n.get("case") == "fragmented":
             has += " (fragmented)"
     if n.get("spot_excluded"):

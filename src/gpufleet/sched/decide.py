@@ -94,6 +94,7 @@ from gpufleet.sched.waits import (
     NoEstimates,
     ReservationAhead,
     ReservedFor,
+    ShareWait,
     StrictFifo,
     Wait,
 )
@@ -537,6 +538,7 @@ class _Cycle:
         why: list[str | Wait] = []
         if not requests:
             why.append(NoAccelerator(tuple(job.accelerators)))
+        requests = self._placeable(requests, why)
         # (request, milli-GPUs, milli-GPUs of the team's guarantee that borrowers hold and it
         # must take back first) for requests the quota allows, or would but for what is
         # lent, and for which evicting may help
@@ -584,6 +586,17 @@ class _Cycle:
         self._why = why
         self.reasons.note(job.name, why, self.waiting)
         self.waiting += 1
+
+    def _placeable(self, requests: Sequence[Request], why: list[str | Wait]) -> Sequence[Request]:
+        """`requests` less the shares on an accelerator none of whose GPUs takes fractions,
+        each said in `why`: never placed, no quota or eviction is worth weighing for them (the
+        quota check spoke first, and a share no GPU takes read as a quota wait)."""
+        shares = self.b.takes_fractions
+        never = [r for r in requests if r.kind == "fraction" and not shares(r.accelerator)]
+        if not never:
+            return requests
+        why.extend(ShareWait(r.accelerator, request_milli(r), unshared=True) for r in never)
+        return [r for r in requests if r not in never]
 
     # -- head-of-line rules -------------------------------------------------------------
 

@@ -358,6 +358,7 @@ class TopologyBestFit:
                     level=required,
                     most_free_in_level=most,
                     spot_excluded=self._spot_excluded(view, job, acc),
+                    reserved_gpus=reserved_free(view, acc),
                 )
             )
         if room >= workers:

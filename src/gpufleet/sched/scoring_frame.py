@@ -403,6 +403,7 @@ class Scoring(ABC):
             most_free_in_level=most_free,
             most_room_in_level=most_room,
             spot_excluded=self._spot_excluded(view, job, acc),
+            reserved_gpus=reserved_free(view, acc),
         )
 
     def _heap_assign(

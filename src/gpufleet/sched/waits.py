@@ -55,9 +55,10 @@ class CapacityWait:
     `workers x gpus_per_worker` free; `most_free_in_level` is the best group's count.
     `fragmented`: some group has that many free, but not on few enough nodes.
     `most_room_in_level` (placements that compute it) is how many workers the best group
-    could take. `reserved_gpus` of the free GPUs (single nodes) are held for an EASY
-    backfill reservation of an earlier job: idle, but not this job's unless it ends before
-    the reservation starts (saying "0 free" beside idle GPUs read as a wrong count)."""
+    could take. `reserved_gpus` idle GPUs are held for an EASY backfill reservation of an
+    earlier job: not this job's unless it ends before the reservation starts (saying "0 free"
+    beside idle GPUs read as a wrong count). Single nodes count them in `free_gpus`; a group
+    case names them apart (its most-free figure is what the job may use)."""
 
     kind: ClassVar[str] = "capacity"
     case: CapacityCase
@@ -92,6 +93,8 @@ class CapacityWait:
                     f"; at most {self.most_room_in_level} of {self.workers} workers fit in "
                     f"one {level}"
                 )
+            if self.reserved_gpus:  # idle, not free to it: "most free: 0" read as none idle
+                close += f"; {self.reserved_gpus} idle {acc} GPUs held for a reservation"
             if self.case == "fragmented":
                 why = (
                     f"waiting: no {level} can hold {shape} {acc} GPUs with each worker on one "

@@ -1050,7 +1050,10 @@ class Simulation:
     # -- sampling ------------------------------------------------------------------------
 
     def _sample(self, _: str) -> None:
-        self.metrics.sample(self.now_s, self.state, self._waiting, self._started)
+        # pods of one job wait as units of their own (no gang): count the jobs (a 4-pod job
+        # with one pod bound read as 3 jobs waiting)
+        jobs = None if self.gang else len({self.owner[unit] for unit in self.pending})
+        self.metrics.sample(self.now_s, self.state, self._waiting, self._started, jobs)
         self._push(self.now_s + self.config.sample_interval_s, SAMPLE, "")
 
 

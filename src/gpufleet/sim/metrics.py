@@ -471,10 +471,12 @@ class MetricsRecorder:
         state: State,
         waiting: Mapping[tuple[tuple[str, ...], int], int],
         running: int,
+        jobs_waiting: int | None = None,
     ) -> None:
         """`waiting`: how many pending jobs ask for each (acceptable accelerators, GPUs per
         worker) pair (`waiting_shape`), kept by the caller as jobs come and go, so a sample
-        costs the distinct pairs, not the queue."""
+        costs the distinct pairs, not the queue. `jobs_waiting`: the jobs those units belong
+        to where they differ (pods of one job, `k8s-default`: `pending` counts jobs)."""
         smallest: dict[str, int] = {}  # accelerator ("" = any) -> smallest worker pending
         n_pending = 0
         for (accelerators, size), count in waiting.items():
@@ -494,7 +496,7 @@ class MetricsRecorder:
             Sample(
                 t_s,
                 self.alloc.level / self.capacity_gpus if self.capacity_gpus else 0.0,
-                n_pending,
+                n_pending if jobs_waiting is None else jobs_waiting,
                 running,
                 fragmented,
             )

@@ -222,7 +222,8 @@ def parse_clock_s(text: str, column: str) -> float:
     """Slurm durations: `[D-]HH:MM:SS`, `MM:SS`, `HH:MM:SS.fff` or bare minutes."""
     body = text.strip()
     days = 0.0
-    if "-" in body:
+    dated = "-" in body  # `0-25:00:00` has days, zero of them: its hours still stop at 23
+    if dated:
         day_text, body = body.split("-", 1)
         days = parse_float(day_text, column)
     parts = body.split(":")
@@ -241,7 +242,7 @@ def parse_clock_s(text: str, column: str) -> float:
         raise CellError(f"unreadable {column}")
     # a clock's minutes and seconds after the first field are under 60, and its hours
     # under 24 once days are given: `99:99:99` is no duration Slurm prints, not 4 days
-    if any(n < 0 for n in numbers) or any(n >= 60 for n in numbers[1:]) or (days and hours >= 24):
+    if any(n < 0 for n in numbers) or any(n >= 60 for n in numbers[1:]) or (dated and hours >= 24):
         raise CellError(
             f"unreadable {column} (minutes and seconds run 0-59, hours 0-23 after days)"
         )
@@ -249,6 +250,9 @@ def parse_clock_s(text: str, column: str) -> float:
     if not math.isfinite(total) or total < 0:
         raise CellError(f"unreadable {column}")
     return total
+
+
+LONGEST_S = 10 * 365 * 86_400.0  # no job of a cluster trace runs, or arrives, later than this
 
 
 def invalid_reason(job: TraceJob, *, check_submit: bool = True) -> str | None:
@@ -265,6 +269,11 @@ def invalid_reason(job: TraceJob, *, check_submit: bool = True) -> str | None:
         return "negative or non-finite submit time"
     if not math.isfinite(job.duration_s) or job.duration_s <= 0:
         return "non-positive duration"
+    if job.duration_s > LONGEST_S:
+        # a trace's jobs run minutes to months; 1e10 s sampled every 10 min exhausted memory
+        return "duration over 10 years"
+    if check_submit and job.submit_s > LONGEST_S:
+        return "submit time over 10 years after the trace's start"
     forms = [job.gpus is not None, job.gpu_fraction is not None, job.mig_profile is not None]
     if sum(forms) == 0:
         return "no request (none of gpus, gpu_fraction, mig_profile)"
