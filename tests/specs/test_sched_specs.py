@@ -133,6 +133,16 @@ def test_jobs_example() -> None:
             "the placement holds 5 whole GPUs; the job asks 2 x 2 = 4: list exactly its GPUs",
             id="gang-placed-on-more",
         ),
+        pytest.param(
+            {
+                "gpus": 4,
+                "state": "running",
+                "placement": [{"node": "n-0", "gpus": [0, 1]}, {"node": "n-1", "gpus": [0, 1]}],
+            },
+            "a node holds 2 of its GPUs: each worker's 4 GPUs are on one node, so each "
+            "node's count is a multiple of 4",
+            id="one-worker-split-over-two-nodes",
+        ),
     ],
 )
 def test_bad_jobs(job: dict[str, Any], message: str) -> None:

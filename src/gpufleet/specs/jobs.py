@@ -124,6 +124,13 @@ class JobSpec(Spec):
                 + f"; the job asks {self.gpus} x {self.workers} = {self.total_gpus}: "
                 "list exactly its GPUs"
             )
+        gpus = self.gpus or 1
+        split = [len(p.gpus) for p in self.placement if len(p.gpus) % gpus]
+        if split:  # a worker runs on one node: 4 GPUs of one worker split 2 + 2 is no placement
+            raise ValueError(
+                f"a node holds {split[0]} of its GPUs: each worker's {gpus} GPUs are on one "
+                f"node, so each node's count is a multiple of {gpus}"
+            )
 
     @property
     def total_gpus(self) -> int:
