@@ -189,3 +189,30 @@ def test_the_queue_policies_run_at_the_quotas_size_and_the_sentence_says_what_th
     if plan.quotas.recommended:  # the plan's own profile with its quotas is the check run
         assert plan.quotas.verified is not None
         assert default.point == plan.quotas.verified
+
+
+def test_costs_say_their_period_and_the_window_is_the_simulated_one(
+    plans: tuple[FleetPlan, FleetPlan],
+) -> None:
+    """three-teams read "$30,484,535 over the horizon" while its Method table said "Horizon
+    14 d": the cost is a TCO over horizon_years (3), the horizon the simulated window."""
+    from rich.console import Console
+
+    from gpufleet.cli.plan import _print_fleet_answer
+
+    plan = plans[0]
+    rec = plan.recommendation
+    assert rec is not None
+    assert rec.cost is not None
+    assert rec.cost.horizon_years == 3.0
+    assert rec.cost.period == "over 3 years"
+    md, html = render_markdown(plan), render_html(plan)
+    assert f"{rec.deployment}, ${rec.cost_usd:,.0f} over 3 years;" in md
+    assert f"| Total over 3 years | ${rec.cost_usd:,.0f} |" in md
+    assert "| Simulated window (horizon) |" in md
+    assert "Cost over 3 years" in md
+    for text in (md, html):
+        assert "over the horizon" not in text
+    out = Console(record=True, width=400)
+    _print_fleet_answer(plan, "tiny", out)
+    assert f"${rec.cost_usd:,.0f} over 3 years ({rec.deployment})" in out.export_text()

@@ -101,7 +101,8 @@ def _check_one_size(plan: FleetPlan, spec_: FleetPlanSpec, base: Path) -> None:
     assert rec.cost.gpus == rec.gpus, "priced at another size"
     assert rec.cost.nodes == rec.nodes
     assert rec.cost_usd == rec.cost.total_usd
-    assert f"| Total over the horizon | {fmt_usd(rec.cost_usd)} |" in md
+    assert f"| Total {rec.cost.period} | {fmt_usd(rec.cost_usd)} |" in md
+    assert rec.cost.period == f"over {spec_.horizon_years:g} years"
     assert _exported_gpus(files["cluster.yaml"]) == rec.gpus
     teams = yaml.safe_load(files["teams.yaml"])["teams"]
     assert sum(q["guaranteed_gpus"] for t in teams for q in t["quotas"]) == rec.gpus

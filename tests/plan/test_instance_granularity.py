@@ -90,7 +90,9 @@ def test_13_h200_are_priced_as_2_instances_everywhere() -> None:
     assert cost.reserved == pytest.approx(16 * term)
     assert cost.sensitivity[0]["base_usd"] == pytest.approx(mix["total_usd"])
     rented = {a.name: a.value for a in log.frozen()}[f"{H200} rented instances"]
-    assert rented.startswith("13 GPUs rented as 2 × 8-GPU a3-ultragpu-8g instances (gcp ")
+    assert rented.startswith(
+        "13 GPUs in use at once rented as 2 × 8-GPU a3-ultragpu-8g instances (gcp "
+    )
     assert rented.endswith("): 3 GPUs idle")
 
 
@@ -209,3 +211,32 @@ def test_the_ranking_prices_the_instances_the_plan_rents() -> None:
     assert h200.cost_usd == pytest.approx(2 * h200_per_hour * H3)
     assert h200.cost_usd == pytest.approx(plan(_chat_70b(H200)).cost.on_demand)
     assert any(a.name == "accelerator ranking" for a in result.assumptions)
+
+
+def test_a_services_cost_says_the_shared_instances_it_pays_for() -> None:
+    """shared-cluster's product-chat cost $4,657,573 on 183,960 GPU-hours ($25.32 per GPU-hour
+    of its work against a $14.24 list price) while the table showed its 7 GPUs: the services
+    share 2 × 8-GPU instances and split the idle GPUs by GPUs, so it pays for 7 × 16 / 9. The
+    plan records that, and the table's note says it; the cost per million tokens says which
+    price and GPUs it is at (and no longer reads "cost … cost")."""
+    from gpufleet.report.render import render_html, render_markdown
+
+    result = plan(load(PlanSpec, EXAMPLES / "plan-shared-cluster.yaml"))
+    chats = {w.workload: w for w in result.recommendation.workloads if w.kind == "inference"}
+    chat, embed = chats["product-chat"], chats["vision-embed"]
+    assert (chat.gpus, embed.gpus) == (7, 2)
+    assert chat.rented_gpus == pytest.approx(7 * 16 / 9)
+    assert embed.rented_gpus == pytest.approx(2 * 16 / 9)
+    assert chat.cost_usd is not None
+    assert chat.gpu_hours is not None
+    # the cost is the list price of the GPUs paid for, not of the GPUs used
+    paid_hours = chat.gpu_hours * chat.rented_gpus / chat.gpus
+    assert chat.cost_usd / paid_hours == pytest.approx(
+        result.cost.mix["price_on_demand_usd_per_gpu_hour"]
+    )
+    md = render_markdown(result)
+    assert "product-chat 12.4 GPUs paid for, 7 used; vision-embed 3.6 GPUs paid for, 2 used" in md
+    assert "on whole 8-GPU instances, for comparison (this plan owns its GPUs" in md
+    assert "Cost per million output tokens (its own GPUs, on-demand list price) $" in md
+    assert "tokens cost $" not in md
+    assert "product-chat 12.4 GPUs paid for, 7 used" in render_html(result)

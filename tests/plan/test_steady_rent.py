@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd
+from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd, fmt_usd_apart
 from gpufleet.plan.cost.breakdown import rent_or_own
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.mix import optimise_mix
@@ -252,11 +252,13 @@ def test_sentence_stated_figures_and_payback_agree_in_json(
     sentence = v.sentence()
     if u_star > 1.0:
         assert "owning would not win even with the fleet busy every hour" in sentence
-        assert fmt_usd(data["rent_full_usd"]) in sentence
+        # two totals that round to the same dollar print apart, with cents (fmt_usd_apart)
+        assert fmt_usd_apart(data["own_usd"], data["rent_full_usd"])[1] in sentence
         assert "paying back" not in sentence
     else:
         assert f"owning wins above {fmt_pct(u_star)} average utilisation" in sentence
-        assert f"against {fmt_usd(data['rent_at_stated_usd'])} to rent that use" in sentence
+        stated = fmt_usd_apart(data["own_usd"], data["rent_at_stated_usd"])[1]
+        assert f"against {stated} to rent that use" in sentence
     # the payback rents at the stated steady rate, and is shown only where owning wins
     months = data["payback_months"]
     if months is not None:

@@ -155,3 +155,49 @@ def test_every_format_shows_the_same_summary(
     assert "Alternatives" not in page_one, "the summary is a page of its own"
     for number in _numbers(planned):
         assert number in page_one
+
+
+def _verdict(**changes: float | str | None) -> RentOrOwn:
+    """100 GPUs for a year: steady use of all of them rents at $2/GPU-h used (reserved), the
+    stated 80 % at $2.50 per GPU-hour used (the same reservation, less used)."""
+    base: dict[str, float | str | None] = {
+        "fleet_gpus": 100,
+        "horizon_years": 1.0,
+        "rent_usd_per_gpu_hour": 6.0,
+        "own_usd": 1_000_000.0,
+        "work_gpu_hours": 700_000.0,
+        "rent_work_usd": 4_200_000.0,
+        "stated_utilization": 0.8,
+        "payback_months": None,
+        "rent_at_stated_usd": 2.0 * 876_000,
+        "rent_at_stated_basis": "100 GPUs on 1-year reservations",
+        "rent_full_usd": 2.0 * 876_000,
+        "rent_full_basis": "100 GPUs on 1-year reservations",
+        "breakeven_utilization": 0.152,
+    }
+    base.update(changes)
+    return RentOrOwn(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("deployment", "changes"),
+    [
+        ("on-prem", {}),  # owning wins: renting would win below 15.2 %
+        ("cloud", {"own_usd": 9e6, "work_gpu_hours": 50_000.0, "rent_work_usd": 300_000.0}),
+        ("cloud", {"own_usd": 9e6, "breakeven_utilization": 5.1, "rent_work_usd": 300_000.0}),
+    ],
+)
+def test_the_full_use_rate_says_it_is_every_hours_use(
+    deployment: str, changes: dict[str, float]
+) -> None:
+    """chat-70b: "Renting would win if the fleet were less than 15.2% busy on average (steady
+    use of it rents at $3.99 per GPU-hour used ...)" read as the rate at 15.2 %, and as a
+    second price beside the $4.98 at the stated 80 %: it is the rate of the fleet kept busy
+    every hour, and every branch now says so."""
+    from gpufleet.plan.summary import _rent_or_own_changes
+
+    (sentence,) = _rent_or_own_changes(deployment, _verdict(**changes))
+    assert "steady use of it" not in sentence
+    assert "steadily" not in sentence
+    assert "$2.00 per GPU-hour used as 100 GPUs on 1-year reservations" in sentence
+    assert "busy every hour" in sentence

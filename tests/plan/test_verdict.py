@@ -65,7 +65,7 @@ def test_owning_that_never_wins_says_so_with_the_steady_rent() -> None:
     assert v.breakeven_utilization > 1
     assert v.sentence().endswith(
         "owning would not win even with the fleet busy every hour ($5,000,000 owned against "
-        "$1,752,000 to rent it steadily at $2.00 per GPU-hour used as 100 GPUs on 1-year "
+        "$1,752,000 to rent it busy every hour at $2.00 per GPU-hour used as 100 GPUs on 1-year "
         "reservations)"
     )
 

@@ -30,6 +30,7 @@ from gpufleet.specs.fleet import FleetPlanSpec, load_plan
 
 if TYPE_CHECKING:
     from gpufleet.plan.fleet_model import FleetPlan
+    from gpufleet.plan.model import Plan
 
 EXIT_INFEASIBLE = 1
 
@@ -101,7 +102,7 @@ def run_plan(
     elapsed = time.perf_counter() - started
     rec = result.recommendation
     out.print(
-        f"[bold]{spec.name}[/bold]: {rec.total_gpus:,} × {rec.accelerator}, "
+        f"[bold]{spec.name}[/bold]: {_fleet_text(result)}, "
         f"{rec.deployment}{f' ({rec.provider})' if rec.provider else ''}"
     )
     for sentence in rec.why[:4]:  # the decision, instances, accelerator, rent or own
@@ -234,6 +235,18 @@ def run_fleet_plan(
     return 0 if rec is not None else EXIT_INFEASIBLE
 
 
+def _fleet_text(result: Plan) -> str:
+    """ "528 × h100 at once (1,296 across the workloads)": runs that do not overlap are never
+    all in use, so the headline gives the GPUs at once, as the summary does."""
+    from gpufleet.plan.summary import gpus_at_once
+
+    rec = result.recommendation
+    at_once = gpus_at_once(rec, result.demand_curve)
+    if at_once < rec.total_gpus:
+        return f"{at_once:,} × {rec.accelerator} at once ({rec.total_gpus:,} across the workloads)"
+    return f"{rec.total_gpus:,} × {rec.accelerator}"
+
+
 def _print_fleet_answer(result: FleetPlan, name: str, out: Console) -> None:
     """The answer, where it is sensitive, the quotas (and whether a check run verified
     them) and the queue policies: each line is a sentence the plan built from its numbers."""
@@ -241,7 +254,8 @@ def _print_fleet_answer(result: FleetPlan, name: str, out: Console) -> None:
     if rec is None:
         out.print("[bold red]no candidate met every target within the search limit[/bold red]")
     else:
-        cost = "" if rec.cost_usd is None else f", ${rec.cost_usd:,.0f} ({rec.deployment})"
+        period = rec.cost.period if rec.cost is not None else "over the plan's horizon_years"
+        cost = "" if rec.cost_usd is None else f", ${rec.cost_usd:,.0f} {period} ({rec.deployment})"
         out.print(
             f"[bold]{name}[/bold]: {rec.cluster_text}{cost}: {result.targets_text}",
             highlight=False,

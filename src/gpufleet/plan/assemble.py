@@ -20,7 +20,7 @@ from gpufleet.plan.cost.prices import cloud_prices
 from gpufleet.plan.cost.tco import OnPremInputs
 from gpufleet.plan.cost.tornado import DEFAULT_FACTORS
 from gpufleet.plan.cost.verdict import RentOrOwn
-from gpufleet.plan.demand_curve import fleet_for, split, total_curve
+from gpufleet.plan.demand_curve import fleet_for, run_spans, split, total_curve
 from gpufleet.plan.design.cluster import SitePowerError, design_cluster
 from gpufleet.plan.design.need import TrafficNeed
 from gpufleet.plan.model import (
@@ -191,6 +191,7 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         default=0.0,
     )
     starts = {w.name: w.start / 3600.0 for w in spec.workloads if isinstance(w, TrainingWorkload)}
+    spans = run_spans(spec, training)
     for c in training:
         end_h = (
             starts.get(c.workload, 0.0)
@@ -223,6 +224,8 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         block_fraction=block_hours / burst if burst > 0 else 1.0,
         # each training run rents whole instances for its gang (`Demand.on_instances`)
         burst_gangs=tuple((c.gpus, c.gpu_hours or 0.0) for c in training),
+        # when each runs, as the demand curve places it: the gangs at once are the curve's
+        burst_spans=tuple(spans[c.workload] for c in training),
     )
 
 
@@ -291,6 +294,24 @@ def _owned_fleet(
         f"{origin}; the hourly demand curve and the split are in plan/demand_curve.py",
     )
     return design, curve
+
+
+def _relog_sensitivity(log: Assumptions, fresh: Assumptions) -> None:
+    """Put the tornado lines of `fresh` (a recomputed cost) in place of those in `log`: the
+    log keeps the first line of each name, and the first tornado was owning's, priced before
+    the verdict chose renting (pretrain-405b's said "on-prem total cost" above a tornado of
+    the rental mix)."""
+    lines = [a for a in fresh.items if a.name.startswith(_TORNADO_LINES)]
+    at = next((i for i, a in enumerate(log.items) if a.name.startswith(_TORNADO_LINES)), None)
+    if at is None:
+        log.items.extend(lines)
+        return
+    rest = [a for a in log.items[at:] if not a.name.startswith(_TORNADO_LINES)]
+    log.items[at:] = lines + rest
+
+
+# the names of the log lines a tornado writes (`plan/cost/tornado.py`)
+_TORNADO_LINES = "sensitivity"
 
 
 def cost_and_design(
@@ -362,15 +383,18 @@ def cost_and_design(
         else:
             deployment = "cloud" if cloud_total is not None else "on-prem"
         if deployment == "cloud" and tco_total is not None and not headline_only:
-            # The tornado should describe the recommended way of paying.
+            # The tornado should describe the recommended way of paying, and so its log
+            # lines: the first tornado's said "on-prem total cost" above a rental tornado.
+            fresh = Assumptions()
             cost = cost_breakdown(
                 demand,
-                Assumptions(),
+                fresh,
                 providers=spec.providers,
                 regions=spec.regions,
                 on_prem=on_prem,
                 deployment="cloud",
             )
+            _relog_sensitivity(log, fresh)
     provider = None
     if deployment == "cloud" and cost.mix_by_provider:
         # the provider the optimised mix buys most from: the one the headline priced

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.plan.cost.demand import busiest, whole_instances
 from gpufleet.plan.model import DemandCurve, WorkloadChoice
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
 
@@ -76,6 +77,29 @@ def _runs(spec: PlanSpec, choices: Sequence[WorkloadChoice], hours: int) -> list
         end = min(hours, start + max(1, math.ceil(days * HOURS_PER_DAY)))
         out.append(_Run(c.workload, c.gpus, start, end, c.gpu_hours or 0.0))
     return sorted(out, key=lambda r: (r.start_h, r.name))
+
+
+def run_spans(spec: PlanSpec, choices: Sequence[WorkloadChoice]) -> dict[str, tuple[int, int]]:
+    """Each training run's (start hour, end hour) as the curve places it, by workload name:
+    the cost model counts the gangs that run together from these (`Demand.burst_spans`), so
+    its GPUs at once are the curve's."""
+    return {r.name: (r.start_h, r.end_h) for r in _runs(spec, choices, demand_hours(spec))}
+
+
+def gpus_at_once(
+    spec: PlanSpec, choices: Sequence[WorkloadChoice], gpus_per_instance: int = 1
+) -> int:
+    """GPUs in use at the busiest hour, each part in whole instances of `gpus_per_instance`
+    as the cloud rents them (`Demand.on_instances`): the services' GPUs (they share
+    instances, and are rented at their peak rate every hour) and the training gangs that
+    run together then (`busiest`). At the curve's peak hour the services are at their peak
+    rate, so with one GPU per instance this is the curve's peak wherever a run spans a day;
+    the sum of every workload's GPUs only where every run overlaps."""
+    n = gpus_per_instance
+    serving = sum(c.gpus for c in choices if c.kind == "inference")
+    runs = [r for r in _runs(spec, choices, demand_hours(spec)) if r.gpus > 0]
+    gangs = [whole_instances(r.gpus, n) for r in runs]
+    return whole_instances(serving, n) + busiest(gangs, [(r.start_h, r.end_h) for r in runs])
 
 
 def demand_hours(spec: PlanSpec) -> int:

@@ -101,6 +101,7 @@ def cluster_cost(
         racks=racks,
         it_power_kw=it_kw,
         notes=notes,
+        horizon_years=years,
     )
 
 
@@ -145,4 +146,5 @@ def combined_cost(spec: FleetPlanSpec, a: ClusterCost, b: ClusterCost) -> Cluste
         racks=add_int(a.racks, b.racks),
         it_power_kw=add(a.it_power_kw, b.it_power_kw),
         notes=[*a.notes, *b.notes],
+        horizon_years=a.horizon_years,
     )

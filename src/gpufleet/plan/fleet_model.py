@@ -90,6 +90,19 @@ class ClusterCost(PlanPart):
     racks: int | None
     it_power_kw: float | None
     notes: list[str] = Field(default_factory=list)
+    # the years `total_usd` covers (the spec's horizon_years, not the simulated window);
+    # None in plan.json files from before it was recorded
+    horizon_years: float | None = None
+
+    @property
+    def period(self) -> str:
+        """ "over 3 years": the period of `total_usd`, which a headline says beside it (it
+        read "over the horizon" while the Method table's Horizon was the 14-day simulated
+        window)."""
+        if self.horizon_years is None:
+            return "over the plan's horizon_years"
+        years = f"{self.horizon_years:g}"
+        return f"over {years} year{'' if years == '1' else 's'}"
 
 
 class SearchResult(PlanPart):

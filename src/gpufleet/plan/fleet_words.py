@@ -62,7 +62,7 @@ def why_recommended(
         price = (
             ""
             if rec.cost is None or rec.cost.total_usd is None
-            else f", for ${rec.cost.total_usd:,.0f}"
+            else f", for ${rec.cost.total_usd:,.0f} {rec.cost.period}"
         )
         out = [
             f"{_what(rec, answer.nodes, answer.gpus)} is the smallest size tried where "
@@ -84,12 +84,18 @@ def why_recommended(
         if math.isfinite(a) and math.isfinite(b):
             out.append(
                 f"{other.label} needs {other.gpus:,} GPUs and costs ${b:,.0f} vs "
-                f"${a:,.0f} ({(b - a) / a:+.0%})"
+                f"${a:,.0f} {_period(rec)} ({(b - a) / a:+.0%})"
                 + (f" for {rec.gpus:,} GPUs, both with open quotas" if grown else "")
             )
         else:
             out.append(f"{other.label} needs {other.gpus:,} GPUs (no comparable price)")
     return out
+
+
+def _period(rec: SearchResult) -> str:
+    """The period a cost of the plan covers ("over 3 years", `ClusterCost.period`): every
+    candidate is priced over the spec's horizon_years, not the simulated window."""
+    return rec.cost.period if rec.cost is not None else "over the plan's horizon_years"
 
 
 def _upper_wait(i: Interval | None) -> float | None:
@@ -185,7 +191,9 @@ def sensitive_to(
                 f"({p.status})"
             )
         else:
-            money = "" if p.extra_cost_usd is None else f", {p.extra_cost_usd:+,.0f} USD"
+            money = (
+                "" if p.extra_cost_usd is None else f", {p.extra_cost_usd:+,.0f} USD {_period(rec)}"
+            )
             out.append(
                 f"under {p.profile} it needs {p.gpus:,} GPUs ({p.extra_gpus:+,} GPUs{money})"
             )

@@ -38,6 +38,10 @@ class WorkloadChoice(PlanPart):
     notes: list[str] = Field(default_factory=list)
     # What the cluster design needs from a training run (traffic, checkpoint, dataset).
     design_inputs: dict[str, float] = Field(default_factory=dict)
+    # The GPUs `cost_usd` pays for, on the whole instances the plan rents: a run's own
+    # instances, a service its share (by GPUs) of the instances the services share, idle
+    # GPUs included (`plan.cost.instances.priced_on_instances`); None where priced per GPU.
+    rented_gpus: float | None = None
 
 
 class Recommendation(PlanPart):
@@ -45,8 +49,11 @@ class Recommendation(PlanPart):
     deployment: str  # cloud | on-prem
     provider: str | None
     workloads: list[WorkloadChoice]
-    total_gpus: int
+    total_gpus: int  # every workload's GPUs added up, as if all ran together
     why: list[str]  # plain sentences
+    # GPUs in use at the busiest hour: runs that never overlap are never all in use (None in
+    # plan.json files from before it was recorded)
+    gpus_at_once: int | None = None
 
 
 class Alternative(PlanPart):
@@ -123,6 +130,8 @@ class CostBreakdown(PlanPart):
     on_demand: float | None
     reserved: float | None
     spot: float | None
+    # the GPUs the reserved-only total reserves: those in use at the busiest hour
+    reserved_gpus: float | None = None
     mix: dict[
         str, float
     ]  # e.g. {"reserved_gpus": ..., "on_demand_gpu_hours": ..., "total_usd": ...}

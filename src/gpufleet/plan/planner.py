@@ -22,7 +22,6 @@ from pydantic import ValidationError
 
 from gpufleet import __version__
 from gpufleet.catalog.accelerators import get_accelerator
-from gpufleet.catalog.instances import load_instances
 from gpufleet.catalog.pricing import GpuHourPrice, PriceScope, cheapest_gpu_hour, no_price_reason
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
@@ -45,11 +44,11 @@ from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 from gpufleet.plan.cost.instances import priced_on_instances, rented_offer
 from gpufleet.plan.cost.prices import cloud_price_offers
 from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
+from gpufleet.plan.demand_curve import gpus_at_once
 from gpufleet.plan.inference_search import search_inference
 from gpufleet.plan.model import (
     Alternative,
     Assumption,
-    CloudOffer,
     Plan,
     Portfolio,
     Recommendation,
@@ -58,6 +57,7 @@ from gpufleet.plan.model import (
 )
 from gpufleet.plan.ranking import by_list_price, rank
 from gpufleet.plan.ranking import why as why_best
+from gpufleet.plan.renting import cloud_offers, rented_sentence
 from gpufleet.plan.summary import executive_summary
 from gpufleet.plan.within_limits import Budget, cheapest_on_time, serving_within_limits
 from gpufleet.specs.inference import InferenceSpec, ServingParams
@@ -77,11 +77,6 @@ DEFAULT_ACCELERATORS = (
 # default was plain Hugging Face generation, several times slower than what anyone deploys).
 PLAN_ENGINE = "vllm"
 Progress = Callable[[str], None]
-NETWORKING = {
-    "aws": "cluster placement group with EFA (p4d/p5: 400-3,200 Gb/s per instance)",
-    "gcp": "compact placement policy with GPUDirect-TCPX/TCPXO (A3) or RoCE (A3 Ultra/A4)",
-    "azure": "InfiniBand-connected ND-series scale set (NDR 400 per GPU on ND H100 v5)",
-}
 
 
 def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
@@ -126,7 +121,7 @@ def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
     if not feasible:
         raise InfeasiblePlanError(_infeasible_advice(spec, portfolios))
     # ranked on the headline each would give, the figure the summary shows (plan/ranking.py)
-    ranked = rank(spec, feasible, lambda p: _cloud_offers(spec, p), log, tick)
+    ranked = rank(spec, feasible, lambda p: cloud_offers(spec, p), log, tick)
     best, rest = ranked[0], ranked[1:4]
     return _assemble(spec, best, rest, log, tick)
 
@@ -482,76 +477,6 @@ def _list(items: Sequence[str], word: str = "or") -> str:
     return ", ".join(items[:-1]) + f", {word} " + items[-1]
 
 
-def _instances(choices: Sequence[WorkloadChoice], gpus_per_instance: int) -> int:
-    """Instances rented for every workload at once, as the cost model rounds the demand
-    (`Demand.on_instances`): the services share instances, each training gang has its own."""
-    serving = sum(c.gpus for c in choices if c.kind == "inference")
-    gangs = [c.gpus for c in choices if c.kind == "training"]
-    return sum(math.ceil(g / gpus_per_instance) for g in [serving, *gangs])
-
-
-def _rented_sentence(spec: PlanSpec, best: Portfolio, cloud: dict[str, list[CloudOffer]]) -> str:
-    """What renting rents, in the Cloud options table's own numbers for the offer the cost
-    prices: whole instances, so the GPUs paid for and those left idle; '' per GPU."""
-    found = rented_offer(cloud_price_offers(best.accelerator, spec.providers, spec.regions))
-    if found is None or found[1].gpus == 1:
-        return ""
-    listed = [o for o in cloud.get(found[1].provider, []) if o.instance == found[1].instance]
-    if not listed:
-        return ""
-    o = listed[0]
-    idle = o.gpus - best.peak_gpus
-    return (
-        f"renting takes {o.gpus:,} × {best.accelerator} as {o.instances:,} × "
-        f"{found[1].gpus}-GPU {o.instance} ({o.provider} {o.region}), whole instances: the "
-        f"workloads use {best.peak_gpus:,} at once"
-        + (f", so {idle:,} GPUs are idle and paid for" if idle else "")
-    )
-
-
-def _cloud_offers(spec: PlanSpec, best: Portfolio) -> dict[str, list[CloudOffer]]:
-    accelerator = best.accelerator
-    offers: dict[str, list[CloudOffer]] = {}
-    for provider in spec.providers:
-        rows = [
-            r
-            for r in load_instances()
-            if r.provider == provider
-            and r.accelerator == accelerator
-            and r.is_whole_price
-            and (r.accelerators_count or 0) >= 1
-            and r.on_demand_usd_per_hour is not None
-            and (not spec.regions or r.region in spec.regions)
-        ]
-        cheapest: dict[str, CloudOffer] = {}
-        for r in rows:
-            count = float(r.accelerators_count or 1)
-            instances = _instances(best.choices, round(count))
-            offer = CloudOffer(
-                provider=provider,
-                instance=r.name,
-                region=r.region,
-                instances=instances,
-                gpus=int(instances * count),
-                on_demand_usd_per_hour=float(r.on_demand_usd_per_hour or 0) * instances,
-                spot_usd_per_hour=(
-                    None
-                    if r.spot_min_usd_per_hour is None
-                    else float(r.spot_min_usd_per_hour) * instances
-                ),
-                networking=NETWORKING[provider],
-            )
-            current = cheapest.get(r.name)
-            if current is None or (offer.on_demand_usd_per_hour or 0) < (
-                current.on_demand_usd_per_hour or 0
-            ):
-                cheapest[r.name] = offer
-        if cheapest:
-            by_price = sorted(cheapest.values(), key=lambda o: o.on_demand_usd_per_hour or 0)
-            offers[provider] = by_price
-    return offers
-
-
 def _teams(spec: PlanSpec, best: Portfolio) -> list[TeamQuota]:
     by_team: dict[str, list[WorkloadChoice]] = {}
     named = {w.name: (w.team or w.name) for w in spec.workloads}
@@ -587,10 +512,10 @@ def _assemble(
 ) -> Plan:
     tick("designing the cluster and pricing it")
     gpus = best.peak_gpus
-    cloud = _cloud_offers(spec, best)
+    cloud = cloud_offers(spec, best)
     design, curve, cost, deployment, provider, extra = cost_and_design(spec, best, cloud, log)
     why = why_best(best, rest[0]) if rest else ["the only accelerator that meets every constraint"]
-    rented = _rented_sentence(spec, best, cloud) if deployment == "cloud" else ""
+    rented = rented_sentence(spec, best, cost, provider) if deployment == "cloud" else ""
     why = ([rented] if rented else []) + why + extra
     recommendation = Recommendation(
         accelerator=best.accelerator,
@@ -599,6 +524,7 @@ def _assemble(
         workloads=best.choices,
         total_gpus=gpus,
         why=why,
+        gpus_at_once=gpus_at_once(spec, best.choices),
     )
     alternatives = [
         Alternative(

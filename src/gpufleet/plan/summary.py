@@ -126,19 +126,21 @@ def _decision(
     mix: Mapping[str, float] | None = None,
 ) -> str:
     what = f"{rec.total_gpus:,} × {rec.accelerator}"
+    at_once = gpus_at_once(rec, curve)
     rented = int((mix or {}).get("rented_gpus") or 0)
-    if rec.deployment != "on-prem" and rented > rec.total_gpus:
+    if rec.deployment != "on-prem" and rented > at_once:
         # the cloud rents whole instances: the decision names what is paid for
         instances = int((mix or {}).get("rented_instances") or 0)
         per = int((mix or {}).get("instance_gpus") or 0)
+        across = f", {rec.total_gpus:,} across them" if rec.total_gpus > at_once else ""
         what = (
             f"{rented:,} × {rec.accelerator} ({instances:,} {per}-GPU instances; the "
-            f"workloads use {rec.total_gpus:,})"
+            f"workloads use {at_once:,} at once{across})"
         )
-    elif curve is not None and curve.peak_gpus < rec.total_gpus:
+    elif at_once < rec.total_gpus:
         # runs that do not overlap never need every workload's GPUs at once
         what = (
-            f"up to {curve.peak_gpus:,.0f} × {rec.accelerator} at once ({rec.total_gpus:,} "
+            f"up to {at_once:,} × {rec.accelerator} at once ({rec.total_gpus:,} "
             "across the workloads)"
         )
     if rec.deployment == "on-prem" and design is not None:
@@ -156,9 +158,28 @@ def _decision(
     return f"{head}; {cost_text}"
 
 
+def gpus_at_once(rec: Recommendation, curve: DemandCurve | None) -> int:
+    """The GPUs the workloads use at the busiest hour: the recommendation's count (the
+    services at their peak rate and the runs that overlap, `demand_curve.gpus_at_once`), or,
+    in a plan.json from before it was recorded, the demand curve's peak or the sum."""
+    if rec.gpus_at_once is not None:
+        return rec.gpus_at_once
+    if curve is not None:
+        return min(rec.total_gpus, math.ceil(curve.peak_gpus - 1e-9))
+    return rec.total_gpus
+
+
+def _busy_every_hour(rate: str) -> str:
+    """The full-use rate beside a break-even utilisation, said to be the rate of every hour's
+    use: "steady use of it rents at $3.99 per GPU-hour used" beside "less than 15.2% busy"
+    read as the rate at 15.2 %, and beside the $4.98 at the stated 80 % as a second price
+    for the same thing (chat-70b)."""
+    return f"kept busy every hour, it rents at {rate}"
+
+
 def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
-    """When the other way of paying would win, in the verdict's own numbers (steady use of
-    the fleet priced as the optimiser would buy it)."""
+    """When the other way of paying would win, in the verdict's own numbers (the fleet kept
+    busy every hour priced as the optimiser would buy it)."""
     u_star, work = v.breakeven_utilization, v.work_utilization
     own, rent = fmt_usd_apart(v.own_usd, v.rent_work_usd)
     fleet = f"an owned fleet of {v.fleet_gpus:,} GPUs"
@@ -173,11 +194,11 @@ def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
             own_all, full = fmt_usd_apart(v.own_usd, v.rent_full_usd)
             return [
                 f"Owning would not win even with {fleet} busy every hour ({own_all} against "
-                f"{full} to rent it steadily at {steady})"
+                f"{full} to rent it busy every hour at {steady})"
             ]
         return [
             f"Owning wins only if {fleet} is kept more than {fmt_pct(u_star)} busy on average "
-            f"(steady use of it rents at {steady}); the planned work keeps it {fmt_pct(work)} busy"
+            f"({_busy_every_hour(steady)}); the planned work keeps it {fmt_pct(work)} busy"
         ]
     if v.cheaper_for_work == "rent":
         stated = fmt_pct(v.stated_utilization)
@@ -192,7 +213,7 @@ def _rent_or_own_changes(deployment: str, v: RentOrOwn) -> list[str]:
         ]
     return [
         f"Renting would win if the fleet were less than {fmt_pct(u_star)} busy on average "
-        f"(steady use of it rents at {steady}); the planned work keeps it {fmt_pct(work)} busy"
+        f"({_busy_every_hour(steady)}); the planned work keeps it {fmt_pct(work)} busy"
     ]
 
 

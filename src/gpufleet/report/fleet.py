@@ -172,6 +172,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
     )
     seeds = plan.method.get("seeds", [])
     n_seeds = len(seeds) if isinstance(seeds, list) else 0
+    period = cost_period(plan)
     candidates = [
         {
             "accelerator": c.label,
@@ -340,7 +341,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
     if cost is not None:
         cost_rows = [
             ("Deployment", cost.deployment),
-            ("Total over the horizon", fmt_usd(cost.total_usd)),
+            (f"Total {cost.period}", fmt_usd(cost.total_usd)),
             ("On-prem TCO", fmt_usd(cost.on_prem_tco_usd)),
             ("Renting (cloud)", fmt_usd(cost.cloud_usd)),
             ("Cloud purchase", cost.cloud_method or MISSING),
@@ -367,7 +368,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
             f"{(_f(plan.method.get('confidence')) or 0.95) * 100:g} % two-sided Student-t "
             "interval of the mean over seeds",
         ),
-        ("Horizon", _dur(_f(plan.method.get("horizon_s")))),
+        ("Simulated window (horizon)", _dur(_f(plan.method.get("horizon_s")))),
         ("Warm-up (not measured)", _dur(_f(plan.method.get("warmup_s")))),
         ("Each run ends at", _dur(_f(plan.method.get("run_end_s")))),
         ("Wait statistic", str(plan.method.get("wait_statistic"))),
@@ -389,7 +390,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
     if rec is not None:
         headline = (
             f"Recommended: {rec.cluster_text}, {rec.deployment}"
-            + (f", {fmt_usd(rec.cost_usd)} over the horizon" if rec.cost_usd is not None else "")
+            + (f", {fmt_usd(rec.cost_usd)} {period}" if rec.cost_usd is not None else "")
             + f"; {plan.targets_text}."
         )
     # the policy and sensitivity tables compare searches with open quotas: their first row is
@@ -430,6 +431,7 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         "queue_heads": queue_heads,
         "sensitivity": sensitivity,
         "cost_rows": cost_rows,
+        "cost_period": period,
         "method_rows": method_rows,
         "dur": _dur,
         "num": fmt_num,
@@ -439,6 +441,16 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
         "D": marker,
         "legend": DERIVED_LEGEND,
     }
+
+
+def cost_period(plan: FleetPlan) -> str:
+    """The period every cost of the plan covers ("over 3 years"): the spec's horizon_years,
+    for which the cluster is owned or rented, not the simulated window the Method table
+    shows (the headline said "over the horizon" beside a 14-day Horizon)."""
+    rec = plan.recommendation
+    costs = [rec.cost] if rec is not None and rec.cost is not None else []
+    costs += [c.cost for c in plan.candidates if c.cost is not None]
+    return costs[0].period if costs else "over the plan's horizon_years"
 
 
 def _f(value: object) -> float | None:

@@ -39,7 +39,7 @@ from gpufleet.formatting import (
 from gpufleet.outputs import write_folder
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import ExecutiveSummary, Plan
-from gpufleet.plan.summary import executive_summary
+from gpufleet.plan.summary import executive_summary, gpus_at_once
 from gpufleet.report import charts
 
 DERIVED_MARK = "†"
@@ -121,8 +121,20 @@ def fmt_keyed(key: str, value: object, default: str = "num") -> str:
     return fmt_count(v) if isinstance(value, int) else fmt_num(v)
 
 
+# Metrics whose key alone reads wrong: the cost per million tokens read "Cost per million
+# output tokens cost $2.47", and said neither the price nor the GPUs it is at (the search's:
+# the service's own GPUs at the on-demand list price, whatever the plan rents or owns).
+_METRIC_LABELS = {
+    "cost_per_million_output_tokens_usd": (
+        "Cost per million output tokens (its own GPUs, on-demand list price)"
+    ),
+}
+
+
 def fmt_metric(key: str, value: float | None) -> str:
     """One workload metric as a phrase: 'TTFT p99 412 ms', '2,431,000 tokens/s'."""
+    if key in _METRIC_LABELS:
+        return f"{_METRIC_LABELS[key]} {fmt_keyed(key, value)}"
     if key.endswith("_per_s") and not key.endswith(("gbytes_per_s", "gbit_per_s")):
         noun = fmt_label(key.removesuffix("_per_s"), strip_unit=False).lower()
         return f"{MISSING if value is None else fmt_num(value)} {noun}/s"
@@ -242,6 +254,62 @@ def payback_note(plan: Plan) -> str:
     return note
 
 
+def workloads_note(plan: Plan) -> str:
+    """The Workloads table's footnote, from the plan's numbers: what its GPU-hours and cost
+    are, and for each workload whose cost pays for more GPUs than it uses (whole instances;
+    the services share theirs and split the idle GPUs by GPUs), how many. A service's cost
+    read $25.32 per GPU-hour of its work against a $14.24 list price, with nothing saying
+    that it carried idle GPUs (shared-cluster's product-chat: 12.4 paid for, 7 used)."""
+    rec = plan.recommendation
+    per = int(plan.cost.mix.get("instance_gpus") or 0)
+    text = (
+        "GPU-hours: the work's; training includes failures and restarts; inference covers "
+        "the plan's horizon at the stated load. Cost: renting the work at on-demand list "
+        "prices"
+        + (f" on whole {per}-GPU instances" if per > 1 else "")
+        + (
+            ", for comparison (this plan owns its GPUs: see Cost)"
+            if rec.deployment == "on-prem"
+            else ""
+        )
+        + "."
+    )
+    paid = [
+        f"{w.workload} {w.rented_gpus:,.1f} GPUs paid for, {w.gpus:,} used"
+        for w in rec.workloads
+        if w.rented_gpus is not None and w.rented_gpus > w.gpus + 1e-9
+    ]
+    if paid and per > 1:
+        text += (
+            " A training run rents instances of its own; the services share theirs and split "
+            "the idle GPUs by GPUs, so a cost pays for more GPUs than the work uses: "
+            + "; ".join(paid)
+            + "."
+        )
+    if any("cost_per_million_output_tokens_usd" in w.metrics for w in rec.workloads):
+        text += (
+            " Cost per million output tokens: the on-demand list price of the service's own "
+            "GPUs over the tokens they serve, without the idle GPUs of shared instances."
+        )
+    return text
+
+
+def reserved_note(plan: Plan) -> str:
+    """What the Reserved / committed total buys: the GPUs in use at the busiest hour, for the
+    whole horizon ('' when not priced, or in a plan.json from before it said). Its GPUs went
+    unsaid while it reserved twice the busiest hour's (year-of-runs: 1,064 against 528)."""
+    cost = plan.cost
+    if cost.reserved is None or not cost.reserved_gpus:
+        return ""
+    per = int(cost.mix.get("instance_gpus") or 1)
+    instances = f" ({fmt_count(cost.reserved_gpus / per)} × {per}-GPU instances)" if per > 1 else ""
+    return (
+        f"Reserved / committed: every hour's work on reservations alone, "
+        f"{fmt_count(cost.reserved_gpus)} GPUs{instances}, those in use at the busiest hour, "
+        "reserved for the whole horizon at the cheapest term."
+    )
+
+
 def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
     """The two comparisons side by side (`plan.cost.verdict`): (row, the planned work, the
     fleet at the stated utilisation, whether that cell is derived); empty without a TCO."""
@@ -338,6 +406,10 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "option_ranked": any(o.plan_usd is not None for o in option_costs[1:]),
         "headline": headline_cost(plan),
         "rent_or_own": rent_or_own_rows(plan),
+        "workloads_note": workloads_note(plan),
+        "reserved_note": reserved_note(plan),
+        # the GPUs in use at the busiest hour, beside every workload's added up
+        "at_once": gpus_at_once(plan.recommendation, plan.demand_curve),
         "payback_note": payback_note(plan),
         "cost_options": charts.cost_options(plan.cost),
         "sensitivity": sensitivity,

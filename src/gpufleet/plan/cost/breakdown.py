@@ -14,7 +14,7 @@ from typing import Literal
 
 from gpufleet.catalog.instances import PROVIDERS
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.formatting import fmt_duration
+from gpufleet.formatting import fmt_count, fmt_duration
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.instances import on_whole_instances, rented_counts
 from gpufleet.plan.cost.mix import optimise_mix
@@ -107,9 +107,7 @@ def cost_breakdown(
         except ValueError as exc:
             log.add(f"{demand.accelerator} purchase mix", "not computed", str(exc))
     reserved_prices = {k: v for k, v in prices.items() if k in RESERVED_TERM_YEARS}
-    reserved: float | None = None
-    if reserved_prices:
-        reserved = optimise_mix(rented, reserved_prices, Assumptions())["total_usd"]
+    reserved, reserved_gpus = _reserved_only(rented, reserved_prices, log)
     spot = _spot_max_cost(rented, prices)
     savings: float | None = None
     if mix and on_demand:
@@ -168,6 +166,7 @@ def cost_breakdown(
     return CostBreakdown(
         on_demand=on_demand,
         reserved=reserved,
+        reserved_gpus=reserved_gpus,
         spot=spot,
         mix=mix,
         savings_vs_on_demand=savings,
@@ -185,6 +184,52 @@ def cost_breakdown(
         sensitivity_alternative=other_rows,
         rent_or_own=decided.to_json() if decided is not None else {},
     )
+
+
+def _reserved_only(
+    rented: Demand, prices: Mapping[str, float], log: Assumptions
+) -> tuple[float | None, float | None]:
+    """(total, GPUs) of renting everything on reservations alone: the GPUs in use at the
+    busiest hour (`Demand.gpus_at_once`, whole instances) reserved for the horizon at the
+    cheapest term, which runs every hour's work, and no fewer, since a gang runs whole.
+    The mix's linear program, given reserved prices alone, sized the reservation to fit
+    every run's GPU-hours into one burst window, as if the runs all ran together:
+    year-of-runs reserved 1,064 GPUs, twice the 528 it ever uses at once ($34.8 M). It
+    stands in only when the gangs are not known. (None, None) without a reserved price."""
+    if not prices:
+        return None, None
+    at_once = rented.gpus_at_once
+    if at_once is None:
+        mix = optimise_mix(rented, prices, Assumptions())
+        return mix["total_usd"], mix["reserved_gpus"]
+    flat = Demand(
+        accelerator=rented.accelerator,
+        baseline_gpus=at_once,
+        burst_gpu_hours=0.0,
+        interruptible_fraction=0.0,
+        spot_overhead_fraction=0.0,
+        horizon_hours=rented.horizon_hours,
+        instance_gpus=rented.instance_gpus,
+    )
+    mix = optimise_mix(flat, prices, Assumptions())
+    held = {k: mix[f"{k}_gpus"] for k in (RESERVED_1Y, RESERVED_3Y) if mix[f"{k}_gpus"] > 0}
+    if not held or not rented.burst_gangs:  # nothing to rent, or the baseline alone
+        return mix["total_usd"], float(at_once)
+    terms = (
+        f"on {RESERVED_TERM_YEARS[next(iter(held))]:g}-year terms"
+        if len(held) == 1
+        else "("
+        + ", ".join(f"{fmt_count(n)} on {RESERVED_TERM_YEARS[k]:g}-year" for k, n in held.items())
+        + " terms)"
+    )
+    log.add(
+        "reserved option",
+        f"{fmt_count(at_once)} GPUs {terms}, those in use at the busiest hour",
+        "gpufleet (derived): the Reserved / committed total reserves what is in use at once "
+        "(whole instances) for the whole horizon at the cheapest term, as the runs are "
+        "scheduled; runs that do not overlap share the reservation",
+    )
+    return mix["total_usd"], float(at_once)
 
 
 def rent_or_own(
@@ -334,13 +379,24 @@ def _tornados(
 
 
 def spend_by_provider(mix: Mapping[str, float], sellers: Mapping[str, str]) -> dict[str, float]:
-    """The optimised mix's dollars by the provider selling each part (reservations split
-    between the terms by GPUs × price), so a headline names who it priced."""
+    """The optimised mix's dollars by the provider selling each part (`spend_by_kind`), so
+    a headline names who it priced."""
+    out: dict[str, float] = {}
+    for kind, usd in spend_by_kind(mix).items():
+        if kind in sellers:
+            out[sellers[kind]] = out.get(sellers[kind], 0.0) + usd
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def spend_by_kind(mix: Mapping[str, float]) -> dict[str, float]:
+    """The optimised mix's dollars by way of buying (price keys; reservations split between
+    the terms by GPUs × price), largest first: the offer it spends most on is the one a
+    sentence about what the plan rents names."""
     out: dict[str, float] = {}
 
     def add(kind: str, usd: float) -> None:
-        if usd > 0 and kind in sellers:
-            out[sellers[kind]] = out.get(sellers[kind], 0.0) + usd
+        if usd > 0:
+            out[kind] = out.get(kind, 0.0) + usd
 
     add(ON_DEMAND, mix.get("on_demand_usd", 0.0))
     add(SPOT, mix.get("spot_usd", 0.0))

@@ -8,6 +8,7 @@ reads none of them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 HOURS_PER_YEAR = 8_760.0
@@ -27,7 +28,12 @@ class Demand:
     `instance_gpus` is how many GPUs the cloud rents at once (the GPUs of one instance of the
     offer priced): the mix reserves whole instances. `burst_gangs` are the burst's runs as
     (gang GPUs, GPU-hours), so that `on_instances` can round each gang up to whole instances;
-    without them the burst's GPU-hours are priced as given.
+    without them the burst's GPU-hours are priced as given. `burst_spans` are the runs'
+    (start hour, end hour), in the order of `burst_gangs`, so that `gpus_at_once` counts
+    only the gangs that run together: a year of runs that never overlap never needs every
+    gang at once (year-of-runs rented, and reserved, the sum of its runs' GPUs, 1,296,
+    where 528 are in use at the busiest hour). Without spans every gang is taken to run at
+    once.
     """
 
     accelerator: str
@@ -45,6 +51,7 @@ class Demand:
     block_fraction: float = 1.0
     instance_gpus: int = 1
     burst_gangs: tuple[tuple[int, float], ...] = ()
+    burst_spans: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.baseline_gpus < 0:
@@ -68,6 +75,13 @@ class Demand:
         for gpus, hours in self.burst_gangs:
             if gpus < 1 or hours < 0:
                 raise ValueError(f"burst gang of {gpus} GPUs for {hours} GPU-hours is not a run")
+        if self.burst_spans and len(self.burst_spans) != len(self.burst_gangs):
+            raise ValueError(
+                f"{len(self.burst_spans)} burst spans for {len(self.burst_gangs)} burst gangs"
+            )
+        for start, end in self.burst_spans:
+            if not 0 <= start < end:
+                raise ValueError(f"burst span {start}-{end} h is not a run")
         window = self.burst_window_hours
         if window is not None and not 0 < window <= self.horizon_hours:
             raise ValueError(f"burst_window_hours {window} is not within the horizon")
@@ -97,6 +111,16 @@ class Demand:
         )
 
     @property
+    def gpus_at_once(self) -> int | None:
+        """GPUs in use at the busiest hour: the baseline (every hour) and the gangs running
+        then (`busiest`). None when the burst's gangs are not known: its GPUs at once cannot
+        be told from its GPU-hours."""
+        if self.burst_gpu_hours > 0 and not self.burst_gangs:
+            return None
+        gangs = [g for g, _ in self.burst_gangs]
+        return self.baseline_gpus + busiest(gangs, self.burst_spans)
+
+    @property
     def window_hours(self) -> float:
         return self.horizon_hours if self.burst_window_hours is None else self.burst_window_hours
 
@@ -109,3 +133,15 @@ class Demand:
 def whole_instances(gpus: int, gpus_per_instance: int) -> int:
     """`gpus` rounded up to whole instances of `gpus_per_instance`."""
     return math.ceil(gpus / gpus_per_instance) * gpus_per_instance
+
+
+def busiest(gangs: Sequence[int], spans: Sequence[tuple[float, float]]) -> int:
+    """The most GPUs of `gangs` running at one time, each from its span's start (inclusive)
+    to its end (exclusive); without spans, every gang at once. The busiest time is always
+    some gang's start, so only those are tried."""
+    if not spans:
+        return sum(gangs)
+    return max(
+        (sum(g for g, (s, e) in zip(gangs, spans, strict=True) if s <= t < e) for t, _ in spans),
+        default=0,
+    )

@@ -43,13 +43,15 @@ def _plural(count: float, word: str) -> str:
 
 
 def rented_counts(demand: Demand, rented: Demand) -> dict[str, float]:
-    """GPUs and instances rented when every workload runs at once (the basis of the Cloud
-    options table), and the GPUs of them left idle. Empty when the burst's gangs are not
-    known: its GPUs at once cannot be told from its GPU-hours."""
-    if demand.burst_gpu_hours > 0 and not demand.burst_gangs:
+    """GPUs and instances rented at the busiest hour (`Demand.gpus_at_once`: the baseline
+    and the gangs that run together then, the basis of the Cloud options table), and the
+    GPUs of them left idle. Empty when the burst's gangs are not known: its GPUs at once
+    cannot be told from its GPU-hours. The sum of every gang's GPUs was counted before,
+    though runs that never overlap are never rented together (year-of-runs: 1,296 GPUs as
+    162 instances, where 528 are in use at once)."""
+    used, gpus = demand.gpus_at_once, rented.gpus_at_once
+    if used is None or gpus is None:
         return {}
-    used = demand.baseline_gpus + sum(g for g, _ in demand.burst_gangs)
-    gpus = rented.baseline_gpus + sum(g for g, _ in rented.burst_gangs)
     return {
         "rented_gpus": float(gpus),
         "rented_instances": float(gpus // rented.instance_gpus),
@@ -81,7 +83,8 @@ def on_whole_instances(
         f"offer {offer.instance} has {_plural(n, 'GPU')}; every cloud cost (on-demand, "
         "reserved, spot, the mix, renting the planned work, the sensitivity) prices the GPUs "
         "rented and the mix reserves whole instances; the services share instances, each "
-        "training gang rounds up on its own (gpufleet assumption)"
+        "training gang rounds up on its own, and the instances counted are those in use at "
+        "the busiest hour: runs that do not overlap are rented in turn (gpufleet assumption)"
         + (
             f"; the other prices rent other sizes ({', '.join(others)}), rounded to {n} too"
             if others
@@ -96,7 +99,7 @@ def on_whole_instances(
         instances = counts["rented_instances"]
         log.add(
             name,
-            f"{_plural(used, 'GPU')} rented as {fmt_count(instances)} × {what}"
+            f"{_plural(used, 'GPU')} in use at once rented as {fmt_count(instances)} × {what}"
             f"{'' if instances == 1 else 's'} {where}: {_plural(counts['idle_gpus'], 'GPU')} idle",
             source,
         )
@@ -119,7 +122,10 @@ def priced_on_instances(
     the services share instances, so their GPUs round up once and the idle GPUs' cost is
     split between them by GPUs; each training gang rounds up on its own. The accelerators
     are ranked on these costs, so the ranking pays for what the chosen plan pays for (13 H200
-    and 16 H100 are both 2 × 8-GPU instances). The GPUs and GPU-hours stay the work's."""
+    and 16 H100 are both 2 × 8-GPU instances). The GPUs and GPU-hours stay the work's;
+    `rented_gpus` says what the cost pays for, so the Workloads table can say why a service's
+    cost per GPU-hour is above the list price (shared-cluster's product-chat: 12.4 GPUs paid
+    for, 7 used)."""
     n = gpus_per_instance
     serving = sum(c.gpus for c in choices if c.kind == "inference" and c.gpus > 0)
     serving_scale = whole_instances(serving, n) / serving if serving else 1.0
@@ -129,5 +135,7 @@ def priced_on_instances(
             out.append(c)
             continue
         scale = serving_scale if c.kind == "inference" else whole_instances(c.gpus, n) / c.gpus
-        out.append(c.model_copy(update={"cost_usd": c.cost_usd * scale}))
+        out.append(
+            c.model_copy(update={"cost_usd": c.cost_usd * scale, "rented_gpus": c.gpus * scale})
+        )
     return out

@@ -227,7 +227,7 @@ class RentOrOwn:
             return out + (
                 "; owning would not win even with the fleet busy every hour ("
                 f"{own} owned against {full} to rent "
-                "it steadily at "
+                "it busy every hour at "
                 + self.rate_text(self.rent_full_usd_per_gpu_hour, self.rent_full_basis)
                 + ")"
             )
