@@ -601,10 +601,14 @@ def test_every_placement_uses_only_free_capacity_and_is_complete(
     assert placed.status.ok == _feasible(state, spec, request)
     if not placed.status.ok:
         assert placed.placements == ()
-        if placed.status.code == "unschedulable":  # a share where no GPU takes fractions
-            assert request.kind == "fraction"
+        if placed.status.code == "unschedulable":  # a share or a slice no GPU can ever give
             assert placed.status.reason.startswith("cannot run: ")
-            assert not any(n.fractions for n in c.nodes if n.accelerator == request.accelerator)
+            same = [n for n in c.nodes if n.accelerator == request.accelerator]
+            if request.kind == "fraction":
+                assert not any(n.fractions for n in same)
+            else:
+                assert request.kind == "mig"
+                assert not any(any(n.mig) for n in same)
             return
         assert placed.status.code == "wait"
         assert placed.status.reason.startswith("waiting: ")

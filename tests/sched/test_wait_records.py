@@ -272,3 +272,13 @@ def test_a_share_no_gpu_takes_cannot_run_even_when_the_quota_is_full() -> None:
         "cannot run: no h100-sxm5-80gb GPU is shared by fractions here"
     )
     assert not d.preempted
+
+
+def test_a_slice_where_no_gpu_is_mig_enabled_cannot_run() -> None:
+    """It read "waiting: no h100 GPU is cut into 1g.10gb MIG slices", a wait for a re-cut no
+    GPU can have: a re-layout only re-cuts GPUs already MIG-enabled."""
+    c, state = cluster(*leaves(1))
+    d = decide(c, state, [], [job("slice", mig_profile="1g.10gb")], PLENTY)
+    assert d.pending_reasons["slice"].startswith(
+        "cannot run: no h100-sxm5-80gb GPU is MIG-enabled here, so no 1g.10gb slice exists"
+    )

@@ -405,6 +405,12 @@ def test_placement_warnings_count_jobs_that_can_never_run() -> None:
     whole = Cluster(("node",), (Node("n", "x", 1),))
     (line,) = placement_warnings(whole, _workload(_job("f", gpu_fraction=0.5)))
     assert line.startswith("1 job asks for a GPU fraction; no node of the cluster shares GPUs")
+    # the simulator re-cuts idle MIG GPUs: a 7g.80gb job ran after a re-cut it was warned of
+    recut = placement_warnings(cluster, workload, recut=True)
+    assert len(recut) == 1
+    assert not any("MIG slice" in line for line in recut)
+    (never,) = placement_warnings(whole, _workload(_job("g", mig_profile="1g.10gb")), recut=True)
+    assert "no GPU of the cluster is cut into or can be re-cut into" in never
 
 
 def test_load_workload_generator_per_seed_and_trace_fixed(files: dict[str, Path]) -> None:

@@ -101,7 +101,9 @@ class _Inputs:
 
         speeds = self.config.speeds
         extra = speeds.warnings() if speeds is not None else []
-        return (*placement_warnings(self.cluster, workload, self.teams_file), *extra)
+        recut = self.config.relayout_s is not None
+        warned = placement_warnings(self.cluster, workload, self.teams_file, recut=recut)
+        return (*warned, *extra)
 
 
 def _read_inputs(

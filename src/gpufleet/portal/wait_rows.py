@@ -106,9 +106,11 @@ def wait_row(w: WaitOut) -> WaitRow:
         resource, needs, has = _quota(n)
     elif w.kind == "mig-slice":
         resource, needs = f"{n.get('profile')} slice of {n.get('accelerator')}", "1 slice"
-        has = {"spot-only": "free ones on spot only", "not-cut": "no GPU cut into it"}.get(
-            str(n.get("case")), "none free"
-        )
+        has = {
+            "spot-only": "free ones on spot only",
+            "not-cut": "no GPU cut into it",
+            "no-mig": "no GPU MIG-enabled",
+        }.get(str(n.get("case")), "none free")
     elif w.kind == "gpu-share":
         needed = w.needed_gpus or 0.0
         needs = f"{round(needed * 1000)}/1000 of a GPU ({needed:g})"

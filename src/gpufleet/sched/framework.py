@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 from gpufleet.cluster import Claim, MigSlice, Node, Share, StateView, Whole
 from gpufleet.errors import UserError
 from gpufleet.sched.requests import Request
-from gpufleet.sched.waits import Wait
+from gpufleet.sched.waits import SliceWait, Wait
 from gpufleet.specs.jobs import JobSpec
 
 StatusCode = Literal["ok", "unschedulable", "wait"]
@@ -46,6 +46,16 @@ class Status:
 
 
 OK = Status()
+
+
+def missing_slice(view: StateView, accelerator: str, profile: str) -> SliceWait:
+    """Why no `profile` slice of `accelerator` is free, where none is on spot: none free
+    now, no GPU cut into it (a re-layout of a MIG GPU may cut one), or no GPU of the
+    accelerator MIG-enabled at all: then the job never runs here (it read as a wait)."""
+    if view.has_slices(accelerator, profile):
+        return SliceWait("none-free", accelerator, profile)
+    mig = any(n.accelerator == accelerator and any(n.mig) for n in view.cluster.nodes)
+    return SliceWait("not-cut" if mig else "no-mig", accelerator, profile)
 
 
 def spot_rule(plugin: str, job: JobSpec, node: Node) -> Status:
@@ -273,3 +283,9 @@ class PlacementPlugin(Protocol):
         """The plugin to use this cycle, given the pending requests (FGD learns the
         request distribution from them); most plugins return themselves."""
         ...
+
+
+def slice_placed(plugin: str, wait: SliceWait) -> Placed:
+    """A failed slice placement: "unschedulable" where no GPU is MIG-enabled, else a wait."""
+    code: StatusCode = "unschedulable" if wait.case == "no-mig" else "wait"
+    return Placed(status=Status(code, wait.text(), plugin, wait))

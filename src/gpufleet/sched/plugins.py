@@ -18,6 +18,8 @@ from gpufleet.sched.framework import (
     Placed,
     Placement,
     Status,
+    missing_slice,
+    slice_placed,
     spot_rule,
     whole_placed,
     whole_placement,
@@ -392,9 +394,7 @@ class TopologyBestFit:
             skipped = True
         if skipped:
             return self._wait(SliceWait("spot-only", acc, profile))
-        if not view.has_slices(acc, profile):
-            return self._wait(SliceWait("not-cut", acc, profile))
-        return self._wait(SliceWait("none-free", acc, profile))
+        return slice_placed(self.name, missing_slice(view, acc, profile))
 
     def _fraction(self, view: StateView, job: JobSpec, request: Request) -> Placed:
         acc, milli = request.accelerator, request.eighths * MILLI_PER_EIGHTH

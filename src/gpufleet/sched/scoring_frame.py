@@ -15,7 +15,14 @@ from typing import Self
 from gpufleet.cluster import MILLI, Cluster, StateView
 from gpufleet.cluster.topology import Node
 from gpufleet.sched.backfill import reserved_free
-from gpufleet.sched.framework import Placed, Placement, Status, spot_rule
+from gpufleet.sched.framework import (
+    Placed,
+    Placement,
+    Status,
+    missing_slice,
+    slice_placed,
+    spot_rule,
+)
 from gpufleet.sched.requests import FRACTION_STEPS, Request, RequestKind
 from gpufleet.sched.waits import CapacityWait, ShareWait, SliceWait, UnknownLevel, Wait
 from gpufleet.specs.jobs import JobSpec
@@ -462,7 +469,7 @@ class Scoring(ABC):
             return Placed((Placement(pick.node, mig_slices=(pick.slice,)),))
         if next(iter(view.free_slices(acc, profile)), None) is not None:
             return self._wait(SliceWait("spot-only", acc, profile))
-        return self._wait(SliceWait("none-free", acc, profile))
+        return slice_placed(self.name, missing_slice(view, acc, profile))
 
     def _mig_candidates(
         self, view: StateView, job: JobSpec, acc: str, profile: str

@@ -128,7 +128,7 @@ class CapacityWait:
         }
 
 
-SliceCase = Literal["none-free", "not-cut", "spot-only"]
+SliceCase = Literal["none-free", "not-cut", "no-mig", "spot-only"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +146,11 @@ class SliceWait:
             return (
                 f"waiting: the free {profile} slices on {acc} are on spot capacity, which "
                 "this job may not use"
+            )
+        if self.case == "no-mig":
+            return (
+                f"cannot run: no {acc} GPU is MIG-enabled here, so no {profile} slice exists "
+                "(enable MIG on some, or ask for whole GPUs or a fraction)"
             )
         if self.case == "not-cut":
             return f"waiting: no {acc} GPU is cut into {profile} MIG slices"

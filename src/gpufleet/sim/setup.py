@@ -116,7 +116,7 @@ def check_priority_classes(teams: TeamsSpec, workload: Workload, source: str) ->
 
 
 def placement_warnings(
-    cluster: Cluster, workload: Workload, teams: TeamsSpec | None = None
+    cluster: Cluster, workload: Workload, teams: TeamsSpec | None = None, *, recut: bool = False
 ) -> tuple[str, ...]:
     """One line per reason some jobs can never run here, with how many jobs; () if none.
 
@@ -125,10 +125,17 @@ def placement_warnings(
     worker larger than every node of its types, or more workers than all those nodes hold
     together: a bound for every profile, gangs or not; a gang confined to one type can
     fail with less); a MIG profile no GPU is cut into; a GPU fraction with no node that
-    shares GPUs; a team the teams file does not list.
+    shares GPUs; a team the teams file does not list. With `recut` (the simulator re-cuts
+    idle MIG GPUs, `SimConfig.relayout_s`) a profile is possible wherever a MIG-enabled GPU's
+    accelerator offers it: a 7g.80gb job was warned "never runs", then ran after a re-cut.
     """
     accelerators = set(cluster.accelerators)
     profiles = {p for node in cluster.nodes for layout in node.mig for p, _ in layout}
+    if recut:
+        from gpufleet.catalog.mig import mig_profiles_for
+
+        cut = {node.accelerator for node in cluster.nodes if any(node.mig)}
+        profiles |= {p.profile for acc in cut for p in mig_profiles_for(acc)}
     shares = any(node.fractions for node in cluster.nodes)
     team_names = {t.name for t in teams.teams} if teams is not None else None
     no_acc: Counter[tuple[str, ...]] = Counter()
@@ -160,7 +167,7 @@ def placement_warnings(
     ]
     lines += [
         f"{n:,} job{_s(n)} ask{_s(n, verb=True)} for MIG slice {p}, which no GPU of the "
-        f"cluster is cut into: {_never(n)}"
+        f"cluster is cut into{' or can be re-cut into' if recut else ''}: {_never(n)}"
         for p, n in sorted(no_mig.items())
     ]
     if too_big:
