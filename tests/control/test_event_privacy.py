@@ -1,6 +1,6 @@
 """Preemption events and queue reasons name no other team's job or team to a team member.
 
-The scheduler's sentences name the preemptor ("preempted by '3' ...", "team vision reclaims
+The scheduler's sentences name the preemptor ("preempted by job '3' ...", "team vision reclaims
 ...", "strict FIFO, job '3' ahead of it"). A member of the victim's team reads its job through
 `GET /api/v1/jobs/{id}` and the portal's job page; there the preemptor's id and team are
 left out (the stored event message is neutral, the queue reason redacted when read), while
@@ -113,7 +113,7 @@ def test_a_member_reads_no_preemptor_in_a_priority_preemption(plane: Plane) -> N
         assert "vision" not in told(mine)
         full = job(plane, "admin", victim)
         stop = next(e for e in full["events"] if e["kind"] == "stopping")
-        assert f"preempted by '{high}'" in stop["message"]
+        assert f"preempted by job '{high}'" in stop["message"]
         assert "team vision" in stop["message"]
     # the preemptor's own history names no victim either
     assert all(
@@ -124,7 +124,7 @@ def test_a_member_reads_no_preemptor_in_a_priority_preemption(plane: Plane) -> N
     assert "preempted by a higher-priority job" in page
     assert f"'{high}'" not in page
     assert "vision" not in page
-    assert f"preempted by &#39;{high}&#39;" in portal_page(plane, "admin", victim)
+    assert f"preempted by job &#39;{high}&#39;" in portal_page(plane, "admin", victim)
     audit = plane.client.get("/api/v1/admin/audit", headers=plane.auth("admin")).json()
     entry = next(a for a in audit if a["action"] == "job.preempted")
     assert entry["target"] == f"job/{victim}"
@@ -143,7 +143,7 @@ def test_a_finished_victim_cached_for_members_still_shows_admins_the_preemptor(
     plane.cycle(1)
     assert job(plane, "nlp-member", victim)["state"] == "cancelled"  # now cached, final
     assert not names_job(told(job(plane, "nlp-member", victim)), high)
-    assert f"preempted by '{high}'" in told(job(plane, "admin", victim))
+    assert f"preempted by job '{high}'" in told(job(plane, "admin", victim))
     assert not names_job(told(job(plane, "nlp-member", victim)), high)  # cache not polluted
 
 
@@ -165,7 +165,7 @@ def test_a_member_reads_no_reclaiming_team_in_a_quota_reclaim(plane: Plane) -> N
     assert not names_job(told(mine), owner)
     assert "vision" not in told(mine)
     full = told(job(plane, "admin", victim))
-    assert f"preempted by '{owner}': team vision reclaims" in full
+    assert f"preempted by job '{owner}': team vision reclaims" in full
     assert "which team nlp was borrowing" in full
 
 

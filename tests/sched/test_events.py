@@ -109,7 +109,7 @@ class World:
             assert cls.preemptible
             assert victim not in d.admitted
             assert reason.preemptor in d.admitted
-            assert reason.text().startswith(f"preempted by {reason.preemptor!r}")
+            assert reason.text().startswith(f"preempted by job {reason.preemptor!r}")
         for name, placements in d.admitted.items():
             job = self.pending[name]
             if job.gpus:

@@ -53,7 +53,8 @@ def test_a_less_served_job_evicts_a_more_served_one_of_its_own_team() -> None:
     e = d.preempted["long"]
     assert e.kind == "las"
     assert e.text().startswith(
-        "preempted by 'new' (least attained service: 21.9 GPU-h put it in queue 1, behind queue 0)"
+        "preempted by job 'new' (least attained service: 21.9 GPU-h put it in queue 1, "
+        "behind queue 0)"
     )
     assert "new" not in e.public_text()
     # FIFO never evicts for it

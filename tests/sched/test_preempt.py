@@ -228,7 +228,7 @@ def test_reason_names_preemptor_priorities_lost_work_and_grace() -> None:
     victim = old("victim", "h-0", ALL8, last_checkpoint_s=NOW - 225.0)
     d = decide(c, state, [victim], [urgent()], TEAMS, now_s=NOW)
     assert {n: e.text() for n, e in d.preempted.items()} == {
-        "victim": "preempted by 'urgent' (priority 1000 > 100): frees 8 h100-sxm5-80gb GPUs; "
+        "victim": "preempted by job 'urgent' (priority 1000 > 100): frees 8 h100-sxm5-80gb GPUs; "
         "lost work 0.5 GPU-h since last checkpoint; grace period 120 s"
     }
     assert _nodes(d.admitted["urgent"]) == ["h-0"]
@@ -347,7 +347,7 @@ def test_preemption_properties(world: tuple[Cluster, State, list[JobSpec], list[
         assert VALUE[cls] < VALUE[preemptor.priority_class or "standard"]
         assert victim.started_s is not None
         assert NOW - victim.started_s >= MIN_RUNTIME_S
-        assert reason.text().startswith(f"preempted by '{preemptor.name}'")
+        assert reason.text().startswith(f"preempted by job '{preemptor.name}'")
     assert set(d.admitted) | set(d.pending_reasons) == {j.name for j in pending}
 
     # releasing the victims and applying the admissions double-books nothing (allocate raises)

@@ -40,7 +40,7 @@ def test_live_and_kueue_export_agree_on_preemption_within_a_team(profile: str) -
 
 def test_the_minimum_runtime_and_non_preemptible_classes_protect_a_team_s_own_jobs() -> None:
     assert _decided("default", ran_s=900.0) == {
-        "low": "preempted by 'high' (priority 1000 > 100): frees 8 h100-sxm5-80gb GPUs; "
+        "low": "preempted by job 'high' (priority 1000 > 100): frees 8 h100-sxm5-80gb GPUs; "
         "lost work 2 GPU-h since start; grace period 120 s"
     }
     assert _decided("default", ran_s=MIN_RUNTIME_S - 1) == {}

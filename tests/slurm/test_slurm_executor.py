@@ -248,7 +248,7 @@ def test_a_high_priority_job_preempts_a_low_one_which_checkpoints_and_runs_again
     events = get(plane, low)["events"]
     kinds = [e["kind"] for e in events]
     stop = kinds.index("stopping")
-    assert f"preempted by '{high}' (priority 1000 > 100)" in events[stop]["message"]
+    assert f"preempted by job '{high}' (priority 1000 > 100)" in events[stop]["message"]
     assert "checkpointed" in kinds[stop:]  # the ack marker, seen through the shared run root
     assert "pending" in kinds[stop:]
 

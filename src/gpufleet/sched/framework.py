@@ -177,8 +177,8 @@ class Eviction:
         """The full reason; `grace_s` replaces the core's default grace with the driver's."""
         costs = self._costs(grace_s)
         if self.kind in ("priority", "las"):
-            return f"preempted by '{self.preemptor}' ({self.cause}): {costs}"
-        return f"preempted by '{self.preemptor}': {self.cause}; {costs}"
+            return f"preempted by job '{self.preemptor}' ({self.cause}): {costs}"
+        return f"preempted by job '{self.preemptor}': {self.cause}; {costs}"
 
     def public_text(self, *, grace_s: float | None = None) -> str:
         """The reason as the victim's team may read it: why in general terms and what it
