@@ -8,17 +8,20 @@ cheaper of the optimised cloud mix and on-prem TCO over the horizon wins.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.goodput import Goodput, default_reliability, goodput
 from gpufleet.formatting import fmt_duration
-from gpufleet.plan.cost.breakdown import cost_breakdown
+from gpufleet.plan.cost.breakdown import bookable, cost_breakdown
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
+from gpufleet.plan.cost.instances import on_whole_instances
 from gpufleet.plan.cost.mix import optimise_mix
-from gpufleet.plan.cost.prices import cloud_prices
+from gpufleet.plan.cost.prices import cloud_price_offers, cloud_prices
 from gpufleet.plan.cost.tco import OnPremInputs
-from gpufleet.plan.cost.tornado import DEFAULT_FACTORS
+from gpufleet.plan.cost.tornado import DEFAULT_FACTORS, FAILURE_RATE
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.demand_curve import fleet_for, run_spans, split, total_curve
 from gpufleet.plan.design.cluster import SitePowerError, design_cluster
@@ -33,6 +36,10 @@ from gpufleet.plan.model import (
 )
 from gpufleet.plan.spot import spot_overhead_fraction
 from gpufleet.specs.plan import PlanSpec, TrainingWorkload
+from gpufleet.specs.training import Reliability
+
+# the failure-rate row's ends (`DEFAULT_FACTORS`): the GPU-hours are computed at these
+FAILURE_LOW, FAILURE_HIGH = next((f.low, f.high) for f in DEFAULT_FACTORS if f.name == FAILURE_RATE)
 
 SERVING_IN_NODE_GPUS = 8
 
@@ -229,6 +236,59 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
     )
 
 
+def _failure_hours(spec: PlanSpec, best: Portfolio) -> tuple[float, float] | None:
+    """The training GPU-hours at failure rate ×0.5 and ×2, relative to the plan's, for the
+    tornado's failure-rate row (`SensitivityInputs.failure_hours`); None without training
+    or where a run makes no progress at ×2.
+
+    Each run's GPU-hours are ∝ 1 / its goodput (`estimate.goodput`, as the sizing ran it:
+    the workload's own reliability inputs, else the defaults), so its multiplier at m is
+    goodput at the plan's failure rate ÷ goodput with the per-GPU MTBF ÷ m; the plan's is
+    the runs' multipliers weighted by their GPU-hours, which scales the burst the tornado
+    scales (the sum of the runs' GPU-hours). No plan passed one before, so the row the
+    guide promises was never shown: pretrain-405b runs at 92.3 % goodput.
+    """
+    workloads = {w.name: w for w in spec.workloads if isinstance(w, TrainingWorkload)}
+    runs = [
+        (c, workloads[c.workload])
+        for c in best.choices
+        if c.kind == "training"
+        and c.workload in workloads
+        and (c.gpu_hours or 0.0) > 0
+        and float(c.metrics.get("train_time_days") or 0.0) > 0
+    ]
+    if not runs:
+        return None
+    base_mtbf = default_reliability().gpu_mtbf_s
+    weight = sum(c.gpu_hours or 0.0 for c, _ in runs)
+    out: list[float] = []
+    for m in (FAILURE_LOW, FAILURE_HIGH):
+        total = 0.0
+        for c, w in runs:
+            rel = w.reliability
+
+            def run(
+                mtbf_scale: float, c: WorkloadChoice = c, rel: Reliability | None = rel
+            ) -> Goodput:
+                return goodput(
+                    gpus=c.gpus,
+                    ideal_time_s=float(c.metrics["train_time_days"] or 0.0) * 86_400.0,
+                    checkpoint_bytes=c.design_inputs.get("checkpoint_bytes", 0.0),
+                    storage_bytes_per_s=rel.checkpoint_storage if rel else None,
+                    gpu_mtbf_s=((rel.gpu_mtbf if rel and rel.gpu_mtbf else None) or base_mtbf)
+                    * mtbf_scale,
+                    restart_s=rel.restart_overhead if rel else None,
+                    checkpoint_interval_s=rel.checkpoint_interval if rel else None,
+                )
+
+            at_base, at_m = run(1.0), run(1.0 / m)
+            if at_base.breakdown or at_m.breakdown:
+                return None
+            total += (c.gpu_hours or 0.0) * float(at_base.fraction) / float(at_m.fraction)
+        out.append(total / weight)
+    return out[0], out[1]
+
+
 class InfeasiblePlanError(UserError):
     """No accelerator sizes every workload within its constraints; says what would."""
 
@@ -238,23 +298,50 @@ class InfeasiblePlanError(UserError):
 
 
 def _rent_above_fleet(spec: PlanSpec, best: Portfolio, curve: DemandCurve) -> float | None:
-    """What renting the demand above the owned fleet costs: the purchase mix for those
-    GPU-hours as burst work (never on spot: conservative), None without a cloud price."""
-    demand = Demand(
-        accelerator=best.accelerator,
-        baseline_gpus=0,
-        burst_gpu_hours=curve.rented_gpu_hours,
-        interruptible_fraction=0.0,
-        spot_overhead_fraction=0.0,
-        horizon_hours=spec.horizon_years * HOURS_PER_YEAR,
-        block_max_gpus=float(spec.cloud.capacity_block_max_gpus),
-        block_fraction=0.0 if curve.rented_serving_gpu_hours else 1.0,
-    )
-    prices = cloud_prices(best.accelerator, spec.providers, spec.regions, Assumptions())
-    try:
-        return optimise_mix(demand, prices, Assumptions())["total_usd"] if prices else None
-    except ValueError:
-        return None
+    """What renting the demand above the owned fleet costs, None without a cloud price.
+
+    The training runs rented whole are priced as the plan's rental mix prices the work
+    (`_demand` on those runs alone, then `bookable` prices and `on_whole_instances`): each
+    run's gang, span and time window, its spot share and its capacity-block share. Priced as
+    GPU-hours free to spread over the horizon, year-of-runs' sweep-70b (a 512-GPU gang for
+    24.7 days) came to $1,140,866 as 34 GPUs on 1-year reservations plus capacity-block
+    hours, which cannot run the gang; with its window and gang it is $1,492,801. The serving
+    hours above the fleet come every day of the horizon, so they are priced apart as burst
+    work over the horizon, never on spot or blocks (a service cannot be interrupted or wait
+    for a booking), and the two totals are added.
+    """
+    runs = set(curve.rented_runs)
+    rented = [c for c in best.choices if c.kind == "training" and c.workload in runs]
+    horizon = spec.horizon_years * HOURS_PER_YEAR
+    parts: list[Demand] = []
+    if rented:
+        parts.append(_demand(spec, dataclasses.replace(best, choices=rented), Assumptions()))
+    if curve.rented_serving_gpu_hours > 0:
+        parts.append(
+            Demand(
+                accelerator=best.accelerator,
+                baseline_gpus=0,
+                burst_gpu_hours=curve.rented_serving_gpu_hours,
+                interruptible_fraction=0.0,
+                spot_overhead_fraction=0.0,
+                horizon_hours=horizon,
+                block_fraction=0.0,
+            )
+        )
+    offers = cloud_price_offers(best.accelerator, spec.providers, spec.regions)
+    total = 0.0
+    for demand in parts:
+        log = Assumptions()
+        prices = bookable(
+            cloud_prices(best.accelerator, spec.providers, spec.regions, log), demand, log
+        )
+        if not prices:
+            return None
+        try:
+            total += optimise_mix(on_whole_instances(demand, offers, log), prices, log)["total_usd"]
+        except ValueError:
+            return None
+    return total
 
 
 def _owned_fleet(
@@ -354,6 +441,7 @@ def cost_and_design(
             owned_work_gpu_hours=curve.owned_gpu_hours if renting and curve else None,
         )
     demand = _demand(spec, best, log)
+    failure_hours = None if headline_only else _failure_hours(spec, best)
     mode: Literal["cloud", "on-prem"] | None = None
     if spec.deployment == "cloud":
         mode = "cloud"
@@ -368,6 +456,7 @@ def cost_and_design(
         deployment=mode,
         factors=factors,
         verdict=not headline_only,
+        failure_hours=failure_hours,
     )
     cloud_total = cost.mix.get("total_usd") if cost.mix else cost.on_demand
     tco_total = cost.tco.get("total") if cost.tco else None
@@ -393,6 +482,7 @@ def cost_and_design(
                 regions=spec.regions,
                 on_prem=on_prem,
                 deployment="cloud",
+                failure_hours=failure_hours,
             )
             _relog_sensitivity(log, fresh)
     provider = None

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Literal
 
 from pydantic import ValidationError
 
 from gpufleet import __version__
 from gpufleet.catalog.accelerators import get_accelerator
-from gpufleet.catalog.pricing import GpuHourPrice, PriceScope, cheapest_gpu_hour, no_price_reason
+from gpufleet.catalog.pricing import PriceScope, cheapest_gpu_hour, no_price_reason
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
@@ -33,7 +32,7 @@ from gpufleet.estimate.training_search import (
     Constraints,
     search_training,
 )
-from gpufleet.formatting import fmt_duration, fmt_usd
+from gpufleet.formatting import fmt_duration
 from gpufleet.plan.assemble import (
     DEFAULT_DEADLINE_S,
     InfeasiblePlanError,
@@ -59,7 +58,7 @@ from gpufleet.plan.ranking import by_list_price, rank
 from gpufleet.plan.ranking import why as why_best
 from gpufleet.plan.renting import cloud_offers, rented_sentence
 from gpufleet.plan.summary import executive_summary
-from gpufleet.plan.within_limits import Budget, cheapest_on_time, serving_within_limits
+from gpufleet.plan.within_limits import cheapest_on_time, serving_within_limits
 from gpufleet.specs.inference import InferenceSpec, ServingParams
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
 from gpufleet.specs.training import TrainingSpec
@@ -121,7 +120,10 @@ def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
     if not feasible:
         raise InfeasiblePlanError(_infeasible_advice(spec, portfolios))
     # ranked on the headline each would give, the figure the summary shows (plan/ranking.py)
+    # budgets are held there too, to that headline: one over them leaves with its failure
     ranked = rank(spec, feasible, lambda p: cloud_offers(spec, p), log, tick)
+    if not ranked:
+        raise InfeasiblePlanError(_infeasible_advice(spec, portfolios))
     best, rest = ranked[0], ranked[1:4]
     return _assemble(spec, best, rest, log, tick)
 
@@ -164,15 +166,11 @@ def _size_training(
             "no deadline given (assumption)",
         )
     scope = price_scope(spec)
-    unpriced = _unpriced(spec, w.constraints.budget_usd, accelerator, scope)
+    unpriced = _unpriced(spec, accelerator, scope)
     if unpriced is not None:
         return _unmet(w.name, "training", accelerator, unpriced)
-    limits = Constraints(
-        max_gpus=w.constraints.max_gpus,
-        deadline_s=deadline,
-        budget_usd=w.constraints.budget_usd,
-        scope=scope,
-    )
+    # no budget_usd here: it is held to the plan's headline cost once costed (plan.ranking)
+    limits = Constraints(max_gpus=w.constraints.max_gpus, deadline_s=deadline, scope=scope)
     # The planner sizes a fleet on the power-of-two grid it always has: `search training`
     # now tries every whole-server count that splits, and letting the plan pick from those
     # too changes plans (shared-cluster's 70B run: 1,024 → 640 GPUs, 47 → 74 days for
@@ -185,8 +183,7 @@ def _size_training(
     if not result.pareto:
         return _unmet(w.name, "training", accelerator, _why_no_layout(base, accelerator, limits))
     price = cheapest_gpu_hour(accelerator, scope)
-    budget = _budget(spec, accelerator, w.constraints.budget_usd, price)
-    picked = cheapest_on_time(base, result.pareto, deadline, budget)
+    picked = cheapest_on_time(base, result.pareto, deadline)
     if isinstance(picked, str):
         return _unmet(w.name, "training", accelerator, picked)
     pick, est = picked
@@ -233,9 +230,9 @@ def _size_training(
 def _why_no_layout(base: TrainingSpec, accelerator: str, limits: Constraints) -> str:
     """Which constraint binds when no layout meets them all, from searches with one relaxed:
     max_gpus below the smallest count the plan sizes (no layout was even tried, so blaming
-    memory would send the user the wrong way), else without the budget (then the deadline
-    was met and the budget binds), else the fastest layout within max_gpus (the deadline
-    binds), else nothing fits in memory."""
+    memory would send the user the wrong way), else the fastest layout within max_gpus (the
+    deadline binds), else nothing fits in memory. The budget never binds here: it is held
+    after costing (`plan.ranking.over_budget`)."""
     smallest = POWER_OF_TWO_COUNTS[0]
     if limits.max_gpus is not None and limits.max_gpus < smallest:
         return (
@@ -243,22 +240,6 @@ def _why_no_layout(base: TrainingSpec, accelerator: str, limits: Constraints) ->
             f"sizes training on whole {smallest}-GPU servers ({smallest:,} to "
             f"{POWER_OF_TWO_COUNTS[-1]:,} GPUs); set max_gpus to at least {smallest}"
         )
-    if limits.budget_usd is not None:
-        unbudgeted = search_training(
-            base,
-            [accelerator],
-            gpu_counts=POWER_OF_TWO_COUNTS,
-            constraints=replace(limits, budget_usd=None),
-            top_k=50,
-        ).pareto
-        costs = [c for c in unbudgeted if c.cost_usd is not None]
-        if costs:
-            cheapest = min(costs, key=lambda c: (c.cost_usd or math.inf, c.gpus))
-            return (
-                f"over budget: the cheapest layout that meets the deadline ({cheapest.gpus:,} "
-                f"GPUs) costs {fmt_usd(cheapest.cost_usd)} against budget_usd "
-                f"{fmt_usd(limits.budget_usd)}"
-            )
     fastest = search_training(
         base,
         [accelerator],
@@ -275,30 +256,16 @@ def _why_no_layout(base: TrainingSpec, accelerator: str, limits: Constraints) ->
     )
 
 
-def _budget(
-    spec: PlanSpec, accelerator: str, budget_usd: float | None, price: GpuHourPrice | None
-) -> Budget:
-    """How a workload's cost is held to its budget: the list price on whole instances of the
-    offer the plan's cost rents (as the ranking prices it, `priced_on_instances`)."""
-    found = rented_offer(cloud_price_offers(accelerator, spec.providers, spec.regions))
-    return Budget(
-        budget_usd,
-        None if price is None else price.usd_per_gpu_hour,
-        1 if found is None else found[1].gpus,
-    )
-
-
 def price_scope(spec: PlanSpec) -> PriceScope:
     """Where the plan may buy GPU-hours: its providers and regions."""
     return PriceScope(tuple(spec.providers), tuple(spec.regions))
 
 
-def _unpriced(
-    spec: PlanSpec, budget_usd: float | None, accelerator: str, scope: PriceScope
-) -> str | None:
-    """Why `accelerator` cannot be planned without a cloud price, when it has none in the
-    plan's providers and regions and the plan needs one: a cloud deployment rents it, and a
-    budget is checked against it. An unpriced accelerator is never taken as free."""
+def _unpriced(spec: PlanSpec, accelerator: str, scope: PriceScope) -> str | None:
+    """Why `accelerator` cannot be planned without a price where the plan buys it: a cloud
+    deployment rents it, an on-prem one buys it. An unpriced accelerator is never taken as
+    free; with `deployment: both` a budget is held to the headline the plan costs it at, and
+    one with no headline is dropped there (`plan.ranking.over_budget`)."""
     if spec.deployment == "on-prem":
         try:
             hardware_price(accelerator)
@@ -309,8 +276,6 @@ def _unpriced(
         return None
     if spec.deployment == "cloud":
         return f"{no_price_reason(accelerator, scope)} (a cloud plan rents it)"
-    if budget_usd is not None:
-        return f"{no_price_reason(accelerator, scope)}, so budget_usd cannot be checked"
     return None
 
 
@@ -355,7 +320,7 @@ def _size_inference(
         }
     )
     scope = price_scope(spec)
-    unpriced = _unpriced(spec, w.constraints.budget_usd, accelerator, scope)
+    unpriced = _unpriced(spec, accelerator, scope)
     if unpriced is not None:
         return _unmet(w.name, "inference", accelerator, unpriced)
     result = search_inference(inf, [accelerator], precisions=[precision], top_k=50, scope=scope)
@@ -365,8 +330,7 @@ def _size_inference(
         why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
         return _unmet(w.name, "inference", accelerator, f"cannot serve it: {why}")
     price = cheapest_gpu_hour(accelerator, scope)
-    budget = _budget(spec, accelerator, w.constraints.budget_usd, price)
-    picked = serving_within_limits(result.top, w.constraints, budget, spec.horizon_years)
+    picked = serving_within_limits(result.top, w.constraints)
     if isinstance(picked, str):
         return _unmet(w.name, "inference", accelerator, picked)
     c = picked
@@ -427,7 +391,10 @@ def _infeasible_advice(spec: PlanSpec, portfolios: Sequence[Portfolio]) -> list[
         advice.extend(p.failures)
     budgets = [w.constraints.budget_usd for w in spec.workloads if w.constraints.budget_usd]
     if budgets:
-        advice.append("a larger budget_usd may help: budgets cap GPU-hours × price")
+        advice.append(
+            "a larger budget_usd may help: a budget caps the plan's headline cost (the "
+            "optimised purchase mix when renting, the on-prem TCO when owning)"
+        )
     if any(
         "no cloud price" in f or "no on-prem purchase price" in f
         for p in portfolios

@@ -10,6 +10,11 @@ $27,861,617), so the summary said "h200 would be recommended if its list-price c
 plan would cost it (`assemble.cost_and_design` without the tornado and the rent-or-own
 verdict, which move no total), ranked on that figure, and the comparison sentences, the
 alternatives table and the executive summary all state that one figure and say which it is.
+
+Budgets are held to that same figure (`over_budget`), for the same reason: sizing held them to
+the on-demand list price on whole instances, so a service whose on-prem B200 TCO was $456,423
+was rejected at $2,994,154 against `budget_usd: 1000000`, while MI300X, with no cloud price,
+was never checked and won at $684,232 as "the only accelerator that meets every constraint".
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ from collections.abc import Callable, Sequence
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.formatting import fmt_duration, fmt_pct, fmt_usd_apart
+from gpufleet.formatting import fmt_duration, fmt_pct, fmt_usd, fmt_usd_apart
 from gpufleet.plan.assemble import InfeasiblePlanError, cost_and_design
 from gpufleet.plan.model import CloudOffer, Portfolio
-from gpufleet.plan.summary import LIST_PRICES, deployment_cost
+from gpufleet.plan.summary import LIST_PRICES, cost_noun, deployment_cost
 from gpufleet.specs.plan import PlanSpec
 
 Offers = Callable[[Portfolio], dict[str, list[CloudOffer]]]
@@ -45,6 +50,55 @@ def plan_cost(spec: PlanSpec, p: Portfolio, offers: Offers) -> tuple[float | Non
     return deployment_cost(deployment, p.choices, cost)
 
 
+def over_budget(spec: PlanSpec, p: Portfolio) -> list[str]:
+    """Why `p`'s plan breaks its workloads' budgets (none: within them), in the figure the
+    plan reports. With a budget on every workload the plan's headline (`p.plan_cost_usd`,
+    set by `rank`) is held to their sum: the headline is the fleet's, shared instances and
+    owned GPUs included, and has no per-workload split to hold each to its own. With budgets
+    on only some, the plan's one per-workload figure is held to each: the work at on-demand
+    list prices on whole instances (`WorkloadChoice.cost_usd`), the cost its table shows.
+    A figure that is missing (no price) never passes: the budget cannot be checked."""
+    budgets = {w.name: w.constraints.budget_usd for w in spec.workloads}
+    given = {name: usd for name, usd in budgets.items() if usd is not None}
+    if not given:
+        return []
+    if len(given) == len(budgets):
+        total = sum(given.values())
+        head = (
+            f"{next(iter(given))} on {p.accelerator}"
+            if len(given) == 1
+            else f"{p.accelerator}: the plan's workloads"
+        )
+        against = "budget_usd" if len(given) == 1 else "their budget_usd together"
+        cost = p.plan_cost_usd
+        if cost is None:
+            return [f"{head}: no plan cost to hold to {against} {fmt_usd(total)} (no price)"]
+        if cost <= total:
+            return []
+        mine, theirs = fmt_usd_apart(cost, total)
+        noun = cost_noun(p.plan_cost_what, " for this work")
+        return [f"{head}: over budget: the {noun} is {mine} against {against} {theirs}"]
+    out: list[str] = []
+    for c in p.choices:
+        usd = given.get(c.workload)
+        if usd is None:
+            continue
+        if c.cost_usd is None:
+            out.append(
+                f"{c.workload} on {p.accelerator}: no cloud price to hold to budget_usd "
+                f"{fmt_usd(usd)} (only some workloads have a budget, so each is held to its own "
+                f"cost {LIST_PRICES} on whole instances)"
+            )
+        elif c.cost_usd > usd:
+            mine, theirs = fmt_usd_apart(c.cost_usd, usd)
+            out.append(
+                f"{c.workload} on {p.accelerator}: over budget: {mine} {LIST_PRICES} on whole "
+                f"instances against budget_usd {theirs} (only some workloads have a budget, so "
+                f"each is held to its own cost)"
+            )
+    return out
+
+
 def rank(
     spec: PlanSpec,
     feasible: Sequence[Portfolio],
@@ -56,9 +110,12 @@ def rank(
     lower list price, then fewer GPUs. A portfolio whose plan cannot be costed (an owned
     fleet over the site's power, a run past the horizon) drops out with a line in the log;
     when none can be, the plan is infeasible with every candidate's reason, or (a spec error,
-    such as a run past the horizon) fails with the first one's, as it always did."""
+    such as a run past the horizon) fails with the first one's, as it always did. One over
+    its workloads' budgets (`over_budget`) drops out with the reason in its `failures`;
+    when every one does, the list is empty and the planner says why from those."""
     costed: list[Portfolio] = []
     errors: list[UserError] = []
+    over: list[str] = []
     for p in feasible:
         tick(f"costing the plan on {p.accelerator}")
         try:
@@ -68,13 +125,21 @@ def rank(
             why = exc.advice if isinstance(exc, InfeasiblePlanError) else [str(exc)]
             log.add(f"ranking[{p.accelerator}]", "left out", " ".join("; ".join(why).split()))
             continue
+        broken = over_budget(spec, p)
+        if broken:
+            p.failures.extend(broken)
+            over.extend(broken)
+            log.add(f"ranking[{p.accelerator}]", "left out", "; ".join(broken))
+            continue
         costed.append(p)
     if not costed:
-        assert errors, "rank is given at least one portfolio"
+        if not errors:
+            return []  # every one over budget: the planner says why, from their failures
         infeasible = [e for e in errors if isinstance(e, InfeasiblePlanError)]
         if len(infeasible) == len(errors):
             # every candidate's reason, as the sizing's infeasibility advice lists them all
-            raise InfeasiblePlanError([a for e in infeasible for a in e.advice]) from errors[0]
+            advice = [a for e in infeasible for a in e.advice] + over
+            raise InfeasiblePlanError(advice) from errors[0]
         raise errors[0]
     log.add(
         "accelerator ranking",

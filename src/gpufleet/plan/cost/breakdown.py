@@ -244,7 +244,12 @@ def rent_or_own(
     """Both rent-or-own comparisons (`plan/cost/verdict.py`). The planned work is rented at
     `rent_rate`, its blended price; the fleet kept busy at the stated utilisation, and the
     break-even utilisation, at what the optimiser pays for that steady use
-    (`plan/cost/steady.py`), and the payback at that steady rate. None (with a note) when no
+    (`plan/cost/steady.py`), and the payback at that steady rate. The rent of the demand
+    above the fleet (`on_prem.burst_rent_usd`, in the TCO) is on both sides of the
+    steady-use comparison: in the rent at the stated and at full use and their present
+    value, so the break-even is where the fleet's own costs cross, and the payback (whose
+    monthly burst rent would cancel) leaves it out of both. Year-of-runs had owning and the
+    break-even with it, renting at 70 % and the payback without it. None (with a note) when no
     price may buy steady use: the mix never puts work that runs every hour on spot."""
     steady = SteadyRent(
         demand.accelerator,
@@ -262,6 +267,10 @@ def rent_or_own(
         )
         return None
     u = on_prem.utilization
+    # the demand above the fleet is rented whether the fleet is owned or rented: the TCO
+    # holds it, so the steady-use side carries it too, and every figure below (totals,
+    # break-even, payback, cash) compares the fleet on one basis
+    burst = on_prem.burst_rent_usd
     stated = steady.at_utilization(u)
     full = steady.at_utilization(1.0)
     built = tco.get("capex_facility", 0.0)
@@ -302,14 +311,15 @@ def rent_or_own(
         rent_work_usd=rent_rate * demand.gpu_hours,
         stated_utilization=u,
         payback_months=payback,
-        **present_values(demand, rent_rate, tco, stated.total_usd),
-        own_burst_rent_usd=on_prem.burst_rent_usd,
+        **present_values(demand, rent_rate, tco, stated.total_usd + burst),
+        own_burst_rent_usd=burst,
         owned_work_gpu_hours=on_prem.owned_work_gpu_hours,
-        rent_at_stated_usd=stated.total_usd,
+        rent_at_stated_usd=stated.total_usd + burst,
         rent_at_stated_basis=stated.basis,
-        rent_full_usd=full.total_usd,
+        rent_full_usd=full.total_usd + burst,
         rent_full_basis=full.basis,
-        breakeven_utilization=steady.breakeven_utilization(tco["total"]),
+        # steady rent + burst = TCO (which holds the burst): the fleet's own break-even
+        breakeven_utilization=steady.breakeven_utilization(tco["total"] - burst),
         own_residual_usd=tco.get("residual_value", 0.0),
         own_replacement_usd=tco.get("replacement_purchases", 0.0),
     )

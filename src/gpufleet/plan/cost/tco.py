@@ -535,10 +535,12 @@ def break_even_months(
     Renting costs cloud price × gpus × utilization × 730 h a month (only the hours used are
     rented); owning costs its purchases when made (`assets`: the capex on day one and each
     asset again at the end of its life, as the TCO buys them; `owned_assets`) plus opex per
-    year / 12 a month. None when renting is cheaper every month (rent ≤ opex), when the
-    savings never catch up with the purchases (a payback longer than the hardware's life is
-    overtaken by its replacement, and so is every later one), or when the crossing is beyond
-    10 years.
+    year / 12 a month. Rent of the demand above the owned fleet is paid the same each
+    month whether the fleet is owned or rented, so it cancels and is on neither side (as
+    the rent-or-own comparison puts it on both). None when renting is cheaper every month
+    (rent ≤ opex), when the savings never catch up with the purchases (a payback longer
+    than the hardware's life is overtaken by its replacement, and so is every later one),
+    or when the crossing is beyond 10 years.
     """
     rent = cloud_gpu_hour_usd * gpus * utilization * HOURS_PER_MONTH
     own = tco["opex_per_year"] / 12.0

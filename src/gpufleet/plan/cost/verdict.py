@@ -62,6 +62,9 @@ class RentOrOwn:
     # steady use of the fleet, priced by the optimiser for a flat demand (`SteadyRent`):
     # stated utilisation × the fleet, and the whole fleet, every hour of the horizon, with
     # what it buys in words; the break-even utilisation solved against the same optimiser
+    # both include `own_burst_rent_usd`, as `own_usd` does: the demand above the fleet is
+    # rented whichever way the fleet is paid for, so each side carries it (one basis for the
+    # totals, the break-even, the payback and the cash figures)
     rent_at_stated_usd: float
     rent_at_stated_basis: str
     rent_full_usd: float
@@ -97,11 +100,23 @@ class RentOrOwn:
     def rent_at_stated_usd_per_gpu_hour(self) -> float:
         """The steady-use rate at the stated utilisation (what the payback rents at)."""
         hours = self.fleet_hours * self.stated_utilization
-        return self.rent_at_stated_usd / hours if hours > 0 else 0.0
+        steady = self.rent_at_stated_usd - self.own_burst_rent_usd
+        return steady / hours if hours > 0 else 0.0
 
     @property
     def rent_full_usd_per_gpu_hour(self) -> float:
-        return self.rent_full_usd / self.fleet_hours if self.fleet_hours else 0.0
+        steady = self.rent_full_usd - self.own_burst_rent_usd
+        return steady / self.fleet_hours if self.fleet_hours else 0.0
+
+    def _burst_clause(self) -> str:
+        """', plus $b renting the demand above the fleet, on both sides': says that the
+        steady-use total carries the burst rent as owning does (empty without one)."""
+        if not self.own_burst_rent_usd:
+            return ""
+        return (
+            f", plus {fmt_usd(self.own_burst_rent_usd)} renting the demand above the fleet "
+            "on both sides"
+        )
 
     @property
     def own_cash_usd(self) -> float:
@@ -229,6 +244,7 @@ class RentOrOwn:
                 f"{own} owned against {full} to rent "
                 "it busy every hour at "
                 + self.rate_text(self.rent_full_usd_per_gpu_hour, self.rent_full_basis)
+                + self._burst_clause()
                 + ")"
             )
         own, stated = fmt_usd_apart(self.own_usd, self.rent_at_stated_usd)
@@ -236,6 +252,7 @@ class RentOrOwn:
             f"at the stated {fmt_pct(self.stated_utilization)}: {own} "
             f"owned against {stated} to rent that use steadily at "
             + self.rate_text(self.rent_at_stated_usd_per_gpu_hour, self.rent_at_stated_basis)
+            + self._burst_clause()
         )
         if self.payback_months is not None and self.cheaper_at_stated == "own":
             at += ", " + self.payback_text()
