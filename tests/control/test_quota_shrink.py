@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.control.jobs import NEVER_MARK
+from gpufleet.control.quota_room import NEVER_MARK
 
 from .conftest import Plane
 

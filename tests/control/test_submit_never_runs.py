@@ -16,8 +16,8 @@ from sqlalchemy import Engine, func, select
 
 from gpufleet.cluster import MILLI, Cluster
 from gpufleet.control import admin
-from gpufleet.control.jobs import quota_room
 from gpufleet.control.models import Job, Team
+from gpufleet.control.quota_room import quota_room
 from gpufleet.sched.quota import QuotaBook
 from gpufleet.specs.cluster import ClusterSpec
 

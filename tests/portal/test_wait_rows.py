@@ -7,7 +7,7 @@ import re
 import pytest
 
 from gpufleet.api.views import public_waits
-from gpufleet.control.jobs import QuotaNever
+from gpufleet.control.quota_room import QuotaNever
 from gpufleet.portal.wait_rows import wait_row
 from gpufleet.sched.quota import QuotaWait
 from gpufleet.sched.waits import (

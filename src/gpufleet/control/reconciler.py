@@ -53,18 +53,11 @@ from gpufleet.control.executors.base import (
     RunKey,
     Worker,
 )
-from gpufleet.control.jobs import (
-    NEVER_MARK,
-    SPEC_COLUMNS,
-    QuotaNever,
-    in_lead_order,
-    never_under_quota,
-    spec_error,
-    spec_of,
-)
+from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_error, spec_of
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import UNBILLED, close_allocations
 from gpufleet.control.models import Allocation, AuditEntry, Job, NodeRecord, QueueSnapshot, Team
+from gpufleet.control.quota_room import NEVER_MARK, QuotaNever, never_under_quota
 from gpufleet.sched.apply import placement_spec
 from gpufleet.sched.decide import decide
 from gpufleet.sched.framework import Decisions
