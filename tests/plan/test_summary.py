@@ -201,3 +201,14 @@ def test_the_full_use_rate_says_it_is_every_hours_use(
     assert "steadily" not in sentence
     assert "$2.00 per GPU-hour used as 100 GPUs on 1-year reservations" in sentence
     assert "busy every hour" in sentence
+
+
+def test_one_node_and_one_rack_read_in_the_singular() -> None:
+    """chat-70b's decision said "1 dgx-b200 nodes, 1 racks"."""
+    from gpufleet.plan.planner import plan
+    from gpufleet.specs.load import load
+    from gpufleet.specs.plan import PlanSpec
+
+    result = plan(load(PlanSpec, EXAMPLES / "plan-chat-70b.yaml"))
+    assert result.summary is not None
+    assert "1 dgx-b200 node, 1 rack," in result.summary.decision

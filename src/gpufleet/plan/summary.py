@@ -148,7 +148,8 @@ def _decision(
         if design.gpus != rec.total_gpus:
             head += f" (the workloads need {rec.total_gpus:,}; whole nodes)"
         head += (
-            f": {design.nodes:,} {design.system} nodes, {design.racks:,} racks, "
+            f": {design.nodes:,} {design.system} node{'s' if design.nodes != 1 else ''}, "
+            f"{design.racks:,} rack{'s' if design.racks != 1 else ''}, "
             f"{design.power_kw['facility']:,.0f} kW at the facility"
         )
     elif rec.deployment == "on-prem":
