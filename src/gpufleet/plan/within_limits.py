@@ -57,9 +57,8 @@ def cheapest_on_time(
     )
 
 
-def training_parallelism(c: object) -> dict[str, object]:
-
-    assert isinstance(c, Candidate)
+def training_parallelism(c: Candidate) -> dict[str, object]:
+    """A searched layout as a spec's `parallelism`, to estimate it on its own."""
     return {
         "tp": c.tp,
         "pp": c.pp,

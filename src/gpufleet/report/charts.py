@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from html import escape
 
 from gpufleet.formatting import fmt_label
+from gpufleet.plan.cost.tco import Asset
 from gpufleet.plan.model import CostBreakdown, Plan
 from gpufleet.plan.summary import headline_cost, workloads_cost_usd
 
@@ -534,10 +535,8 @@ def _purchases(tco: Mapping[str, float], limit_months: float) -> tuple[tuple[flo
     ):
         if not life or not usd or life <= 0:
             continue
-        k = 1
-        while k * life * 12.0 < limit_months:
-            out.append((k * life * 12.0, usd))
-            k += 1
+        again = Asset(usd, life).purchase_years(limit_months / 12.0)[1:]  # the TCO's schedule
+        out += [(years * 12.0, usd) for years in again]
     return tuple(sorted(out))
 
 

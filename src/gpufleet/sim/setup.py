@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Final
 
+from gpufleet.catalog.mig import mig_profiles_for
 from gpufleet.cluster import Cluster
 from gpufleet.cluster.topology import Node
 from gpufleet.errors import UnknownNameError, UserError
@@ -132,8 +133,6 @@ def placement_warnings(
     accelerators = set(cluster.accelerators)
     profiles = {p for node in cluster.nodes for layout in node.mig for p, _ in layout}
     if recut:
-        from gpufleet.catalog.mig import mig_profiles_for
-
         cut = {node.accelerator for node in cluster.nodes if any(node.mig)}
         profiles |= {p.profile for acc in cut for p in mig_profiles_for(acc)}
     shares = any(node.fractions for node in cluster.nodes)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from gpufleet.catalog.mig import mig_profiles_for
 from gpufleet.specs.jobs import JobKind, JobSpec
 
 Capacity = Literal["reserved", "on-demand", "spot"]
@@ -64,8 +65,6 @@ class TraceJob:
             return self.total_gpus
         if self.mig_profile is None or accelerator is None:
             return None
-        from gpufleet.catalog.mig import mig_profiles_for  # the catalog, only for slices
-
         slices = {p.profile: p.compute_slices for p in mig_profiles_for(accelerator)}
         own = slices.get(self.mig_profile)
         return None if own is None else own / max(slices.values())
