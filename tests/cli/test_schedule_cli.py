@@ -47,6 +47,78 @@ def test_without_teams_quotas_are_not_enforced(capsys: pytest.CaptureFixture[str
     assert all("no quota" not in j["reason"] for j in data["jobs"])
 
 
+# Two nodes of 8 H100s; team x runs `a` on one, and two gangs of 8-GPU workers wait: `b`
+# (16 GPUs) for room, `c` (24 GPUs) for more than the cluster has.
+TWO_NODES = """\
+kind: cluster
+name: tiny
+node_groups:
+  - {name: h, accelerator: h100-sxm5-80gb, count: 2, gpus_per_node: 8}
+"""
+ONE_TEAM_JOBS = """\
+kind: jobs
+jobs:
+  - {name: a, team: x, gpus: 8, state: running, started_s: 0, runtime_estimate_s: 3600,
+     placement: [{node: h-0, gpus: [0, 1, 2, 3, 4, 5, 6, 7]}]}
+  - {name: b, team: x, gpus: 8, workers: 2}
+  - {name: c, team: x, gpus: 8, workers: 3}
+"""
+
+
+def _one_team(tmp_path: Path) -> list[str]:
+    cluster, jobs = tmp_path / "cluster.yaml", tmp_path / "jobs.yaml"
+    cluster.write_text(TWO_NODES)
+    jobs.write_text(ONE_TEAM_JOBS)
+    return [str(cluster), str(jobs)]
+
+
+def _reasons(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    code, out, _ = run(["schedule", *argv, "--format", "json"], capsys)
+    assert code == 0
+    return {j["job"]: j["reason"] for j in json.loads(out)["jobs"]}
+
+
+def test_without_teams_a_gang_waits_for_room_not_for_its_teams_own_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the open quota was the cluster's size, so team x's running 8 GPUs counted against it:
+    # "team x quota 8/16 h100-sxm5-80gb in use, no cohort to borrow from (this job needs 16)"
+    reasons = _reasons(_one_team(tmp_path), capsys)
+    assert reasons["b"].startswith("waiting: room for 1 of 2 workers of 8 h100-sxm5-80gb GPUs")
+    assert "reserved 16 h100-sxm5-80gb GPUs on h-0, h-1" in reasons["b"]  # EASY backfill
+    assert all("quota" not in why for why in reasons.values())
+
+
+def test_without_teams_a_gang_larger_than_the_cluster_cannot_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reasons = _reasons(_one_team(tmp_path), capsys)
+    assert reasons["c"] == (
+        "cannot run: 3 workers of 8 h100-sxm5-80gb GPUs, but this cluster's h100-sxm5-80gb "
+        "nodes hold at most 2 such workers (each worker on one node)"
+    )
+
+
+def test_a_gang_larger_than_the_cluster_cannot_run_whatever_the_quota(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    teams = tmp_path / "teams.yaml"
+    teams.write_text("kind: teams\nteams:\n  - {name: x, quota: {h100-sxm5-80gb: 64}}\n")
+    reasons = _reasons([*_one_team(tmp_path), "--teams", str(teams)], capsys)
+    assert reasons["c"].startswith("cannot run: 3 workers of 8 h100-sxm5-80gb GPUs")
+    assert reasons["b"].startswith("waiting: room for 1 of 2 workers")
+
+
+def test_without_teams_the_table_names_no_quota_but_the_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["schedule", *_one_team(tmp_path)], capsys)
+    assert code == 0
+    assert out.count("quota") == 1  # "no --teams file: quotas not enforced"
+    assert "no --teams file: quotas not enforced" in out
+    assert "cannot run" in out
+
+
 def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["schedule", *ARGS, "--teams", str(EX / "sched-teams.yaml")], capsys)
     assert code == 0

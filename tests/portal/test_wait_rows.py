@@ -18,6 +18,7 @@ from gpufleet.sched.waits import (
     ShareWait,
     SliceWait,
     StrictFifo,
+    TooLarge,
     UnknownLevel,
     Wait,
     numbers_of,
@@ -52,6 +53,8 @@ def _numbers(text: str) -> set[str]:
         StrictFifo("12"),
         NoQuota("nlp", "a100"),
         UnknownLevel("rack", ("block", "leaf")),
+        TooLarge("h100", 3, 8, 2),
+        TooLarge("h100", 5, 8, 4, spot_excluded=True, level="leaf"),
         QuotaNever(
             "nlp",
             "team nlp may hold at most 12 h100 GPUs (8 guaranteed + 6 that cohort ml can lend, "

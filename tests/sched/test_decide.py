@@ -34,8 +34,9 @@ class Case:
 CASES = [
     Case(
         "a 4x8 gang on 3 free nodes waits and holds nothing",
-        leaves(3),
+        leaves(4),
         [job("pretrain", gpus=8, workers=4)],
+        running=[running("r", "h-3", list(range(8)))],
         pending_reason={"pretrain": "room for 3 of 4 workers of 8"},
     ),
     Case(
@@ -59,9 +60,10 @@ CASES = [
         admitted={"pretrain": ["h-1", "h-2", "h-3"]},
     ),
     Case(
-        "required leaf: no leaf is big enough, the reason names the biggest",
-        leaves(4, 4),
+        "required leaf: no leaf has room enough, the reason names the biggest",
+        leaves(5, 4),
         [job("pretrain", gpus=8, workers=5, topology={"required": "leaf"})],
+        running=[running("r", "h-0", list(range(8)))],
         pending_reason={
             "pretrain": "no leaf has 40 free h100-sxm5-80gb GPUs for 5×8 (most "
             "free in one leaf: 32)"
@@ -110,8 +112,9 @@ CASES = [
     ),
     Case(
         "a later small job is not blocked by a big one that does not fit (best-effort FIFO)",
-        leaves(2),
+        leaves(3),
         [job("big", gpus=8, workers=3, submitted_s=0), job("small", gpus=8, submitted_s=1)],
+        running=[running("r", "h-2", list(range(8)))],
         admitted={"small": ["h-0"]},
         pending_reason={"big": "room for 2 of 3"},
     ),
@@ -470,8 +473,9 @@ def test_pending_reasons_read_as_a_plain_mapping_and_survive_pickling() -> None:
     import pickle
 
     c, state = cluster(*leaves(2))
-    pending = [job("big", gpus=8, workers=4), job("small", gpus=1)]
-    d = decide(c, state.snapshot(), [], pending, PLENTY, profile="fifo")
+    pending = [job("big", gpus=8, workers=2), job("small", gpus=1)]
+    held = [running("r", "h-0", [0])]
+    d = decide(c, state.snapshot(), held, pending, PLENTY, profile="fifo")
     assert "big" in d.pending_reasons
     assert "small" not in d.pending_reasons  # admitted
     reasons = dict(d.pending_reasons)

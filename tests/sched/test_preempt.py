@@ -183,9 +183,13 @@ CASES = [
     ),
     Case(
         "no eviction when even all victims would not make room",
-        leaves(2),
+        leaves(3),  # the third node's job may not be evicted
         [urgent(workers=3)],
-        running=[old("a", "h-0", ALL8), old("b", "h-1", ALL8)],
+        running=[
+            old("a", "h-0", ALL8),
+            old("b", "h-1", ALL8),
+            old("c", "h-2", ALL8, priority_class="critical"),
+        ],
         pending_reason={"urgent": f"(0 free h100-sxm5-80gb GPUs in all); {WOULD_NOT_HELP}"},
     ),
     Case(

@@ -37,6 +37,7 @@ from gpufleet.sched.waits import (
     ShareWait,
     SliceWait,
     StrictFifo,
+    TooLarge,
     UnknownLevel,
     UnknownTeam,
     Wait,
@@ -150,6 +151,10 @@ def _check(
         assert w.milli in said
     elif isinstance(w, NoQuota | UnknownTeam | UnknownLevel):
         assert w.text().startswith("cannot run: ")
+    elif isinstance(w, TooLarge):
+        assert w.text().startswith("cannot run: ")
+        assert {w.workers, w.gpus_per_worker, w.most_workers} <= said
+        assert w.most_workers < w.workers
     else:
         assert isinstance(w, SliceWait | NoAccelerator | NoEstimates | PreemptionFutile), w
     assert not {"kind", "text"} & set(w.numbers())

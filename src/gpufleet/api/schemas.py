@@ -96,7 +96,8 @@ class WaitOut(BaseModel):
     kind: str = Field(
         description="capacity, quota, mig-slice, gpu-share, reserved, reservation, "
         "no-reservation, strict-fifo, preemption, no-accelerator, no-quota, quota-never (the "
-        "team's quotas of now never let it start), unknown-team, unknown-level, or other (a "
+        "team's quotas of now never let it start), unknown-team, unknown-level, too-large (a "
+        "gang no set of the cluster's nodes could hold, even empty), or other (a "
         "sentence only)."
     )
     text: str = Field(description="This part of the reason, as the sentence says it.")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 from rich.table import Table
@@ -21,23 +23,30 @@ if TYPE_CHECKING:
     from gpufleet.sched.framework import Relayout
 
 
-def _open_teams(cluster: ClusterSpec, jobs: list[JobSpec]) -> TeamsSpec:
-    """Without a teams file every team may use the whole cluster: quotas are not enforced."""
-    totals: dict[str, int] = {}
-    for g in cluster.node_groups:
-        totals[g.accelerator] = totals.get(g.accelerator, 0) + g.count * g.gpus_per_node
+# Each team's guarantee of every flavor in a run without a teams file: beyond any team's use
+# and any job's need, so the quota check never binds and jobs wait only for room. A guarantee
+# of the cluster's size counted the team's own running jobs against it: a gang waiting for
+# room read "team x quota 8/16 in use, no cohort to borrow from", and, set aside as beyond
+# its quota, got no backfill reservation. (The quota book counts thousandths of a GPU: this
+# times 1000 is still a 64-bit integer.)
+OPEN_QUOTA_GPUS: Final = sys.maxsize // 1000
+
+
+def _open_teams(jobs: list[JobSpec], accelerators: Iterable[str]) -> TeamsSpec:
+    """Without a teams file quotas are not enforced: each team of `jobs` is guaranteed
+    `OPEN_QUOTA_GPUS` of every accelerator, which no use or request reaches (the quota
+    check has no "unlimited": a team without a quota entry may not use the flavor)."""
     names = sorted({j.team for j in jobs})
     classes = [c.model_dump() for c in DEFAULT_PRIORITY_CLASSES]
     known = {c["name"] for c in classes}
     for name in sorted({j.priority_class for j in jobs if j.priority_class} - known):
         classes.append({"name": name, "value": 500, "preemptible": True})
+    quota = dict.fromkeys(sorted(set(accelerators)), OPEN_QUOTA_GPUS)
     return TeamsSpec.model_validate(
         {
             "kind": "teams",
             "priority_classes": classes,
-            "teams": [
-                {"name": n, "quota": dict(totals), "default_priority": "standard"} for n in names
-            ]
+            "teams": [{"name": n, "quota": quota, "default_priority": "standard"} for n in names]
             or [{"name": "default"}],
         }
     )
@@ -76,8 +85,11 @@ def schedule(
     fmt = check_format(format)
     cluster_spec = load(ClusterSpec, cluster_path)
     jobs = load(JobsSpec, jobs_path).jobs
-    teams = load(TeamsSpec, teams_path) if teams_path else _open_teams(cluster_spec, jobs)
     cluster = Cluster.from_spec(cluster_spec)
+    if teams_path is not None:
+        teams = load(TeamsSpec, teams_path)
+    else:
+        teams = _open_teams(jobs, cluster.gpus_by_accelerator)
     running = [j for j in jobs if j.state == "running"]
     pending = [j for j in jobs if j.state == "pending"]
     result = decide(cluster, State(cluster), running, pending, teams, profile=profile, now_s=now_s)

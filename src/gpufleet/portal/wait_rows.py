@@ -28,6 +28,7 @@ KIND_LABELS = {
     "quota-never": "Quota too small",
     "unknown-team": "Unknown team",
     "unknown-level": "Unknown topology level",
+    "too-large": "Larger than the cluster",
 }
 
 
@@ -156,6 +157,13 @@ def wait_row(w: WaitOut) -> WaitRow:
     elif w.kind == "unknown-level":
         levels = ", ".join(str(x) for x in n.get("levels") or [])
         resource, has = f"topology level {n.get('level')}", f"the cluster's levels: {levels}"
+    elif w.kind == "too-large":
+        workers, per, level = n.get("workers"), n.get("gpus_per_worker"), n.get("level")
+        needs = f"{_gpus(w.needed_gpus)} ({workers} × {per}, each worker on one node)"
+        where = f"one {level}" if level else "the cluster"
+        has = f"{where} holds at most {n.get('most_workers')} such workers, even empty"
+        if n.get("spot_excluded"):
+            has += " (spot nodes excluded)"
     return WaitRow(kind, resource, needs, has, w.blocking_job or "—", w.text)
 
 

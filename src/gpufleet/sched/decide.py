@@ -84,10 +84,11 @@ from gpufleet.sched.lean import Lean, qualifies, worker_gpus
 from gpufleet.sched.passover import PassOver
 from gpufleet.sched.plugins import TopologyBestFit
 from gpufleet.sched.quota import QuotaBook, request_milli, team_usage_milli, usage_milli
-from gpufleet.sched.reasons import Reasons, reason_parts, with_ahead
+from gpufleet.sched.reasons import NEVER, Reasons, reason_parts, with_ahead
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.requests import Request
 from gpufleet.sched.team_index import TeamIndex, team_index
+from gpufleet.sched.too_large import StaticRoom
 from gpufleet.sched.waits import (
     PREEMPTION_FUTILE,
     NoAccelerator,
@@ -97,6 +98,7 @@ from gpufleet.sched.waits import (
     ShareWait,
     StrictFifo,
     Wait,
+    text_of,
 )
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.profiles import Profile
@@ -287,6 +289,7 @@ class _Cycle:
         self.unplaced_slices: list[tuple[str, Request]] = []
         self._requests: dict[str, Sequence[Request]] = {}
         self._shapes = b.cluster.derived(RequestShapes)
+        self._static_room = b.cluster.derived(StaticRoom)  # gangs no node set could hold
         self._whole_only = plugins.profile.whole_gpus_only
         self._index = team_index(self.teams)
         self._last: Facts | None = None  # the facts last read (a job is read 2-3 times in a row)
@@ -302,6 +305,9 @@ class _Cycle:
         # failed evaluations by job shape, valid while the state version is unchanged
         self._memo: dict[tuple[object, ...], tuple[int, list[str | Wait], tuple[Request, ...]]] = {}
         self._why: list[str | Wait] = []
+        # ids of noted reasons that say the job cannot run: such a job is in no one's way,
+        # so it is not counted in the "N jobs ahead of you" of those behind it
+        self._never_whys: set[int] = set()
 
     @cached_property
     def _lowest_preemptible_class(self) -> float:
@@ -441,7 +447,7 @@ class _Cycle:
         res_start = math.inf if res is None else res.start_s
         borrows, changes = self._borrows_memo, self.book.changes
         considered, parts, waiting = self.considered, self.reasons.parts, self.waiting
-        blocker, team_blocker = self.blocker, self.team_blocker
+        blocker, team_blocker, nevers = self.blocker, self.team_blocker, self._never_whys
         strict = blocker is not None or bool(team_blocker)
         try:
             for job in queue:
@@ -486,7 +492,8 @@ class _Cycle:
                 name = job.name
                 considered.append(name)
                 parts[name] = (hit[1], waiting)
-                waiting += 1
+                if not nevers or id(hit[1]) not in nevers:
+                    waiting += 1
             return None
         finally:
             self.waiting = waiting
@@ -513,7 +520,8 @@ class _Cycle:
                 if hit[2]:
                     self.unplaced_slices.extend((job.name, r) for r in hit[2])
                 self.reasons.note(job.name, hit[1], self.waiting)
-                self.waiting += 1
+                if id(hit[1]) not in self._never_whys:
+                    self.waiting += 1
                 return
         version = self.b.version
         self._reserved_now = False
@@ -538,7 +546,7 @@ class _Cycle:
         why: list[str | Wait] = []
         if not requests:
             why.append(NoAccelerator(tuple(job.accelerators)))
-        requests = self._placeable(requests, why)
+        requests = self._placeable(job, requests, why)
         # (request, milli-GPUs, milli-GPUs of the team's guarantee that borrowers hold and it
         # must take back first) for requests the quota allows, or would but for what is
         # lent, and for which evicting may help
@@ -583,19 +591,37 @@ class _Cycle:
             t = clock()
             timings["place"] += t - self.mark
             self.mark = t
+        self._note(job, why)
+
+    def _note(self, job: JobSpec, why: list[str | Wait]) -> None:
+        """`job` waits for `why`: one more job ahead of those behind it, unless it cannot run."""
         self._why = why
         self.reasons.note(job.name, why, self.waiting)
-        self.waiting += 1
+        if self._quiet or not _cannot_run(why):  # (a quiet cycle words no reasons)
+            self.waiting += 1
+        else:
+            self._never_whys.add(id(why))
 
-    def _placeable(self, requests: Sequence[Request], why: list[str | Wait]) -> Sequence[Request]:
-        """`requests` less the shares on an accelerator none of whose GPUs takes fractions,
-        each said in `why`: never placed, no quota or eviction is worth weighing for them (the
-        quota check spoke first, and a share no GPU takes read as a quota wait)."""
-        shares = self.b.takes_fractions
-        never = [r for r in requests if r.kind == "fraction" and not shares(r.accelerator)]
+    def _placeable(
+        self, job: JobSpec, requests: Sequence[Request], why: list[str | Wait]
+    ) -> Sequence[Request]:
+        """`requests` less those that could never be placed, each said in `why`: a share on an
+        accelerator none of whose GPUs takes fractions, a whole-GPU gang larger than the
+        cluster's nodes could hold even empty (`sched.too_large`). No quota, eviction or
+        reservation is worth weighing for them (the quota check spoke first, and a share no
+        GPU takes read as a quota wait; a gang too large took the cycle's one reservation)."""
+        never: list[Request] = []
+        for r in requests:
+            if r.kind == "gpus":
+                large = self._static_room.too_large(job, r)
+                if large is not None:
+                    never.append(r)
+                    why.append(large)
+            elif r.kind == "fraction" and not self.b.takes_fractions(r.accelerator):
+                never.append(r)
+                why.append(ShareWait(r.accelerator, request_milli(r), unshared=True))
         if not never:
             return requests
-        why.extend(ShareWait(r.accelerator, request_milli(r), unshared=True) for r in never)
         return [r for r in requests if r not in never]
 
     # -- head-of-line rules -------------------------------------------------------------
@@ -1072,6 +1098,11 @@ class _Cycle:
             return back >= owed
 
         return enough
+
+
+def _cannot_run(why: Sequence[str | Wait]) -> bool:
+    """Whether a reason says only that the job cannot run (on any accelerator it accepts)."""
+    return bool(why) and all(text_of(p).startswith(NEVER) for p in why)
 
 
 def decide(

@@ -74,8 +74,9 @@ def _sentence(why: Sequence[str | Wait], ahead: int) -> str:
 
 def with_ahead(reason: str, ahead: int) -> str:
     """A pending reason with the count of jobs still waiting ahead of the job, the one
-    wording of it (the control plane stores the two apart and joins them when read)."""
-    if ahead:
+    wording of it (the control plane stores the two apart and joins them when read). A job
+    that cannot run has no place in line: counting the jobs ahead of it read as a wait."""
+    if ahead and not reason.startswith(NEVER):
         return f"{reason}; {ahead} job{'s' if ahead > 1 else ''} ahead of you"
     return reason
 

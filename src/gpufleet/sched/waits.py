@@ -355,6 +355,43 @@ class UnknownLevel:
         return {"level": self.level, "levels": list(self.known)}
 
 
+@dataclass(frozen=True, slots=True)
+class TooLarge:
+    """A whole-GPU gang the cluster could never hold, even empty (`sched.too_large`): at
+    most `most_workers` workers of `gpus_per_worker` GPUs fit on its `accelerator` nodes (in
+    one group of `level` when the job requires one; spot nodes aside when excluded)."""
+
+    kind: ClassVar[str] = "too-large"
+    accelerator: str
+    workers: int
+    gpus_per_worker: int
+    most_workers: int
+    spot_excluded: bool = False
+    level: str | None = None
+
+    def text(self) -> str:
+        acc, per = self.accelerator, self.gpus_per_worker
+        if self.level is None:
+            where = f"this cluster's {acc} nodes hold at most {self.most_workers} such workers"
+        else:
+            where = f"no {self.level} of this cluster holds more than {self.most_workers}"
+        return (
+            f"cannot run: {self.workers} workers of {per} {acc} GPUs, but {where} (each "
+            f"worker on one node)" + (SPOT_NOTE if self.spot_excluded else "")
+        )
+
+    def numbers(self) -> dict[str, object]:
+        return {
+            "accelerator": self.accelerator,
+            "needed_gpus": self.workers * self.gpus_per_worker,
+            "workers": self.workers,
+            "gpus_per_worker": self.gpus_per_worker,
+            "most_workers": self.most_workers,
+            "level": self.level,
+            "spot_excluded": self.spot_excluded,
+        }
+
+
 PREEMPTION_FUTILE = PreemptionFutile()
 
 
