@@ -94,6 +94,9 @@ def _drop_added_fields(data: dict[str, Any]) -> None:
     data.pop("per_size", None)
     data.pop("gang_wait_gpu_hours", None)  # the goodput ratio's parts (stop 45)
     data.pop("in_progress_gpu_hours", None)
+    # what a whole-GPU-only profile gives a slice or share job beyond its request (stop 47):
+    # 0 in every run where no job holds more than it asks
+    data.pop("idle_held_gpu_hours", None)
     for key in ("gpu_allocation_in_window", "window_from_s", "window_to_s"):
         data.pop(key, None)  # only with --window, which the fingerprint runs do not give
     groups = [data, *data.get("per_team", {}).values(), *data.get("per_kind", {}).values()]

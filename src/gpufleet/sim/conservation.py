@@ -17,10 +17,14 @@ runs (GPUFLEET_DEBUG_CHECKS=1), and a broken metric fails the build instead:
   change of the change log when kept, where no team's level goes below zero either);
 - **team sum** — the teams' integrals add up to the cluster's, and the reported
   allocation ratio and per-team GPU-hours are those integrals;
-- **goodput** — each job's GPU-seconds held are its useful work, its lost work and what
-  its pods held waiting for the rest of its gang (exactly, for a completed job), and the
-  reported completed, in-progress, lost and gang-wait GPU-hours and the goodput ratio are
-  those sums;
+- **goodput** — each job's GPU-seconds held are its useful work, its lost work, what
+  its pods held waiting for the rest of its gang and what it held beyond its request
+  (exactly, for a completed job); that last part is the rest of the whole GPU a
+  whole-GPU-only profile runs a slice or a fraction on, in proportion to the time it
+  held it, and nothing for any other job (work is counted on the GPUs a job asked for,
+  so a 0.25-GPU job on a whole GPU is not credited a whole GPU of work); and the reported
+  completed, in-progress, lost, gang-wait and idle-held GPU-hours and the goodput ratio
+  are those sums;
 - **change log** — when kept, each team's changes integrate to its integral (what the
   multi-team plan reads as usage over time is what the recorder counted).
 
@@ -244,14 +248,18 @@ def _team_sums(metrics: SimMetrics, ledger: Ledger, span_s: float, tol: float) -
 
 
 def _goodput(metrics: SimMetrics, ledger: Ledger, tol: float) -> list[Violation]:
-    """Every GPU-second a job held was useful, lost or held by a partial gang waiting for
-    its other pods: exactly so for a completed job (its useful work is its trace's, counted
-    independently of what it held); for an unfinished one the work in progress is the rest,
-    which may not be negative. The reported totals and the goodput ratio are these sums."""
+    """Every GPU-second a job held was useful, lost, held by a partial gang waiting for
+    its other pods, or held beyond its request: exactly so for a completed job (its useful
+    work is its trace's on the GPUs it asked for, counted independently of what it held);
+    for an unfinished one the work in progress is the rest, which may not be negative.
+    What a job held beyond its request is what its placement and request say (`_idle`),
+    so work cannot be hidden there. The reported totals and the goodput ratio are these
+    sums."""
     out = []
-    sums = {"completed": 0.0, "in progress": 0.0, "lost": 0.0, "gang wait": 0.0}
+    whole_only = resolve(ledger.profile).profile.whole_gpus_only
+    sums = {"completed": 0.0, "in progress": 0.0, "lost": 0.0, "gang wait": 0.0, "idle held": 0.0}
     for name, held in ledger.jobs.items():
-        parts = held.useful_gpu_s + held.lost_gpu_s + held.gang_wait_gpu_s
+        parts = held.useful_gpu_s + held.lost_gpu_s + held.gang_wait_gpu_s + held.idle_gpu_s
         job_tol = RELATIVE * held.held_gpu_s + ABSOLUTE_GPU_S
         if min(held.useful_gpu_s, held.lost_gpu_s, held.gang_wait_gpu_s) < -job_tol or (
             held.completed and not _close(parts, held.held_gpu_s, job_tol)
@@ -261,17 +269,30 @@ def _goodput(metrics: SimMetrics, ledger: Ledger, tol: float) -> list[Violation]
                     "goodput",
                     f"job {name} held {held.held_gpu_s:.6g} GPU-seconds: useful "
                     f"{held.useful_gpu_s:.6g} + lost {held.lost_gpu_s:.6g} + gang wait "
-                    f"{held.gang_wait_gpu_s:.6g} = {parts:.6g}",
+                    f"{held.gang_wait_gpu_s:.6g} + idle held {held.idle_gpu_s:.6g} = {parts:.6g}",
+                )
+            )
+        idle = _idle(held, whole_only)
+        if not _close(held.idle_gpu_s, idle, job_tol):
+            out.append(
+                Violation(
+                    "goodput",
+                    f"job {name} (team {held.trace.team}, {_request(held.trace)}) held "
+                    f"{held.idle_gpu_s:.6g} GPU-seconds beyond its request; holding "
+                    f"{held.placed_gpus:.4g} GPUs for {held.held_gpu_s:.6g} GPU-seconds, "
+                    f"it held {idle:.6g} beyond it",
                 )
             )
         sums["completed" if held.completed else "in progress"] += held.useful_gpu_s
         sums["lost"] += held.lost_gpu_s
         sums["gang wait"] += held.gang_wait_gpu_s
+        sums["idle held"] += held.idle_gpu_s
     reported = {
         "completed": metrics.gpu_hours_completed,
         "in progress": metrics.in_progress_gpu_hours,
         "lost": metrics.lost_gpu_hours,
         "gang wait": metrics.gang_wait_gpu_hours,
+        "idle held": metrics.idle_held_gpu_hours,
     }
     for part, gpu_s in sums.items():
         if not _close(reported[part] * 3600, gpu_s, tol):
@@ -294,6 +315,20 @@ def _goodput(metrics: SimMetrics, ledger: Ledger, tol: float) -> list[Violation]
                 )
             )
     return out
+
+
+def _idle(held: JobHeld, whole_only: bool) -> float:
+    """GPU-seconds `held` held beyond its request: under a whole-GPU-only profile a slice or
+    a fraction holds a whole GPU (a single unit, holding only while it runs) and asks for
+    its share of it, so that share's complement of everything it held; 0 for any other
+    job, and for a request whose share is unknown (sized from an inference load)."""
+    job = held.trace
+    if not whole_only or job.gpus or held.placed_gpus <= 0:
+        return 0.0
+    asked = job.requested_gpus(held.flavor)
+    if asked is None:
+        return 0.0
+    return held.held_gpu_s * max(0.0, held.placed_gpus - asked) / held.placed_gpus
 
 
 def _change_log(ledger: Ledger, tol: float) -> list[Violation]:

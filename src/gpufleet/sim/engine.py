@@ -89,6 +89,7 @@ from gpufleet.sched.quota import placements_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.team_index import team_index
 from gpufleet.sim import conservation
+from gpufleet.sim.live_placement import check_running_placement
 from gpufleet.sim.metrics import JobHeld, MetricsRecorder, waiting_shape
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.run import Run
@@ -346,7 +347,8 @@ class Simulation:
         """`initial`, `start_s`, `specs` and `history` start the run from a live cluster
         (see the module docstring): jobs running at `start_s`, the clock's start, every
         arrival at or after it; the scheduler's view of some jobs; the teams' decayed past
-        use as of `history.at_s` <= `start_s`. Invalid placements raise
+        use as of `history.at_s` <= `start_s`. Invalid placements (one that holds other
+        than its job's request as the profile places it: `sim.live_placement`) raise
         `InvalidPlacementError`, inconsistent inputs `ValueError`. `keep_changes`: the
         ledger keeps every change of a team's held GPUs (usage over time; debug checks
         keep it anyway, to check it)."""
@@ -394,7 +396,9 @@ class Simulation:
         self._relayouts: dict[str, tuple[tuple[str, int], ...]] = {}  # "node|gpu" -> layout
         self._draining: set[str] = set()  # "node|gpu" waiting for its jobs to end
         self._serves: dict[str, set[str]] = {}  # "node|gpu" -> pending jobs its re-cut is for
-        self.gang = plugins.profile.gang
+        # `_whole_only`: slices and fractions run on one whole GPU (k8s-default): what a
+        # running job may hold at a live start, and the part of its GPU its work is not on
+        self.gang, self._whole_only = plugins.profile.gang, plugins.profile.whole_gpus_only
         self._lean, self._kept = _kept_queues(plugins, teams, config)
         self._order = plugins.queue_order
         self._keeps_history = plugins.queue_order.uses_share
@@ -421,7 +425,9 @@ class Simulation:
             self._place_initial(r)
 
     def _check_live_inputs(self, initial: Sequence[InitialRun]) -> None:
-        """Refuse inputs that would run the clock backwards or disagree with each other."""
+        """Refuse inputs that would run the clock backwards or disagree with each other,
+        and running jobs whose placement holds other than their request
+        (`InvalidPlacementError`, before anything is allocated)."""
         if self._history_at > self.start_s:
             raise ValueError(f"history is as of {self._history_at}, after the start {self.start_s}")
         early = [j.name for j in self.workload.jobs if j.submit_s < self.start_s]
@@ -433,6 +439,13 @@ class Simulation:
                 raise ValueError(f"initial run {r.trace.name} repeats a job name")
             if r.remaining_s < 0:
                 raise ValueError(f"initial run {r.trace.name}: remaining_s {r.remaining_s} < 0")
+            check_running_placement(
+                r.trace,
+                r.placements,
+                self.cluster,
+                profile=self.config.profile,
+                whole_only=self._whole_only,
+            )
             traces[r.trace.name] = r.trace
         for name, spec in self.specs.items():
             t = traces.get(name)
@@ -527,6 +540,7 @@ class Simulation:
             self._jobs,
             in_progress_gpu_s=in_progress_gpu_s,
             gang_wait_gpu_s=math.fsum(r.gang_wait_gpu_s for r in self.runs.values()),
+            idle_gpu_s=math.fsum(r.idle_gpu_s for r in self.runs.values()),
         )
         first = {n: r.first_start_s for n, r in self.runs.items() if r.first_start_s is not None}
         result = SimResult(
@@ -547,19 +561,21 @@ class Simulation:
     def _settle(self, end_s: float) -> float:
         """The accounts of the jobs unfinished at `end_s`: the restart overhead a running
         attempt has paid is lost (a finished one pays it at its end), what a partial gang's
-        pods hold is gang wait, and the rest of what each held is work toward its
-        completion (saved by checkpoints, or in the attempt a horizon cuts). Returns that
-        work, in GPU-seconds."""
+        pods hold is gang wait, what a running attempt holds beyond its request is idle, and
+        the rest of what each held is work toward its completion (saved by checkpoints, or
+        in the attempt a horizon cuts). Returns that work, in GPU-seconds."""
         in_progress = 0.0
         for run in self.runs.values():
             if run.completed:
                 continue
             held = self._held_until(run, end_s)
+            if run.started and run.beyond_gpus:
+                run.idle_gpu_s += run.beyond_gpus * (end_s - run.start_s)
             if run.started and run.trace.kind != "inference":
-                self._lose(run, run.gpus * min(end_s - run.start_s, run.overhead_s))
+                self._lose(run, run.work_gpus * min(end_s - run.start_s, run.overhead_s))
             elif not run.started and run.held:
                 run.gang_wait_gpu_s += held - run.attempt_held_from
-            in_progress += held - run.lost_gpu_s - run.gang_wait_gpu_s
+            in_progress += held - run.lost_gpu_s - run.gang_wait_gpu_s - run.idle_gpu_s
         return in_progress
 
     def _held(self, end_s: float) -> Mapping[str, JobHeld]:
@@ -568,7 +584,11 @@ class Simulation:
         out = {}
         for name, r in self.runs.items():
             held = self._held_until(r, end_s)
-            useful = r.useful_gpu_s() if r.completed else held - r.lost_gpu_s - r.gang_wait_gpu_s
+            useful = (
+                r.useful_gpu_s()
+                if r.completed
+                else held - r.lost_gpu_s - r.gang_wait_gpu_s - r.idle_gpu_s
+            )
             out[name] = JobHeld(
                 r.trace,
                 held,
@@ -578,6 +598,7 @@ class Simulation:
                 r.lost_gpu_s,
                 r.gang_wait_gpu_s,
                 r.completed,
+                r.idle_gpu_s,
             )
         return MappingProxyType(out)
 
@@ -616,7 +637,7 @@ class Simulation:
         run, attempt = payload
         if not run.started or run.attempt != attempt:
             return  # stale: preempted or failed since
-        gpus = run.gpus
+        gpus = run.work_gpus
         self._stop(run)
         if run.trace.kind == "inference":
             run.served_s += self.now_s - run.start_s
@@ -660,6 +681,8 @@ class Simulation:
         if run.started:
             self._started -= 1
             run.attained_gpu_s += run.gpus * (now - run.start_s)
+            if run.beyond_gpus:  # held, not asked for: neither its work nor lost work
+                run.idle_gpu_s += run.beyond_gpus * (now - run.start_s)
             run.started = False
         milli.clear()
 
@@ -943,6 +966,9 @@ class Simulation:
         self._started += 1
         run.gpus = sum(held.values()) / MILLI
         run.flavor = flavor
+        if self._whole_only and not trace.gpus:  # a slice or a fraction on a whole GPU
+            asked = trace.requested_gpus(flavor)
+            run.beyond_gpus = 0.0 if asked is None else max(0.0, run.gpus - asked)
         run.start_s = now
         if run.attempt:  # a restart (the class default is no overhead)
             run.overhead_s = self.config.restart_overhead_s
@@ -963,7 +989,7 @@ class Simulation:
         A partial gang that never started loses nothing but the GPUs it held idle."""
         run = self.runs[name]
         progress = self.now_s - run.start_s if run.started else 0.0
-        gpus = run.gpus if run.started else 0.0
+        gpus = run.work_gpus if run.started else 0.0  # lost work is counted on its request
         started = run.started
         self._stop(run, released=released)
         saved = lost = 0.0

@@ -218,8 +218,11 @@ def run_utilization(
 
     `effective_gpu_hours` counts each completed job's requested GPUs (`requested_share`) ×
     its run time (inference: × the time it served inside its window), by kind as
-    `effective_gpu_hours.<kind>`; `gpu_hours_completed` (the engine's) counts the GPUs the
-    job held, which for a whole-GPU-only profile is a whole GPU per slice or share.
+    `effective_gpu_hours.<kind>`. `gpu_hours_completed` (the engine's) counts work on the
+    GPUs a job asked for too, so under a whole-GPU-only profile it no longer credits a
+    whole GPU per slice or share (that rest is `idle_held_gpu_hours`); it differs from
+    `effective_gpu_hours` only where the other profiles place a request as the scheduler
+    can (a fraction in eighths, a slice by its position on the GPU).
     """
 
     config = SimConfig(profile=profile, seed=seed, horizon_s=horizon_s)

@@ -12,9 +12,15 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
 - `goodput_ratio` — useful GPU-hours ÷ GPU-hours held: the work of completed jobs
   (`gpu_hours_completed`) and the work jobs unfinished at the end had done toward their
   completion (`in_progress_gpu_hours`: a horizon cuts them, it does not waste them). The
-  rest is `lost_gpu_hours` (preemption, failures, spot reclaims, restart overhead) and
+  rest is `lost_gpu_hours` (preemption, failures, spot reclaims, restart overhead),
   `gang_wait_gpu_hours` (GPUs that pods of a job held while waiting for the rest of its
-  pods: profiles without gang scheduling, `k8s-default`); held = the four, per job.
+  pods: profiles without gang scheduling, `k8s-default`) and `idle_held_gpu_hours`;
+  held = the five, per job. Work, useful or lost, is counted on the GPUs a job asked
+  for: a 0.25-GPU job that a whole-GPU-only profile (`k8s-default`) runs on a whole GPU
+  does 0.25 GPU-hours of work an hour, not 1.
+- `idle_held_gpu_hours` — GPU-hours held but not requested: the rest of the whole GPU
+  a whole-GPU-only profile gives a slice or a fraction (0 under the other profiles,
+  which place slices and fractions as asked).
 - `wait_s`, `jct_s` — mean/p50/p95/p99 of queue wait (first start − arrival) and job
   completion time (end − arrival) over completed jobs; also per team and per kind.
 - `slowdown` — mean/p50/p95/p99 of JCT ÷ the job's uninterrupted run time (1 = it ran at
@@ -86,6 +92,7 @@ SCALARS: Final = (
     "lost_gpu_hours",
     "gang_wait_gpu_hours",
     "in_progress_gpu_hours",
+    "idle_held_gpu_hours",
     "fragmented_gpus_mean",
     "jobs_completed",
     "jobs_unfinished",
@@ -239,6 +246,7 @@ class SimMetrics:
     per_size: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     gang_wait_gpu_hours: float = 0.0
     in_progress_gpu_hours: float = 0.0
+    idle_held_gpu_hours: float = 0.0
     gpu_allocation_in_window: float | None = None
     window_from_s: float | None = None  # offsets from the first arrival, clipped to the run
     window_to_s: float | None = None
@@ -290,6 +298,9 @@ class JobHeld:
     lost_gpu_s: float = 0.0
     gang_wait_gpu_s: float = 0.0
     completed: bool = False
+    # what it held beyond its request: the rest of the whole GPU a whole-GPU-only profile
+    # ran its slice or fraction on (its useful and lost work are counted on its request)
+    idle_gpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -376,6 +387,7 @@ class MetricsRecorder:
         self.useful_gpu_s = 0.0  # of completed jobs
         self.in_progress_gpu_s = 0.0  # of jobs unfinished at the end (set by `close`)
         self.gang_wait_gpu_s = 0.0
+        self.idle_gpu_s = 0.0  # held beyond jobs' requests (set by `close`)
         self.lost_gpu_s = 0.0
         self.preemptions = self.failures = self.spot_reclaims = self.relayouts = 0
         self.relayouts_applied = 0
@@ -503,13 +515,22 @@ class MetricsRecorder:
         )
 
     def close(
-        self, end_s: float, jobs: int, *, in_progress_gpu_s: float, gang_wait_gpu_s: float
+        self,
+        end_s: float,
+        jobs: int,
+        *,
+        in_progress_gpu_s: float,
+        gang_wait_gpu_s: float,
+        idle_gpu_s: float,
     ) -> None:
         """The run ended at `end_s` with `jobs` jobs in all (completed or not); the jobs
-        unfinished then had done `in_progress_gpu_s` of work toward their completion, and
-        pods of partial gangs had held `gang_wait_gpu_s` waiting for the rest of theirs."""
+        unfinished then had done `in_progress_gpu_s` of work toward their completion, pods
+        of partial gangs had held `gang_wait_gpu_s` waiting for the rest of theirs, and
+        jobs had held `idle_gpu_s` beyond their requests (slices and fractions on whole
+        GPUs)."""
         self.in_progress_gpu_s = in_progress_gpu_s
         self.gang_wait_gpu_s = gang_wait_gpu_s
+        self.idle_gpu_s = idle_gpu_s
         self.end_s = max(end_s, self.start_s)
         for area in (self.alloc, self.busy, self.declared, self.down, *self.team_alloc.values()):
             area.move(self.end_s, 0.0)
@@ -574,6 +595,7 @@ class MetricsRecorder:
             lost_gpu_hours=self.lost_gpu_s / 3600,
             gang_wait_gpu_hours=self.gang_wait_gpu_s / 3600,
             in_progress_gpu_hours=self.in_progress_gpu_s / 3600,
+            idle_held_gpu_hours=self.idle_gpu_s / 3600,
             fragmented_gpus_mean=float(np.mean(frag)) if frag else 0.0,
             jobs_completed=len(self.completed_runs),
             jobs_unfinished=self.unfinished,

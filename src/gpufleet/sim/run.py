@@ -40,6 +40,12 @@ class Run:
     lost_gpu_s = 0.0
     gang_wait_gpu_s = 0.0
     attempt_held_from = 0.0  # `held_gpu_s` when its first pod of this attempt bound
+    # GPUs its last attempt held beyond its request: a slice or a fraction that a whole-GPU-
+    # only profile (k8s-default) runs on a whole GPU holds the rest of it idle. Its work,
+    # useful or lost, is counted on what it asked for; `idle_gpu_s` is the rest it held
+    # (held = useful + lost + gang wait + idle). 0 for every other job.
+    beyond_gpus = 0.0
+    idle_gpu_s = 0.0
 
     def __init__(self, trace: TraceJob, remaining_s: float) -> None:
         self.trace = trace
@@ -53,16 +59,23 @@ class Run:
     completed = False
     done_before_s = 0.0  # a live start's running job: its work before the clock started
 
+    @property
+    def work_gpus(self) -> float:
+        """GPUs its work is counted on: those its last attempt held, less any it held beyond
+        its request (a 0.25-GPU job on a whole GPU works on 0.25 of it)."""
+        return self.gpus - self.beyond_gpus
+
     def useful_gpu_s(self) -> float:
         """A completed run's useful GPU-seconds: an inference replica's time serving inside
         its window, else its work (its trace duration; with speeds per accelerator, the wall
         seconds that work took where it ran), less what a job already running when the
-        simulation started had done before it."""
+        simulation started had done before it; on the GPUs it asked for, not the whole GPU
+        a whole-GPU-only profile rounded its slice or fraction up to (`beyond_gpus`)."""
         if self.trace.kind == "inference":
-            return self.served_s * self.gpus
+            return self.served_s * self.work_gpus
         if self.useful_s is not None:
-            return self.useful_s * self.gpus
-        return (self.trace.duration_s - self.done_before_s) * self.gpus
+            return self.useful_s * self.work_gpus
+        return (self.trace.duration_s - self.done_before_s) * self.work_gpus
 
     def spend(self) -> None:
         """It completed and never runs again: its pending specs and containers go (a long
