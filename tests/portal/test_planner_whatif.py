@@ -31,9 +31,10 @@ def test_the_planner_renders_the_plan_report(portal: Portal) -> None:
     assert 'id="run-plan"' in page.text
     r = b.post("/portal/planner", CHAT)
     assert r.status_code == 200, r.text[:500]
-    summary = re.search(r'id="plan-summary"><strong>(\d+) × ([\w.-]+)</strong>', r.text)
+    assert re.search(r'id="plan-summary"><strong>[^<]+</strong>', r.text)  # the decision
+    summary = re.search(r'id="plan-fleet-gpus">([\d,]+) × ([\w.-]+), ', r.text)
     assert summary
-    assert int(summary.group(1)) > 0
+    assert int(summary.group(1).replace(",", "")) > 0
     frame = re.search(
         r'<iframe class="report" id="plan-report" title="Plan report" sandbox '
         r'srcdoc="(.*?)"></iframe>',

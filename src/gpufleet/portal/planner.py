@@ -17,9 +17,12 @@ import yaml
 
 from gpufleet.catalog.models import load_model_presets
 from gpufleet.errors import SpecError
+from gpufleet.formatting import fmt_count, fmt_num, fmt_usd
 from gpufleet.plan.model import Plan
 from gpufleet.plan.planner import DEFAULT_ACCELERATORS, InfeasiblePlanError, plan
+from gpufleet.plan.summary import gpus_at_once
 from gpufleet.report.render import render_html
+from gpufleet.specs.fleet import FleetPlanSpec, plan_model_for
 from gpufleet.specs.inference import Engine, ServingPrecision
 from gpufleet.specs.load import validate
 from gpufleet.specs.plan import Deployment, PlanSpec
@@ -27,6 +30,13 @@ from gpufleet.specs.training import Framework, TrainingPrecision
 
 FORM = "_form"
 MAX_YAML_BYTES = 64 * 1024
+# a multi-team spec (`teams:`) is sized by simulation: tens of CPU-seconds to minutes, past a
+# portal run's cap and a person's budget (`portal.heavy`), so the page says where to run it
+# rather than listing the fields the single-plan spec lacks
+MULTI_TEAM = (
+    "a multi-team plan (a spec with teams:) is sized by simulation, which takes minutes: run "
+    "`gpufleet plan SPEC --out DIR`. The planner here plans workloads (a spec with workloads:)"
+)
 DEFAULTS: dict[str, str] = {
     "name": "my-plan",
     "workload_kind": "training",
@@ -96,6 +106,100 @@ def compute(spec: PlanSpec) -> Planned:
     return Planned(result, render_html(result))
 
 
+@dataclass(frozen=True)
+class Headline:
+    """The figures the page puts above the report, each read from the plan, never worked out
+    again here: the page once showed `recommendation.total_gpus` (every workload's GPUs
+    added up, as if all ran at once) as the plan's size, which for workloads that run at
+    different times is more GPUs than the plan buys or rents (year-of-runs: 1,296 against
+    the 528 it rents at once), and fewer than an on-prem cluster of whole nodes holds
+    (shared-cluster: 553 against 560)."""
+
+    decision: str | None  # the report's own sentence (None in a plan from before issue 27)
+    accelerator: str
+    deployment: str
+    provider: str | None
+    fleet_gpus: int  # the fleet the decision buys or rents
+    fleet_how: str  # e.g. "to build and own: 70 dgx-b200 nodes, 35 racks"
+    gpus_at_once: int  # in use at the busiest hour
+    gpus_added_up: int  # each workload's GPUs added up
+    workloads: int
+    cost_usd: float | None
+    cost_what: str
+    cost_low_usd: float | None
+    cost_high_usd: float | None
+    work_gpu_hours: float | None  # the report's demand GPU-hours
+
+    @property
+    def fleet_text(self) -> str:
+        return f"{fmt_count(self.fleet_gpus)} × {self.accelerator}"
+
+    @property
+    def cost_text(self) -> str:
+        if self.cost_usd is None:
+            return ""
+        likely = (
+            f" (likely {fmt_usd(self.cost_low_usd)} to {fmt_usd(self.cost_high_usd)})"
+            if self.cost_low_usd is not None and self.cost_high_usd is not None
+            else ""
+        )
+        return f"{fmt_usd(self.cost_usd)} {self.cost_what}{likely}"
+
+    @property
+    def work_text(self) -> str:
+        """The GPU-hours as the report rounds them ("758,466")."""
+        return fmt_num(self.work_gpu_hours)
+
+
+def headline(result: Plan) -> Headline:
+    """The fleet as the plan's decision names it (`plan.summary`, which writes the sentence
+    from these same fields): on-prem, the designed cluster of whole nodes; renting, the
+    whole instances rented where they hold more GPUs than are in use at once, else the GPUs
+    in use at once. Runs that never overlap share that fleet, so it is not the workloads'
+    GPUs added up; that sum is kept apart, labelled as such."""
+    rec, design, mix = result.recommendation, result.design, result.cost.mix
+    at_once = gpus_at_once(rec, result.demand_curve)
+    rented = int(mix.get("rented_gpus") or 0)
+    if rec.deployment == "on-prem" and design is not None:
+        fleet = design.gpus
+        how = (
+            f"to build and own: {fmt_count(design.nodes)} {design.system} "
+            f"node{'s' if design.nodes != 1 else ''}, {fmt_count(design.racks)} "
+            f"rack{'s' if design.racks != 1 else ''}"
+        )
+        curve = result.demand_curve
+        if curve is not None and curve.rented_gpu_hours > 0:
+            # a fleet sized below the peak (`on_prem.fleet_policy`): the rest is rented
+            how += f"; the demand above it is rented ({fmt_num(curve.rented_gpu_hours)} GPU-hours)"
+    elif rec.deployment == "on-prem":
+        fleet, how = at_once, "to build and own"
+    elif rented > at_once:
+        fleet = rented
+        instances, per = int(mix.get("rented_instances") or 0), int(mix.get("instance_gpus") or 0)
+        how = f"rented at once as {fmt_count(instances)} {per}-GPU instances"
+    else:
+        fleet, how = at_once, "rented at once"
+    if rec.provider and rec.deployment != "on-prem":
+        how += f" on {rec.provider}"
+    summary = result.summary
+    return Headline(
+        decision=summary.decision if summary else None,
+        accelerator=rec.accelerator,
+        deployment=rec.deployment,
+        provider=rec.provider,
+        fleet_gpus=fleet,
+        fleet_how=how,
+        gpus_at_once=at_once,
+        gpus_added_up=rec.total_gpus,
+        workloads=len(rec.workloads),
+        cost_usd=summary.cost_usd if summary else None,
+        cost_what=summary.cost_what if summary else "",
+        cost_low_usd=summary.cost_low_usd if summary else None,
+        cost_high_usd=summary.cost_high_usd if summary else None,
+        work_gpu_hours=mix.get("demand_gpu_hours"),
+    )
+
+
 def options() -> dict[str, Any]:
     """What the planner form's selects offer."""
     return {
@@ -162,6 +266,9 @@ def read_form(values: Mapping[str, str], accelerators: list[str]) -> PlanForm:
             data = yaml.safe_load(raw)
         except yaml.YAMLError as exc:
             out.errors["spec_yaml"] = [f"not valid YAML: {exc}"]
+            return out
+        if plan_model_for(data) is FleetPlanSpec:
+            out.errors["spec_yaml"] = [MULTI_TEAM]
             return out
         target = "spec_yaml"
     else:

@@ -17,7 +17,7 @@ from starlette.datastructures import FormData
 
 from gpufleet.plan.model import Plan
 from gpufleet.portal.heavy import Heavy, HeavyError, heavy_of
-from gpufleet.portal.planner import DEFAULTS, FIELDS, compute, options, read_form
+from gpufleet.portal.planner import DEFAULTS, FIELDS, compute, headline, options, read_form
 from gpufleet.portal.web import Caller, Form, Me, render, text
 
 router = APIRouter()
@@ -38,6 +38,7 @@ def planner_form(request: Request, me: Caller) -> HTMLResponse:
         chosen=[],
         errors={},
         result=None,
+        headline=None,
         report_html=None,
         advice=[],
         refused=None,
@@ -89,6 +90,7 @@ def _run_planner(request: Request, me: Me, form: FormData, heavy: Heavy) -> Resp
         chosen=chosen,
         errors=errors,
         result=result,
+        headline=headline(result) if result is not None else None,
         report_html=report_html,
         advice=advice,
         refused=refused,
