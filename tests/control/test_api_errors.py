@@ -129,18 +129,118 @@ def test_a_name_against_the_rule_is_409_with_the_rule(
     ErrorOut.model_validate(r.json())
 
 
-def test_a_validation_422_lists_what_failed(lite: Plane) -> None:
+def test_a_validation_422_is_one_sentence_with_the_list_beside_it(lite: Plane) -> None:
+    """The guide promises `{"detail": "<one sentence>"}` for every error; a 422 that
+    failed validation gave pydantic's list in `detail`. The list is in `errors` now."""
     r = lite.client.get("/api/v1/jobs?limit=0&after_id=x", headers=lite.auth("admin"))
     assert r.status_code == 422
     got = ValidationErrorOut.model_validate(r.json())
-    assert isinstance(got.detail, list)
-    assert {tuple(i.loc) for i in got.detail} == {("query", "limit"), ("query", "after_id")}
+    assert isinstance(got.detail, str)
+    assert got.detail.startswith("query parameter ")
+    assert got.detail.endswith("(and 1 more problem: see errors)")
+    assert got.errors is not None
+    assert {tuple(i.loc) for i in got.errors} == {("query", "limit"), ("query", "after_id")}
+
+
+BAD_INPUT: list[tuple[str, str, str, Any, str]] = [
+    (
+        "negative-gpus",
+        "POST",
+        "/api/v1/jobs",
+        {"name": "x", "gpus": -1},
+        "field gpus: input should be greater than or equal to 1",
+    ),
+    (
+        "gpus-true",
+        "POST",
+        "/api/v1/jobs",
+        {"name": "x", "gpus": True},
+        "field gpus: input should be a valid integer",
+    ),
+    (
+        "gpus-string",
+        "POST",
+        "/api/v1/jobs",
+        {"name": "x", "gpus": "2"},
+        "field gpus: input should be a valid integer",
+    ),
+    (
+        "workers-string",
+        "POST",
+        "/api/v1/jobs",
+        {"name": "x", "gpus": 1, "workers": "2"},
+        "field workers: input should be a valid integer",
+    ),
+    (
+        "fraction-string",
+        "POST",
+        "/api/v1/jobs",
+        {"name": "x", "gpu_fraction": "0.5"},
+        "field gpu_fraction: input should be a valid number",
+    ),
+    (
+        "two-requests",
+        "POST",
+        "/api/v1/jobs",
+        {"name": "x", "gpus": 1, "mig_profile": "1g.10gb"},
+        "the body: give exactly one of gpus, mig_profile or gpu_fraction",
+    ),
+    (
+        "malformed-json",
+        "POST",
+        "/api/v1/jobs",
+        '{"name": "x", "gpus": 1,',
+        "the body is not valid JSON (at character 24)",
+    ),
+    (
+        "bad-basis",
+        "GET",
+        "/api/v1/reports/chargeback?basis=cost",
+        None,
+        "query parameter basis: input should be 'allocation' or 'usage'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body", "sentence"),
+    [b[1:] for b in BAD_INPUT],
+    ids=[b[0] for b in BAD_INPUT],
+)
+def test_field_errors_answer_one_sentence(
+    lite: Plane, method: str, url: str, body: Any, sentence: str
+) -> None:
+    """`"gpus": true` was taken as 1 GPU and `"gpus": "2"` as 2 (counts are strict now);
+    negative GPUs, a bad basis and malformed JSON came back as pydantic lists."""
+    headers = {**lite.auth("vision-member"), "Content-Type": "application/json"}
+    kwargs: dict[str, Any] = {}
+    if isinstance(body, dict):
+        kwargs = {"json": body}
+    elif body is not None:
+        kwargs = {"content": body}
+    r = lite.client.request(method, url, headers=headers, **kwargs)
+    assert r.status_code == 422, r.text
+    got = ValidationErrorOut.model_validate(r.json())
+    assert got.detail.startswith(sentence), got.detail
+    assert "\n" not in got.detail
+    assert got.errors
+
+
+def test_the_portal_form_still_sends_counts_as_numbers(lite: Plane) -> None:
+    """The strict counts are the API's JSON; the form turns its text into numbers first."""
+    from gpufleet.control.jobs import JobRequest
+    from gpufleet.portal.forms import parse_submit
+
+    parsed = parse_submit({"name": "x", "request_type": "gpus", "gpus": "2", "workers": "2"})
+    assert JobRequest.model_validate(parsed.data).gpus == 2
 
 
 def test_a_request_that_cannot_be_done_is_one_sentence(lite: Plane) -> None:
     r = lite.client.get("/api/v1/reports/chargeback?group_by=nope", headers=lite.auth("admin"))
     assert r.status_code == 422
-    assert isinstance(ValidationErrorOut.model_validate(r.json()).detail, str)
+    got = ValidationErrorOut.model_validate(r.json())
+    assert isinstance(got.detail, str)
+    assert got.errors is None
     r = lite.client.get("/api/v1/admin/rates", headers=lite.auth("vision-member"))
     assert r.status_code == 403
     ErrorOut.model_validate(r.json())

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
@@ -23,9 +23,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.control.chargeback import chargeback
-from gpufleet.control.chargeback_budget import budget_status, month_bounds
+from gpufleet.control.chargeback_budget import budget_status, gpu_hours_text, month_bounds
 from gpufleet.control.chargeback_csv import FOCUS_COLUMNS, to_csv, to_focus_csv
-from gpufleet.control.chargeback_report import GROUP_KEYS, IDLE, ChargebackReport, UsageRecord
+from gpufleet.control.chargeback_report import (
+    GROUP_KEYS,
+    IDLE,
+    ROUNDING,
+    ChargebackReport,
+    RateChange,
+    Rounding,
+    UsageRecord,
+)
 from gpufleet.errors import UserError
 
 H = 3600.0
@@ -281,12 +289,101 @@ def test_rates(
     assert rep.totals.total_cost_usd == Decimal(cost)
 
 
-def test_cents_are_apportioned_so_rows_add_up_to_the_total() -> None:
-    # three teams, each 1/3 of an hour at $1/h: $0.3333 each, $1.00 in all
+def test_each_row_is_rounded_on_its_own_and_the_remainder_is_a_line() -> None:
+    """Three teams, each 1/3 of an hour at $1/h: $0.3333 each, $1.00 in all. Each row reads
+    0.33 (its hours × its rate, to the cent: a reader can check it), the TOTAL is the exact
+    sum rounded once, and the cent between them is a rounding line, not hidden in a row (it
+    was added to the first: 0.34 for the same 1/3 h as the others' 0.33)."""
     records = [rec(team=t, start_s=0, end_s=1200.0) for t in ("a", "b", "c")]
     rep = report(records, rates_usd_micro_per_gpu_h={H100: 1_000_000})
-    assert [r.cost_usd for r in rep.rows] == [Decimal("0.34"), Decimal("0.33"), Decimal("0.33")]
+    assert [r.cost_usd for r in rep.rows] == [Decimal("0.33")] * 3
     assert rep.totals.cost_usd == Decimal("1.00")
+    assert rep.rounding == Rounding(Decimal("0.01"), Decimal("0.00"), Decimal("0.01"))
+    assert sum(r.cost_usd for r in rep.rows) + rep.rounding.cost_usd == rep.totals.cost_usd
+    _, rows = parse_csv(to_csv(rep))
+    assert [r["team"] for r in rows] == ["a", "b", "c", ROUNDING, "TOTAL"]
+    assert rows[3]["cost_usd"] == "0.01"
+    for column in ("cost_usd", "idle_cost_usd", "total_cost_usd"):
+        assert sum(Decimal(r[column]) for r in rows[:-1]) == Decimal(rows[-1][column])
+
+
+def test_rows_read_as_hours_times_rate() -> None:
+    """A reviewer's row: 200.0134 GPU-hours at 2.124738 is 424.98; the cost is each row's
+    own product rounded once, whatever the other rows."""
+    records = [
+        rec(team="a", end_s=200.0134 * H),
+        rec(team="b", end_s=0.6331 * H),
+    ]
+    rep = report(records, rates_usd_micro_per_gpu_h={H100: 2_124_738}, period_end_s=300 * H)
+    for row in rep.rows:
+        assert row.rate_usd_per_gpu_h is not None
+        exact = Decimal(repr(row.gpu_hours_billed)) * row.rate_usd_per_gpu_h
+        assert row.cost_usd == exact.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    assert [str(r.cost_usd) for r in rep.rows] == ["424.98", "1.35"]
+
+
+# ---------------------------------------------------------------------------------------
+# rate history
+
+
+def test_a_rate_change_prices_each_part_at_the_rate_then() -> None:
+    """Issue: one rate per flavor, overwritten, re-priced every closed period. With a
+    history, an 8-GPU job across a change at 10:00 pays $2 before and $3 after."""
+    history = {H100: [RateChange(0.0, 2_000_000), RateChange(10 * H, 3_000_000)]}
+    records = [rec(start_s=8 * H, end_s=12 * H, gpu_milli=8000)]
+    rep = report(records, rates_usd_micro_per_gpu_h=history)
+    (row,) = rep.rows
+    assert row.cost_usd == Decimal("80.00")  # 16 GPU-h x $2 + 16 x $3
+    assert row.rate_usd_per_gpu_h == Decimal("2.5")  # averaged over its 32 billed hours
+    assert [(r.from_s, r.to_s, r.rate_usd_per_gpu_h) for r in rep.rates] == [
+        (0.0, 10 * H, Decimal("2.000000")),
+        (10 * H, DAY, Decimal("3.000000")),
+    ]
+    # a period before the change is billed at the old rate, whatever was set since
+    before = report(records, rates_usd_micro_per_gpu_h=history, period_end_s=10 * H)
+    assert before.totals.cost_usd == Decimal("32.00")
+    assert [r.rate_usd_per_gpu_h for r in before.rates] == [Decimal("2.000000")]
+    after = report(records, rates_usd_micro_per_gpu_h=history, period_start_s=10 * H)
+    assert before.totals.cost_usd + after.totals.cost_usd == rep.totals.cost_usd
+
+
+def test_time_before_a_flavors_first_rate_is_unpriced() -> None:
+    history = {H100: [RateChange(6 * H, 1_000_000)]}
+    rep = report([rec(start_s=4 * H, end_s=8 * H)], rates_usd_micro_per_gpu_h=history)
+    assert rep.totals.cost_usd == Decimal("2.00")  # the 2 h from 06:00
+    assert rep.unpriced_flavors == (H100,)
+    assert rep.rows[0].rate_usd_per_gpu_h is None  # part of it had no rate
+    assert [r.rate_usd_per_gpu_h for r in rep.rates] == [None, Decimal("1.000000")]
+    later = report(
+        [rec(start_s=7 * H, end_s=8 * H)], rates_usd_micro_per_gpu_h=history, period_start_s=6 * H
+    )
+    assert later.unpriced_flavors == ()
+
+
+def test_idle_is_priced_at_the_rate_of_its_time_and_keeps_the_capacity_identity() -> None:
+    history = {H100: [RateChange(0.0, 1_000_000), RateChange(12 * H, 2_000_000)]}
+    records = [rec(start_s=10 * H, end_s=14 * H, gpu_milli=2000)]
+    rep = report(records, rates_usd_micro_per_gpu_h=history, capacity_gpus={H100: 4})
+    # capacity 4 GPUs: 48 GPU-h at $1 then 48 at $2 = $144; work 4 GPU-h at $1 + 4 at $2
+    assert rep.capacity_cost_usd == Decimal("144.00")
+    assert rep.totals.cost_usd == Decimal("12.00")
+    assert rep.idle is not None
+    assert rep.idle.idle_cost_usd == Decimal("132.00")  # 44 x $1 + 44 x $2
+    assert rep.totals.total_cost_usd == rep.capacity_cost_usd
+
+
+def test_a_repriced_rate_is_stated() -> None:
+    history = {H100: [RateChange(0.0, 1_000_000), RateChange(6 * H, 4_000_000, DAY, True)]}
+    rep = report([rec(end_s=8 * H)], rates_usd_micro_per_gpu_h=history)
+    assert [(r.from_s, r.repriced, r.set_s) for r in rep.repriced] == [(6 * H, True, DAY)]
+    comments, _ = parse_csv(to_csv(rep))
+    assert any("re-priced" in c for c in comments)
+    assert any(c.startswith(f"# rate: {H100} 4.000000 USD/GPU-h from") for c in comments)
+
+
+def test_of_two_rates_at_one_instant_the_later_wins() -> None:
+    history = {H100: [RateChange(0.0, 1_000_000), RateChange(0.0, 5_000_000)]}
+    assert report([rec()], rates_usd_micro_per_gpu_h=history).totals.cost_usd == Decimal("5.00")
 
 
 # ---------------------------------------------------------------------------------------
@@ -373,16 +470,77 @@ def test_idle_of_a_flavor_nobody_used_stays_on_the_idle_line() -> None:
 
 def test_half_cents_the_total_is_still_the_capacity_cost() -> None:
     # 18 GPU-seconds at $1/h cost $0.005 and the idle rest $0.995: rounding the two on their
-    # own would bill $1.01 for a $1.00 GPU-hour; the idle column absorbs the cent instead
+    # own bills $1.01 for a $1.00 GPU-hour. The lines do (each checks as hours × rate); the
+    # TOTAL is the capacity cost rounded once, and the rounding line says so.
     rep = report(
         [rec(end_s=18.0)],
         period_end_s=H,
         rates_usd_micro_per_gpu_h={H100: 1_000_000},
         capacity_gpus={H100: 1},
     )
+    assert rep.rows[0].cost_usd == Decimal("0.01")
+    assert rep.idle is not None
+    assert rep.idle.idle_cost_usd == Decimal("1.00")  # 0.995 GPU-hours x $1, half up
     assert rep.totals.cost_usd == Decimal("0.01")
     assert rep.totals.idle_cost_usd == Decimal("0.99")
     assert rep.totals.total_cost_usd == rep.capacity_cost_usd == Decimal("1.00")
+    assert rep.rounding == Rounding(Decimal("0.00"), Decimal("-0.01"), Decimal("-0.01"))
+
+
+def test_the_idle_line_is_its_hours_times_its_rate() -> None:
+    """Issue: 80.997344 idle GPU-hours at 1.971139 USD/h = 159.657 read 159.65 in JSON, CSV
+    and the portal: the idle line was the total rounded less the costs rounded. It is its
+    own product rounded like every other line; the cent goes to the rounding line."""
+    rep = report(
+        [rec(end_s=29.0)],
+        period_end_s=291_619.4384,  # 1 GPU: 29 s held, 80.997344 h idle
+        rates_usd_micro_per_gpu_h={H100: 1_971_139},
+        capacity_gpus={H100: 1},
+    )
+    assert rep.idle is not None
+    assert rep.idle.gpu_hours_idle == pytest.approx(80.997344, abs=1e-9)
+    assert rep.idle.rate_usd_per_gpu_h == Decimal("1.971139")
+    assert rep.idle.idle_cost_usd == Decimal("159.66")
+    assert rep.rows[0].cost_usd == Decimal("0.02")
+    assert rep.totals.total_cost_usd == rep.capacity_cost_usd == Decimal("159.67")
+    assert rep.rounding.total_cost_usd == Decimal("-0.01")
+    _, rows = parse_csv(to_csv(rep))
+    assert [(r["team"], r["total_cost_usd"]) for r in rows] == [
+        ("vision", "0.02"),
+        (IDLE, "159.66"),
+        (ROUNDING, "-0.01"),
+        ("TOTAL", "159.67"),
+    ]
+
+
+def test_focus_idle_rows_are_their_hours_times_their_rate() -> None:
+    """The FOCUS export's l4 idle row: 0.188279 GPU-hours × 0.4567 = 0.0860, shown 0.08
+    (apportioned to make the column add up); it is 0.09 now, and an Adjustment row carries
+    what the rows, each rounded, differ from the total."""
+    period_s = 0.188279 * H
+    rep = report(
+        [rec(end_s=period_s / 2, flavor=A100), rec(job_id=2, end_s=period_s / 3)],
+        period_end_s=period_s,
+        rates_usd_micro_per_gpu_h={"l4": 456_700, A100: 1_234_567, H100: 2_124_738},
+        capacity_gpus={"l4": 1, A100: 1, H100: 1},
+    )
+    rows = list(csv.DictReader(io.StringIO(to_focus_csv(rep))))
+    l4 = next(r for r in rows if r["SkuId"] == "l4")
+    assert l4["ConsumedQuantity"] == "0.188279"
+    assert l4["BilledCost"] == "0.09"
+    for r in rows:
+        if r["ChargeCategory"] == "Usage" and r["ConsumedQuantity"]:
+            rate = next(x.rate_usd_per_gpu_h for x in rep.rates if x.flavor == r["SkuId"])
+            product = Decimal(r["ConsumedQuantity"]) * rate  # type: ignore[operator]
+            assert (
+                abs(Decimal(r["BilledCost"]) - product)
+                <= Decimal("0.005") + Decimal("0.000001") * rate
+            )  # type: ignore[operator]
+    assert sum(Decimal(r["BilledCost"]) for r in rows) == rep.totals.total_cost_usd
+    adjustments = [r for r in rows if r["ChargeCategory"] == "Adjustment"]
+    assert [Decimal(r["BilledCost"]) for r in adjustments] == (
+        [rep.flavor_rounding.total_cost_usd] if rep.flavor_rounding.total_cost_usd else []
+    )
 
 
 def test_uniform_counts_groups_not_hours() -> None:
@@ -682,15 +840,17 @@ def test_every_documented_group_key_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("used", "budget", "fraction", "over", "alerts"),
+    ("used", "budget", "fraction", "over", "alerts", "reached"),
     [
-        pytest.param(500.0, 1000.0, 0.5, False, (), id="half the budget: no alert"),
+        pytest.param(500.0, 1000.0, 0.5, False, (), (), id="half the budget: no alert"),
         pytest.param(
             850.0,
             1000.0,
             0.85,
             False,
-            ("team vision has used 85% of its 1,000 GPU-hour monthly budget (alert at 80%)",),
+            ("team vision has used 85% (850 GPU-hours) of its 1,000 GPU-hour monthly budget "
+             "(alert at 80%)",),
+            (0.8,),
             id="past 80%: one alert",
         ),
         pytest.param(
@@ -698,59 +858,105 @@ def test_every_documented_group_key_is_accepted() -> None:
             1000.0,
             0.9997,
             False,
-            ("team vision has used 99% of its 1,000 GPU-hour monthly budget (alert at 80%)",),
+            ("team vision has used 99% (999.7 GPU-hours) of its 1,000 GPU-hour monthly budget "
+             "(alert at 80%)",),
+            (0.8,),
             id="99.97% reads 99%, never 100% while under",
+        ),
+        pytest.param(
+            999.96,
+            1000.0,
+            0.99996,
+            False,
+            ("team vision has used 99% (999.96 GPU-hours) of its 1,000 GPU-hour monthly budget "
+             "(alert at 80%)",),
+            (0.8,),
+            id="just under: used never reads as much as the budget",
         ),
         pytest.param(
             1000.0,
             1000.0,
             1.0,
             False,
-            (
-                "team vision has used 100% of its 1,000 GPU-hour monthly budget (alert at 80%)",
-                "team vision has used 100% of its 1,000 GPU-hour monthly budget (alert at 100%)",
-            ),
-            id="exactly the budget: both alerts, not over",
+            ("team vision has used 100% (1,000 GPU-hours) of its 1,000 GPU-hour monthly budget "
+             "(alert at 100%, past 80% too)",),
+            (0.8, 1.0),
+            id="exactly the budget: one alert at 100%, not over",
         ),
         pytest.param(
             1234.5,
             1000.0,
             1.2345,
             True,
-            (
-                "team vision has used 123% of its 1,000 GPU-hour monthly budget (alert at 80%)",
-                "team vision has used 123% of its 1,000 GPU-hour monthly budget (alert at 100%)",
-            ),
-            id="over the budget",
+            ("team vision has used 123% (1,234.5 GPU-hours) of its 1,000 GPU-hour monthly "
+             "budget (alert at 100%, past 80% too)",),
+            (0.8, 1.0),
+            id="over the budget: one alert, not the same sentence twice",
         ),
-        pytest.param(10.0, None, None, False, (), id="no budget: nothing to say"),
+        pytest.param(
+            0.148,
+            0.17,
+            0.148 / 0.17,
+            False,
+            ("team vision has used 87% (0.148 GPU-hours) of its 0.17 GPU-hour monthly budget "
+             "(alert at 80%)",),
+            (0.8,),
+            id="a budget of 0.17 reads 0.17, not 0.2",
+        ),
+        pytest.param(
+            0.4492,
+            0.04,
+            0.4492 / 0.04,
+            True,
+            ("team vision has used 1,123% (0.449 GPU-hours) of its 0.04 GPU-hour monthly "
+             "budget (alert at 100%, past 80% too)",),
+            (0.8, 1.0),
+            id="a budget of 0.04 never reads 0",
+        ),
+        pytest.param(10.0, None, None, False, (), (), id="no budget: nothing to say"),
         pytest.param(
             2.5,
             0.0,
             None,
             True,
             ("team vision has used 2.5 GPU-hours of its 0 GPU-hour monthly budget",),
+            (1.0,),
             id="zero budget: any use is over",
         ),
-        pytest.param(0.0, 0.0, None, False, (), id="zero budget unused"),
+        pytest.param(0.0, 0.0, None, False, (), (), id="zero budget unused"),
     ],
-)
-def test_budget_status(
-    used: float, budget: float | None, fraction: float | None, over: bool, alerts: tuple[str, ...]
+)  # fmt: skip
+def test_budget_status(  # noqa: PLR0917 - one parametrised case per argument
+    used: float,
+    budget: float | None,
+    fraction: float | None,
+    over: bool,
+    alerts: tuple[str, ...],
+    reached: tuple[float, ...],
 ) -> None:
     status = budget_status(used, budget, team="vision")
     assert status.fraction == (None if fraction is None else pytest.approx(fraction))
     assert status.over is over
     assert status.alerts == alerts
-    assert len(status.thresholds_reached) == len(alerts)
+    assert status.thresholds_reached == reached
 
 
 def test_budget_custom_thresholds_and_wording() -> None:
     status = budget_status(1_900.0, 2_000.0, thresholds=(0.5, 0.9, 0.75), period_label="quarterly")
     assert status.thresholds_reached == (0.5, 0.75, 0.9)
-    assert status.alerts[-1] == (
-        "the team has used 95% of its 2,000 GPU-hour quarterly budget (alert at 90%)"
+    assert status.alerts == (
+        "the team has used 95% (1,900 GPU-hours) of its 2,000 GPU-hour quarterly budget "
+        "(alert at 90%, past 75% too, past 50% too)",
     )
+
+
+@pytest.mark.parametrize(
+    ("amount", "text"),
+    [(1000.0, "1,000"), (150.5, "150.5"), (2.5, "2.5"), (0.17, "0.17"), (0.04, "0.04"),
+     (0.000123, "0.000123"), (12_345.678, "12,345.7"), (0.0, "0")],
+)  # fmt: skip
+def test_budget_amounts_keep_three_significant_figures(amount: float, text: str) -> None:
+    assert gpu_hours_text(amount) == text
 
 
 @pytest.mark.parametrize(
@@ -813,7 +1019,7 @@ class World:
     records: list[UsageRecord]
     period_start_s: float
     period_end_s: float
-    rates: dict[str, int]
+    rates: dict[str, int | list[RateChange]]
     capacity: dict[str, int]
 
 
@@ -842,7 +1048,23 @@ def worlds(draw: st.DrawFn) -> World:
         )
     period_start = draw(st.floats(-DAY, DAY, allow_nan=False))
     period_len = draw(st.floats(1.0, 2 * DAY, allow_nan=False))
-    rates = draw(st.dictionaries(st.sampled_from(FLAVORS), st.integers(0, 5_000_000)))
+    rates: dict[str, int | list[RateChange]] = draw(
+        st.dictionaries(
+            st.sampled_from(FLAVORS),
+            st.one_of(
+                st.integers(0, 5_000_000),
+                st.lists(
+                    st.builds(
+                        RateChange,
+                        st.floats(-2 * DAY, 3 * DAY, allow_nan=False),
+                        st.integers(0, 5_000_000),
+                    ),
+                    min_size=1,
+                    max_size=3,
+                ),
+            ),
+        )
+    )
     capacity = draw(st.dictionaries(st.sampled_from(FLAVORS), st.integers(0, 64)))
     return World(records, period_start, period_start + period_len, rates, capacity)
 
@@ -880,7 +1102,12 @@ def test_grouping_never_changes_the_totals_and_costs_are_never_negative(
         lines = [*rep.rows, *([rep.idle] if rep.idle else [])]
         for column in ("cost_usd", "idle_cost_usd", "total_cost_usd"):
             assert all(getattr(r, column) >= 0 for r in lines)
-            assert sum(getattr(r, column) for r in lines) == getattr(rep.totals, column)
+            # lines, each rounded on its own, + the stated rounding = the TOTAL
+            rounding = getattr(rep.rounding, column)
+            assert sum(getattr(r, column) for r in lines) + rounding == getattr(rep.totals, column)
+            assert abs(rounding) <= Decimal("0.01") * (len(lines) + 2) / 2
+        for r in lines:  # each line is its own exact amount rounded: never off by a cent
+            assert r.total_cost_usd == r.cost_usd + r.idle_cost_usd
         focus = list(csv.DictReader(io.StringIO(to_focus_csv(rep))))
         assert sum(Decimal(r["BilledCost"]) for r in focus) == rep.totals.total_cost_usd
     # grouping moves money between rows, never creates or loses it

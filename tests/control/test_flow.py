@@ -512,21 +512,24 @@ def test_team_update_raises_a_budget(lite: Plane) -> None:
     )
     r = lite.client.put("/api/v1/admin/rates/H100", params={"usd_per_gpu_h": 2.5}, headers=h)
     assert r.status_code == 200
-    assert lite.client.get("/api/v1/admin/rates", headers=h).json() == {"h100-sxm5-80gb": 2.5}
+    assert lite.client.get("/api/v1/admin/rates", headers=h).json()["current"] == {
+        "h100-sxm5-80gb": 2.5
+    }
     audit = {a["action"] for a in lite.client.get("/api/v1/admin/audit", headers=h).json()}
     assert {"team.update", "rate.set"} <= audit
 
 
 def test_members_reports_carry_no_cluster_idle(lite: Plane) -> None:
-    submit(lite, "vision-member", name="a", gpus=1, runtime_estimate_s=3600)
-    lite.cycle()
-    lite.cycle(1)
-    lite.cycle(3600)
+    # the rate first: a rate prices the GPU time used while it is in force, not before
     lite.client.put(
         "/api/v1/admin/rates/h100-sxm5-80gb",
         params={"usd_per_gpu_h": 2.0},
         headers=lite.auth("admin"),
     )
+    submit(lite, "vision-member", name="a", gpus=1, runtime_estimate_s=3600)
+    lite.cycle()
+    lite.cycle(1)
+    lite.cycle(3600)
     mine = lite.client.get(
         "/api/v1/reports/chargeback", params={"idle": "uniform"}, headers=lite.auth("vision-member")
     ).json()

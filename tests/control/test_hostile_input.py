@@ -118,7 +118,7 @@ def test_rates_up_to_the_schema_bound_are_stored_exactly(plane: Plane, rate: flo
         "/api/v1/admin/rates/h100-sxm5-80gb", params={"usd_per_gpu_h": rate}, headers=admin
     )
     assert r.status_code < 300, r.text
-    rates = plane.client.get("/api/v1/admin/rates", headers=admin).json()
+    rates = plane.client.get("/api/v1/admin/rates", headers=admin).json()["current"]
     assert math.isclose(rates["h100-sxm5-80gb"], rate)
 
 

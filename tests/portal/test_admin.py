@@ -98,8 +98,43 @@ def test_rates_nodes_and_team_changes(portal: Portal) -> None:
     admin = portal.as_("admin")
     r = admin.post("/portal/admin/rates", {"flavor": "h100-sxm5-80gb", "usd_per_gpu_h": "3.1"})
     assert r.status_code == 200
-    assert re.search(r"h100-sxm5-80gb</th><td class=\"num\">3.1000<", r.text)
-    assert "Rate of h100-sxm5-80gb set to 3.1000 USD per GPU-hour." in r.text
+    assert re.search(r"h100-sxm5-80gb</th><td class=\"num\">3.10<", r.text)
+    assert "Rate of h100-sxm5-80gb set to 3.10 USD per GPU-hour from now." in r.text
+    # a later rate: the one in force stays, the history shows both
+    r = admin.post(
+        "/portal/admin/rates",
+        {"flavor": "h100-sxm5-80gb", "usd_per_gpu_h": "0.0000004"},
+    )
+    assert r.status_code == 422
+    assert "below the resolution" in r.text
+    r = admin.post(
+        "/portal/admin/rates",
+        {"flavor": "h100-sxm5-80gb", "usd_per_gpu_h": "4.1234567", "effective": "2099-01-01"},
+    )
+    assert r.status_code == 200, r.text
+    assert "set to 4.123457 USD per GPU-hour from 2099-01-01 00:00 UTC." in r.text
+    assert re.search(r"h100-sxm5-80gb</th><td class=\"num\">3.10<", r.text)  # still now
+    history = r.text.split('id="admin-rate-history"', 1)[1].split("</table>", 1)[0]
+    assert history.count("<tr>") == 3  # a header and two rates
+    assert "in force" in history
+    r = admin.post(
+        "/portal/admin/rates",
+        {"flavor": "h100-sxm5-80gb", "usd_per_gpu_h": "5", "effective": "2020-01-01"},
+    )
+    assert r.status_code == 422
+    assert "reprice=true" in r.text
+    r = admin.post(
+        "/portal/admin/rates",
+        {
+            "flavor": "h100-sxm5-80gb",
+            "usd_per_gpu_h": "5",
+            "effective": "2020-01-01",
+            "reprice": "on",
+        },
+    )
+    assert r.status_code == 200, r.text
+    assert "It re-prices GPU time already used." in r.text
+    assert "re-priced time already used" in r.text
     r = admin.post("/portal/admin/nodes", {"node": "h100-1", "state": "drain", "reason": "fan"})
     assert r.status_code == 200
     assert "Node h100-1 is now drain." in r.text

@@ -85,11 +85,13 @@ def test_formatting() -> None:
     assert fmt.duration(None) == "—"
     assert fmt.gpus(8.0) == "8"
     assert fmt.gpus(0.4286) == "0.429"
-    # chargeback rates: always four decimals, rounded half up, whatever their source
-    assert fmt.usd_rate("2.500000") == "2.5000"
-    assert fmt.usd_rate("2.124738") == "2.1247"
-    assert fmt.usd_rate("0.123450") == "0.1235"
-    assert fmt.usd_rate(2.5) == "2.5000"
+    # chargeback list rates: as stored (whole micro-dollars), at least cents, whatever their
+    # source; four decimals made rows uncheckable (200.0134 h x 2.1247 = 424.96, not 424.98)
+    assert fmt.usd_rate("2.500000") == "2.50"
+    assert fmt.usd_rate("2.124738") == "2.124738"
+    assert fmt.usd_rate("0.123450") == "0.12345"
+    assert fmt.usd_rate(2.5) == "2.50"
+    assert fmt.usd_rate(1_000_000.0) == "1000000.00"
     assert fmt.usd_rate(None) == fmt.usd_rate("") == "—"
     assert fmt.request_text({"gpus": 8, "workers": 2, "accelerators": ["h100"]}) == (
         "2 workers × 8 GPUs on h100"

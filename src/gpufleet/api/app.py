@@ -59,6 +59,40 @@ def validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def validation_sentence(issues: Sequence[dict[str, Any]]) -> str:
+    """One sentence for a 422 that failed validation, as every other error has: the first
+    problem and where it is, and how many more there are (all of them are in `errors`).
+    Clients read `detail` as a sentence (docs/guide/control-plane.md, Errors): a list there
+    printed as "[{'loc': ['body', 'gpus'], ...}]"."""
+    if not issues:
+        return "the request is not valid"
+    first = issues[0]
+    loc = [str(p) for p in first["loc"]]
+    msg = str(first["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):  # pydantic's, before our sentence
+        msg = msg.removeprefix(prefix)
+    if first["type"] == "json_invalid":
+        at = f" (at character {loc[1]})" if len(loc) > 1 else ""
+        text = f"the body is not valid JSON{at}"
+    else:
+        place, names = (loc[0], loc[1:]) if loc else ("body", [])
+        where = ".".join(names)
+        kind = {"body": "field", "query": "query parameter", "path": "path parameter"}.get(
+            place, place
+        )
+        what = msg[:1].lower() + msg[1:] if msg else "not valid"
+        if where:
+            text = f"{kind} {where}: {what}"
+        elif place == "body":
+            text = f"the body: {what}"
+        else:
+            text = what
+    more = len(issues) - 1
+    if more:
+        text += f" (and {more} more problem{'s' if more > 1 else ''}: see errors)"
+    return text
+
+
 def _echoable(value: object) -> bool:
     if value is None or isinstance(value, bool | int):
         return not isinstance(value, int) or abs(value) < 2**63
@@ -90,7 +124,8 @@ def create_api(ctx: AppContext) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": validation_details(exc.errors())}, 422)
+        issues = validation_details(exc.errors())
+        return JSONResponse({"detail": validation_sentence(issues), "errors": issues}, 422)
 
     @app.exception_handler(IntegrityError)
     async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from gpufleet.api.deps import Caller, Ctx, Db, TokenId, UnixTime
+from gpufleet.api.routes_cluster import parse_time
 from gpufleet.api.routing import ReleasingRoute
 from gpufleet.api.schemas import (
     AUTHED,
@@ -144,8 +145,25 @@ class QuotaSet(BaseModel):
 
 
 class RateSet(BaseModel):
+    """A rate as stored: what reports will price with, not the number that was sent."""
+
     flavor: str
-    usd_per_gpu_h: float
+    usd_per_gpu_h: float = Field(description="As stored: whole micro-dollars per GPU-hour.")
+    effective_s: float = Field(description="In force from this time until the next rate.")
+    set_s: float
+    repriced: bool = Field(description="Set for a time already past (`reprice=true`).")
+
+
+class RateOut(RateSet):
+    set_by: str
+    in_force: bool = Field(description="The flavor's rate now.")
+
+
+class RatesOut(BaseModel):
+    current: dict[str, float] = Field(description="USD per GPU-hour by flavor, in force now.")
+    history: list[RateOut] = Field(
+        description="Every rate by flavor, in the order they take effect (future ones too)."
+    )
 
 
 class NodeSet(BaseModel):
@@ -189,14 +207,36 @@ def update_team(team: TeamName, body: TeamPatch, *, who: Caller, ctx: Ctx, s: Db
     )
 
 
-@router.get("/rates")
-def rates(who: Caller, s: Db) -> dict[str, float]:
-    """Chargeback rates: USD per GPU-hour by flavor."""
+@router.get("/rates", response_model=RatesOut)
+def rates(who: Caller, ctx: Ctx, s: Db) -> RatesOut:
+    """Chargeback rates: those in force now (USD per GPU-hour by flavor) and their history,
+    each with the time it takes effect, when and by whom it was set, and whether it
+    re-priced GPU time already used."""
     who.require("admin")
-    return {
-        r.flavor: r.usd_micro_per_gpu_h / 1_000_000
-        for r in s.scalars(select(FlavorRate).order_by(FlavorRate.flavor))
-    }
+    now = ctx.clock()
+    current = admin.rates_in_force(s, now)
+    rows = s.scalars(
+        select(FlavorRate).order_by(FlavorRate.flavor, FlavorRate.effective_s, FlavorRate.id)
+    ).all()
+    in_force: dict[str, int] = {}  # flavor -> id of its row in force now
+    for r in rows:
+        if r.effective_s <= now:
+            in_force[r.flavor] = r.id
+    return RatesOut(
+        current={f: micro / 1_000_000 for f, micro in sorted(current.items())},
+        history=[
+            RateOut(
+                flavor=r.flavor,
+                usd_per_gpu_h=r.usd_micro_per_gpu_h / 1_000_000,
+                effective_s=r.effective_s,
+                set_s=r.set_s,
+                set_by=r.set_by,
+                repriced=r.repriced,
+                in_force=in_force.get(r.flavor) == r.id,
+            )
+            for r in rows
+        ],
+    )
 
 
 @router.put("/teams/{team}/quotas/{flavor}", response_model=QuotaSet, responses=WRITE)
@@ -214,14 +254,37 @@ def set_rate(
     flavor: Flavor,
     *,
     usd_per_gpu_h: Annotated[float, Query(ge=0, le=admin.MAX_RATE_USD_PER_GPU_H)],
+    effective: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="When it takes effect: Unix seconds or ISO 8601 (default: now). A "
+            "time already past needs reprice=true.",
+        ),
+    ] = None,
+    reprice: Annotated[
+        bool,
+        Query(description="Let `effective` be in the past: re-prices GPU time already used."),
+    ] = False,
     who: Caller,
     ctx: Ctx,
     s: Db,
 ) -> RateSet:
+    """Add a rate to the flavor's history (the rates before it keep pricing the time they
+    were in force); the answer is the rate as stored, in whole micro-dollars."""
     who.require("admin")
-    admin.set_rate(s, who, flavor, usd_per_gpu_h, ctx.clock())
+    at_s = None if effective is None else parse_time(effective, 0.0, "effective")
+    row = admin.set_rate(
+        s, who, flavor, usd_per_gpu_h, ctx.clock(), effective_s=at_s, reprice=reprice
+    )
     s.commit()
-    return RateSet(flavor=flavor, usd_per_gpu_h=usd_per_gpu_h)
+    return RateSet(
+        flavor=row.flavor,
+        usd_per_gpu_h=row.usd_micro_per_gpu_h / 1_000_000,
+        effective_s=row.effective_s,
+        set_s=row.set_s,
+        repriced=row.repriced,
+    )
 
 
 @router.put("/nodes/{node}", response_model=NodeSet, responses=WRITE)

@@ -27,11 +27,12 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.api.views import queue_index
 from gpufleet.control import chargeback as cb
+from gpufleet.control.admin import rate_history
 from gpufleet.control.chargeback_budget import budget_status
 from gpufleet.control.chargeback_csv import to_csv, to_focus_csv
 from gpufleet.control.chargeback_report import ChargebackReport, ChargebackRow
 from gpufleet.control.ledger import (
-    capacity_gpu_us,
+    capacity_spans,
     month_gpu_hours,
     month_start_s,
     usage_records,
@@ -40,7 +41,6 @@ from gpufleet.control.models import (
     MAX_UNIX_S,
     Allocation,
     Device,
-    FlavorRate,
     Job,
     NodeRecord,
     Team,
@@ -256,7 +256,7 @@ def _reading(g: GpuNow | None) -> dict[str, Any]:
     }
 
 
-def _time(value: str | None, default: float, what: str) -> float:
+def parse_time(value: str | None, default: float, what: str) -> float:
     """Unix seconds or an ISO 8601 date (UTC unless it says otherwise), from 1970 to 2100:
     a period reaching beyond was priced as idle capacity for millennia (1e308 s gave a
     cost of 9e311 USD) and its CSV header could not print the dates (a 500)."""
@@ -306,25 +306,26 @@ def chargeback(
     Default period: this calendar month (UTC) to now. Members and leads see their
     team only; idle cost is distributed only in admins' reports."""
     now = ctx.clock()
-    start = _time(from_, month_start_s(now), "from")
-    end = _time(to, now, "to")
+    start = parse_time(from_, month_start_s(now), "from")
+    end = parse_time(to, now, "to")
     if end <= start:
         raise UserError("`to` must be after `from`")
     team = None if who.is_admin else who.team
     records = usage_records(s, start, end, min(now, end), team)
-    rates = {r.flavor: r.usd_micro_per_gpu_h for r in s.scalars(select(FlavorRate))}
     report = cb.chargeback(
         records,
         period_start_s=start,
         period_end_s=end,
         group_by=tuple(g.strip() for g in group_by.split(",") if g.strip()),
-        rates_usd_micro_per_gpu_h=rates,
+        # each GPU-second at the rate in force when it was used: a rate set today leaves a
+        # closed period's bill as it was
+        rates_usd_micro_per_gpu_h=rate_history(s),
         # idle capacity is the cluster's, not a team's: only admins' reports carry it
         capacity_gpus=dict(ctx.cluster.gpus_by_accelerator) if who.is_admin else {},
         basis=basis,
         idle_method=idle if who.is_admin else "none",
         # counted from when each node joined, and never past now (issue 30)
-        capacity_gpu_us=capacity_gpu_us(s, start, min(now, end)) if who.is_admin else None,
+        capacity_spans=capacity_spans(s, min(now, end)) if who.is_admin else None,
     )
     if format == "csv":
         return PlainTextResponse(to_csv(report), media_type="text/csv")
@@ -339,6 +340,8 @@ def _row_json(row: ChargebackRow) -> dict[str, object]:
         "flavors": list(row.flavors),
         "gpu_hours_allocated": row.gpu_hours_allocated,
         "gpu_hours_used": row.gpu_hours_used,
+        "gpu_hours_billed": row.gpu_hours_billed,
+        "gpu_hours_idle": row.gpu_hours_idle,
         "gpu_efficiency": row.gpu_efficiency,
         "rate_usd_per_gpu_h": None
         if row.rate_usd_per_gpu_h is None
@@ -363,7 +366,26 @@ def _report_json(report: ChargebackReport) -> dict[str, object]:
         "rows": [_row_json(r) for r in report.rows],
         "totals": _row_json(report.totals),
         "idle": _row_json(report.idle) if report.idle else None,
+        "rounding": {
+            "cost_usd": str(report.rounding.cost_usd),
+            "idle_cost_usd": str(report.rounding.idle_cost_usd),
+            "total_cost_usd": str(report.rounding.total_cost_usd),
+        },
         "idle_gpu_hours": report.idle_gpu_hours,
         "capacity_gpu_hours": report.capacity_gpu_hours,
         "unpriced_flavors": list(report.unpriced_flavors),
+        "rates": [
+            {
+                "flavor": r.flavor,
+                "from_s": r.from_s,
+                "to_s": r.to_s,
+                "rate_usd_per_gpu_h": None
+                if r.rate_usd_per_gpu_h is None
+                else str(r.rate_usd_per_gpu_h),
+                "set_s": r.set_s,
+                "repriced": r.repriced,
+            }
+            for r in report.rates
+        ],
+        "repriced": bool(report.repriced),
     }

@@ -3,11 +3,13 @@ the models beside each route, and the string rules below)."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gpufleet.control.admin import NAME_RE
+from gpufleet.sched.requests import FRACTION_STEPS
 
 # Strings in requests. Team, project, cohort and user names are DNS labels (`admin.NAME_RE`):
 # the schema states the rule so that clients and fuzzers see it, and the core enforces it
@@ -87,6 +89,23 @@ class JobOut(BaseModel):
     utilization: JobUtilizationOut | None = Field(
         default=None, description="What telemetry read of this attempt (None: never read)."
     )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="The share of a GPU a `gpu_fraction` job holds and is billed for: the "
+        "request rounded up to whole eighths of a GPU (0.3 holds 0.375). None for other jobs."
+    )
+    @property
+    def held_gpu_fraction(self) -> float | None:
+        """Derived from `request`, so every body that has one says it, cached ones too."""
+        asked = self.request.get("gpu_fraction")
+        return held_gpu_fraction(float(asked)) if asked else None
+
+
+def held_gpu_fraction(asked: float) -> float:
+    """The share of a GPU the scheduler holds for `asked` (`sched.requests.requests_for`:
+    whole eighths, at least one). The scheduler places and bills that, not the request, so
+    the API and the portal say it rather than leave 0.3 to read as 0.3."""
+    return max(1, math.ceil(asked * FRACTION_STEPS - 1e-9)) / FRACTION_STEPS
 
 
 class WaitOut(BaseModel):
@@ -201,11 +220,38 @@ class ChargebackRowOut(BaseModel):
     flavors: list[str]
     gpu_hours_allocated: float
     gpu_hours_used: float | None
+    gpu_hours_billed: float = Field(
+        description="What the cost is on: allocated hours, or used ones on the usage basis."
+    )
+    gpu_hours_idle: float = Field(description="Idle capacity this line pays for.")
     gpu_efficiency: float | None
-    rate_usd_per_gpu_h: str | None = Field(description="A decimal string (exact).")
-    cost_usd: str = Field(description="A decimal string (exact).")
+    rate_usd_per_gpu_h: str | None = Field(
+        description="A decimal string: the list rate, or the rate averaged over the billed "
+        "hours (several flavors or rates; exact to 1e-10). None: some of its time had no rate."
+    )
+    cost_usd: str = Field(description="Billed hours x rate, rounded to the cent (a decimal).")
     idle_cost_usd: str
     total_cost_usd: str
+
+
+class RoundingOut(BaseModel):
+    """The TOTAL less the sum of the lines above it: each line is rounded to the cent on
+    its own, the TOTAL once."""
+
+    cost_usd: str
+    idle_cost_usd: str
+    total_cost_usd: str
+
+
+class RateUsedOut(BaseModel):
+    """A flavor's rate over part of the period, [from_s, to_s)."""
+
+    flavor: str
+    from_s: float
+    to_s: float
+    rate_usd_per_gpu_h: str | None = Field(description="None: no rate then (charged 0).")
+    set_s: float | None
+    repriced: bool = Field(description="Set after the time it applies from (re-priced).")
 
 
 class ChargebackOut(BaseModel):
@@ -225,6 +271,9 @@ class ChargebackOut(BaseModel):
         description="The cluster's GPU-hours in the period; null in a team's own report."
     )
     unpriced_flavors: list[str]
+    rounding: RoundingOut
+    rates: list[RateUsedOut] = Field(description="The rates used, by flavor and time.")
+    repriced: bool = Field(description="A rate of the period was set after it took effect.")
 
 
 class ReadyOut(BaseModel):
@@ -244,7 +293,7 @@ class UnreadyOut(BaseModel):
 
 
 class ErrorOut(BaseModel):
-    """Every error but a request that failed validation: one sentence for a person."""
+    """Every error: one sentence for a person (422s may add `errors`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -264,12 +313,16 @@ class ValidationIssue(BaseModel):
 
 
 class ValidationErrorOut(BaseModel):
-    """422: the request failed validation (a list, one item per problem), or it was valid
-    but cannot be done as asked (one sentence: an unknown name, a state that forbids it)."""
+    """422: the request failed validation, or it was valid but cannot be done as asked (an
+    unknown name, a state that forbids it). `detail` is always one sentence, as for every
+    other error; a request that failed validation also lists each problem in `errors`."""
 
     model_config = ConfigDict(extra="forbid")
 
-    detail: list[ValidationIssue] | str
+    detail: str = Field(description="One sentence: the (first) problem and where.")
+    errors: list[ValidationIssue] | None = Field(
+        default=None, description="Every field that failed validation (absent otherwise)."
+    )
 
 
 _ERRORS: dict[int, tuple[type[BaseModel], str]] = {

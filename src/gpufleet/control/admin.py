@@ -12,6 +12,7 @@ import getpass
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from sqlalchemy import func, select
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.control.auth import ROLES, ForbiddenError, NotFoundError, Principal, Role, new_token
+from gpufleet.control.chargeback_report import RateChange
 from gpufleet.control.models import (
     MAX_UNIX_S,
     AuditEntry,
@@ -317,21 +319,95 @@ def priority_class(session: Session, name: str) -> PriorityClass:
     return row
 
 
+RATE_RESOLUTION_USD = 0.000_001  # rates are stored as whole micro-dollars per GPU-hour
+
+
 def set_rate(
-    session: Session, actor: Principal, flavor: str, usd_per_gpu_h: float, now_s: float
-) -> None:
+    session: Session,
+    actor: Principal,
+    flavor: str,
+    usd_per_gpu_h: float,
+    now_s: float,
+    *,
+    effective_s: float | None = None,
+    reprice: bool = False,
+) -> FlavorRate:
+    """Add a rate to the flavor's history, in force from `effective_s` (default: now) until
+    its next rate; returns the row as stored (in whole micro-dollars).
+
+    A rate never replaces the one GPU time was already billed at: a time in the future is
+    fine (a price change announced for the 1st), a time in the past only with `reprice`,
+    which re-prices GPU time already used (closed periods' reports change, and say so).
+    A rate that is not 0 but rounds to 0 micro-dollars is refused: it was echoed back as
+    1e-07 and stored as 0, and billed 0 without the flavor showing as unpriced."""
     actor.require("admin")
     if not 0 <= usd_per_gpu_h <= MAX_RATE_USD_PER_GPU_H:  # NaN fails too
         raise AdminError(f"a rate is between 0 and {MAX_RATE_USD_PER_GPU_H:,.0f} $/GPU-h")
-
+    # half up to the micro-dollar, from the decimal the caller wrote (not the float's
+    # binary value times 1e6, which rounds 0.0000025 to 2 or 3 by accident)
+    micro = int(
+        Decimal(repr(float(usd_per_gpu_h))).scaleb(6).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    )
+    if micro == 0 and usd_per_gpu_h != 0:
+        raise UserError(
+            f"rate {usd_per_gpu_h!r} USD per GPU-hour is below the resolution rates are "
+            f"stored at ({RATE_RESOLUTION_USD:.6f} USD, a micro-dollar, per GPU-hour): use 0 "
+            f"or at least {RATE_RESOLUTION_USD:.6f}"
+        )
     flavor = get_accelerator(flavor).name  # an alias ("H100") is stored by its catalog name
-    micro = round(usd_per_gpu_h * 1_000_000)
-    row = session.get(FlavorRate, flavor)
-    if row is None:
-        session.add(FlavorRate(flavor=flavor, usd_micro_per_gpu_h=micro))
-    else:
-        row.usd_micro_per_gpu_h = micro
-    audit(session, actor, "rate.set", f"flavor/{flavor}", now_s, usd_per_gpu_h=usd_per_gpu_h)
+    at_s = now_s if effective_s is None else effective_s
+    if not 0 <= at_s <= MAX_UNIX_S:  # NaN fails too
+        raise UserError("effective: a time from 1970 to 2100")
+    repriced = at_s < now_s
+    if repriced and not reprice:
+        raise UserError(
+            "effective: that time has passed, and a rate applies from now or later so that "
+            "no bill already made changes; to re-price GPU time already used (closed "
+            "periods' reports change, and say so), add reprice=true"
+        )
+    row = FlavorRate(
+        flavor=flavor,
+        usd_micro_per_gpu_h=micro,
+        effective_s=at_s,
+        set_s=now_s,
+        set_by=actor.user,
+        repriced=repriced,
+    )
+    session.add(row)
+    session.flush()
+    audit(
+        session,
+        actor,
+        "rate.set",
+        f"flavor/{flavor}",
+        now_s,
+        usd_per_gpu_h=micro / 1_000_000,
+        effective_s=at_s,
+        repriced=repriced,
+    )
+    return row
+
+
+def rate_history(session: Session) -> dict[str, list[RateChange]]:
+    """Every flavor's rates in the order they take effect (ties: the order they were set),
+    as the chargeback prices with them."""
+    out: dict[str, list[RateChange]] = {}
+    rows = session.scalars(select(FlavorRate).order_by(FlavorRate.effective_s, FlavorRate.id))
+    for r in rows:
+        out.setdefault(r.flavor, []).append(
+            RateChange(r.effective_s, r.usd_micro_per_gpu_h, r.set_s, r.repriced)
+        )
+    return out
+
+
+def rates_in_force(session: Session, at_s: float) -> dict[str, int]:
+    """Each flavor's rate in force at `at_s` (micro-dollars), of those that have one."""
+    out: dict[str, int] = {}
+    for flavor, changes in rate_history(session).items():
+        current = [c for c in changes if c.effective_s <= at_s]
+        if current:
+            out[flavor] = current[-1].usd_micro_per_gpu_h
+    return out
 
 
 def set_node_state(

@@ -2,10 +2,10 @@
 
 This is the pure accounting core: no database, no clock. The caller loads the usage ledger
 (`UsageEntry` rows, plus open `Allocation` rows passed with `end_s = now`) into
-`UsageRecord`s, the per-flavor rates (`FlavorRate`) and the cluster's GPUs per flavor, and
-gets a `ChargebackReport` back; `chargeback_csv.to_csv` and `to_focus_csv` render it. The
-types are in `chargeback_report`, the exact sums and the rounding in `chargeback_exact`, and
-budgets, which need none of this, in `chargeback_budget`.
+`UsageRecord`s, the per-flavor rate history (`FlavorRate` rows as `RateChange`s) and the
+cluster's GPUs per flavor, and gets a `ChargebackReport` back; `chargeback_csv.to_csv` and
+`to_focus_csv` render it. The types are in `chargeback_report`, the exact sums and the
+rounding in `chargeback_exact`, and budgets, which need none of this, in `chargeback_budget`.
 
 Units are in the names: `*_s` seconds since the Unix epoch (or a duration in seconds),
 `*_gpu_h` / `gpu_hours_*` GPU-hours, `*_milli` thousandths of a GPU, `*_usd` US dollars,
@@ -13,12 +13,16 @@ Units are in the names: `*_s` seconds since the Unix epoch (or a duration in sec
 
 Exactness. Times are read to the microsecond (a float timestamp near today resolves about a
 quarter of one anyway), so every clipped record is an integer number of milli-GPU-microseconds
-and every sum is exact: grouping differently can never change a total. Rate products and idle
-shares stay exact rationals (`fractions.Fraction`); money is rounded to cents once, at the
-end. Rows are rounded with the largest-remainder method so that a column of rows adds up to
-its total to the cent: a finance team reconciling the CSV against an invoice must not find a
-one-cent gap per row. Hours are reported as floats, each correctly rounded from the exact
-amount.
+and every sum is exact: grouping differently can never change a total. Rates are history
+(`RateChange`): a record is split where its flavor's rate changed, and each part is priced at
+the rate in force then. Rate products and idle shares stay exact rationals
+(`fractions.Fraction`); money is rounded to cents once per line and column, at the end. Each
+line is rounded on its own, so that it reads as its GPU-hours × its rate; the TOTAL is the
+exact sum rounded once, and what the lines differ from it is a rounding line of its own
+(`ChargebackReport.rounding`), so a finance team reconciling the CSV against an invoice
+finds every cent stated. (Rows apportioned by largest remainder added up without it, but a
+row could then be a cent off its own hours × rate, and the idle line was what the total
+left.) Hours are reported as floats, each correctly rounded from the exact amount.
 
 Idle capacity follows the OpenCost specification: per flavor, idle = capacity × period −
 what workloads are charged for, and its cost is either shown on its own (`__idle__`) or shared
@@ -32,20 +36,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
 
 from gpufleet.control.chargeback_exact import (
     UNITS_MICRO_PER_USD,
     Acc,
+    Idle,
     Line,
     finish_rows,
     gpu_hours_of,
-    line_row,
     micro_to_usd,
     round_half_up,
+    rounding,
     to_cents,
+    total_row,
 )
 from gpufleet.control.chargeback_report import (
     BASES,
@@ -57,6 +63,8 @@ from gpufleet.control.chargeback_report import (
     ChargebackReport,
     FlavorSummary,
     IdleMethod,
+    RateChange,
+    RateUsed,
     UsageRecord,
 )
 from gpufleet.errors import UserError, suggest
@@ -70,6 +78,11 @@ _KEY_ALIASES: dict[str, str] = {
     "user_name": "user",
 }
 
+# A flavor's rates: one micro-dollar rate for all time, or its history (`RateChange`s).
+Rates = Mapping[str, int | Sequence[RateChange]]
+# GPUs a flavor had and when: (from_s, to_s, gpus), e.g. one per node from when it joined
+CapacitySpans = Mapping[str, Sequence[tuple[float, float, int]]]
+
 
 def chargeback(
     records: Iterable[UsageRecord],
@@ -77,11 +90,11 @@ def chargeback(
     period_start_s: float,
     period_end_s: float,
     group_by: Sequence[str] = ("team",),
-    rates_usd_micro_per_gpu_h: Mapping[str, int],
+    rates_usd_micro_per_gpu_h: Rates,
     capacity_gpus: Mapping[str, int] | None = None,
     basis: Basis = "allocation",
     idle_method: IdleMethod = "none",
-    capacity_gpu_us: Mapping[str, int] | None = None,
+    capacity_spans: CapacitySpans | None = None,
 ) -> ChargebackReport:
     """Charge the GPU time of `records` in [period_start_s, period_end_s) to groups.
 
@@ -90,13 +103,16 @@ def chargeback(
     the part of a long job that fell in that month and consecutive reports add up.
 
     `group_by` keys: team, project, user, accelerator (the flavor), priority (the priority
-    class), job. A flavor missing from `rates_usd_micro_per_gpu_h` costs 0 and is listed in
-    `unpriced_flavors`, so a missing price shows up instead of quietly zeroing a bill.
-    `capacity_gpus` (GPUs per flavor in the cluster) is needed for idle; a flavor missing
-    from it has no idle. `capacity_gpu_us`, when given, is the capacity each flavor really
-    had in the period (GPU-microseconds: each node counted from when it existed) and replaces
-    capacity_gpus × the period, so a cluster a week old is not charged idle for the month
-    before it (issue 30).
+    class), job. `rates_usd_micro_per_gpu_h` gives each flavor one rate, or its history as
+    `RateChange`s: then a record is split where the rate changed and each part is priced at
+    the rate in force when it was used, so a rate set today never re-prices a closed period
+    (the report lists the rates it used, `rates`). GPU time when a flavor had no rate costs
+    0 and the flavor is listed in `unpriced_flavors`, so a missing price shows up instead of
+    quietly zeroing a bill. `capacity_gpus` (GPUs per flavor in the cluster) is needed for
+    idle; a flavor missing from it has no idle. `capacity_spans`, when given, is the
+    capacity each flavor really had (GPUs from when to when: each node counted from when it
+    existed) and replaces capacity_gpus × the period for the flavors it names, so a cluster
+    a week old is not charged idle for the month before it (issue 30).
 
     basis "allocation": cost = allocated GPU-hours × rate. This is the honest charge for a
     GPU: a held GPU is unavailable to everyone else whether it is busy or not.
@@ -117,53 +133,42 @@ def chargeback(
     Idle of a flavor no group held stays on `__idle__`.
     """
     caps: Mapping[str, int] = capacity_gpus if capacity_gpus is not None else {}
-    rates = rates_usd_micro_per_gpu_h
     keys = _check_args(
         group_by,
         period_start_s=period_start_s,
         period_end_s=period_end_s,
-        rates=rates,
+        rates=rates_usd_micro_per_gpu_h,
         caps=caps,
         basis=basis,
         idle_method=idle_method,
     )
-    cells, in_period, missing_usage = _collect(
-        records, keys, _us(period_start_s), _us(period_end_s), basis
+    start_us, end_us = _us(period_start_s), _us(period_end_s)
+    pricing = _Pricing(rates_usd_micro_per_gpu_h, start_us, end_us)
+    cells, billed_by_segment, in_period, missing_usage = _collect(
+        records, keys, start_us, end_us, basis=basis, pricing=pricing
     )
+    spans = capacity_spans or {}
     flavors = sorted({f for _, f in cells} | {f for f, n in caps.items() if n > 0})
-    period_us = _us(period_end_s) - _us(period_start_s)
     idles = [
         _flavor_idle(
             flavor,
             cells,
             keys=keys,
-            caps=caps,
-            rates=rates,
-            period_us=period_us,
+            segments=pricing.segments(flavor),
+            billed=billed_by_segment.get(flavor, {}),
+            gpus=caps.get(flavor),
+            spans=spans.get(flavor) if flavor in caps else None,
             idle_method=idle_method,
-            existed_us=None if capacity_gpu_us is None else capacity_gpu_us.get(flavor),
         )
         for flavor in flavors
     ]
     lines, cell_lines = _lines(cells, keys, idles)
 
-    rows = finish_rows(lines, rates)
-    flavor_rows = finish_rows(cell_lines, rates)
+    rows = finish_rows(lines)
+    flavor_rows = finish_rows(cell_lines)
     idle_row = rows.pop() if rows and rows[-1].is_idle else None
-    everything = Line(tuple((k, TOTAL if i == 0 else None) for i, k in enumerate(keys)))
-    for line in lines:
-        everything.absorb(line)
-    rounded = [*rows, *([idle_row] if idle_row else [])]
-    totals = line_row(
-        everything,
-        rates,
-        sum((r.cost_usd for r in rounded), Decimal("0.00")),
-        sum((r.idle_cost_usd for r in rounded), Decimal("0.00")),
-    )
-    summaries = tuple(_summary(fi, caps, rates) for fi in idles)
-    capacity_micro_units = [
-        fi.capacity * rates.get(fi.flavor, 0) for fi in idles if fi.capacity is not None
-    ]
+    totals = total_row(lines, tuple((k, TOTAL if i == 0 else None) for i, k in enumerate(keys)))
+    summaries = tuple(_summary(fi, caps) for fi in idles)
     return ChargebackReport(
         period_start_s=period_start_s,
         period_end_s=period_end_s,
@@ -172,19 +177,106 @@ def chargeback(
         idle_method=idle_method,
         rows=tuple(rows),
         totals=totals,
-        idle_gpu_hours=gpu_hours_of(sum(fi.idle for fi in idles)) if caps else None,
+        idle_gpu_hours=gpu_hours_of(sum(fi.idle.units for fi in idles)) if caps else None,
         capacity_gpu_hours=gpu_hours_of(sum(fi.capacity or 0 for fi in idles)) if caps else None,
         idle=idle_row,
         flavors=summaries,
         flavor_rows=tuple(flavor_rows),
-        unpriced_flavors=tuple(f for f in flavors if f not in rates),
+        unpriced_flavors=tuple(fi.flavor for fi in idles if fi.unpriced),
         usage_missing_records=missing_usage,
         over_capacity_flavors=tuple(s.flavor for s in summaries if s.over_capacity),
         records_in_period=in_period,
-        capacity_cost_usd=to_cents(Fraction(sum(capacity_micro_units), UNITS_MICRO_PER_USD))
+        capacity_cost_usd=to_cents(
+            sum((fi.capacity_cost for fi in idles if fi.capacity is not None), Fraction(0))
+        )
         if caps
         else None,
+        rounding=rounding([*rows, *([idle_row] if idle_row else [])], totals),
+        flavor_rounding=rounding(flavor_rows, totals),
+        # a stretch without a rate is stated where the flavor had GPU time in it (it is in
+        # `unpriced_flavors` then); before a flavor's first rate there is often nothing
+        rates=tuple(
+            used
+            for fi in idles
+            for used in pricing.used(fi.flavor, period_start_s, period_end_s)
+            if used.rate_usd_per_gpu_h is not None or fi.unpriced
+        ),
     )
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """Part of the period over which a flavor had one rate (`micro` None: no rate)."""
+
+    start_us: int
+    end_us: int
+    micro: int | None
+    change: RateChange | None
+
+
+class _Pricing:
+    """Each flavor's rates cut to the period: the segments over which one rate was in force.
+
+    A rate is in force from its `effective_s` until the flavor's next one; of two with the
+    same `effective_s`, the later in the history wins (set again at the same instant)."""
+
+    def __init__(self, rates: Rates, start_us: int, end_us: int) -> None:
+        self._rates = rates
+        self._start_us, self._end_us = start_us, end_us
+        self._cache: dict[str, list[_Segment]] = {}
+
+    def segments(self, flavor: str) -> list[_Segment]:
+        cached = self._cache.get(flavor)
+        if cached is not None:
+            return cached
+        value = self._rates.get(flavor)
+        if value is None:
+            changes: list[tuple[int | None, RateChange | None, int | None]] = []
+        elif isinstance(value, int):
+            changes = [(None, None, value)]  # one rate for all time
+        else:
+            order = sorted(range(len(value)), key=lambda i: (value[i].effective_s, i))
+            changes = [
+                (_us(value[i].effective_s), value[i], value[i].usd_micro_per_gpu_h) for i in order
+            ]
+        out: list[_Segment] = []
+        current: tuple[RateChange | None, int | None] = (None, None)
+        cuts: list[tuple[int, RateChange | None, int | None]] = []
+        for at_us, change, micro in changes:
+            if at_us is None or at_us <= self._start_us:
+                current = (change, micro)
+            elif at_us < self._end_us:
+                cuts.append((at_us, change, micro))
+        at = self._start_us
+        for cut_us, change, micro in cuts:
+            if cut_us > at:
+                out.append(_Segment(at, cut_us, current[1], current[0]))
+                at = cut_us
+            current = (change, micro)
+        out.append(_Segment(at, self._end_us, current[1], current[0]))
+        self._cache[flavor] = out
+        return out
+
+    def used(self, flavor: str, period_start_s: float, period_end_s: float) -> list[RateUsed]:
+        """The flavor's segments as the report states them: from the period's start or the
+        time the rate took effect, to the next one or the period's end."""
+        segs = self.segments(flavor)
+        out: list[RateUsed] = []
+        for i, seg in enumerate(segs):
+            starts = period_start_s if i == 0 or seg.change is None else seg.change.effective_s
+            if out:
+                out[-1] = replace(out[-1], to_s=starts)
+            out.append(
+                RateUsed(
+                    flavor=flavor,
+                    from_s=starts,
+                    to_s=period_end_s,
+                    rate_usd_per_gpu_h=None if seg.micro is None else micro_to_usd(seg.micro),
+                    set_s=None if seg.change is None else seg.change.set_s,
+                    repriced=seg.change is not None and seg.change.repriced,
+                )
+            )
+        return out
 
 
 _Cells = dict[tuple[tuple[str | None, ...], str], Acc]  # (group values, flavor) -> sums
@@ -198,18 +290,20 @@ class _FlavorIdle:
     alloc: int
     billed: int
     capacity: int | None
-    idle: int
-    idle_cost: Fraction
-    # group values -> (idle milli-GPU-microseconds, idle USD); empty when the idle is not shared
-    shares: dict[tuple[str | None, ...], tuple[Fraction, Fraction]]
+    capacity_cost: Fraction  # exact USD, capacity of each segment × its rate
+    cost: Fraction  # exact USD of what was billed
+    idle: Idle
+    unpriced: bool  # some billed or idle GPU time had no rate
+    rates: set[int]
+    # group values -> its share of the idle; empty when the idle is not shared
+    shares: dict[tuple[str | None, ...], Idle]
+    # more billed than capacity in some stretch of one rate (stale capacity): its idle is
+    # floored at 0 there, so workload + idle = capacity × rate cannot hold
+    over_capacity: bool = False
 
     @property
     def shared(self) -> bool:
         return bool(self.shares)
-
-    @property
-    def over_capacity(self) -> bool:
-        return self.capacity is not None and self.billed > self.capacity
 
 
 def _collect(
@@ -217,20 +311,39 @@ def _collect(
     keys: tuple[str, ...],
     start_us: int,
     end_us: int,
+    *,
     basis: str,
-) -> tuple[_Cells, int, int]:
-    """Clip every record to the period and sum it into its group × flavor cell."""
+    pricing: _Pricing,
+) -> tuple[_Cells, dict[str, dict[int, int]], int, int]:
+    """Clip every record to the period, split it where its flavor's rate changed, and sum
+    it into its group × flavor cell; also the billed units per flavor and rate segment."""
     cells: _Cells = {}
+    billed: dict[str, dict[int, int]] = {}
     in_period = missing_usage = 0
     for rec in records:
-        acc = _clip(rec, start_us, end_us, basis)
-        if acc is None:
+        acc = Acc()
+        segs = pricing.segments(rec.flavor)
+        for i, seg in enumerate(segs):
+            piece = _clip(rec, max(start_us, seg.start_us), min(end_us, seg.end_us), basis)
+            if piece is None:
+                continue
+            if seg.micro is None:
+                piece.unpriced = piece.alloc
+            else:
+                piece.cost_micro = piece.billed * seg.micro
+                piece.rates = {seg.micro}
+            per = billed.setdefault(rec.flavor, {})
+            per[i] = per.get(i, 0) + piece.billed
+            acc.merge(piece)
+        if acc.records == 0:  # it misses the period (`_clip` checked it all the same)
             continue
+        acc.records = 1
+        acc.reporting = min(acc.reporting, 1)
         in_period += 1
         missing_usage += acc.reporting == 0
         values = tuple(_value(rec, k) for k in keys)
         cells.setdefault((values, rec.flavor), Acc()).merge(acc)
-    return cells, in_period, missing_usage
+    return cells, billed, in_period, missing_usage
 
 
 def _flavor_idle(
@@ -238,35 +351,75 @@ def _flavor_idle(
     cells: _Cells,
     *,
     keys: tuple[str, ...],
-    caps: Mapping[str, int],
-    rates: Mapping[str, int],
-    period_us: int,
+    segments: Sequence[_Segment],
+    billed: Mapping[int, int],
+    gpus: int | None,
+    spans: Sequence[tuple[float, float, int]] | None,
     idle_method: str,
-    existed_us: int | None = None,
 ) -> _FlavorIdle:
-    """Idle of one flavor (capacity × period − billed, floored at 0) and who pays for it.
-    `existed_us`: the flavor's GPU-microseconds in the period, nodes counted from when they
-    existed, instead of its GPUs × the whole period."""
+    """Idle of one flavor, segment by segment of its rates (capacity − billed, floored at
+    0, at the rate in force), and who pays for it. `spans`: the GPUs it had and when, in
+    place of `gpus` × each segment."""
     mine = [(values, acc) for (values, f), acc in cells.items() if f == flavor]
     alloc = sum(acc.alloc for _, acc in mine)
-    billed = sum(acc.billed for _, acc in mine)
-    capacity = None
-    if flavor in caps:
-        capacity = 1000 * (caps[flavor] * period_us if existed_us is None else existed_us)
-    idle = max(0, capacity - billed) if capacity is not None else 0
-    idle_cost = Fraction(idle * rates.get(flavor, 0), UNITS_MICRO_PER_USD)
+    cost = Fraction(sum(acc.cost_micro for _, acc in mine), UNITS_MICRO_PER_USD)
+    unpriced = any(acc.unpriced for _, acc in mine)
+    rates = {r for _, acc in mine for r in acc.rates}
+    idle = Idle()
+    capacity: int | None = None if gpus is None else 0
+    capacity_cost = Fraction(0)
+    over = False
+    for i, seg in enumerate(segments):
+        if gpus is None:
+            break
+        cap = 1000 * (gpus * (seg.end_us - seg.start_us) if spans is None else _span_us(spans, seg))
+        assert capacity is not None
+        capacity += cap
+        over = over or billed.get(i, 0) > cap
+        spare = max(0, cap - billed.get(i, 0))
+        if seg.micro is None:
+            idle.add(Idle(Fraction(spare), unpriced=Fraction(spare)))
+            unpriced = unpriced or spare > 0
+        else:
+            capacity_cost += Fraction(cap * seg.micro, UNITS_MICRO_PER_USD)
+            idle.add(Idle(Fraction(spare), Fraction(spare * seg.micro, UNITS_MICRO_PER_USD)))
+            if spare > 0:
+                idle.rates.add(seg.micro)
+            rates.add(seg.micro)
     users = sorted(
         ((values, acc) for values, acc in mine if acc.alloc > 0),
         key=lambda item: _sort_key(item[0], keys),
     )
-    shares: dict[tuple[str | None, ...], tuple[Fraction, Fraction]] = {}
-    if idle > 0 and idle_method != "none" and users:
+    shares: dict[tuple[str | None, ...], Idle] = {}
+    if idle.units > 0 and idle_method != "none" and users:
         for values, acc in users:
             share = (
                 Fraction(1, len(users)) if idle_method == "uniform" else Fraction(acc.alloc, alloc)
             )
-            shares[values] = (idle * share, idle_cost * share)
-    return _FlavorIdle(flavor, alloc, billed, capacity, idle, idle_cost, shares)
+            shares[values] = idle.scaled(share)
+    return _FlavorIdle(
+        flavor,
+        alloc,
+        sum(billed.values()),
+        capacity,
+        capacity_cost,
+        cost,
+        idle,
+        unpriced,
+        rates,
+        shares,
+        over,
+    )
+
+
+def _span_us(spans: Sequence[tuple[float, float, int]], seg: _Segment) -> int:
+    """GPU-microseconds the spans hold within the segment."""
+    total = 0
+    for from_s, to_s, gpus in spans:
+        overlap = min(seg.end_us, _us(to_s)) - max(seg.start_us, _us(from_s))
+        if overlap > 0:
+            total += gpus * overlap
+    return total
 
 
 def _lines(
@@ -285,41 +438,39 @@ def _lines(
         for target in (line, cell):
             target.add_work(flavor, acc)
             if (values, flavor) in shares:
-                target.add_idle(flavor, *shares[(values, flavor)])
+                target.add_idle(flavor, shares[(values, flavor)])
         cell_lines.append(cell)
     lines = list(row_lines.values())
-    unshared = [fi for fi in idles if fi.idle > 0 and not fi.shared]
+    unshared = [fi for fi in idles if fi.idle.units > 0 and not fi.shared]
     if unshared:
         idle_line = Line(tuple((k, IDLE) for k in keys), is_idle=True)
         for fi in unshared:
-            idle_line.add_idle(fi.flavor, fi.idle, fi.idle_cost)
+            idle_line.add_idle(fi.flavor, fi.idle)
             group = tuple((k, fi.flavor if k == "accelerator" else IDLE) for k in keys)
             per_flavor = Line(
                 group if "accelerator" in keys else (*group, ("accelerator", fi.flavor)),
                 is_idle=True,
             )
-            per_flavor.add_idle(fi.flavor, fi.idle, fi.idle_cost)
+            per_flavor.add_idle(fi.flavor, fi.idle)
             cell_lines.append(per_flavor)
         lines.append(idle_line)
     return lines, cell_lines
 
 
-def _summary(fi: _FlavorIdle, caps: Mapping[str, int], rates: Mapping[str, int]) -> FlavorSummary:
-    rate = rates.get(fi.flavor)
-    micro = rate or 0
+def _summary(fi: _FlavorIdle, caps: Mapping[str, int]) -> FlavorSummary:
+    """A flavor's figures, each rounded on its own; its rate when it had one all period."""
+    one_rate = len(fi.rates) == 1 and not fi.unpriced
     return FlavorSummary(
         flavor=fi.flavor,
-        rate_usd_per_gpu_h=None if rate is None else micro_to_usd(rate),
+        rate_usd_per_gpu_h=micro_to_usd(next(iter(fi.rates))) if one_rate else None,
         capacity_gpus=caps.get(fi.flavor),
         capacity_gpu_hours=None if fi.capacity is None else gpu_hours_of(fi.capacity),
         gpu_hours_allocated=gpu_hours_of(fi.alloc),
         gpu_hours_billed=gpu_hours_of(fi.billed),
-        idle_gpu_hours=gpu_hours_of(fi.idle),
-        cost_usd=to_cents(Fraction(fi.billed * micro, UNITS_MICRO_PER_USD)),
-        idle_cost_usd=to_cents(fi.idle_cost),
-        capacity_cost_usd=None
-        if fi.capacity is None
-        else to_cents(Fraction(fi.capacity * micro, UNITS_MICRO_PER_USD)),
+        idle_gpu_hours=gpu_hours_of(fi.idle.units),
+        cost_usd=to_cents(fi.cost),
+        idle_cost_usd=to_cents(fi.idle.cost),
+        capacity_cost_usd=None if fi.capacity is None else to_cents(fi.capacity_cost),
         idle_distributed=fi.shared,
         over_capacity=fi.over_capacity,
     )
@@ -330,7 +481,7 @@ def _check_args(
     *,
     period_start_s: float,
     period_end_s: float,
-    rates: Mapping[str, int],
+    rates: Rates,
     caps: Mapping[str, int],
     basis: str,
     idle_method: str,
@@ -363,9 +514,13 @@ def _check_args(
             f"the period is empty: it ends ({period_end_s}) at or before it starts "
             f"({period_start_s})"
         )
-    for flavor, rate in rates.items():
-        if rate < 0:
-            raise UserError(f"the rate of {flavor} is negative: {rate} micro-USD per GPU-hour")
+    for flavor, value in rates.items():
+        for change in [RateChange(0.0, value)] if isinstance(value, int) else value:
+            rate = change.usd_micro_per_gpu_h
+            if rate < 0:
+                raise UserError(f"the rate of {flavor} is negative: {rate} micro-USD per GPU-hour")
+            if not math.isfinite(change.effective_s):
+                raise UserError(f"a rate of {flavor} takes effect at no finite time")
     for flavor, gpus in caps.items():
         if gpus < 0:
             raise UserError(f"the capacity of {flavor} is negative: {gpus} GPUs")

@@ -12,7 +12,7 @@ import io
 import json
 from datetime import UTC, datetime
 
-from gpufleet.control.chargeback_report import IDLE, ChargebackReport
+from gpufleet.control.chargeback_report import IDLE, ROUNDING, ChargebackReport, RateUsed
 from gpufleet.errors import UserError
 
 CSV_COLUMNS_AFTER_GROUPS: tuple[str, ...] = (
@@ -53,8 +53,10 @@ def to_csv(report: ChargebackReport) -> str:
     """The report as CSV: `#` comment lines that say how it was computed, rows, TOTAL last.
 
     The comments carry what a reader needs to trust the numbers (period, basis, idle
-    method, the definition of a GPU-hour, unpriced flavors), because a CSV travels without
-    the command that made it.
+    method, the definition of a GPU-hour, the rates used and when, unpriced flavors),
+    because a CSV travels without the command that made it. Each row is rounded to the cent
+    on its own; where they do not add up to the TOTAL (rounded once) a `__rounding__` line
+    before it says by how much, so every column adds up.
     """
     buf = io.StringIO()
     for line in _header_lines(report):
@@ -62,7 +64,7 @@ def to_csv(report: ChargebackReport) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["period_start", "period_end", *report.group_by, *CSV_COLUMNS_AFTER_GROUPS])
     start, end = _iso(report.period_start_s), _iso(report.period_end_s)
-    lines = [*report.rows, *([report.idle] if report.idle else []), report.totals]
+    lines = [*report.rows, *([report.idle] if report.idle else [])]
     for row in lines:
         writer.writerow(
             [
@@ -78,7 +80,57 @@ def to_csv(report: ChargebackReport) -> str:
                 str(row.total_cost_usd),
             ]
         )
+        if row is lines[-1] and not report.rounding.is_zero:
+            writer.writerow(
+                [
+                    start,
+                    end,
+                    *(ROUNDING if i == 0 else "" for i in range(len(report.group_by))),
+                    "",
+                    "",
+                    "",
+                    "",
+                    str(report.rounding.cost_usd),
+                    str(report.rounding.idle_cost_usd),
+                    str(report.rounding.total_cost_usd),
+                ]
+            )
+    writer.writerow(_total_cells(report, start, end))
     return buf.getvalue()
+
+
+def _total_cells(report: ChargebackReport, start: str, end: str) -> list[str]:
+    row = report.totals
+    return [
+        start,
+        end,
+        *(_cell(v) for _, v in row.group),
+        _fmt_hours(row.gpu_hours_allocated),
+        "" if row.gpu_hours_used is None else _fmt_hours(row.gpu_hours_used),
+        "" if row.gpu_efficiency is None else f"{row.gpu_efficiency:.4f}",
+        "" if row.rate_usd_per_gpu_h is None else str(row.rate_usd_per_gpu_h),
+        str(row.cost_usd),
+        str(row.idle_cost_usd),
+        str(row.total_cost_usd),
+    ]
+
+
+def rates_text(rates: tuple[RateUsed, ...]) -> list[str]:
+    """The rates a report used, one phrase per flavor and stretch of the period: what a
+    reader multiplies GPU-hours by, and when each applied."""
+    out = []
+    for r in rates:
+        rate = (
+            "no rate (charged 0)"
+            if r.rate_usd_per_gpu_h is None
+            else (f"{r.rate_usd_per_gpu_h} USD/GPU-h")
+        )
+        text = f"{r.flavor} {rate} from {_iso(r.from_s)} to {_iso(r.to_s)}"
+        if r.repriced:
+            set_at = "" if r.set_s is None else f" on {_iso(r.set_s)}"
+            text += f" (re-priced: set{set_at}, after the time it applies from)"
+        out.append(text)
+    return out
 
 
 def _header_lines(report: ChargebackReport) -> list[str]:
@@ -106,7 +158,15 @@ def _header_lines(report: ChargebackReport) -> list[str]:
         "GPU-hours allocated = GPUs held x hours held, clipped to the period",
         "gpu_efficiency = GPU-hours used / allocated, over the records that report usage",
         _capacity_line(report),
+        "rounding: each row's money is its exact amount rounded to the cent (half up); the "
+        "TOTAL is the exact sum rounded once; a __rounding__ line states any difference",
     ]
+    lines += [f"rate: {text}" for text in rates_text(report.rates)]
+    if report.repriced:
+        lines.append(
+            "re-priced: an admin set a rate of this period after the time it applies from, "
+            "so this report differs from one made before that"
+        )
     if report.unpriced_flavors:
         lines.append(f"unpriced flavors (charged 0): {', '.join(report.unpriced_flavors)}")
     if report.usage_missing_records:
@@ -140,6 +200,8 @@ def to_focus_csv(
     GPU-hours on idle rows). The rows add up to the report's total to the cent.
     `x_GpuHoursUsed` and `x_GpuEfficiency` (FOCUS custom columns) carry the busy GPU-hours
     telemetry measured and their share of the allocated ones; empty where not measured.
+    Each row is rounded to the cent on its own; where they do not add up to the report's
+    total (rounded once) one more row, ChargeCategory "Adjustment", carries the difference.
     `billing_currency` only labels the amounts: nothing is converted, so pass another code
     only when the rates were set in that currency.
     """
@@ -191,6 +253,32 @@ def to_focus_csv(
                 _cell(provider),
                 "" if row.is_idle or row.gpu_hours_used is None else _fmt_hours(row.gpu_hours_used),
                 "" if row.is_idle or row.gpu_efficiency is None else f"{row.gpu_efficiency:.4f}",
+            ]
+        )
+    adjustment = report.flavor_rounding.total_cost_usd
+    if adjustment:
+        writer.writerow(
+            [
+                str(adjustment),
+                str(adjustment),
+                str(adjustment),
+                currency,
+                start,
+                end,
+                "Adjustment",
+                "Rounding: each row is rounded to the cent on its own, the total once",
+                "",
+                "",
+                "",
+                "",
+                _cell(f"{provider}/{ROUNDING}"),
+                "GPU Compute",
+                "",
+                "",
+                "{}",
+                _cell(provider),
+                "",
+                "",
             ]
         )
     return buf.getvalue()

@@ -1,21 +1,22 @@
-"""Exact sums of GPU time and the one rounding of money to cents.
+"""Exact sums of GPU time and money, and the rounding of money to cents.
 
 Apart from the report's logic so that every amount goes through the same few integer and
-`Fraction` steps: GPU time is summed as integers, money stays an exact rational until
-`finish_rows` rounds a column to cents once, by largest remainder, so that it adds up to its
-total. Whatever groups or shares the lines, the arithmetic here is the only place a total
-can drift, and it does not.
+`Fraction` steps: GPU time is summed as integers, money (each piece of GPU time × the rate in
+force when it was used) stays an exact rational until a line is rounded to cents, once per
+column. Each line is rounded on its own, so that a reader can check it as its GPU-hours × its
+rate; the TOTAL is the exact sum rounded once, and the few cents the lines' sum differs from
+it are a `Rounding` line of their own rather than hidden in one of the rows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 
-from gpufleet.control.chargeback_report import ChargebackRow
+from gpufleet.control.chargeback_report import ChargebackRow, Rounding
 
 # Amounts of GPU time are integers in milli-GPU-microseconds ("units"): 1000 units are one
 # GPU for one microsecond.
@@ -23,11 +24,18 @@ _UNITS_PER_GPU_H = 1000 * 3_600_000_000
 # (units × micro-dollars per GPU-hour) in one dollar
 UNITS_MICRO_PER_USD = _UNITS_PER_GPU_H * 1_000_000
 _ZERO = Fraction(0)
+# a rate averaged over several rates is exact to this many decimals of a dollar: enough that
+# billed hours × the rate shown gives the cost to the cent up to 10^7 GPU-hours
+AVERAGE_RATE_DECIMALS = 10
 
 
 @dataclass
 class Acc:
-    """Exact sums for one group × flavor cell, in milli-GPU-microseconds."""
+    """Exact sums for one group × flavor cell, in milli-GPU-microseconds, and their price.
+
+    `cost_micro` is Σ billed units × the micro-dollar rate in force when they were used;
+    `rates` the distinct rates its GPU time had, `unpriced` its units held when the flavor
+    had no rate (billed at 0)."""
 
     alloc: int = 0
     used: int = 0  # of the records that report usage
@@ -35,6 +43,9 @@ class Acc:
     billed: int = 0
     records: int = 0
     reporting: int = 0
+    cost_micro: int = 0
+    unpriced: int = 0
+    rates: set[int] = field(default_factory=set)
 
     def merge(self, other: Acc) -> None:
         self.alloc += other.alloc
@@ -43,6 +54,29 @@ class Acc:
         self.billed += other.billed
         self.records += other.records
         self.reporting += other.reporting
+        self.cost_micro += other.cost_micro
+        self.unpriced += other.unpriced
+        self.rates |= other.rates
+
+
+@dataclass
+class Idle:
+    """Idle capacity of one flavor (or a group's share of it): units, exact cost, the rates
+    it was priced at and its units when the flavor had no rate."""
+
+    units: Fraction = _ZERO
+    cost: Fraction = _ZERO
+    rates: set[int] = field(default_factory=set)
+    unpriced: Fraction = _ZERO
+
+    def add(self, other: Idle) -> None:
+        self.units += other.units
+        self.cost += other.cost
+        self.rates |= other.rates
+        self.unpriced += other.unpriced
+
+    def scaled(self, share: Fraction) -> Idle:
+        return Idle(self.units * share, self.cost * share, set(self.rates), self.unpriced * share)
 
 
 @dataclass
@@ -52,21 +86,19 @@ class Line:
     group: tuple[tuple[str, str | None], ...]
     is_idle: bool = False
     by_flavor: dict[str, Acc] = field(default_factory=dict)
-    idle_units: dict[str, Fraction] = field(default_factory=dict)
-    idle_cost_exact: dict[str, Fraction] = field(default_factory=dict)
+    idle: dict[str, Idle] = field(default_factory=dict)
 
     def add_work(self, flavor: str, acc: Acc) -> None:
         self.by_flavor.setdefault(flavor, Acc()).merge(acc)
 
-    def add_idle(self, flavor: str, units: int | Fraction, cost: Fraction) -> None:
-        self.idle_units[flavor] = self.idle_units.get(flavor, _ZERO) + units
-        self.idle_cost_exact[flavor] = self.idle_cost_exact.get(flavor, _ZERO) + cost
+    def add_idle(self, flavor: str, idle: Idle) -> None:
+        self.idle.setdefault(flavor, Idle()).add(idle)
 
     def absorb(self, other: Line) -> None:
         for flavor, acc in other.by_flavor.items():
             self.add_work(flavor, acc)
-        for flavor, units in other.idle_units.items():
-            self.add_idle(flavor, units, other.idle_cost_exact[flavor])
+        for flavor, idle in other.idle.items():
+            self.add_idle(flavor, idle)
 
     def merged(self) -> Acc:
         total = Acc()
@@ -74,51 +106,71 @@ class Line:
             total.merge(acc)
         return total
 
-    def work_cost(self, rates: Mapping[str, int]) -> Fraction:
-        micro_units = sum(acc.billed * rates.get(f, 0) for f, acc in self.by_flavor.items())
-        return Fraction(micro_units, UNITS_MICRO_PER_USD)
+    def merged_idle(self) -> Idle:
+        total = Idle()
+        for idle in self.idle.values():
+            total.add(idle)
+        return total
+
+    def work_cost(self) -> Fraction:
+        return Fraction(sum(a.cost_micro for a in self.by_flavor.values()), UNITS_MICRO_PER_USD)
 
     def idle_cost(self) -> Fraction:
-        return sum(self.idle_cost_exact.values(), _ZERO)
+        return sum((i.cost for i in self.idle.values()), _ZERO)
 
 
-def finish_rows(lines: Sequence[Line], rates: Mapping[str, int]) -> list[ChargebackRow]:
-    """Round the lines' money to cents so that every column adds up to its total.
-
-    The cost column adds up to the exact workload cost rounded once, and the total column to
-    the exact grand total (workload + idle) rounded once; the idle column takes what is
-    left, so cost + idle = total holds on every line and a capacity cost that is a whole
-    number of cents comes out to that number. (Rounding the idle column on its own could
-    put the grand total a cent off: 0.005 + 0.995 would round to 0.01 + 1.00.)
-    """
-    exact_costs = [line.work_cost(rates) for line in lines]
-    exact_idles = [line.idle_cost() for line in lines]
-    cost_cents = round_half_up(sum(exact_costs, _ZERO) * 100)
-    total_cents = round_half_up(sum([*exact_costs, *exact_idles], _ZERO) * 100)
-    costs = _apportion(exact_costs, cost_cents)
-    idles = _apportion(exact_idles, total_cents - cost_cents)
+def finish_rows(lines: Sequence[Line]) -> list[ChargebackRow]:
+    """Each line's money rounded to cents on its own (half up): its cost is its billed
+    GPU-hours × its rate and its idle share its idle GPU-hours × theirs, to the cent, and its
+    total is the two added. (The idle line was once what the grand total left after the
+    costs: 80.997344 idle GPU-hours at 1.971139 read 159.65, not 159.66.)"""
     return [
-        line_row(line, rates, cost, idle)
-        for line, cost, idle in zip(lines, costs, idles, strict=True)
+        line_row(line, to_cents(line.work_cost()), to_cents(line.idle_cost())) for line in lines
     ]
 
 
-def line_row(line: Line, rates: Mapping[str, int], cost: Decimal, idle: Decimal) -> ChargebackRow:
+def total_row(lines: Sequence[Line], group: tuple[tuple[str, str | None], ...]) -> ChargebackRow:
+    """The TOTAL of `lines`: cost and total are the exact sums rounded once, so that a
+    capacity cost that is a whole number of cents comes out to that number, and idle is
+    total − cost (within a cent of the idle lines' exact sum), so cost + idle = total here
+    too. (Rounding cost and idle on their own could bill $1.01 for a $1.00 GPU-hour:
+    0.005 + 0.995.)"""
+    everything = Line(group)
+    for line in lines:
+        everything.absorb(line)
+    cost = to_cents(everything.work_cost())
+    total = to_cents(everything.work_cost() + everything.idle_cost())
+    return line_row(everything, cost, total - cost)
+
+
+def rounding(rows: Sequence[ChargebackRow], total: ChargebackRow) -> Rounding:
+    """What `total` differs from the sum of `rows`, column by column."""
+    zero = Decimal("0.00")
+    return Rounding(
+        total.cost_usd - sum((r.cost_usd for r in rows), zero),
+        total.idle_cost_usd - sum((r.idle_cost_usd for r in rows), zero),
+        total.total_cost_usd - sum((r.total_cost_usd for r in rows), zero),
+    )
+
+
+def line_row(line: Line, cost: Decimal, idle: Decimal) -> ChargebackRow:
     """The line as a report row, with its money already rounded to `cost` and `idle`."""
     acc = line.merged()
-    weights = {f: Fraction(a.billed) for f, a in line.by_flavor.items() if a.billed > 0}
-    if not weights:
-        weights = {f: u for f, u in line.idle_units.items() if u > 0}
-    flavors = sorted(set(line.by_flavor) | set(line.idle_units))
+    idle_part = line.merged_idle()
+    flavors = sorted(set(line.by_flavor) | set(line.idle))
+    if acc.alloc > 0 or acc.billed > 0:
+        rate = _rate(acc.billed, line.work_cost(), acc.rates, acc.unpriced > 0)
+    else:
+        rate = _rate(idle_part.units, idle_part.cost, idle_part.rates, idle_part.unpriced > 0)
     return ChargebackRow(
         group=line.group,
         flavors=tuple(flavors),
         gpu_hours_allocated=gpu_hours_of(acc.alloc),
         gpu_hours_used=gpu_hours_of(acc.used) if acc.reporting else None,
         gpu_hours_billed=gpu_hours_of(acc.billed),
-        gpu_hours_idle=gpu_hours_of(sum(line.idle_units.values(), _ZERO)),
+        gpu_hours_idle=gpu_hours_of(idle_part.units),
         gpu_efficiency=float(acc.used / acc.alloc_reporting) if acc.alloc_reporting else None,
-        rate_usd_per_gpu_h=_blended_rate(weights or dict.fromkeys(flavors, _ZERO), rates),
+        rate_usd_per_gpu_h=rate,
         cost_usd=cost,
         idle_cost_usd=idle,
         total_cost_usd=cost + idle,
@@ -127,42 +179,26 @@ def line_row(line: Line, rates: Mapping[str, int], cost: Decimal, idle: Decimal)
     )
 
 
-def _blended_rate(weights: Mapping[str, Fraction], rates: Mapping[str, int]) -> Decimal | None:
-    """The line's rate: the list rate when it has one, else the weight-averaged rate."""
-    if not weights or any(f not in rates for f in weights):
+def _rate(
+    units: int | Fraction, cost_usd: Fraction, rates: set[int], unpriced: bool
+) -> Decimal | None:
+    """The line's rate: the list rate when all its time had one, else cost / GPU-hours."""
+    if unpriced or not rates:
         return None
-    distinct = {rates[f] for f in weights}
-    if len(distinct) == 1:
-        return micro_to_usd(distinct.pop())
-    total = sum(weights.values(), _ZERO)
-    if total == 0:
+    if len(rates) == 1:
+        return micro_to_usd(next(iter(rates)))
+    if units == 0:
         return None
-    micro = sum((w * rates[f] for f, w in weights.items()), _ZERO) / total
-    return micro_to_usd(round_half_up(micro))
+    return average_rate(cost_usd * _UNITS_PER_GPU_H / units)
 
 
-def _apportion(amounts_usd: Sequence[Fraction], target_cents: int) -> list[Decimal]:
-    """Round to cents by largest remainder so that the parts add up to `target_cents`.
-
-    Rounding each row on its own can leave the rows a cent or more off their total; here
-    every row gets its floor in cents and the cents still missing go to the rows with the
-    largest remainders (ties to the earlier row). `finish_rows` only asks for a target within a
-    cent of the exact sum, which never needs more cents than there are rows with a
-    remainder, so no part is negative and an amount of exactly 0 stays 0.
-    """
-    floors: list[int] = []
-    remainders: list[float] = []  # only orders the rows, so a float is precise enough
-    for amount in amounts_usd:
-        cents, rest = divmod(amount.numerator * 100, amount.denominator)
-        floors.append(cents)
-        remainders.append(rest / amount.denominator)
-    missing = target_cents - sum(floors)
-    if not 0 <= missing <= len(floors):
-        raise AssertionError(f"cannot apportion {target_cents} cents over {amounts_usd}")
-    order = sorted(range(len(floors)), key=lambda i: (-remainders[i], i))
-    for i in order[:missing]:
-        floors[i] += 1
-    return [Decimal(c).scaleb(-2) for c in floors]
+def average_rate(usd_per_gpu_h: Fraction) -> Decimal:
+    """An averaged rate to `AVERAGE_RATE_DECIMALS` decimals (half up), shown with at least
+    the six of a list rate: 1.25 reads "1.250000", as a micro-dollar rate does."""
+    scale = 10**AVERAGE_RATE_DECIMALS
+    exact = Decimal(round_half_up(usd_per_gpu_h * scale)).scaleb(-AVERAGE_RATE_DECIMALS)
+    six = exact.quantize(Decimal("0.000001"))
+    return six if six == exact else exact.normalize()
 
 
 def round_half_up(x: Fraction) -> int:

@@ -37,6 +37,7 @@ from gpufleet.control.admin import (
     teams_spec,
 )
 from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
+from gpufleet.control.chargeback_budget import gpu_hours_pair
 from gpufleet.control.eta import RunningJob
 from gpufleet.control.ledger import month_gpu_hours
 from gpufleet.control.models import Job, JobEvent, PriorityClass, Project, Team
@@ -86,15 +87,19 @@ class JobRequest(BaseModel):
     )
     project: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL)
     kind: Literal["training", "inference", "interactive", "batch"] = "batch"
-    gpus: int | None = Field(default=None, ge=1, le=1024, description="Whole GPUs per worker.")
+    # counts are strict: JSON `true` was taken as 1 GPU and "2" as 2 (the portal's form turns
+    # its text into numbers itself, `portal.forms`; spec files are `specs.jobs.JobSpec`)
+    gpus: int | None = Field(
+        default=None, ge=1, le=1024, strict=True, description="Whole GPUs per worker."
+    )
     mig_profile: str | None = Field(
         default=None, max_length=32, pattern=PRINTABLE, description="e.g. 3g.40gb"
     )
-    gpu_fraction: float | None = Field(default=None, gt=0, lt=1)
+    gpu_fraction: float | None = Field(default=None, gt=0, lt=1, strict=True)
     accelerator: str | list[str] | None = Field(
         default=None, description="Acceptable accelerator(s); default: any in the cluster."
     )
-    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS, strict=True)
     priority_class: str | None = Field(default=None, max_length=63, pattern=PRINTABLE)
     preemptible: bool = True
     checkpoint_interval_s: float | None = Field(default=None, gt=0, le=30 * 86400)
@@ -351,9 +356,12 @@ def _check_budget(session: Session, team: Any, now_s: float) -> None:
 
     used = month_gpu_hours(session, team.name, now_s)
     if used >= team.monthly_budget_gpu_h:
+        # significant figures, as the budget alerts: a 0.04 GPU-hour budget read "used 0.4
+        # of its 0"
+        used_text, budget_text = gpu_hours_pair(used, team.monthly_budget_gpu_h)
         raise ForbiddenError(
-            f"team {team.name} has used {used:,.1f} of its {team.monthly_budget_gpu_h:,.0f} "
-            "GPU-hour monthly budget; ask an admin to raise it"
+            f"team {team.name} has used {used_text} of its {budget_text} GPU-hour monthly "
+            "budget; ask an admin to raise it"
         )
 
 

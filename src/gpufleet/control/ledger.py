@@ -79,6 +79,18 @@ def capacity_gpu_us(session: Session, start_s: float, end_s: float) -> dict[str,
     return dict(out)
 
 
+def capacity_spans(session: Session, until_s: float) -> dict[str, list[tuple[float, float, int]]]:
+    """Each flavor's GPUs and when they existed, up to `until_s`: one (from_s, to_s, gpus)
+    per node, from when it joined the cluster (`NodeRecord.created_s`), as `chargeback`
+    takes them to count capacity per stretch of a period (its rates may change inside)."""
+    out: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
+    for node in session.scalars(select(NodeRecord).order_by(NodeRecord.name)):
+        since = node.created_s if node.created_s is not None else node.updated_s
+        if until_s > since:
+            out[node.accelerator].append((since, until_s, node.gpus))
+    return dict(out)
+
+
 def usage_records(
     session: Session, start_s: float, end_s: float, now_s: float, team: str | None = None
 ) -> list[UsageRecord]:

@@ -256,12 +256,26 @@ class UsageEntry(Base):
 
 
 class FlavorRate(Base):
-    """Chargeback price of one GPU-hour of a flavor, in integer micro-dollars."""
+    """One chargeback price of a flavor's GPU-hour, in integer micro-dollars, in force from
+    `effective_s` until the flavor's next rate (migration 0010).
 
-    __tablename__ = "flavor_rates"
+    Rates are history, never overwritten: a report prices each GPU-second at the rate in
+    force when it was used, so setting a rate today leaves last month's bill as it was
+    (one row per flavor, overwritten, re-priced every closed period). Of two rates with the
+    same `effective_s` the later row (higher id) wins. `repriced`: an admin set this rate
+    for a time already past (`set_s` > `effective_s`) on purpose, re-pricing GPU time used
+    then; reports over that time say so."""
 
-    flavor: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    __tablename__ = "flavor_rate_history"
+    __table_args__ = (Index("ix_flavor_rate_history_flavor", "flavor", "effective_s"),)
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
+    flavor: Mapped[str] = mapped_column(String(NAME))
     usd_micro_per_gpu_h: Mapped[int] = mapped_column(Int64)
+    effective_s: Mapped[float] = mapped_column(Float)
+    set_s: Mapped[float] = mapped_column(Float)  # when it was entered
+    set_by: Mapped[str] = mapped_column(String(NAME))
+    repriced: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class NodeRecord(Base):

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from gpufleet.control.chargeback_budget import gpu_hours_text
+
 
 def _datetime(t_s: float) -> datetime | None:
     """The time as a datetime, or None where it has none (NaN, infinite, past year 9999):
@@ -70,6 +72,14 @@ def hours(value: float | None) -> str:
     return f"{value:,.2f}"
 
 
+def gpu_h_amount(value: float | None) -> str:
+    """A budget or its use in GPU-hours, to three significant figures as the budget alerts
+    write it (`chargeback_budget.gpu_hours_text`): a 0.004 GPU-hour budget read "0.00"."""
+    if value is None:
+        return "—"
+    return gpu_hours_text(value)
+
+
 def gib(value: float | None) -> str:
     """Bytes as GiB to one decimal (GPU memory, as nvidia-smi counts it: binary units)."""
     if value is None:
@@ -77,19 +87,20 @@ def gib(value: float | None) -> str:
     return f"{value / 2**30:,.1f} GiB"
 
 
-RATE_DECIMALS = 4  # a hundredth of a cent: every chargeback rate a person reads
+RATE_DECIMALS = 6  # rates are stored in whole micro-dollars per GPU-hour
+MIN_RATE_DECIMALS = 2
 
 
 def usd_rate(value: object) -> str:
     """A chargeback rate (USD per GPU-hour: a report's decimal string, or the rates API's
-    number) to exactly `RATE_DECIMALS` decimals, rounded half up: "2.500000" -> "2.5000",
-    "2.124738" -> "2.1247".
+    number) as stored: whole micro-dollars, trailing zeros dropped down to cents,
+    "2.500000" -> "2.50", "2.124738" -> "2.124738", 0.4567 -> "0.4567".
 
-    One rule for every rate on the chargeback table, its PDF and the admin's rates: a
-    flavor's list rate and a line's blended rate beside it once read "2.50" and "2.124738".
-    Four decimals, not cents, because a row must be checkable by hand: 1.43 GPU-hours at
-    2.12 is 3.03, but the row bills 3.04 (at 2.124738); at 2.1247 it is 3.04. The JSON and
-    CSV keep the exact micro-dollar rate."""
+    One rule for every list rate on the chargeback table, its PDF and the admin's rates.
+    Not rounded to four decimals: a row must be checkable by hand, and 200.0134 GPU-hours
+    at 2.1247 is 424.96, but the row bills 424.98 (at 2.124738). A rate averaged over
+    several rates has more decimals; the chargeback table prints those itself
+    (`portal.chargeback_table`)."""
     if value is None or value == "":
         return "—"
     try:
@@ -98,7 +109,9 @@ def usd_rate(value: object) -> str:
         return "—"
     if not exact.is_finite():
         return "—"
-    return str(exact.quantize(Decimal(1).scaleb(-RATE_DECIMALS), rounding=ROUND_HALF_UP))
+    stored = exact.quantize(Decimal(1).scaleb(-RATE_DECIMALS), rounding=ROUND_HALF_UP)
+    places = max(MIN_RATE_DECIMALS, -int(stored.normalize().as_tuple().exponent))
+    return str(stored.quantize(Decimal(1).scaleb(-places)))
 
 
 def pct(value: float | None) -> str:
@@ -185,6 +198,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "duration": duration,
     "gpus": gpus,
     "hours": hours,
+    "gpu_h_amount": gpu_h_amount,
     "gib": gib,
     "pct": pct,
     "usd_rate": usd_rate,

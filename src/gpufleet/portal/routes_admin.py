@@ -26,7 +26,7 @@ from gpufleet.control.admin import AdminError
 from gpufleet.control.auth import ROLES, NotFoundError
 from gpufleet.control.models import NodeRecord, PriorityClass, Quota, Team
 from gpufleet.errors import UserError
-from gpufleet.portal.fmt import usd_rate
+from gpufleet.portal.fmt import usd_rate, when
 from gpufleet.portal.web import Caller, Ctx, Db, Form, Me, render, text
 from gpufleet.quantities import parse_duration
 
@@ -114,7 +114,7 @@ def _page(
         sections=SECTIONS,
         quota=_quota_form(s, [t.name for t in teams], flavors, *quota_of),
         nodes=s.scalars(select(NodeRecord).order_by(NodeRecord.name)).all(),
-        rates=api_admin.rates(who, s),
+        rates=api_admin.rates(who, ctx, s),
         tokens=[t for t in tokens if _live(t, now)],
         retired_tokens=sum(not _live(t, now) for t in tokens),
         audit=api_admin.audit_log(who, s, limit=AUDIT_ROWS),
@@ -274,6 +274,9 @@ def set_quota(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HTML
 
 @router.post("/admin/rates", name="admin_rate", response_class=HTMLResponse)
 def set_rate(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HTMLResponse:
+    """A new rate for a flavor, from now or from a later time (the time it takes effect);
+    an earlier time only with the re-price box ticked, as `reprice=true` in the API."""
+
     def action() -> str:
         flavor = text(form, "flavor")
         try:
@@ -282,9 +285,22 @@ def set_rate(request: Request, me: Caller, form: Form, ctx: Ctx, s: Db) -> HTMLR
             raise UserError("rate: a number of US dollars per GPU-hour, such as 2.5") from None
         if not 0 <= usd <= 1e6:
             raise UserError("rate: between 0 and 1,000,000 USD per GPU-hour")
-        api_admin.set_rate(flavor, usd_per_gpu_h=usd, who=me.who, ctx=ctx, s=s)
-        # the rates table's rule (`usd_rate`), so the message and the table agree
-        return f"Rate of {flavor} set to {usd_rate(usd)} USD per GPU-hour."
+        stored = api_admin.set_rate(
+            flavor,
+            usd_per_gpu_h=usd,
+            effective=_optional(form, "effective"),
+            reprice=_checked(form, "reprice"),
+            who=me.who,
+            ctx=ctx,
+            s=s,
+        )
+        # what was stored (whole micro-dollars), printed by the rates table's rule
+        since = "now" if stored.effective_s == stored.set_s else when(stored.effective_s)
+        note = " It re-prices GPU time already used." if stored.repriced else ""
+        return (
+            f"Rate of {stored.flavor} set to {usd_rate(stored.usd_per_gpu_h)} USD per "
+            f"GPU-hour from {since}.{note}"
+        )
 
     return _act(request, me, ctx, s, action, section="rates")
 

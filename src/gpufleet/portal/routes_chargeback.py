@@ -3,7 +3,8 @@
 The numbers come from the API's report handler (`/api/v1/reports/chargeback`, called as a
 function), so the page, its CSV and a script's download are the same report to the cent,
 with the same rules: members and leads see their team only; idle capacity only in
-admins' reports. The PDF is this page's table printed by WeasyPrint.
+admins' reports. The PDF is this page's table printed by WeasyPrint. Both print it as
+`chargeback_table` does, so that a reader can check every row and the total from it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gpufleet.api import routes_cluster
 from gpufleet.api.context import AppContext
 from gpufleet.control.chargeback_report import GROUP_KEYS
 from gpufleet.errors import UserError
+from gpufleet.portal.chargeback_table import chargeback_table
 from gpufleet.portal.period import PERIODS, Period, day, resolve_period
 from gpufleet.portal.web import Caller, Ctx, Db, Me, render, templates
 from gpufleet.report.render import pdf_available
@@ -115,6 +117,7 @@ def chargeback_page(request: Request, me: Caller, ctx: Ctx, s: Db, c: Picked) ->
         groups=GROUPS,
         period=p,
         report=report,
+        table=None if report is None else chargeback_table(report),
         error=error,
         pdf_missing=pdf_available(),
     )
@@ -144,7 +147,7 @@ def chargeback_pdf(me: Caller, ctx: Ctx, s: Db, c: Picked) -> Response:
         raise UserError(missing)
     p, report = _report(me, ctx, s, c, "json")
     html = templates.get_template("chargeback_pdf.html.j2").render(
-        c=c, period=p, report=report, me=me, now_s=ctx.clock()
+        c=c, period=p, report=report, table=chargeback_table(report), me=me, now_s=ctx.clock()
     )
     from weasyprint import HTML  # type: ignore[import-untyped]
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.api import routes_jobs as api_jobs
 from gpufleet.api.context import AppContext
+from gpufleet.api.schemas import held_gpu_fraction
 from gpufleet.control.jobs import MAX_DATA, JobRequest
 from gpufleet.control.models import PriorityClass, Team
 from gpufleet.errors import UserError
@@ -92,6 +93,7 @@ def _page(
     data_rows: int = 1,
 ) -> HTMLResponse:
     options = _options(s, ctx, me)
+    asked = (preview or {}).get("gpu_fraction")
     return render(
         request,
         "submit.html.j2",
@@ -106,6 +108,11 @@ def _page(
         field_label=field_label,
         field_anchor=field_anchor,
         max_data=MAX_DATA,
+        # the share the scheduler would hold and bill, beside the preview as it is typed
+        asked_fraction=asked if isinstance(asked, float) and 0 < asked < 1 else None,
+        held_fraction=held_gpu_fraction(asked)
+        if isinstance(asked, float) and 0 < asked < 1
+        else None,
         **options,
     )
 

@@ -5,10 +5,18 @@ same records chargeback bills from (`ledger.usage_records`), so the chart and th
 never disagree. Each bucket shows the average GPUs held in it: GPU-hours in the bucket
 divided by its length, so a short spike and a steady load of the same GPU-hours look alike
 (the chart is about capacity over time, not instants).
+
+Buckets start on clock boundaries of their length (a minute, half an hour, 3 h, 12 h, a day,
+in UTC), from the boundary at or before the window's start to the one after now: a row
+labelled "12:38" is 12:38:00–12:39:00. They once began at now − window, so "12:38" was
+12:38:41–12:39:41 and showed GPUs held from 12:39:05 in the minute before they were. The
+last bucket is the one still running: it is averaged over its part up to now, not its whole
+length, or the chart would end in a dip that is only time not yet passed.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,6 +45,37 @@ def data_age_s(session: Session, now_s: float) -> float:
     """How long the cluster has existed in the store: since its first node joined."""
     first = session.scalar(select(func.min(NodeRecord.created_s)))
     return now_s - first if first is not None else 0.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The chart's intervals: `count` buckets of `step_s` from `start_s`, the last holding
+    `now_s` (it ends there, not at its boundary, until the clock gets there)."""
+
+    start_s: float
+    step_s: float
+    count: int
+    now_s: float
+
+    @property
+    def end_s(self) -> float:
+        """The last bucket's boundary (at or after now)."""
+        return self.start_s + self.count * self.step_s
+
+    def bounds(self, i: int) -> tuple[float, float]:
+        """Bucket `i`'s true [start, end): the running one ends now."""
+        lo = self.start_s + i * self.step_s
+        return lo, min(lo + self.step_s, self.now_s)
+
+
+def grid_for(window: str, now_s: float) -> Grid:
+    """The window's buckets on clock boundaries of their length, covering the whole window
+    (the first begins at or before now − window) up to now (the last holds now)."""
+    span_s, buckets = WINDOWS[window]
+    step_s = span_s / buckets
+    start_s = math.floor((now_s - span_s) / step_s) * step_s
+    count = max(1, math.ceil((now_s - start_s) / step_s))
+    return Grid(start_s, step_s, count, now_s)
 
 
 @dataclass(frozen=True)
@@ -72,16 +111,19 @@ def allocation_series(
     end_s: float,
     buckets: int,
     label: str = "flavor",
+    until_s: float | None = None,
 ) -> Series:
     """Average GPUs held in each of `buckets` equal slices of [start_s, end_s), per
-    `label` ("flavor" or "team")."""
+    `label` ("flavor" or "team"). With `until_s` (now), a slice that runs past it is
+    averaged over its part before it: the time after now holds nothing yet, it is not idle."""
     width = (end_s - start_s) / buckets
     starts = tuple(start_s + i * width for i in range(buckets))
+    until = end_s if until_s is None else min(end_s, until_s)
     sums: dict[str, list[float]] = {}
     for r in records:
         key = r.flavor if label == "flavor" else r.team
         row = sums.setdefault(key, [0.0] * buckets)
-        lo, hi = max(r.start_s, start_s), min(r.end_s, end_s)
+        lo, hi = max(r.start_s, start_s), min(r.end_s, until)
         if hi <= lo:
             continue
         first = int((lo - start_s) // width)
@@ -91,7 +133,11 @@ def allocation_series(
             overlap = min(hi, b0 + width) - max(lo, b0)
             if overlap > 0:
                 row[i] += r.gpu_milli / 1000 * overlap
-    values = {k: tuple(v / width for v in row) for k, row in sorted(sums.items())}
+    lengths = [max(0.0, min(width, until - b0)) for b0 in starts]
+    values = {
+        k: tuple(v / n if n > 0 else 0.0 for v, n in zip(row, lengths, strict=True))
+        for k, row in sorted(sums.items())
+    }
     return Series(starts, width, values)
 
 
