@@ -151,10 +151,26 @@ def test_example_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
     assert code == 0
     assert err == ""
-    # The header gives the rate, then the concurrency per replica (not a rate).
+    # The header gives the rate, then the slots each replica is sized for and the requests
+    # the rate keeps in flight in them: it printed the slots (509) as "509 in flight".
+    in_flight = data["in_flight_per_replica"]
     assert out.startswith(
         "h100-sxm5-80gb · fp8 weights · fp8 KV · tensorrt-llm · tp 8 · request_rate 50 req/s "
-        f"· {data['batch']} in flight per replica\n"
+        f"· {data['slots_per_replica']} slots per replica, {in_flight:,.0f} in flight at this "
+        "rate\n"
+    )
+    assert data["slots_per_replica"] == data["batch"] == 509
+    assert table_value(out, "slots per replica (largest batch within the SLOs)") == "509"
+    assert table_value(out, "time per output token at full slots (SLO check)") == (
+        f"{data['tpot_ms']:,.1f} ms"
+    )
+    label = (
+        f"in flight per replica at the load ({data['arrival_rate_per_replica_per_s']:,.3g} "
+        f"req/s × {data['request_time_at_load_s']:,.3g} s)"
+    )
+    assert table_value(out, label) == f"{in_flight:,.0f}"
+    assert table_value(out, f"time per output token at the load ({in_flight:,.0f} in flight)") == (
+        f"{data['tpot_at_load_ms']:,.1f} ms"
     )
     assert f"{data['replicas']} × 8 = {data['gpus']}" in out
     assert table_value(out, "output tokens/s (system)") == "12,800"
@@ -195,9 +211,13 @@ def test_a_load_that_does_not_fit_exits_1_with_a_reason(
     assert code == 1
     assert data["fits"] is False
     assert data["slo_met"] is False
-    assert len(data["reasons"]) == 1
+    assert len(data["reasons"]) == 2
     assert data["reasons"][0].startswith("does not fit: 8 requests of 1280 tokens need ")
     assert data["reasons"][0].endswith("; at most 0 fit at tp 1")
+    # not even one request fits: the per-GPU numbers, and what would help (never the SLO)
+    assert data["reasons"][1].startswith("no request fits: at TP 1 the weights alone take ")
+    assert "What would help: " in data["reasons"][1]
+    assert "SLO" not in data["reasons"][1]
 
     code, out, err = run(["estimate", "inference", str(spec)], capsys)
     assert code == 1
@@ -274,7 +294,9 @@ def test_an_unserved_rate_reports_what_the_gpus_serve_in_table_and_json(
 
     code, out, _ = run(["estimate", "inference", str(spec)], capsys)
     assert code == 1
-    assert "· request_rate 50 req/s · 0 in flight per replica\n" in out
+    assert "· request_rate 50 req/s · 0 slots per replica\n" in out
+    assert data["in_flight_per_replica"] is None
+    assert data["tpot_at_load_ms"] is None
     assert table_value(out, "output tokens/s (system)") == f"{served:,.0f}"
     cost = f"{data['cost_per_million_output_tokens_usd']:,.2f}"
     assert table_value(out, "$ per million output tokens") == cost
@@ -333,7 +355,7 @@ def test_search_json_top_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert err == ""
     data = json.loads(out)
-    assert set(data) == {"candidates_evaluated", "rejected", "top", "assumptions"}
+    assert set(data) == {"candidates_evaluated", "rejected", "why_none", "top", "assumptions"}
     top = data["top"]
     assert 1 <= len(top) <= 3
     costs = [c["cost_per_million_output_tokens_usd"] for c in top]
@@ -460,3 +482,41 @@ def test_validate_inference_unknown_rows_exit_2(capsys: pytest.CaptureFixture[st
     assert code == 2
     assert out == ""
     assert err.strip() == "error: --rows: 'h100' is not one of calibration, modern, all"
+
+
+def test_search_with_nothing_that_fits_says_why_in_table_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model no TP on one node holds: the search names what it tried and what would help
+    (it printed only "Rejected: 16 model and one request do not fit in memory")."""
+    spec = write(tmp_path, model="llama-3.1-405b", precision="bf16", accelerator="l4")
+    argv = ["search", "inference", str(spec), "-a", "l4"]
+    code, out, _ = run(argv, capsys)
+    assert code == 1
+    flat = " ".join(out.split())
+    assert (
+        "Nothing serves it: llama-3.1-405b in bf16 does not fit on l4 at TP 1 on one node" in flat
+    )
+    assert "What would help:" in flat
+
+    code, out, _ = run([*argv, "--format", "json"], capsys)
+    data = json.loads(out)
+    assert code == 1
+    assert data["top"] == []
+    assert data["why_none"].startswith("llama-3.1-405b in bf16 does not fit on l4 at TP 1")
+
+
+def test_search_columns_say_slots_and_load_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["search", "inference", str(EXAMPLE), "--format", "json", "--top", "3"], capsys
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["why_none"] is None
+    for c in data["top"]:
+        assert "concurrency" not in c
+        assert 1 <= c["in_flight"] < c["slots"]
+        assert c["tpot_at_load_ms"] < c["tpot_ms"]
+    code, out, _ = run(["search", "inference", str(EXAMPLE), "--top", "2"], capsys)
+    assert "in flight" in out
+    assert "TPOT ms (load)" in out

@@ -545,3 +545,88 @@ def test_first_order_model_matches_a_simulation(
     # First order charges rework even to failures that strike during a restart, so it
     # errs low; 0.001 covers the simulation's sampling noise.
     assert model.fraction <= simulated + 0.001
+
+
+# ---------------------------------------------------------------- the storage a plan designs
+
+LLAMA3_JOB_MTBF_S = 182_437_208.6 / 16_384  # 11,135.08 s: the default rate on 16,384 GPUs
+CHECKPOINT_405B = 6_493_654_220_800.0  # 405.85e9 parameters x 16 bytes (what a plan writes)
+
+
+def test_the_designed_write_takes_the_stated_share_by_hand() -> None:
+    """x = 2s / (1 + 2s/3 + sqrt(1 + 4s/3)) = 0.02 / (1.0066667 + 1.0066446) = 0.0099339 at
+    s = 1 %; δ = 2 M x² = 2 × 11,135.08 × 9.86824e-5 = 2.19766 s, within 1 % of Young's
+    2 M s² = 2.22702 s; the 405B checkpoint then needs 6.49365e12 / 2.19766 = 2.95481e12 B/s
+    (2,955 GB/s, not the 21.6 GB/s a 300 s write gives)."""
+    write_s = gp.checkpoint_write_s_for_share(LLAMA3_JOB_MTBF_S, 0.01)
+    assert write_s == pytest.approx(2.19766, rel=1e-5)
+    assert write_s == pytest.approx(2 * LLAMA3_JOB_MTBF_S * 0.01**2, rel=0.015)
+    assert daly_interval_s(write_s, LLAMA3_JOB_MTBF_S) == pytest.approx(219.766, rel=1e-5)
+    rate = gp.designed_checkpoint_write_bytes_per_s(gpus=16_384, checkpoint_bytes=CHECKPOINT_405B)
+    assert rate == pytest.approx(2.95481e12, rel=1e-5)
+    assert gp.CHECKPOINT_WRITE_SHARE == 0.01
+    assert gp.CHECKPOINT_WRITE_MAX_S == 300.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(min_value=10.0, max_value=1e9),
+    st.floats(min_value=1e-4, max_value=0.5),
+)
+def test_the_designed_write_is_the_share_of_dalys_interval(mtbf_s: float, share: float) -> None:
+    write_s = gp.checkpoint_write_s_for_share(mtbf_s, share)
+    assert write_s / daly_interval_s(write_s, mtbf_s) == pytest.approx(share, rel=1e-9)
+
+
+def test_goodput_at_the_designed_storage_pays_the_share_and_sustains_one_write_per_interval() -> (
+    None
+):
+    """At the rate the design builds the goodput model stalls 1 % of the compute time, and the
+    storage finishes each (synchronous) write well inside the interval; loss by hand:
+    δ/τ + (τ + δ)/2M + R/M = 0.0100 + 0.0100 + 0.0539, goodput 0.99010 × 0.93615 = 0.92688."""
+    rate = gp.designed_checkpoint_write_bytes_per_s(gpus=16_384, checkpoint_bytes=CHECKPOINT_405B)
+    g = goodput(
+        gpus=16_384,
+        ideal_time_s=72 * DAY_S,
+        checkpoint_bytes=CHECKPOINT_405B,
+        storage_bytes_per_s=rate,
+    )
+    assert g.checkpoint_write_s / g.checkpoint_interval_s == pytest.approx(0.01, rel=1e-9)
+    assert g.checkpoint_write_s < g.checkpoint_interval_s
+    assert g.fraction == pytest.approx(0.92688, abs=1e-5)
+
+
+def test_a_small_run_still_writes_within_the_rule_of_thumb() -> None:
+    """On 8 GPUs the job MTBF is 264 days: 1 % of Daly's interval would allow a 1.3 h write;
+    the floor holds it to 300 s (checkpoint / 300 s)."""
+    rate = gp.designed_checkpoint_write_bytes_per_s(gpus=8, checkpoint_bytes=1.12e12)
+    assert rate == pytest.approx(1.12e12 / 300.0)
+    assert gp.checkpoint_write_s_for_share(182_437_208.6 / 8, 0.01) > 300.0
+
+
+def test_a_fixed_interval_gets_the_share_of_it_and_arrays_broadcast() -> None:
+    rate = gp.designed_checkpoint_write_bytes_per_s(
+        gpus=1024, checkpoint_bytes=1e12, checkpoint_interval_s=3600.0
+    )
+    assert rate == pytest.approx(1e12 / 36.0)
+    rates = np.asarray(
+        gp.designed_checkpoint_write_bytes_per_s(
+            gpus=np.array([8, 16_384]), checkpoint_bytes=CHECKPOINT_405B
+        )
+    )
+    assert np.shape(rates) == (2,)
+    assert rates[0] == pytest.approx(CHECKPOINT_405B / 300.0)
+    assert rates[1] == pytest.approx(2.95481e12, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"gpus": 8, "checkpoint_bytes": 0.0}, "checkpoint_bytes"),
+        ({"gpus": 8, "checkpoint_bytes": 1e12, "write_share": 0.0}, "write_share"),
+        ({"gpus": 8, "checkpoint_bytes": 1e12, "max_write_s": 0.0}, "max_write_s"),
+    ],
+)
+def test_designed_storage_rejects_bad_inputs(kwargs: dict[str, typing.Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        gp.designed_checkpoint_write_bytes_per_s(**kwargs)

@@ -740,10 +740,20 @@ def test_a_load_that_cannot_fit_says_why() -> None:
     assert e.max_batch == 0
     m = e.memory_per_gpu_bytes
     assert m.total > e.memory_capacity_bytes
-    assert e.reasons == [
+    assert e.reasons[0] == (
         f"does not fit: 8 requests of 1280 tokens need {m.total / 1e9:.1f} GB per GPU of "
         f"{e.memory_capacity_bytes / 1e9:.1f} GB usable; at most 0 fit at tp {e.tp}"
-    ]
+    )
+    # not one request fits: why in per-GPU numbers, and what would help (an L4 stops TP at 1)
+    assert e.reasons[1] == (
+        "no request fits: at TP 1 the weights alone take 811.7 GB per GPU, with 5.3 GB of "
+        "activation and runtime reserve and 0.7 GB of KV cache for one request: 817.7 GB "
+        f"against {e.memory_capacity_bytes / 1e9:.1f} GB usable; tp 1 is the largest on one "
+        "node. What would help: an accelerator whose scale-up domain spans TP 8 (101.5 GB of "
+        "weights per GPU there) or serving across nodes with pipeline stages, which "
+        "parallelism.pp estimates (the search and plans do not size it)"
+    )
+    assert len(e.reasons) == 2
 
 
 def test_a_tpot_slo_no_concurrency_meets_says_why() -> None:

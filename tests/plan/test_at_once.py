@@ -65,9 +65,9 @@ def test_year_of_runs_rents_and_reserves_what_it_uses_at_once(year_of_runs: Plan
     assert rec.gpus_at_once == curve.peak_gpus == 528
     mix = cost.mix
     assert (mix["rented_gpus"], mix["rented_instances"], mix["idle_gpus"]) == (528, 66, 0)
-    offer = next(o for o in year_of_runs.cloud["gcp"] if o.instance == "a3-highgpu-8g")
+    offer = next(o for o in year_of_runs.cloud["aws"] if o.instance == "p5.48xlarge")
     assert (offer.instances, offer.gpus) == (66, 528)
-    assert rec.why[0].startswith(f"renting takes 528 × {H100} as 66 × 8-GPU a3-highgpu-8g")
+    assert rec.why[0].startswith(f"renting takes 528 × {H100} as 66 × 8-GPU p5.48xlarge")
     assert "the workloads use 528 at once (1,296 added up across them)" in rec.why[0]
     summary = year_of_runs.summary
     assert summary is not None
@@ -93,7 +93,7 @@ def test_the_rented_instances_are_those_the_mix_buys(pretrain_8b: Plan, year_of_
     """The sentence names the provider the decision names: the optimised mix buys all of
     pretrain-8b in AWS capacity blocks, so its instance is the p5.48xlarge, not gcp's
     on-demand a3-highgpu-8g."""
-    for result, instance in ((pretrain_8b, "p5.48xlarge"), (year_of_runs, "a3-highgpu-8g")):
+    for result, instance in ((pretrain_8b, "p5.48xlarge"), (year_of_runs, "p5.48xlarge")):
         rec = result.recommendation
         assert rec.provider is not None
         assert f"{instance} ({rec.provider} " in rec.why[0]
@@ -112,3 +112,20 @@ def test_a_rented_tornado_is_labelled_renting(pretrain_8b: Plan) -> None:
     assert pretrain_8b.recommendation.deployment == "cloud"
     lines = [a for a in pretrain_8b.assumptions if a.name == "sensitivity method"]
     assert [a.value for a in lines] == ["cloud total cost, one factor at a time"]
+
+
+def test_the_mix_obtains_capacity_over_every_runs_weeks(year_of_runs: Plan) -> None:
+    """The purchase mix's burst window is the hours some run is running (the union of the
+    runs' spans), not the longest run alone: with one 593-hour window the block cap (512 GPUs
+    at once) held only sweep-70b's 303,662 GPU-hours, and the three 8B runs, which never
+    overlap it, were bought on demand ($3,710,025 against $3,563,002 with each run in its
+    own weeks)."""
+    curve, mix = year_of_runs.demand_curve, year_of_runs.cost.mix
+    assert curve is not None
+    runs = [c for c in year_of_runs.recommendation.workloads if c.kind == "training"]
+    hours = sum(float(c.metrics["wall_clock_days_with_failures"] or 0.0) * 24 for c in runs)
+    assert len(runs) == 4
+    assert mix["burst_window_hours"] == pytest.approx(hours)  # the runs never overlap
+    burst = sum(c.gpu_hours or 0.0 for c in runs)
+    assert mix["capacity_block_gpu_hours"] == pytest.approx(burst)  # every gang <= 512 GPUs
+    assert mix["on_demand_gpu_hours"] == pytest.approx(0.0, abs=1.0)

@@ -18,12 +18,15 @@ from gpufleet.plan.planner import plan
 from gpufleet.specs.load import load
 from gpufleet.specs.plan import PlanSpec
 
+from .reviewed import at_reviewed_storage, at_storage
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
 def year() -> tuple[PlanSpec, Plan]:
-    spec = load(PlanSpec, EXAMPLES / "plan-year-of-runs.yaml")
+    # the review's figures were costed at 2,000 GB/s of checkpoint storage (reviewed.py)
+    spec = at_reviewed_storage(load(PlanSpec, EXAMPLES / "plan-year-of-runs.yaml"))
     return spec, plan(spec)
 
 
@@ -90,17 +93,21 @@ def test_the_tornado_has_a_failure_rate_row_from_the_goodput_model(
     big: tuple[PlanSpec, Plan],
 ) -> None:
     """No plan passed the failure-rate GPU-hours, so the row the guide promises never showed;
-    pretrain-405b runs at 92.3 % goodput, so its failure rate moves the total by millions."""
+    pretrain-405b runs at 92.7 % goodput, so its failure rate moves the total by millions.
+    The storage stays what the plan builds while the failure rate moves."""
     spec, result = big
     rows = {r["factor"]: r for r in result.cost.sensitivity}
     assert "failure_rate" in rows
     row = rows["failure_rate"]
     assert float(row["low_usd"]) < float(row["base_usd"]) < float(row["high_usd"])
     assert float(row["high_usd"]) - float(row["base_usd"]) > 10e6
-    # the pair is the goodput ratio at the per-GPU MTBF ÷ m, one run here
+    # the pair is the goodput ratio at the per-GPU MTBF ÷ m, one run here, at the checkpoint
+    # storage the plan designs for it (the planner states it in the spec it costs)
     (run,) = [c for c in result.recommendation.workloads if c.kind == "training"]
+    storage = run.design_inputs["checkpoint_write_bytes_per_s"]
+    built = at_storage(spec, f"{storage!r}B/s")
     pair = assemble._failure_hours(
-        spec, Portfolio(result.recommendation.accelerator, list(result.recommendation.workloads))
+        built, Portfolio(result.recommendation.accelerator, list(result.recommendation.workloads))
     )
     assert pair is not None
     mtbf = default_reliability().gpu_mtbf_s
@@ -109,7 +116,11 @@ def test_the_tornado_has_a_failure_rate_row_from_the_goodput_model(
 
     def fraction(scale: float) -> float:
         g = goodput(
-            gpus=run.gpus, ideal_time_s=ideal, checkpoint_bytes=ckpt, gpu_mtbf_s=mtbf * scale
+            gpus=run.gpus,
+            ideal_time_s=ideal,
+            checkpoint_bytes=ckpt,
+            storage_bytes_per_s=storage,
+            gpu_mtbf_s=mtbf * scale,
         )
         return float(g.fraction)
 

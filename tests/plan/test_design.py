@@ -36,9 +36,9 @@ SWITCH_KW = 1.7  # 64 × 400G switch (QM9700 class), the module's stated assumpt
 
 
 def need_for(gbit_per_gpu: float, *, tp: bool = False, **extra: Any) -> TrafficNeed:
-    """A need whose all-reduce requires exactly `gbit_per_gpu` (step time 1 s)."""
+    """A need whose cross-node bytes require exactly `gbit_per_gpu` (step time 1 s)."""
     fields: dict[str, Any] = {
-        "dp_bytes_per_step": gbit_per_gpu * 1e9 / 16,
+        "dp_bytes_per_step": gbit_per_gpu * 1e9 / 8,
         "step_time_s": 1.0,
         "tp_crosses_nodes": tp,
         "checkpoint_bytes": 1e12,
@@ -180,10 +180,18 @@ def test_overhead_factor_is_the_dgx_h100_ratio() -> None:
         pytest.param(128, 8, 64, FatTree(2, 1024, 32, 16, 0, 0, 2048), id="128-dgx-rails"),
         pytest.param(8, 8, 64, FatTree(1, 64, 1, 0, 0, 0, 64), id="single-switch-64"),
         pytest.param(1, 1, 64, FatTree(1, 1, 1, 0, 0, 0, 1), id="single-switch-1"),
-        # 65 endpoints: 3 leaves (96 uplinks) -> ceil(96/64) = 2 spines.
-        pytest.param(65, 1, 64, FatTree(2, 65, 3, 2, 0, 0, 65 + 96), id="65-ep"),
-        # Rail groups: 100 nodes -> 4 leaves per rail × 8 rails (not ceil(800/32) = 25).
-        pytest.param(100, 8, 64, FatTree(2, 800, 32, 16, 0, 0, 800 + 1024), id="rail-groups"),
+        # 65 endpoints: 3 leaves (32, 32 and 1 down; as many up: 65) -> ceil(65/64) = 2 spines.
+        pytest.param(65, 1, 64, FatTree(2, 65, 3, 2, 0, 0, 65 + 65), id="65-ep"),
+        # Rail groups: 100 nodes -> 4 leaves per rail × 8 rails (not ceil(800/32) = 25); the
+        # last leaf of each rail holds 4 nodes: 800 uplinks, not 1,024 -> 13 spines, not 16.
+        pytest.param(100, 8, 64, FatTree(2, 800, 32, 13, 0, 0, 800 + 800), id="rail-groups"),
+        # 16 DGX nodes: 8 leaves of 16 nodes: 128 uplinks -> 2 spines, 256 cables (issue: the
+        # leaf's 32 up ports were counted, 4 spines and 384 cables).
+        pytest.param(16, 8, 64, FatTree(2, 128, 8, 2, 0, 0, 128 + 128), id="16-nodes-half-leaves"),
+        # 260 nodes: 9 leaves per rail (8 full, 1 of 4 nodes) -> 72 leaves, 3 pods; pods 0-1:
+        # 32 × 32 uplinks -> 32 spines each; pod 2: 8 leaves × 4 -> 1 spine; 2,080 spine
+        # uplinks -> 33 super-spines (was 96 spines, 48 super-spines, 7,456 cables).
+        pytest.param(260, 8, 64, FatTree(3, 2080, 72, 65, 33, 3, 3 * 2080), id="three-partial"),
         pytest.param(256, 8, 64, FatTree(2, 2048, 64, 32, 0, 0, 4096), id="two-level-max"),
         # 128 leaves > 64: 4 pods × 32 spines; 128 × 32 / 64 = 64 super-spines.
         pytest.param(512, 8, 64, FatTree(3, 4096, 128, 128, 64, 4, 3 * 4096), id="three-level"),
@@ -193,6 +201,21 @@ def test_overhead_factor_is_the_dgx_h100_ratio() -> None:
 )
 def test_fat_tree(nodes: int, rails: int, radix: int, expected: FatTree) -> None:
     assert size_fat_tree(nodes, rails, radix) == expected
+
+
+@pytest.mark.parametrize(
+    ("nodes", "oversubscription", "spines", "cables"),
+    [
+        pytest.param(128, 1.0, 16, 1024 + 1024, id="1:1"),
+        pytest.param(128, 2.0, 8, 1024 + 512, id="2:1"),  # 16 up per full leaf
+        pytest.param(16, 2.0, 1, 128 + 64, id="2:1-half-leaves"),  # 8 up per 16-node leaf
+    ],
+)
+def test_fat_tree_uplinks_follow_the_ports_used_at_the_oversubscription(
+    nodes: int, oversubscription: float, spines: int, cables: int
+) -> None:
+    tree = size_fat_tree(nodes, 8, 64, oversubscription)
+    assert (tree.spines, tree.cables) == (spines, cables)
 
 
 def test_fat_tree_beyond_three_levels_is_refused() -> None:
@@ -223,16 +246,65 @@ def test_fabric_through_design(
         assert "64 super-spines" in f.topology
 
 
-def test_required_bandwidth_is_twice_the_gradient_per_step() -> None:
+def test_sixteen_nodes_buy_uplinks_for_the_ports_they_use() -> None:
+    """128 GPUs: each rail's one leaf holds 16 nodes, so 16 up ports per leaf at 1:1 (the
+    design counted all 32: 4 spines and 384 cables for 2 spines' and 256 cables' worth)."""
+    d = design(gpus=128)
+    f = d.fabric
+    assert (f.leaf_switches, f.spine_switches, f.cables, f.nics) == (8, 2, 256, 128)
+    assert "8 leaf switches (16 of 32 down ports used, 16 up) and 2 spines" in f.topology
+    assert d.power_kw["network"] == pytest.approx(10 * SWITCH_KW)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "gpus", "phrase"),
+    [
+        pytest.param(
+            H100,
+            16384,
+            "hold at most 256 nodes (2,048 GPUs) and this design has 2,048 nodes (16,384 GPUs)",
+            id="405b-dgx",
+        ),
+        pytest.param(
+            "gb200",
+            8208,
+            "hold at most 512 nodes (2,048 GPUs) and this design has 2,052 nodes (8,208 GPUs)",
+            id="gb200-trays",
+        ),
+    ],
+)
+def test_three_level_sentence_counts_both_sides_in_one_unit(
+    accelerator: str, gpus: int, phrase: str
+) -> None:
+    """It said '… 512 nodes (2,048 GPUs) and this design has 2,052' (trays, 8,208 GPUs)."""
+    d = design(accelerator, gpus, rack_kw=120.0)
+    assert d.fabric.topology.startswith("rail-optimised three-level fat-tree")
+    assert phrase in d.fabric.topology
+
+
+def test_training_that_stays_inside_its_nodes_needs_no_fabric() -> None:
+    """A training layout that sends nothing across nodes (dp 1, cp 8 in one node on a
+    multi-node fleet) gets front-end Ethernet, and says why (not 'inference only')."""
+    d = design(gpus=16, need=need_for(0.0))
+    assert d.fabric.name == "none"
+    assert d.fabric.required_gbit_per_s_per_gpu == 0.0
+    assert d.fabric.verdict.startswith("no cross-node training traffic: the training layout")
+    assert "inference" not in d.fabric.verdict
+
+
+def test_required_bandwidth_is_the_cross_node_bytes_over_the_step() -> None:
+    """The planner passes every byte a GPU sends across nodes per step (already the ring's
+    share, both halves of a reduce-scatter + all-gather): no factor 2 on top."""
     need = TrafficNeed(
-        dp_bytes_per_step=17.5e9,
-        step_time_s=4.0,
+        dp_bytes_per_step=29.18e9,  # the 405B plan's layout: DP 20.06 + CP 4.83 + PP 4.29 GB
+        step_time_s=6.714,
         tp_crosses_nodes=False,
         checkpoint_bytes=0,
         dataset_bytes=0,
         tokens_per_s=0,
     )
-    assert required_gbit_per_s_per_gpu(need) == pytest.approx(17.5e9 * 2 * 8 / 4.0 / 1e9)
+    assert required_gbit_per_s_per_gpu(need) == pytest.approx(29.18e9 * 8 / 6.714 / 1e9)
+    assert required_gbit_per_s_per_gpu(need) == pytest.approx(34.8, abs=0.05)
 
 
 @pytest.mark.parametrize(
@@ -341,7 +413,14 @@ def test_fabric_verdict(
 def test_verdict_through_design(gbit: float, scale_out: str | None, starts: str, ends: str) -> None:
     d = design(need=need_for(gbit), scale_out=scale_out)
     assert d.fabric.required_gbit_per_s_per_gpu == pytest.approx(gbit)
-    assert d.fabric.verdict.startswith(starts)
+    # the bytes and the rule the figure rests on sit in brackets after it, then the tier
+    head, _, tier = starts.partition(": ")
+    gbytes = gbit / 8
+    assert d.fabric.verdict.startswith(
+        f"{head} ({gbytes:.1f} GB per GPU cross nodes in each 1.00 s step: the step's "
+        "average, a floor;"
+    )
+    assert f"): {tier}" in d.fabric.verdict
     assert d.fabric.verdict.endswith(ends)
 
 

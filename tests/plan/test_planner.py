@@ -90,8 +90,9 @@ def test_recommendation_is_the_cheapest_feasible_option(chat_plan: dict[str, Any
     assert rec["why"]
     # a request rate is served within its SLO by the chosen configuration
     chat = rec["workloads"][0]
-    assert chat["metrics"]["ttft_ms"] <= 800
-    assert chat["metrics"]["tpot_ms"] <= 60
+    assert chat["metrics"]["ttft_at_full_slots_ms"] <= 800
+    assert chat["metrics"]["tpot_at_full_slots_ms"] <= 60
+    assert chat["metrics"]["in_flight_per_replica"] < chat["parallelism"]["slots_per_replica"]
 
 
 def test_infeasible_plan_says_what_would_make_it_feasible() -> None:

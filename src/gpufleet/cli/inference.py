@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -14,6 +14,9 @@ from gpufleet.errors import UserError
 from gpufleet.formatting import format_bytes, format_decimal_bytes, format_gb
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load
+
+if TYPE_CHECKING:
+    from gpufleet.estimate.inference_estimate import InferenceEstimate
 
 EXIT_INFEASIBLE = 1
 SpecArg = Annotated[Path, typer.Argument(help="An inference spec YAML file (kind: inference).")]
@@ -38,7 +41,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             f"[bold]{r.accelerator}[/bold] · {r.precision} weights · {r.kv_precision} KV · "
             f"{r.engine} · tp {r.tp}"
             + (f" · pp {r.pp}" if r.pp > 1 else "")
-            + f" · {_load_label(r.mode, r.batch, spec.serving.request_rate)}"
+            + f" · {_load_label(r, spec.serving.request_rate)}"
         )
         table = Table(show_header=False, box=None)
         table.add_column(style="dim")
@@ -46,8 +49,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
         m = r.memory_per_gpu_bytes
         cost = r.cost_per_million_output_tokens_usd
         for label, value in (
-            (_ttft_label(spec), f"{r.ttft_ms:,.1f} ms"),
-            ("time per output token", f"{r.tpot_ms:,.1f} ms"),
+            *_load_rows(r, spec),
             ("output tokens/s (system)", f"{r.output_tokens_per_s:,.0f}"),
             ("output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}"),
             (
@@ -58,7 +60,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             ("largest batch that fits", f"{r.max_batch:,}"),
             ("KV cache per token", format_bytes(r.kv_cache_bytes_per_token)),
             (
-                "memory per GPU",
+                "memory per GPU" + (" (full slots)" if r.mode == "request_rate" else ""),
                 f"{format_gb(m.total)} of {format_gb(r.memory_capacity_bytes)}",
             ),
             (
@@ -85,24 +87,70 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def _ttft_label(spec: InferenceSpec) -> str:
+def _ttft_label(spec: InferenceSpec, *, full_slots: bool = False) -> str:
     """TTFT is that of the longest (p99) prompt where prompts vary: the SLO it is held to is
-    a p99."""
+    a p99. For a request rate it is also at full slots with the p99 queue wait, as checked."""
     sv = spec.serving
     longest, mean = sv.max_tokens("input"), sv.mean_tokens("input")
-    if sv.batch is not None or longest == mean:
-        return "time to first token"
-    return f"time to first token (p99 prompt, {longest:,} tokens)"
+    parts = []
+    if sv.batch is None and longest != mean:
+        parts.append(f"p99 prompt, {longest:,} tokens")
+    if full_slots:
+        parts.append("full slots, p99 wait")
+    return "time to first token" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-def _load_label(mode: str, batch: int, request_rate_per_s: float | None) -> str:
-    """The header's load: for a request rate, the rate itself and then the concurrency each
-    replica runs at (the estimate's `batch`), which is not a rate."""
-    if mode != "request_rate" or request_rate_per_s is None:
-        return f"{mode} {batch}"
+def _load_rows(r: InferenceEstimate, spec: InferenceSpec) -> list[tuple[str, str]]:
+    """The latency rows, each saying at which load it is. A request rate is checked at full
+    slots (the batch each replica is sized for: conservative, a burst fills them), while the
+    rate itself keeps fewer requests in flight (Little's law) at a faster TPOT: both are
+    shown, so neither is read as the other (509 slots were printed as "509 in flight" where
+    50 req/s keep about 150)."""
+    if r.mode != "request_rate":
+        return [
+            (_ttft_label(spec), f"{r.ttft_ms:,.1f} ms"),
+            ("time per output token", f"{r.tpot_ms:,.1f} ms"),
+        ]
+    rows = [
+        ("slots per replica (largest batch within the SLOs)", f"{r.slots_per_replica:,}"),
+        (_ttft_label(spec, full_slots=True), f"{r.ttft_ms:,.1f} ms"),
+        ("time per output token at full slots (SLO check)", f"{r.tpot_ms:,.1f} ms"),
+    ]
+    if (
+        r.in_flight_per_replica is not None
+        and r.tpot_at_load_ms is not None
+        and r.arrival_rate_per_replica_per_s is not None
+        and r.request_time_at_load_s is not None
+    ):
+        rows += [
+            (
+                f"in flight per replica at the load ({r.arrival_rate_per_replica_per_s:,.3g} "
+                f"req/s × {r.request_time_at_load_s:,.3g} s)",
+                f"{r.in_flight_per_replica:,.0f}",
+            ),
+            (
+                f"time per output token at the load ({r.in_flight_per_replica:,.0f} in flight)",
+                f"{r.tpot_at_load_ms:,.1f} ms",
+            ),
+        ]
+    return rows
+
+
+def _load_label(r: InferenceEstimate, request_rate_per_s: float | None) -> str:
+    """The header's load: for a request rate, the rate itself, then the slots each replica
+    is sized for and the requests the rate keeps in flight in them (Little's law), which
+    are neither a rate nor each other."""
+    if r.mode != "request_rate" or request_rate_per_s is None:
+        return f"{r.mode} {r.batch}"
     rate = request_rate_per_s
     shown = f"{rate:,.0f}" if rate == int(rate) else f"{rate:g}"
-    return f"request_rate {shown} req/s · {batch} in flight per replica"
+    slots = f"{r.slots_per_replica:,} slot{'s' * (r.slots_per_replica != 1)} per replica"
+    if r.in_flight_per_replica is None:
+        return f"request_rate {shown} req/s · {slots}"
+    return (
+        f"request_rate {shown} req/s · {slots}, "
+        f"{r.in_flight_per_replica:,.0f} in flight at this rate"
+    )
 
 
 def search_inference(
@@ -130,6 +178,7 @@ def search_inference(
                 {
                     "candidates_evaluated": result.candidates_evaluated,
                     "rejected": dict(result.rejected.most_common()),
+                    "why_none": result.why_none() or None,
                     "top": [c.__dict__ for c in result.top],
                     "assumptions": [a.__dict__ for a in result.assumptions.frozen()],
                 },
@@ -138,13 +187,17 @@ def search_inference(
         )
     else:
         table = Table(title=f"Cheapest of {result.candidates_evaluated} configurations")
+        # TTFT and TPOT at full slots are what the SLO is checked against; the rate keeps
+        # fewer requests in flight ("in flight") at a faster TPOT ("TPOT at load")
         for col in (
             "accelerator",
             "precision",
             "tp",
-            "concurrency",
+            "slots",
+            "in flight",
             "TTFT ms",
-            "TPOT ms",
+            "TPOT ms (full)",
+            "TPOT ms (load)",
             "tok/s/replica",
             "replicas",
             "GPUs",
@@ -159,9 +212,11 @@ def search_inference(
                 c.accelerator,
                 c.precision,
                 str(c.tp),
-                str(c.concurrency),
+                str(c.slots),
+                "-" if c.in_flight is None else f"{c.in_flight:,.0f}",
                 f"{c.ttft_ms:,.0f}",
                 f"{c.tpot_ms:,.1f}",
+                "-" if c.tpot_at_load_ms is None else f"{c.tpot_at_load_ms:,.1f}",
                 f"{c.output_tokens_per_s_per_replica:,.0f}",
                 str(c.replicas),
                 str(c.gpus),
@@ -173,6 +228,8 @@ def search_inference(
             "Rejected: " + ", ".join(f"{n} {why}" for why, n in result.rejected.most_common()),
             style="dim",
         )
+        if not result.top:
+            console.print(f"[red]Nothing serves it: {result.why_none()}[/red]")
     if not result.top:
         raise typer.Exit(EXIT_INFEASIBLE)
 

@@ -71,6 +71,19 @@ DATA_FILE = "reliability.csv"
 # The roles a reliability.csv row can supply a model default for (column `default_for`).
 DEFAULT_ROLES: tuple[str, ...] = ("interruption_rate", "checkpoint_write", "snapshot", "restart")
 
+# The checkpoint storage a plan designs (`designed_checkpoint_write_bytes_per_s`): blocking
+# writes may add this share to a run's compute time at the interval the model picks, so the
+# whole checkpoint cost (writes plus the rework a longer interval would bring, about twice
+# it at the optimum) stays near 2 %. gpufleet's design choice, cross-checked against
+# Llama 3: Tectonic's 2 TB/s under a 6.5 TB checkpoint on 16,384 GPUs is a write share of
+# 1.2 % (reliability.csv row llama-3-tectonic-checkpoint-storage). The bandwidth grows as
+# 1 / share^2: at 2 % it is a quarter, for about 2 points more GPU time.
+CHECKPOINT_WRITE_SHARE = 0.01
+# ...and never slower than one checkpoint in five minutes, a common rule of thumb for a
+# training cluster's checkpoint storage (gpufleet assumption): what the plan's storage design
+# sized alone before, and what binds for small runs, whose MTBF is long.
+CHECKPOINT_WRITE_MAX_S = 300.0
+
 REASON_MTBF = (
     "job MTBF is not longer than one checkpoint (stall, plus background write if async) "
     "+ restart: the job is expected to fail before it can save progress"
@@ -264,6 +277,75 @@ def job_mtbf_s(
     return _out(1.0 / (rate + np.asarray(job_rate_per_s, dtype=np.float64)))
 
 
+def checkpoint_write_s_for_share(mtbf_s: npt.ArrayLike, write_share: float) -> FloatOrArray:
+    """The synchronous checkpoint write time δ whose stall is `write_share` of the compute
+    time between checkpoints at Daly's interval: δ / τ(δ, M) = share.
+
+    With x = sqrt(δ / 2M), Daly's τ = 2Mx (1 + x/3 + x²/9) − 2Mx², so δ / τ = x / (1 − x/3)².
+    Setting that to s gives (s/9) x² − (1 + 2s/3) x + s = 0, whose small root, in the form
+    that does not cancel, is x = 2s / (1 + 2s/3 + sqrt(1 + 4s/3)); then δ = 2 M x². Young's
+    first-order interval gives x = s (δ = 2 M s²); Daly's differs by under 1 % at s = 1 %.
+    Solved rather than approximated so the share a plan states is the one its goodput has.
+    """
+    if not 0.0 < write_share <= 0.5:
+        raise ValueError(f"write_share must be in (0, 0.5], got {write_share}")
+    mtbf = _checked("mtbf_s", mtbf_s, strict=True)
+    s = write_share
+    x = 2.0 * s / (1.0 + 2.0 * s / 3.0 + math.sqrt(1.0 + 4.0 * s / 3.0))
+    return _out(2.0 * mtbf * x * x)
+
+
+def designed_checkpoint_write_bytes_per_s(
+    *,
+    gpus: npt.ArrayLike,
+    checkpoint_bytes: npt.ArrayLike,
+    gpu_mtbf_s: npt.ArrayLike | None = None,
+    checkpoint_interval_s: npt.ArrayLike | None = None,
+    write_share: float = CHECKPOINT_WRITE_SHARE,
+    max_write_s: float = CHECKPOINT_WRITE_MAX_S,
+    defaults: ReliabilityDefaults | None = None,
+) -> FloatOrArray:
+    """The aggregate checkpoint write bandwidth to build for a run: the one its goodput uses.
+
+    A plan designs storage and reports goodput from one bandwidth. Sized by a fixed write
+    time alone (checkpoint / 300 s), a 405B run on 16,384 GPUs got 21.6 GB/s of storage
+    while its goodput assumed Tectonic's 2,000 GB/s; at its own storage it loses 27 % of its
+    time, not 8 %. Here the bandwidth comes from the failure rate the goodput model uses:
+
+        write_s = the δ with δ / τ = write_share at Daly's τ for the job's MTBF
+                  (`checkpoint_write_s_for_share`), or write_share × the given
+                  checkpoint_interval_s when the run fixes its interval;
+        bandwidth = checkpoint_bytes / min(write_s, max_write_s).
+
+    So blocking writes cost `write_share` of the compute time (and the interval that goes
+    with them about as much again in rework), and a small run, whose long MTBF would allow
+    slow storage, still writes a checkpoint within `max_write_s`. The write is synchronous,
+    as the training estimate models it: δ / τ = share < 1 also means the storage finishes
+    each checkpoint well inside the interval, so it sustains one write per interval. (With
+    asynchronous checkpoints, `goodput(async_checkpoint=True)`, only the host snapshot would
+    stall, and the storage would still have to write one checkpoint per interval.)
+
+    gpus, checkpoint_bytes (> 0), gpu_mtbf_s and checkpoint_interval_s broadcast as in
+    `goodput`; None takes `defaults` (default_reliability()), whose per-job interruption rate
+    counts as there. Pass the result to `goodput(storage_bytes_per_s=...)`.
+    """
+    d = default_reliability() if defaults is None else defaults
+    if not max_write_s > 0:
+        raise ValueError(f"max_write_s must be > 0, got {max_write_s}")
+    size = _checked("checkpoint_bytes", checkpoint_bytes, strict=True)
+    if checkpoint_interval_s is None:
+        g = _checked("gpus", gpus, strict=True)
+        one_gpu_mtbf = _checked("gpu_mtbf_s", _or(gpu_mtbf_s, d.gpu_mtbf_s), strict=True)
+        mtbf = job_mtbf_s(g, one_gpu_mtbf, d.job_interruption_rate_per_hour / SECONDS_PER_HOUR)
+        write_s = np.asarray(checkpoint_write_s_for_share(mtbf, write_share))
+    else:
+        interval = _checked("checkpoint_interval_s", checkpoint_interval_s, strict=True)
+        if not 0.0 < write_share <= 0.5:
+            raise ValueError(f"write_share must be in (0, 0.5], got {write_share}")
+        write_s = write_share * interval
+    return _out(size / np.minimum(write_s, max_write_s))
+
+
 @dataclass(frozen=True)
 class Goodput:
     """The goodput model's result; arrays when any input was an array, else scalars.
@@ -434,12 +516,16 @@ def _out(arr: npt.NDArray[np.float64]) -> FloatOrArray:
 
 
 __all__ = [
+    "CHECKPOINT_WRITE_MAX_S",
+    "CHECKPOINT_WRITE_SHARE",
     "DEFAULT_ROLES",
     "Goodput",
     "ReliabilityDefaults",
     "ReliabilityRow",
+    "checkpoint_write_s_for_share",
     "daly_interval_s",
     "default_reliability",
+    "designed_checkpoint_write_bytes_per_s",
     "goodput",
     "job_mtbf_s",
     "load_reliability",

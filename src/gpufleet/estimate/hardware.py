@@ -93,7 +93,9 @@ def resolve_hardware(
         )
     else:
         scaleup = device.scaleup_bidir_gbytes_per_s * 1e9 / 2
-    scaleout = _scaleout_per_gpu(sys_row, fabric, gpus_per_node, log)
+    scaleout = _scaleout_per_gpu(
+        device.name, sys_row, fabric, gpus_per_node, log, stated=scale_out is not None
+    )
     return GpuHardware(
         accelerator=device.name,
         peak_flops=peak,
@@ -204,6 +206,44 @@ def _fabric_for(sys_row: System | None, name: str | None, log: Assumptions) -> F
     return None
 
 
+def _stated_fabric_gbit_per_gpu(
+    accelerator: str, sys_row: System | None, fabric: Fabric, gpus_per_node: int, log: Assumptions
+) -> float | None:
+    """Gb/s per GPU on a stated scale-out fabric, or None when fabrics.csv gives no rate.
+
+    A cloud fabric's per-node figure is the instance's network, shared by its GPUs. An
+    on-prem fabric's port rate runs on the system's NICs, each at the slower of NIC and port
+    (a DGX H100's 400G NICs on HDR 200 ports: 8 × 200 Gb/s), one NIC per GPU where the system
+    row names none (rail-optimised), as the plan's fabric design counts them: its per-node
+    figure is a DGX's 8 ports, which would give a 72-GPU NVL72 row 44 Gb/s per GPU.
+    """
+    if fabric.node_gbit_per_s and (fabric.is_cloud or not fabric.port_gbit_per_s):
+        rate = fabric.node_gbit_per_s / gpus_per_node
+        log.add(
+            f"scale_out[{accelerator}]",
+            f"{fabric.name}: {rate:,.0f} Gb/s per GPU",
+            f"hardware.scale_out; fabrics.csv node_gbit_per_s {fabric.node_gbit_per_s:,.0f} "
+            f"over {gpus_per_node} GPUs",
+        )
+        return rate
+    if not fabric.port_gbit_per_s:
+        return None
+    nics = gpus_per_node
+    port = fabric.port_gbit_per_s
+    if sys_row is not None and sys_row.node_nics:
+        nics = sys_row.node_nics
+        port = min(port, sys_row.nic_gbit_per_s or port)
+    rate = nics * port / gpus_per_node
+    where = f"{sys_row.name}'s {nics} NICs" if sys_row and sys_row.node_nics else "one NIC per GPU"
+    log.add(
+        f"scale_out[{accelerator}]",
+        f"{fabric.name}: {rate:,.0f} Gb/s per GPU",
+        f"hardware.scale_out; {where} at {port:,.0f} Gb/s (the slower of NIC and "
+        f"{fabric.name} port)",
+    )
+    return rate
+
+
 def _default_gpus_per_node(device: Accelerator, log: Assumptions) -> int:
     per_node = min(device.scaleup_domain_gpus or 8, 8)
     log.add("gpus_per_node", per_node, f"no system row for {device.name}; scale-up domain or 8")
@@ -211,9 +251,29 @@ def _default_gpus_per_node(device: Accelerator, log: Assumptions) -> int:
 
 
 def _scaleout_per_gpu(
-    sys_row: System | None, fabric: Fabric | None, gpus_per_node: int, log: Assumptions
+    accelerator: str,
+    sys_row: System | None,
+    fabric: Fabric | None,
+    gpus_per_node: int,
+    log: Assumptions,
+    *,
+    stated: bool = False,
 ) -> float:
-    """Unidirectional bytes/s one GPU can push across nodes (rail-optimised: NIC per GPU)."""
+    """Unidirectional bytes/s one GPU can push across nodes (rail-optimised: NIC per GPU).
+
+    A `hardware.scale_out` the spec states is the network the run uses, so it comes before
+    the system row's own NICs (which are the system's default network): a stated HDR 200 on
+    a DGX H100 ran at the DGX's 8 × 400 Gb/s before, the same step time as NDR 400.
+    """
+    if stated and fabric is not None:
+        rate = _stated_fabric_gbit_per_gpu(accelerator, sys_row, fabric, gpus_per_node, log)
+        if rate is not None:
+            return rate * 1e9 / 8
+        log.add(
+            "scale_out_bandwidth",
+            f"{fabric.name}: no bandwidth in fabrics.csv",
+            "the system's own network figure is used instead (hardware.scale_out stated)",
+        )
     if sys_row is not None:
         if sys_row.node_network_gbit_per_s:
             return sys_row.node_network_gbit_per_s * 1e9 / 8 / gpus_per_node

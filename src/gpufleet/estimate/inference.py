@@ -470,10 +470,11 @@ def stage_case(case: InferenceCase, pp: int) -> InferenceCase:
     return replace(case, arch=arch)
 
 
-def pipelined(stage: Serving, pp: int, hop_s: float, request_overhead_s: float) -> Serving:
+def pipelined(stage: Serving, pp: int, hop_s: float | Array, request_overhead_s: float) -> Serving:
     """End-to-end serving of `pp` stages each serving a micro-batch (1/pp of the load):
     a token crosses every stage (pp stage steps and pp-1 hand-offs), while all stages work
-    on different micro-batches at once, so the whole load advances once per token time."""
+    on different micro-batches at once, so the whole load advances once per token time.
+    `hop_s` is one hand-off, or one per load when the stage figures are arrays of loads."""
     if pp <= 1:
         return stage
     hops = (pp - 1) * hop_s

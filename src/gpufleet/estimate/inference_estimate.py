@@ -4,12 +4,20 @@ The three load forms of a spec map to three questions: `batch` — how fast is
 one static batch; `concurrency` — what does a replica deliver with that many
 requests in flight; `request_rate` — how many replicas (and GPUs) serve that
 rate within the SLOs, and at what cost per million output tokens.
+
+A request rate is sized on slots: the largest batch per replica whose TPOT and TTFT meet
+the SLOs (and whose KV cache fits), with the latencies at that full batch, which is what the
+SLO is checked against and the replicas are counted with (conservative: a burst fills the
+slots). The rate itself keeps fewer requests in flight than that — Little's law, arrival
+rate per replica × mean time in system — and runs them at a faster TPOT; `load_point`
+says how many and how fast, so the figures are not read as the load (the 70B example's 509
+slots were printed as "509 in flight" where its 50 req/s keep about 180).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +43,12 @@ from gpufleet.estimate.inference import (
     pipelined,
     stage_case,
     static_batch,
+)
+from gpufleet.estimate.inference_load import (
+    LoadPoint,
+    load_point,
+    memory_remedies,
+    memory_shortfall,
 )
 from gpufleet.estimate.queueing import replicas_needed
 from gpufleet.specs.inference import InferenceSpec
@@ -82,9 +96,18 @@ class InferenceEstimate(Report):
     tp: int
     pp: int
     mode: str
-    batch: int
-    ttft_ms: float
-    tpot_ms: float
+    batch: int  # the load evaluated: the batch or concurrency given, or the slots of a rate
+    # The batch each replica is sized for: the batch or concurrency given, or for a request
+    # rate the largest concurrency whose TPOT and TTFT meet the SLOs within memory (0: none).
+    slots_per_replica: int
+    # Mean requests holding a slot per replica at the stated load: the batch or concurrency
+    # given, or for a request rate Little's law (`load_point`); None when nothing is served.
+    in_flight_per_replica: float | None
+    arrival_rate_per_replica_per_s: float | None  # request rate ÷ replicas
+    ttft_ms: float  # at `batch` (a rate: full slots, p99 prompt and p99 queue wait)
+    tpot_ms: float  # at `batch` (a rate: full slots, the figure held to the SLO)
+    tpot_at_load_ms: float | None  # with `in_flight_per_replica` requests decoding
+    request_time_at_load_s: float | None  # mean time a request holds a slot at the load
     output_tokens_per_s: float
     output_tokens_per_s_per_gpu: float
     replica_capacity_output_tokens_per_s: float
@@ -306,11 +329,7 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     memory_ok = bool(mem.total[0] <= usable)
     fits = memory_ok and load >= 1
     if not memory_ok:
-        reasons.append(
-            f"does not fit: {max(load, 1)} requests of {longest:.0f} tokens need "
-            f"{mem.total[0] / 1e9:.1f} GB per GPU of {usable / 1e9:.1f} GB usable; "
-            f"at most {cap} fit at tp {tp}"
-        )
+        reasons += _memory_reasons(spec, full_case, tp, pp, max(load, 1), cap, mem.total[0], usable)
     micro = max(1, -(-max(load, 1) // pp))  # each stage works on 1/pp of the load at a time
     stage = _serving(
         case,
@@ -325,10 +344,14 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     if memory_ok and load < 1:
         reasons.append(_no_concurrency_reason(spec, serving))
     gpus_per_replica = tp * pp
-    replicas = max(1, (spec.hardware.count or gpus_per_replica) // gpus_per_replica)
-    wait_s = 0.0
-    if mode == "request_rate" and load >= 1:
-        replicas, wait_s = _replicas_for_rate(spec, serving, load, log)
+    replicas, wait_s = (
+        _replicas_for_rate(spec, serving, load, log)
+        if mode == "request_rate" and load >= 1
+        else (max(1, (spec.hardware.count or gpus_per_replica) // gpus_per_replica), 0.0)
+    )
+    at_load = _at_load(
+        spec, case, (tp, pp), mode=mode, load=load if fits else 0, replicas=replicas, log=log
+    )
     per_replica = float(serving.output_tokens_per_s[0])
     slo_met = fits and _slo_ok(spec, serving, wait_s)
     served = per_replica * replicas
@@ -355,8 +378,28 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
         pp=pp,
         mode=mode,
         batch=load,
+        slots_per_replica=load,
+        # a batch or concurrency given is the load itself; a rate's is solved (`load_point`)
+        in_flight_per_replica=(
+            load if mode != "request_rate" else None if at_load is None else at_load.in_flight
+        ),
+        arrival_rate_per_replica_per_s=None if at_load is None else at_load.arrival_rate_per_s,
         ttft_ms=(float(serving.ttft_s[0]) + wait_s) * 1e3,
         tpot_ms=float(serving.tpot_s[0]) * 1e3,
+        tpot_at_load_ms=(
+            float(serving.tpot_s[0]) * 1e3
+            if mode != "request_rate"
+            else None
+            if at_load is None
+            else at_load.tpot_s * 1e3
+        ),
+        request_time_at_load_s=(
+            float(serving.request_time_s[0])
+            if mode != "request_rate"
+            else None
+            if at_load is None
+            else at_load.request_time_s
+        ),
         output_tokens_per_s=served,
         output_tokens_per_s_per_gpu=served / gpus,
         replica_capacity_output_tokens_per_s=per_replica,
@@ -387,6 +430,102 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
             AssumptionOut(name=a.name, value=a.value, source=a.source) for a in log.frozen()
         ],
     )
+
+
+def _at_load(
+    spec: InferenceSpec,
+    case: InferenceCase,
+    layout: tuple[int, int],
+    *,
+    mode: str,
+    load: int,
+    replicas: int,
+    log: Assumptions,
+) -> LoadPoint | None:
+    """A request rate's replicas at the rate itself (`load_point`), beside the full slots
+    (`load`) they are sized and checked at; None for other loads or when nothing fits."""
+    rate = spec.serving.request_rate
+    if mode != "request_rate" or rate is None or load < 1:
+        return None
+    sv = spec.serving
+    tp, pp = layout
+    log.add(
+        "in_flight_per_replica",
+        "request rate ÷ replicas × mean time a request holds a slot (Little's law)",
+        "solved with the TPOT of that in-flight batch; TTFT, TPOT, memory and the SLO check "
+        "are at full slots (conservative: a burst fills them)",
+    )
+    return load_point(
+        case,
+        tp,
+        pp,
+        arrival_rate_per_s=rate / replicas,
+        slots=load,
+        prompt=float(sv.mean_tokens("input")),
+        out=float(sv.mean_tokens("output")),
+    )
+
+
+def _memory_reasons(  # noqa: PLR0917 - the figures of one estimate, in its order
+    spec: InferenceSpec,
+    whole: InferenceCase,
+    tp: int,
+    pp: int,
+    requests: int,
+    cap: int,
+    needed_bytes: float,
+    usable: float,
+) -> list[str]:
+    """Why the load does not fit; where not even one request does, in per-GPU numbers and
+    with what would help (`_no_request_fits_reason`; `whole` is the model before its pp
+    stages are cut)."""
+    sv = spec.serving
+    longest = float(sv.max_tokens("input") + sv.max_tokens("output"))
+    plural = requests != 1
+    reasons = [
+        f"does not fit: {requests} request{'s' * plural} of {longest:.0f} tokens "
+        f"need{'' if plural else 's'} {needed_bytes / 1e9:.1f} GB per GPU of "
+        f"{usable / 1e9:.1f} GB usable; at most {cap} fit at tp {tp}"
+    ]
+    if cap < 1:
+        reasons.append(_no_request_fits_reason(spec, whole, tp, pp, longest))
+    return reasons
+
+
+def _no_request_fits_reason(
+    spec: InferenceSpec, whole: InferenceCase, tp: int, pp: int, longest: float
+) -> str:
+    """Why not even one request fits, in per-GPU numbers, and what would help: an SLO does
+    not change memory, and a larger tp only helps up to one node's tensor-parallel group.
+    `whole` is the whole model; each of `pp` stages holds its share of the layers."""
+    stage = stage_case(whole, pp)
+    largest = max(
+        t for t in TP_CHOICES if t <= whole.hw.scaleup_domain_gpus and spec.model.heads % t == 0
+    )
+    where = f" with {pp} pipeline stages" if pp > 1 else ""
+    if tp < largest and (spec.parallelism is not None or pp > 1):
+        hint = f"; tp up to {largest} fits in one node's scale-up domain"
+    else:
+        hint = f"; tp {tp} is the largest on one node" if tp == largest else ""
+    remedies = memory_remedies(
+        whole,
+        tp,
+        longest,
+        pp=pp,
+        wider_tp=tuple(t for t in TP_CHOICES if t > largest),
+        pipeline_note="which parallelism.pp estimates (the search and plans do not size it)",
+    )
+    return (
+        f"no request fits{where}: {memory_shortfall(stage, tp, longest).text()}{hint}. "
+        f"What would help: {_either(remedies)}"
+    )
+
+
+def _either(items: list[str]) -> str:
+    """'a, b, or c': remedies read as alternatives."""
+    if len(items) < 3:
+        return " or ".join(items)
+    return ", ".join(items[:-1]) + ", or " + items[-1]
 
 
 def _no_concurrency_reason(spec: InferenceSpec, one: Serving) -> str:
@@ -467,8 +606,6 @@ def mig_fit(
     slices carrying their share of bandwidth, memory bandwidth in proportion to its
     memory (assumption: memory-slice counts are not in the catalog).
     """
-    from dataclasses import replace
-
     device = get_accelerator(case.hw.accelerator)
     results: list[MigFit] = []
     for profile in mig_profiles_for(device.name):

@@ -65,6 +65,7 @@ from gpufleet.estimate.training_offload import (
     HOST_LINK_EFFICIENCY,
     host_link_bytes_per_s,
 )
+from gpufleet.estimate.training_traffic import Volumes, scaleout_bytes
 
 Array = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -200,6 +201,12 @@ class Evaluation:
     # traffic and CPU optimizer step add (within optimizer_s and step_time_s).
     host_bytes: Array
     offload_s: Array
+    # Bytes per GPU per step across the scale-out network, what a fabric must carry
+    scaleout_tp_bytes: Array
+    scaleout_cp_bytes: Array
+    scaleout_ep_bytes: Array
+    scaleout_pp_bytes: Array
+    scaleout_dp_bytes: Array
 
 
 @dataclass(frozen=True)
@@ -311,6 +318,9 @@ class _LayerTime:
     tp_comm: Array
     cp_comm: Array
     ep_comm: Array
+    tp_bytes: Array  # sent per layer and microbatch in each group, over whichever link
+    cp_bytes: Array
+    ep_bytes: Array
 
     @property
     def total(self) -> Array:
@@ -348,7 +358,8 @@ def _layer_time(
     )
     # Tensor parallel: two collectives per layer and pass (all-reduce, or all-gather +
     # reduce-scatter with sequence parallelism: the same volume), 2(t-1)/t of T·h·2 bytes.
-    one = 2 * (tp - 1) / tp * tokens * h * 2 / bw["tp"] + 2 * (tp - 1) * latency
+    tp_volume = 2 * (tp - 1) / tp * tokens * h * 2
+    one = tp_volume / bw["tp"] + 2 * (tp - 1) * latency
     tp_pass = np.where(lay.tp > 1, 2 * one, 0.0)
     # Context parallel: K and V chunks travel around the ring, overlapped with attention.
     d_qk, d_v = qk_v_dims(case.arch)
@@ -392,6 +403,9 @@ def _layer_time(
         tp_comm=tp_pass * passes,
         cp_comm=cp_f * (passes + 1),
         ep_comm=ep_f * (passes + 1),
+        tp_bytes=np.where(lay.tp > 1, 2 * tp_volume, 0.0) * passes,
+        cp_bytes=np.where(lay.cp > 1, (cp - 1) * kv_bytes, 0.0) * (passes + 1),
+        ep_bytes=np.where((lay.ep > 1) & moe, a2a, 0.0) * (passes + 1),
     )
 
 
@@ -562,7 +576,7 @@ def _optimizer(
     return np.where(off, offload_s, gpu_s), offload_s, host_bytes
 
 
-def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
+def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:  # noqa: PLR0915 - one step model
     arch, eff, hw, prof = case.arch, case.eff, case.hw, case.profile
     pp, dp, vs = _floats(lay.pp), _floats(lay.dp), _floats(lay.vs)
     gpus = _floats(lay.gpus)
@@ -621,6 +635,8 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
     shard = np.where(lay.zero >= 1, dp * _floats(lay.cp), 1.0)  # sharded over dp × cp
     optimizer, offload_s, host_bytes = _optimizer(case, lay, st.params_tp / shard, mem_rate)
     step = pipeline + dp_exposed + optimizer
+    volumes = Volumes(p2p_bytes, grad_volume + gather_volume, z3_volume)
+    out = scaleout_bytes(case, lay, st, m, volumes)  # what crosses nodes, of the above
 
     tokens_per_s = float(case.global_batch * case.seq_len) / step
     mflops = model_flops(arch, case.seq_len)
@@ -672,4 +688,9 @@ def evaluate(case: TrainingCase, lay: Layouts) -> Evaluation:
         params_per_gpu=st.params_tp / np.where(lay.zero >= 3, dp, 1.0),
         host_bytes=host_bytes,
         offload_s=offload_s,
+        scaleout_tp_bytes=out.tp,
+        scaleout_cp_bytes=out.cp,
+        scaleout_ep_bytes=out.ep,
+        scaleout_pp_bytes=out.pp,
+        scaleout_dp_bytes=out.dp,
     )

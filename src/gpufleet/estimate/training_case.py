@@ -26,6 +26,15 @@ def case_for(
         system=spec.hardware.system if same else None,
         scale_out=spec.hardware.scale_out if same else None,
     )
+    # Always stated: the network the step time crosses nodes on (a stated scale_out logs its
+    # own derivation first under the same name, hardware.resolve_hardware).
+    log.add(
+        f"scale_out[{hw.accelerator}]",
+        f"{hw.fabric or 'unnamed'}: {hw.scaleout_bytes_per_s * 8 / 1e9:,.0f} Gb/s per GPU",
+        f"{hw.system}'s network (systems.csv); a stated hardware.scale_out replaces it"
+        if hw.system
+        else "no system row: the default scale-out fabric",
+    )
     eff, cal = efficiency_for(hw.accelerator)
     profile = framework_profile(spec.training.framework)
     # Always stated: which efficiency rows this accelerator's figures rest on, and when

@@ -61,8 +61,21 @@ def ring_bandwidth(
     per GPU whatever the layout (a profile that measured so, frameworks.yaml).
     """
     span = stride * size
-    local = np.clip(island // np.maximum(stride, 1), 1, np.maximum(size, 1)).astype(np.float64)
-    if not rails:
-        local = np.ones_like(local)
+    local = ring_local_ranks(stride, size, island, rails=rails)
     per_byte = np.maximum((local - 1) / (local * up), 1 / (local * out))
     return np.where(span <= island, up, 1 / per_byte).astype(np.float64)
+
+
+def ring_local_ranks(stride: IntArray, size: IntArray, island: int, *, rails: bool = True) -> Array:
+    """Ranks of one ring on each node whose NICs share its network traffic (`ring_bandwidth`):
+    the group's ranks on a scale-up island, or 1 when a profile measured one NIC per GPU."""
+    local = np.clip(island // np.maximum(stride, 1), 1, np.maximum(size, 1)).astype(np.float64)
+    return local if rails else np.ones_like(local)
+
+
+def ring_nic_share(stride: IntArray, size: IntArray, island: int, *, rails: bool = True) -> Array:
+    """Share of one rank's ring bytes that its own NIC sends, as `ring_bandwidth` times them:
+    0 when the ring stays on one scale-up island, else 1/local (each ring crosses each node
+    boundary once, its network bytes spread over its local ranks' NICs)."""
+    local = ring_local_ranks(stride, size, island, rails=rails)
+    return np.where(stride * size <= island, 0.0, 1 / local).astype(np.float64)

@@ -36,6 +36,7 @@ from gpufleet.estimate.training_memory import (
 )
 from gpufleet.estimate.training_offload import host_memory_per_gpu_bytes, offload_assumptions
 from gpufleet.estimate.training_search import candidate_layouts
+from gpufleet.estimate.training_traffic import ScaleOutBytes
 from gpufleet.formatting import format_gb
 from gpufleet.specs.training import Parallelism, TrainingSpec
 
@@ -63,6 +64,18 @@ class CommTime(Report):
     cp: float
     ep: float
     exposed: float
+
+
+class ScaleOutTraffic(Report):
+    """Bytes one GPU sends across the scale-out network per step, by parallel group (the
+    busiest pipeline stage's GPU; `estimate.training_traffic`): what a fabric must carry."""
+
+    tp: float
+    pp: float
+    dp: float
+    cp: float
+    ep: float
+    total: float
 
 
 class ParallelismOut(Report):
@@ -108,6 +121,7 @@ class TrainingEstimate(Report):
     checkpoint_interval_s: float | None
     parallelism: ParallelismOut
     comm_time_s: CommTime
+    scaleout_bytes_per_gpu_per_step: ScaleOutTraffic
     compute_time_s: float
     bubble_time_s: float
     optimizer_time_s: float
@@ -238,6 +252,25 @@ def _offload_reason(case: TrainingCase, ev: Evaluation) -> str:
     )
 
 
+def _scaleout_traffic(ev: Evaluation) -> ScaleOutTraffic:
+    """The first layout's scale-out bytes per GPU per step, by group."""
+    out = ScaleOutBytes(
+        tp=ev.scaleout_tp_bytes,
+        cp=ev.scaleout_cp_bytes,
+        ep=ev.scaleout_ep_bytes,
+        pp=ev.scaleout_pp_bytes,
+        dp=ev.scaleout_dp_bytes,
+    )
+    return ScaleOutTraffic(
+        tp=float(out.tp[0]),
+        pp=float(out.pp[0]),
+        dp=float(out.dp[0]),
+        cp=float(out.cp[0]),
+        ep=float(out.ep[0]),
+        total=float(out.total[0]),
+    )
+
+
 def _days(seconds: float | None) -> float | None:
     return None if seconds is None else seconds / SECONDS_PER_DAY
 
@@ -333,6 +366,7 @@ def _report(
             ep=f(ev.ep_comm_s),
             exposed=f(ev.exposed_comm_s),
         ),
+        scaleout_bytes_per_gpu_per_step=_scaleout_traffic(ev),
         compute_time_s=f(ev.compute_s),
         bubble_time_s=f(ev.bubble_s),
         optimizer_time_s=f(ev.optimizer_s),

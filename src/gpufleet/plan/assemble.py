@@ -9,6 +9,8 @@ cheaper of the optimised cloud mix and on-prem TCO over the horizon wins.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from gpufleet.errors import UserError
@@ -193,12 +195,9 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         f"{origin} (no sourced size limit: the catalog's sources state durations, 7-182 days, "
         "and booking up to 8 weeks ahead, not sizes)",
     )
-    window = max(
-        (float(c.metrics.get("wall_clock_days_with_failures") or 0.0) * 24 for c in training),
-        default=0.0,
-    )
     starts = {w.name: w.start / 3600.0 for w in spec.workloads if isinstance(w, TrainingWorkload)}
     spans = run_spans(spec, training)
+    window = _burst_window_hours(training, spans)
     for c in training:
         end_h = (
             starts.get(c.workload, 0.0)
@@ -210,12 +209,13 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
                 f"{(end_h - starts[c.workload]) / 24:,.0f} days on {c.accelerator}, past the "
                 f"{spec.horizon_years:g}-year horizon; start it earlier or raise horizon_years"
             )
-    if window > horizon:
-        longest = max(training, key=lambda c: c.metrics.get("wall_clock_days_with_failures") or 0)
+    longest_h = max((_run_hours(c) for c in training), default=0.0)
+    if longest_h > horizon:
+        longest = max(training, key=_run_hours)
         raise UserError(
             f"horizon_years: {spec.horizon_years:g} years is shorter than {longest.workload}'s "
-            f"run on {longest.accelerator} ({window / 24:,.0f} days with failures); set "
-            f"horizon_years to at least {window / HOURS_PER_YEAR:.2f}, or give it a shorter "
+            f"run on {longest.accelerator} ({longest_h / 24:,.0f} days with failures); set "
+            f"horizon_years to at least {longest_h / HOURS_PER_YEAR:.2f}, or give it a shorter "
             "deadline"
         )
     return Demand(
@@ -234,6 +234,33 @@ def _demand(spec: PlanSpec, best: Portfolio, log: Assumptions) -> Demand:
         # when each runs, as the demand curve places it: the gangs at once are the curve's
         burst_spans=tuple(spans[c.workload] for c in training),
     )
+
+
+def _run_hours(c: WorkloadChoice) -> float:
+    """A training run's wall clock with failures, in hours."""
+    return float(c.metrics.get("wall_clock_days_with_failures") or 0.0) * 24
+
+
+def _burst_window_hours(
+    training: Sequence[WorkloadChoice], spans: Mapping[str, tuple[int, int]]
+) -> float:
+    """Hours in which some training run is running: the union of the runs' spans, each from
+    the hour the demand curve starts it for its exact wall clock. The purchase mix obtains
+    at most its spot and block caps at once over these hours, and reserved GPUs lend the
+    runs only these hours. The longest run alone (the window before) put every run of a
+    year inside one run's weeks: year-of-runs' three 8B runs, which never overlap the 70B
+    sweep, found no capacity block left and were bought on demand ($147,023 more)."""
+    intervals = sorted(
+        (float(spans[c.workload][0]), spans[c.workload][0] + _run_hours(c))
+        for c in training
+        if c.workload in spans
+    )
+    total, end = 0.0, -math.inf
+    for start, stop in intervals:
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
 
 
 def _failure_hours(spec: PlanSpec, best: Portfolio) -> tuple[float, float] | None:
@@ -439,6 +466,7 @@ def cost_and_design(
             network_capex_usd=0.0 if design.fabric.name == "none" else None,
             burst_rent_usd=(curve.rent_usd or 0.0) if curve is not None else 0.0,
             owned_work_gpu_hours=curve.owned_gpu_hours if renting and curve else None,
+            burst_gpu_hours=curve.rented_gpu_hours if renting and curve else None,
         )
     demand = _demand(spec, best, log)
     failure_hours = None if headline_only else _failure_hours(spec, best)

@@ -16,7 +16,7 @@ from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.mig import check_layout, mig_profiles_for
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.inference_estimate import MAX_UTILISATION, estimate_inference
-from gpufleet.plan.inference_search import search_inference
+from gpufleet.plan.inference_search import ServingCandidate, search_inference
 from gpufleet.plan.planner import serving_on
 from gpufleet.specs.fleet import PlanInferenceEntry
 from gpufleet.specs.inference import InferenceSpec, ServingParams
@@ -96,8 +96,10 @@ def size_service(
         return f"{label} on {accelerator}: {str(exc).splitlines()[-1].strip()}"
     result = search_inference(inf, [accelerator], precisions=[serving.precision], top_k=1)
     if not result.top:
-        why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
-        return f"{label} on {accelerator}: cannot serve it within the SLO ({why})"
+        # memory is not an SLO matter: say which stops it (a count of TP sizes read as a count
+        # of models, "4 × model and one request do not fit", and "within the SLO" misled)
+        within = "" if result.memory_misses else " within the SLO"
+        return f"{label} on {accelerator}: cannot serve it{within}: {result.why_none()}"
     best = result.top[0]
     whole = ServiceSizing(
         team=team,
@@ -114,7 +116,7 @@ def size_service(
         tpot_ms=best.tpot_ms,
         whole_gpus=best.gpus,
         how=f"{best.replicas} replica{'s' * (best.replicas != 1)} × {best.tp} GPU "
-        f"(TP {best.tp}, {best.concurrency} requests in flight each) for "
+        f"(TP {best.tp}, {best.slots} slots each{_in_flight(best)}) for "
         f"{entry.request_rate:g} req/s within the SLO",
     )
     if not entry.mig or best.tp != 1 or not mig_profiles_for(accelerator):
@@ -152,8 +154,8 @@ def size_service(
                 ttft_ms=ttft,
                 tpot_ms=tpot,
                 how=f"{slices} MIG {p.profile} slice{'s' * (slices != 1)} "
-                f"({fit.output_tokens_per_s:,.0f} output tokens/s each at "
-                f"{min(est.batch, fit.max_batch)} in flight, run at most "
+                f"({fit.output_tokens_per_s:,.0f} output tokens/s each with "
+                f"{min(est.batch, fit.max_batch)} slots full, run at most "
                 f"{MAX_UTILISATION:.0%} busy) instead of {best.gpus} whole GPU"
                 f"{'s' * (best.gpus != 1)}",
             )
@@ -170,6 +172,14 @@ def size_service(
         "scaled from the whole-GPU estimate (approximation)",
     )
     return pick
+
+
+def _in_flight(best: ServingCandidate) -> str:
+    """', about N in flight at the peak': the requests the peak rate keeps in each replica
+    (Little's law), which the slots only bound (they were printed as "in flight")."""
+    if best.in_flight is None:
+        return ""
+    return f", about {best.in_flight:,.0f} in flight at the peak rate"
 
 
 def _homogeneous_count(accelerator: str, profile: str, most: int) -> int:

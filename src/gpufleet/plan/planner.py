@@ -21,14 +21,16 @@ from pydantic import ValidationError
 
 from gpufleet import __version__
 from gpufleet.catalog.accelerators import get_accelerator
-from gpufleet.catalog.pricing import PriceScope, cheapest_gpu_hour, no_price_reason
+from gpufleet.catalog.pricing import GpuHourPrice, PriceScope, cheapest_gpu_hour, no_price_reason
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
-from gpufleet.estimate.training_memory import MEMORY_ENGINEERING
+from gpufleet.estimate.training_estimate import TrainingEstimate, estimate_training
+from gpufleet.estimate.training_memory import MEMORY_ENGINEERING, NEAR_LIMIT_FRACTION
 from gpufleet.estimate.training_search import (
     POWER_OF_TWO_COUNTS,
+    Candidate,
     Constraints,
     search_training,
 )
@@ -44,7 +46,8 @@ from gpufleet.plan.cost.instances import priced_on_instances, rented_offer
 from gpufleet.plan.cost.prices import cloud_price_offers
 from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
 from gpufleet.plan.demand_curve import gpus_at_once
-from gpufleet.plan.inference_search import search_inference
+from gpufleet.plan.design.storage import checkpoint_storage_as_costed, checkpoint_write_rule
+from gpufleet.plan.inference_search import ONE_NODE_ONLY, search_inference
 from gpufleet.plan.model import (
     Alternative,
     Assumption,
@@ -57,11 +60,16 @@ from gpufleet.plan.model import (
 from gpufleet.plan.ranking import by_list_price, rank
 from gpufleet.plan.ranking import why as why_best
 from gpufleet.plan.renting import cloud_offers, rented_sentence
-from gpufleet.plan.summary import executive_summary
-from gpufleet.plan.within_limits import cheapest_on_time, serving_within_limits
+from gpufleet.plan.summary import (
+    MEMORY_RISK_FRACTION,
+    RoomierLayout,
+    executive_summary,
+    memory_near_limit_note,
+)
+from gpufleet.plan.within_limits import serving_within_limits, training_parallelism
 from gpufleet.specs.inference import InferenceSpec, ServingParams
 from gpufleet.specs.plan import InferenceWorkload, PlanSpec, TrainingWorkload
-from gpufleet.specs.training import TrainingSpec
+from gpufleet.specs.training import Reliability, TrainingSpec
 
 __all__ = ["DEFAULT_ACCELERATORS", "InfeasiblePlanError", "plan", "serving_on"]
 
@@ -155,7 +163,7 @@ def _size_training(
             "model": w.model.model_dump(),
             "training": w.training.model_dump(),
             "hardware": {"accelerator": accelerator},
-            "reliability": w.reliability.model_dump() if w.reliability else None,
+            "reliability": _reliability_data(w.reliability),
         }
     )
     deadline = training_deadline_s(w)
@@ -171,27 +179,43 @@ def _size_training(
         return _unmet(w.name, "training", accelerator, unpriced)
     # no budget_usd here: it is held to the plan's headline cost once costed (plan.ranking)
     limits = Constraints(max_gpus=w.constraints.max_gpus, deadline_s=deadline, scope=scope)
-    # The planner sizes a fleet on the power-of-two grid it always has: `search training`
-    # now tries every whole-server count that splits, and letting the plan pick from those
-    # too changes plans (shared-cluster's 70B run: 1,024 → 640 GPUs, 47 → 74 days for
-    # 0.8 % less) — a product decision left to its own change (design 0003).
-    result = search_training(
-        base, [accelerator], gpu_counts=POWER_OF_TWO_COUNTS, constraints=limits, top_k=50
-    )
+    # Every whole-server count that splits (`training_search.gpu_counts_for`, ~9 % apart),
+    # not only powers of two: once goodput was costed at the checkpoint storage the plan
+    # designs, 2,048 H200s missed the 70B run's 90 days by 1.4 and the next power of two
+    # doubled the fleet (4,096 H100s for 52.5 days, $28.3 M); 2,560 make it in 80 days for
+    # $27.1 M. A deadline is met by the cheapest layout, not the cheapest on a coarse grid.
+    result = search_training(base, [accelerator], gpu_counts=None, constraints=limits, top_k=50)
     for a in result.assumptions.frozen():
         log.add(a.name, a.value, a.source)
     if not result.pareto:
         return _unmet(w.name, "training", accelerator, _why_no_layout(base, accelerator, limits))
     price = cheapest_gpu_hour(accelerator, scope)
-    picked = cheapest_on_time(base, result.pareto, deadline)
-    if isinstance(picked, str):
-        return _unmet(w.name, "training", accelerator, picked)
-    pick, est = picked
+    checkpoint_bytes = float(parameter_count(base.model).total * TRAINING_STATE_BYTES_PER_PARAM)
+    write_for = checkpoint_write_rule(w.reliability, checkpoint_bytes)
+    pick, est, on_time = _cheapest_on_time(base, result.pareto, deadline, write_for)
+    if not on_time:
+        return _unmet(w.name, "training", accelerator, _late(pick, est, deadline))
+    same_gpus = None
     for reason in est.reasons:
         if reason.startswith(MEMORY_ENGINEERING):  # near the HBM limit: say so, with options
             head, _, rest = reason.partition(": ")
             log.add(f"memory[{w.name} on {accelerator}]", head, rest)
+            same_gpus = rest.partition("; ")[2] or None
     hours = est.gpu_hours_with_failures or est.gpu_hours
+    cost = None if price is None or hours is None else hours * price.usd_per_gpu_hour
+    note = None
+    capacity = float(est.memory_capacity_bytes)
+    if est.memory_per_gpu_bytes.total > MEMORY_RISK_FRACTION * capacity:
+        roomy = [c for c in result.top if c.memory_bytes <= NEAR_LIMIT_FRACTION * capacity]
+        note = memory_near_limit_note(
+            used_bytes=float(est.memory_per_gpu_bytes.total),
+            capacity_bytes=capacity,
+            wall_clock_days=est.wall_clock_days_with_failures or est.train_time_days or 0.0,
+            cost_usd=cost,
+            gpus=pick.gpus,
+            same_gpus=same_gpus,
+            roomier=_roomier(base, roomy, deadline, write_for, price),
+        )
     return WorkloadChoice(
         workload=w.name,
         kind="training",
@@ -214,16 +238,108 @@ def _size_training(
         design_inputs={
             "step_time_s": est.step_time_s,
             "tokens_per_s": est.tokens_per_s,
-            "dp_bytes_per_step": float(est.memory_per_gpu_bytes.weights),
+            # every byte a GPU sends across nodes per step, as the step model moves it (DP,
+            # ZeRO-3 gathers, CP ring, PP sends, EP all-to-all, TP that spans nodes): the key
+            # keeps its name, TrafficNeed's field (design/fabric.py reads it)
+            "dp_bytes_per_step": est.scaleout_bytes_per_gpu_per_step.total,
             "checkpoint_bytes": float(
                 parameter_count(base.model).total * TRAINING_STATE_BYTES_PER_PARAM
             ),
             "dataset_bytes": float(w.training.tokens) * 4,
-            "tp_crosses_nodes": float(est.parallelism.tp > 8),
+            # the storage its goodput was computed at, which the design builds (_assemble)
+            "checkpoint_write_bytes_per_s": write_for(pick.gpus),
+            "checkpoint_interval_s": est.checkpoint_interval_s or 0.0,
+            "tp_crosses_nodes": float(est.scaleout_bytes_per_gpu_per_step.tp > 0),
         },
         gpu_hours=hours,
-        cost_usd=None if price is None or hours is None else hours * price.usd_per_gpu_hour,
+        cost_usd=cost,
         meets_constraints=True,
+        notes=[note] if note else [],
+    )
+
+
+def _reliability_data(
+    rel: Reliability | None, write_bytes_per_s: float | None = None
+) -> dict[str, object] | None:
+    """`rel` as spec data that reads back as itself, its checkpoint storage (or
+    `write_bytes_per_s`) written with its unit: a bare number is GB/s while a Reliability
+    dumps bytes/s, so a dump read back multiplied the rate by 10^9 (a plan stating
+    `checkpoint_storage: 21.6GB/s` was costed at 2.2e19 B/s: 94.6 % goodput, not 73 %)."""
+    if rel is None and write_bytes_per_s is None:
+        return None
+    data: dict[str, object] = rel.model_dump() if rel is not None else {}
+    rate = write_bytes_per_s
+    if rate is None and rel is not None:
+        rate = rel.checkpoint_storage
+    data["checkpoint_storage"] = None if rate is None else f"{float(rate)!r}B/s"
+    return data
+
+
+def _layout_spec(base: TrainingSpec, pick: Candidate, write_bytes_per_s: float) -> TrainingSpec:
+    """`base` on the searched layout `pick`, its checkpoints written at `write_bytes_per_s`."""
+    data = base.model_dump()
+    data["hardware"]["count"] = pick.gpus
+    data["parallelism"] = training_parallelism(pick)
+    data["reliability"] = _reliability_data(base.reliability, write_bytes_per_s)
+    return TrainingSpec.model_validate(data)
+
+
+def _cheapest_on_time(
+    base: TrainingSpec,
+    front: Sequence[Candidate],
+    deadline_s: float,
+    write_for: Callable[[int], float],
+) -> tuple[Candidate, TrainingEstimate, bool]:
+    """The cheapest layout of `front` whose wall clock with failures meets the deadline, with
+    its estimate and True; else the fastest with False. Each layout's goodput is at the
+    storage the plan would build for its GPU count (`write_for`), the bandwidth growing with
+    the GPUs, so `within_limits.cheapest_on_time`, which estimates every layout with one
+    spec (and reads a stated storage rate back from its dump × 10^9), is not used here."""
+    closest: tuple[Candidate, TrainingEstimate, float] | None = None
+    for pick in sorted(front, key=lambda c: (c.cost_usd or math.inf, c.gpus)):
+        est = estimate_training(_layout_spec(base, pick, write_for(pick.gpus)))
+        days = est.wall_clock_days_with_failures
+        if days is None or days * 86_400.0 <= deadline_s:
+            return pick, est, True
+        if closest is None or days < closest[2]:
+            closest = (pick, est, days)
+    assert closest is not None, "the front is never empty here"
+    return closest[0], closest[1], False
+
+
+def _late(pick: Candidate, est: TrainingEstimate, deadline_s: float) -> str:
+    days = est.wall_clock_days_with_failures or 0.0
+    return (
+        f"misses the deadline with failures: the fastest layout ({pick.gpus:,} GPUs) "
+        f"needs {fmt_duration(days * 86_400.0)} with failures and restarts against "
+        f"{fmt_duration(deadline_s)}"
+    )
+
+
+def _roomier(
+    base: TrainingSpec,
+    roomy: Sequence[Candidate],
+    deadline_s: float,
+    write_for: Callable[[int], float],
+    price: GpuHourPrice | None,
+) -> RoomierLayout | None:
+    """The layout the plan would fall back to if the recommended one does not fit in memory
+    in practice: of the search's layouts within `NEAR_LIMIT_FRACTION` of HBM, the cheapest on
+    time, else the fastest (`_cheapest_on_time`); None without one. The search keeps the
+    fastest layout per GPU count, so a roomier layout on the same count is not among them:
+    the estimator's single changes in the appendix name those."""
+    if not roomy:
+        return None
+    pick, est, on_time = _cheapest_on_time(base, roomy, deadline_s, write_for)
+    hours = est.gpu_hours_with_failures or est.gpu_hours
+    p = est.parallelism
+    return RoomierLayout(
+        gpus=pick.gpus,
+        layout=f"tp {p.tp}, pp {p.pp}, dp {p.dp}, zero {p.zero_stage}, recompute {p.recompute}",
+        memory_per_gpu_bytes=float(est.memory_per_gpu_bytes.total),
+        wall_clock_days=est.wall_clock_days_with_failures or est.train_time_days or 0.0,
+        cost_usd=None if price is None or hours is None else hours * price.usd_per_gpu_hour,
+        meets_deadline=on_time,
     )
 
 
@@ -327,8 +443,7 @@ def _size_inference(
     for a in result.assumptions.frozen():
         log.add(a.name, a.value, a.source)
     if not result.top:
-        why = ", ".join(f"{n} × {r}" for r, n in result.rejected.most_common(2)) or "no candidate"
-        return _unmet(w.name, "inference", accelerator, f"cannot serve it: {why}")
+        return _unmet(w.name, "inference", accelerator, f"cannot serve it: {result.why_none()}")
     price = cheapest_gpu_hour(accelerator, scope)
     picked = serving_within_limits(result.top, w.constraints)
     if isinstance(picked, str):
@@ -340,20 +455,8 @@ def _size_inference(
         kind="inference",
         accelerator=accelerator,
         gpus=c.gpus,
-        parallelism={
-            "tp": c.tp,
-            "replicas": c.replicas,
-            "precision": c.precision,
-            "concurrency": c.concurrency,
-            "engine": engine,
-        },
-        metrics={
-            "ttft_ms": c.ttft_ms,
-            "tpot_ms": c.tpot_ms,
-            "output_tokens_per_s_per_replica": c.output_tokens_per_s_per_replica,
-            "cost_per_million_output_tokens_usd": c.cost_per_million_output_tokens_usd,
-            "max_concurrency_per_replica": float(c.concurrency),
-        },
+        parallelism=c.plan_parallelism(engine),
+        metrics=c.plan_metrics(),
         gpu_hours=hours,
         cost_usd=None if price is None else hours * price.usd_per_gpu_hour,
         meets_constraints=True,
@@ -404,11 +507,11 @@ def _infeasible_advice(spec: PlanSpec, portfolios: Sequence[Portfolio]) -> list[
             "an accelerator without a price where the plan buys cannot be planned: allow "
             "other accelerators, providers or regions, or deployment: both"
         )
-    advice.extend(_remedies(spec))
+    advice.extend(_remedies(spec, portfolios))
     return advice
 
 
-def _remedies(spec: PlanSpec) -> list[str]:
+def _remedies(spec: PlanSpec, portfolios: Sequence[Portfolio] = ()) -> list[str]:
     """What the spec could relax, from its own workloads: a max_gpus below one server must
     rise whatever else changes; a deadline and max_gpus bind only training runs here (the
     serving search reads neither), SLOs only services; a line names only what applies."""
@@ -417,6 +520,9 @@ def _remedies(spec: PlanSpec) -> list[str]:
     tiny = [w.name for w in training if (w.constraints.max_gpus or smallest) < smallest]
     sized = [w for w in training if w.name not in tiny]
     serving = any(isinstance(w, InferenceWorkload) for w in spec.workloads)
+    # an SLO cannot make weights fit: offer it unless every serving failure is memory-bound
+    unserved = [f for p in portfolios for f in p.failures if "cannot serve it" in f]
+    slo_may_help = serving and not (unserved and all(ONE_NODE_ONLY in f for f in unserved))
     out: list[str] = []
     if tiny:
         out.append(
@@ -430,7 +536,7 @@ def _remedies(spec: PlanSpec) -> list[str]:
         options.append("raise max_gpus")
     if sized or serving:
         options.append("allow more accelerators")
-    if serving:
+    if slo_may_help:
         options.append("relax the serving SLOs")
     if options:
         out.append(("otherwise: " if tiny else "to make it feasible: ") + _list(options))
@@ -474,13 +580,45 @@ def _teams(spec: PlanSpec, best: Portfolio) -> list[TeamQuota]:
     return out
 
 
+def _with_checkpoint_storage(spec: PlanSpec, best: Portfolio) -> PlanSpec:
+    """`spec` with each training run's checkpoint storage set to the rate its goodput used
+    (`checkpoint_write_bytes_per_s` in its design inputs)."""
+    rates = {
+        c.workload: c.design_inputs["checkpoint_write_bytes_per_s"]
+        for c in best.choices
+        if c.kind == "training" and c.design_inputs.get("checkpoint_write_bytes_per_s")
+    }
+    workloads = [
+        w.model_copy(
+            update={
+                "reliability": Reliability.model_validate(
+                    _reliability_data(w.reliability, rates[w.name])
+                )
+            }
+        )
+        if isinstance(w, TrainingWorkload) and w.name in rates
+        else w
+        for w in spec.workloads
+    ]
+    return spec.model_copy(update={"workloads": workloads})
+
+
 def _assemble(
     spec: PlanSpec, best: Portfolio, rest: list[Portfolio], log: Assumptions, tick: Progress
 ) -> Plan:
     tick("designing the cluster and pricing it")
     gpus = best.peak_gpus
     cloud = cloud_offers(spec, best)
-    design, curve, cost, deployment, provider, extra = cost_and_design(spec, best, cloud, log)
+    # the tornado's failure-rate row re-runs each run's goodput from its spec: at the storage
+    # the plan builds for it, held fixed while the failure rate moves
+    built = _with_checkpoint_storage(spec, best)
+    design, curve, cost, deployment, provider, extra = cost_and_design(built, best, cloud, log)
+    given = {
+        w.name
+        for w in spec.workloads
+        if isinstance(w, TrainingWorkload) and w.reliability and w.reliability.checkpoint_storage
+    }
+    design = checkpoint_storage_as_costed(design, best.choices, given, log)
     why = why_best(best, rest[0]) if rest else ["the only accelerator that meets every constraint"]
     rented = rented_sentence(spec, best, cost, provider) if deployment == "cloud" else ""
     why = ([rented] if rented else []) + why + extra

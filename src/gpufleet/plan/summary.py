@@ -12,7 +12,11 @@ written from those figures, so the summary cannot disagree with the pages behind
   would assume all inputs go wrong together; the largest single swing alone would ignore
   the rest. The method is stated beside the range.
 - **Drivers**: the tornado's three widest rows, each with the total at its low and high end.
-- **What would change the decision**: the utilisation at which owning and renting cross
+- **What would change the decision**: first, a training layout at the memory limit
+  (`MEMORY_RISK_FRACTION`): the headline's days and cost come from a layout that may not
+  run as planned, and the sentence names the next layout with headroom the search found and
+  what it costs in days (pretrain-70b's used 149.6 of 151.4 GB per GPU, and only the
+  appendix said so). Then the utilisation at which owning and renting cross
   (`plan.cost.verdict`), the cut in its headline cost that would make the cheapest
   alternative accelerator the recommendation (the planner ranks feasible accelerators by the
   headline cost of the plan each would give, `plan.ranking`), and whether the rent-or-own
@@ -23,8 +27,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from gpufleet.formatting import fmt_label, fmt_num, fmt_pct, fmt_usd, fmt_usd_apart
+from gpufleet.estimate.training_memory import NEAR_LIMIT_FRACTION
+from gpufleet.formatting import (
+    fmt_label,
+    fmt_num,
+    fmt_pct,
+    fmt_usd,
+    fmt_usd_apart,
+    format_gb,
+)
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.model import (
     Alternative,
@@ -45,6 +58,89 @@ DRIVERS_SHOWN = 3
 
 
 LIST_PRICES = "at on-demand list prices"
+
+# A recommended training layout above this share of HBM is a risk to the headline, said in
+# the summary and beside the workload. The memory model's "other" term is a flat 2 GiB per
+# GPU for the CUDA context, NCCL buffers and allocator fragmentation (estimate/training.py,
+# OTHER_RESERVE_BYTES), while PyTorch's caching allocator commonly loses 5-10 % of HBM to
+# fragmentation alone: above 95 % the room left beyond that reserve is below the low end of
+# that loss, so the layout should be expected not to run until it is tuned. Between the
+# estimator's 90 % (NEAR_LIMIT_FRACTION) and this, tuning is expected to work, and the
+# appendix's "needs memory engineering" line says so. "With headroom" is the estimator's 90 %.
+MEMORY_RISK_FRACTION = 0.95
+MEMORY_NEAR_LIMIT = "memory near the limit"
+
+
+@dataclass(frozen=True)
+class RoomierLayout:
+    """The layout a plan would take if the recommended one does not fit in practice: the
+    cheapest the search found at most `NEAR_LIMIT_FRACTION` of HBM that meets the deadline,
+    else the fastest such one (`meets_deadline` False). Figures are the plan's own: wall
+    clock with failures, cost at on-demand list prices (None without a price)."""
+
+    gpus: int
+    layout: str  # e.g. "tp 8, pp 4, dp 128, recompute selective"
+    memory_per_gpu_bytes: float
+    wall_clock_days: float
+    cost_usd: float | None
+    meets_deadline: bool
+
+
+def memory_near_limit_note(
+    *,
+    used_bytes: float,
+    capacity_bytes: float,
+    wall_clock_days: float,
+    cost_usd: float | None,
+    gpus: int,
+    same_gpus: str | None,
+    roomier: RoomierLayout | None,
+) -> str | None:
+    """The workload note for a recommended layout above `MEMORY_RISK_FRACTION` of HBM, from
+    its own figures, the estimator's single changes that fit on the same `gpus` (`same_gpus`,
+    its own words, memory only) and the roomier layout the search found on another count
+    (None at or below the threshold). It starts with `MEMORY_NEAR_LIMIT`, which is how
+    `executive_summary` finds it."""
+    if not capacity_bytes > 0 or used_bytes <= MEMORY_RISK_FRACTION * capacity_bytes:
+        return None
+    head = (
+        f"{MEMORY_NEAR_LIMIT}: the layout uses {format_gb(used_bytes)} of "
+        f"{format_gb(capacity_bytes)} per GPU ({fmt_pct(used_bytes / capacity_bytes)}), above "
+        f"the {fmt_pct(MEMORY_RISK_FRACTION)} a plan takes without memory engineering (the "
+        "model's flat 2 GiB reserve is below the 5-10 % PyTorch's allocator commonly loses to "
+        "fragmentation), so the days and cost here assume tuning makes it run"
+    )
+    if same_gpus:
+        head += f"; on the same {gpus:,} GPUs, {same_gpus}"
+    if roomier is None:
+        return (
+            f"{head}; the search found no other GPU count with a layout within "
+            f"{fmt_pct(NEAR_LIMIT_FRACTION)} of memory"
+        )
+    days = roomier.wall_clock_days - wall_clock_days
+    more = f"{abs(days):,.1f} days {'more' if days >= 0 else 'fewer'}"
+    if roomier.cost_usd is not None and cost_usd is not None:
+        extra = roomier.cost_usd - cost_usd
+        more += f", {fmt_usd(abs(extra))} {'more' if extra >= 0 else 'less'} at list prices"
+    late = "" if roomier.meets_deadline else ", past the deadline"
+    return (
+        f"{head}; the next layout with headroom the search found is on {roomier.gpus:,} GPUs "
+        f"({roomier.layout}; {format_gb(roomier.memory_per_gpu_bytes)}, "
+        f"{fmt_pct(roomier.memory_per_gpu_bytes / capacity_bytes)}): "
+        f"{roomier.wall_clock_days:,.1f} days with failures, {more}{late}"
+    )
+
+
+def _memory_risks(rec: Recommendation) -> list[str]:
+    """The summary's sentence for each recommended workload whose note says its layout is at
+    the memory limit (`memory_near_limit_note`)."""
+    out: list[str] = []
+    for w in rec.workloads:
+        for note in w.notes:
+            if note.startswith(MEMORY_NEAR_LIMIT):
+                body = note.removeprefix(MEMORY_NEAR_LIMIT).removeprefix(": ")
+                out.append(f"Memory near the limit for {w.workload} on {w.accelerator}: {body}")
+    return out
 
 
 def workloads_cost_usd(rec: Recommendation) -> float | None:
@@ -319,7 +415,8 @@ def executive_summary(
     low = high = None
     if base is not None:
         low, high = cost_range(base, drivers)
-    changes: list[str] = []
+    # a headline resting on a layout at the memory limit is said first
+    changes: list[str] = _memory_risks(rec)
     verdict = RentOrOwn.from_json(cost.rent_or_own) if cost.rent_or_own else None
     if verdict is not None:
         changes += _rent_or_own_changes(rec.deployment, verdict)

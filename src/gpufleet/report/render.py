@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -310,31 +311,80 @@ def reserved_note(plan: Plan) -> str:
     )
 
 
+def rent_or_own_verdict(plan: Plan) -> RentOrOwn | None:
+    """The plan's rent-or-own verdict (None without one), with the GPU-hours its burst rent
+    pays for read from the demand curve where the verdict does not carry them (a plan.json
+    from before it did, or a planner that does not pass them): the table counts them."""
+    if not plan.cost.rent_or_own:
+        return None
+    v = RentOrOwn.from_json(plan.cost.rent_or_own)
+    if v.burst_gpu_hours is None and plan.demand_curve is not None:
+        v = replace(v, own_burst_gpu_hours=plan.demand_curve.rented_gpu_hours)
+    return v
+
+
+def rent_or_own_note(plan: Plan) -> str:
+    """The sentence above the rent-or-own table (`RentOrOwn.same_hours_text`); '' without."""
+    v = rent_or_own_verdict(plan)
+    return v.same_hours_text() if v is not None else ""
+
+
 def rent_or_own_rows(plan: Plan) -> list[tuple[str, str, str, bool]]:
     """The two comparisons side by side (`plan.cost.verdict`): (row, the planned work, the
-    fleet at the stated utilisation, whether that cell is derived); empty without a TCO."""
-    if not plan.cost.rent_or_own:
+    fleet at the stated utilisation, whether that cell is derived); empty without a TCO.
+
+    Where owning rents the demand above the fleet, the stated column's GPU-hours are the
+    fleet's steady use and those above it, as its totals are on both sides; a row says how
+    many are above the fleet, the rates say which GPU-hours each is for, and a row says
+    what of the TCO rents them. The GPU-hours row counted the fleet's alone beside totals
+    that held the burst (year-of-runs: 1,667,904 GPU-h at $3.77 is $6,280,918, beside
+    $7,773,719 to rent and a TCO of $5,814,000, each with $1,492,801 for 303,662 GPU-h)."""
+    v = rent_or_own_verdict(plan)
+    if v is None:
         return []
-    v = RentOrOwn.from_json(plan.cost.rent_or_own)
     own = fmt_usd(v.own_usd)
-    rows = [
+    steady_gpu_hours = v.stated_fleet_gpu_hours
+    stated_gpu_hours = v.rent_at_stated_gpu_hours
+    steady_rate = v.rate_text(
+        v.rent_at_stated_usd_per_gpu_hour, v.rent_at_stated_basis or "steady use"
+    )
+    burst = v.own_burst_rent_usd
+    burst_gpu_hours = v.burst_gpu_hours
+    burst_rate = v.burst_usd_per_gpu_hour
+    rows: list[tuple[str, str, str, bool]] = [
         (
             "GPU-hours",
             f"{fmt_count(round(v.work_gpu_hours))} GPU-h",
-            f"{fmt_count(round(v.fleet_hours * v.stated_utilization))} GPU-h",
+            f"{fmt_count(round(steady_gpu_hours))} GPU-h on the fleet and the demand above it"
+            if stated_gpu_hours is None
+            else f"{fmt_count(round(stated_gpu_hours))} GPU-h",
             True,
         ),
+    ]
+    if burst:
+        above = MISSING if burst_gpu_hours is None else f"{fmt_count(round(burst_gpu_hours))} GPU-h"
+        rows.append(("Of them above the owned fleet, rented on both sides", above, above, True))
+    rows += [
         ("Fleet busy", fmt_pct(v.work_utilization), fmt_pct(v.stated_utilization), False),
         ("Renting them", fmt_usd(v.rent_work_usd), fmt_usd(v.rent_at_stated_usd), True),
         (
             "Rented at",
             f"{fmt_usd_rate(v.rent_usd_per_gpu_hour)}/GPU-h, blended over the work",
-            v.rate_text(v.rent_at_stated_usd_per_gpu_hour, v.rent_at_stated_basis or "steady use"),
+            steady_rate
+            if not burst
+            else f"{steady_rate}, for the fleet's {fmt_count(round(steady_gpu_hours))} GPU-h; "
+            + (
+                f"{fmt_usd(burst)} above the fleet"
+                if burst_rate is None
+                else f"{fmt_usd_rate(burst_rate)}/GPU-h above it"
+            ),
             True,
         ),
         ("Owning the fleet (TCO)", own, own, True),
-        ("Cheaper", v.cheaper_for_work, v.cheaper_at_stated, True),
     ]
+    if burst:
+        rows.append(("Of it renting above the fleet", fmt_usd(burst), fmt_usd(burst), True))
+    rows.append(("Cheaper", v.cheaper_for_work, v.cheaper_at_stated, True))
     if v.own_pv_usd is not None and v.rent_work_pv_usd is not None:
         rate = fmt_pct(v.discount_rate)
         own_pv = fmt_usd(v.own_pv_usd)
@@ -406,6 +456,7 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "option_ranked": any(o.plan_usd is not None for o in option_costs[1:]),
         "headline": headline_cost(plan),
         "rent_or_own": rent_or_own_rows(plan),
+        "rent_or_own_note": rent_or_own_note(plan),
         "workloads_note": workloads_note(plan),
         "reserved_note": reserved_note(plan),
         # the GPUs in use at the busiest hour, beside every workload's added up

@@ -322,6 +322,7 @@ def rent_or_own(
         breakeven_utilization=steady.breakeven_utilization(tco["total"] - burst),
         own_residual_usd=tco.get("residual_value", 0.0),
         own_replacement_usd=tco.get("replacement_purchases", 0.0),
+        own_burst_gpu_hours=on_prem.burst_gpu_hours if burst else 0.0,
     )
     if payback is not None and verdict.cheaper_at_stated == "rent":
         # the cash view pays back (capex once, no horizon) while over the horizon the TCO

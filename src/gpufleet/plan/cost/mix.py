@@ -249,4 +249,14 @@ def optimise_mix(demand: Demand, prices: Mapping[str, float], log: Assumptions) 
             "so reserved GPUs above the baseline can absorb it; give burst_window_hours for "
             "deadline-bound runs",
         )
+    elif demand.burst_gpu_hours > 0:
+        log.add(
+            f"{demand.accelerator} burst window",
+            f"{demand.window_hours:,.0f} hours",
+            "gpufleet (derived): the hours in which some training run is running (the union "
+            "of the runs' spans, each its wall clock with failures); spot and capacity blocks "
+            "are obtainable up to their caps at once over these hours, and reserved GPUs lend "
+            "the runs only these hours",
+        )
+    out["burst_window_hours"] = demand.window_hours
     return out

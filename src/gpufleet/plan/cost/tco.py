@@ -53,6 +53,10 @@ class OnPremInputs:
     # demand above the owned fleet, rented (`plan.demand_curve`); part of the on-prem total
     burst_rent_usd: float = 0.0
     owned_work_gpu_hours: float | None = None  # the demand the owned fleet serves (None: all)
+    # the GPU-hours `burst_rent_usd` pays for (`DemandCurve.rented_gpu_hours`), so that the
+    # rent-or-own table counts them with the rent (None: not given; the report then reads them
+    # from the plan's demand curve)
+    burst_gpu_hours: float | None = None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, fields
 from typing import Any, Literal
 
-from gpufleet.formatting import fmt_num, fmt_pct, fmt_usd, fmt_usd_apart, fmt_usd_rate
+from gpufleet.formatting import fmt_count, fmt_num, fmt_pct, fmt_usd, fmt_usd_apart, fmt_usd_rate
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 
 Side = Literal["own", "rent"]
@@ -73,6 +73,9 @@ class RentOrOwn:
     own_residual_usd: float = 0.0  # book value the TCO credits at the horizon's end
     # buying the hardware (or the facility) again when the horizon outlives it: in own_usd
     own_replacement_usd: float = 0.0
+    # the GPU-hours `own_burst_rent_usd` pays for (the work above the owned fleet,
+    # `plan.demand_curve`); None where the planner did not say (plan.json from before it did)
+    own_burst_gpu_hours: float | None = None
 
     @property
     def fleet_hours(self) -> float:
@@ -107,6 +110,55 @@ class RentOrOwn:
     def rent_full_usd_per_gpu_hour(self) -> float:
         steady = self.rent_full_usd - self.own_burst_rent_usd
         return steady / self.fleet_hours if self.fleet_hours else 0.0
+
+    @property
+    def burst_gpu_hours(self) -> float | None:
+        """The GPU-hours above the owned fleet that both sides rent: 0 without a burst rent,
+        None where the rent is known and its GPU-hours are not."""
+        if not self.own_burst_rent_usd:
+            return 0.0
+        return self.own_burst_gpu_hours
+
+    @property
+    def stated_fleet_gpu_hours(self) -> float:
+        """The fleet's own steady use at the stated utilisation (what the steady rate buys)."""
+        return self.fleet_hours * self.stated_utilization
+
+    @property
+    def rent_at_stated_gpu_hours(self) -> float | None:
+        """Every GPU-hour the stated-utilisation column pays for, on each side: the fleet's
+        steady use and the burst above it. The table showed the first alone beside totals
+        that held both (year-of-runs: 1,667,904 GPU-h beside $7,773,719, which holds
+        $1,492,801 for 303,662 GPU-h above the fleet). None where the burst's hours are not
+        known."""
+        burst = self.burst_gpu_hours
+        return None if burst is None else self.stated_fleet_gpu_hours + burst
+
+    @property
+    def burst_usd_per_gpu_hour(self) -> float | None:
+        """What a GPU-hour above the fleet costs to rent (None without one, or its hours)."""
+        burst = self.burst_gpu_hours
+        return self.own_burst_rent_usd / burst if burst else None
+
+    def same_hours_text(self) -> str:
+        """The sentence above the side-by-side table, from its numbers: that each column puts
+        the same GPU-hours on both sides and, where owning rents the demand above the fleet,
+        how many GPU-hours that is and that both sides pay for them (the plain sentence read
+        as if the GPU-hours row were all of them, and the totals did not add up from it)."""
+        text = "Each column puts the same GPU-hours on both sides"
+        if not self.own_burst_rent_usd:
+            return text
+        burst = self.burst_gpu_hours
+        above = f"above the owned fleet's {self.fleet_gpus:,} GPUs"
+        which = (
+            f", with the demand {above} rented on both sides"
+            if burst is None
+            else f", {fmt_count(round(burst))} GPU-hours of them {above}, which both sides rent"
+        )
+        return text + (
+            f"{which} ({fmt_usd(self.own_burst_rent_usd)} in the TCO and in the rent at the "
+            "stated utilisation; the rent of the planned work buys them in its mix)"
+        )
 
     def _burst_clause(self) -> str:
         """', plus $b renting the demand above the fleet, on both sides': says that the
@@ -174,6 +226,8 @@ class RentOrOwn:
             "own_idle_usd",
             "rent_at_stated_usd_per_gpu_hour",
             "rent_full_usd_per_gpu_hour",
+            "rent_at_stated_gpu_hours",
+            "burst_usd_per_gpu_hour",
             "own_cash_usd",
             "cheaper_for_work",
             "cheaper_at_stated",

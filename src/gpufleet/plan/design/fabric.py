@@ -63,47 +63,72 @@ class FatTree:
         return self.leaves + self.spines + self.super_spines
 
 
-def size_fat_tree(nodes: int, rails: int, radix: int) -> FatTree:
-    """Switches and cables of a rail-optimised, non-blocking fat-tree of `radix`-port switches.
+def size_fat_tree(nodes: int, rails: int, radix: int, oversubscription: float = 1.0) -> FatTree:
+    """Switches and cables of a rail-optimised fat-tree of `radix`-port switches.
 
-    E = nodes × rails endpoints (NICs), h = radix // 2.
+    E = nodes × rails endpoints (NICs), h = radix // 2 (a leaf's down ports).
     - E ≤ radix: one switch, E cables.
     - Else leaves = rails × ceil(nodes / h): each leaf serves one rail (NIC index) of up to h
-      nodes on h down ports and has h up ports (1:1). This equals ceil(E / h) when nodes is a
-      multiple of h.
-    - Two levels while leaves ≤ radix: spines = ceil(leaves × h / radix);
-      cables = E + leaves × h.
-    - Three levels beyond: pods of h leaves with h spines each (pods = ceil(leaves / h),
-      spines = pods × h); super-spines = ceil(spines × h / radix);
-      cables = E + leaves × h + spines × h. Beyond radix pods (E > radix³/4) a fourth level
-      would be needed, which is not sized: UserError.
+      nodes; the last leaf of a rail takes what is left (`leaf_ports_down`). A leaf has as
+      many up ports as it uses down ports ÷ `oversubscription` (1 = non-blocking): uplinks are
+      sized from the ports used, not the ports a leaf has, so a partly filled leaf does not
+      buy spines for nodes that are not there (16 DGX H100 nodes at 1:1: 8 leaves with 16
+      nodes each, 128 uplinks, 2 spines and 256 cables, not 4 spines and 384 cables).
+    - Two levels while leaves ≤ radix (a spine reaches every leaf):
+      spines = ceil(uplinks / radix); cables = E + uplinks.
+    - Three levels beyond: pods of h leaves (node blocks across all rails, in order); a pod
+      has ceil(its leaves' uplinks / h) spines of h down and h up ports, and the spines'
+      uplinks (as many as their used down links, 1:1 above the leaves) go to
+      ceil(spine uplinks / radix) super-spines; cables = E + leaf uplinks + spine uplinks.
+      Beyond radix pods (E > radix³/4) a fourth level would be needed, which is not sized:
+      UserError.
     """
     if nodes < 1 or rails < 1 or radix < 2:
         raise ValueError(f"need nodes, rails >= 1 and radix >= 2; got {nodes}, {rails}, {radix}")
+    if not oversubscription >= 1.0:
+        raise ValueError(f"oversubscription must be >= 1, got {oversubscription}")
     endpoints = nodes * rails
     if endpoints <= radix:
         return FatTree(1, endpoints, 1, 0, 0, 0, endpoints)
     half = radix // 2
-    leaves = rails * math.ceil(nodes / half)
+    # node ports used on each leaf, node block by node block, every rail's leaf of a block
+    down = [d for d in leaf_ports_down(nodes, half) for _ in range(rails)]
+    up = [math.ceil(d / oversubscription) for d in down]
+    leaves, uplinks = len(down), sum(up)
     if leaves <= radix:
-        spines = math.ceil(leaves * half / radix)
-        return FatTree(2, endpoints, leaves, spines, 0, 0, endpoints + leaves * half)
+        return FatTree(2, endpoints, leaves, math.ceil(uplinks / radix), 0, 0, endpoints + uplinks)
     pods = math.ceil(leaves / half)
     if pods > radix:
         raise UserError(
             f"{endpoints} NICs exceed a three-level fat-tree of {radix}-port switches "
             f"({radix**3 // 4} endpoints); choose a higher-radix fabric (e.g. ib-xdr-800)"
         )
-    spines = pods * half
-    supers = math.ceil(spines * half / radix)
-    cables = endpoints + leaves * half + spines * half
-    return FatTree(3, endpoints, leaves, spines, supers, pods, cables)
+    spines = sum(math.ceil(sum(up[i : i + half]) / half) for i in range(0, leaves, half))
+    supers = math.ceil(uplinks / radix)
+    return FatTree(3, endpoints, leaves, spines, supers, pods, endpoints + 2 * uplinks)
+
+
+def leaf_ports_down(nodes: int, half: int) -> list[int]:
+    """Nodes on each leaf of one rail: full leaves of `half`, the last one with the rest."""
+    full, rest = divmod(nodes, half)
+    return [half] * full + ([rest] if rest else [])
 
 
 def required_gbit_per_s_per_gpu(need: TrafficNeed) -> float:
-    """Ring all-reduce: each GPU sends ~2 × its gradient bytes per step; to finish within
-    one step (full overlap with compute) it needs dp_bytes × 2 × 8 / step_time bit/s."""
-    return need.dp_bytes_per_step * 2 * 8 / need.step_time_s / 1e9
+    """The average rate at which one GPU must send across nodes: the bytes the chosen layout
+    moves over the scale-out network per step and GPU (`need.dp_bytes_per_step`, filled by
+    the planner from the step model's own collectives: data-parallel sync or ZeRO-3 gathers,
+    context-parallel ring, pipeline sends, expert all-to-all, tensor parallelism that spans
+    nodes; `estimate.training_traffic`) × 8 / step time.
+
+    A lower bound, and the one rate that follows from the layout alone: a NIC slower than
+    this cannot move the step's bytes within the step's time whatever overlaps, while any
+    faster figure depends on how much of the traffic hides under compute, which depends on
+    the link itself (the step time was estimated at the estimator's scale-out rate). Bursts
+    run above it: the gradient sync, once per step, hides only under the last microbatch's
+    backward. The tiers above it (`fabric_verdict`) leave room: 200G at 80 % is 160 Gb/s.
+    """
+    return need.dp_bytes_per_step * 8 / need.step_time_s / 1e9
 
 
 def fabric_verdict(
@@ -112,12 +137,15 @@ def fabric_verdict(
     available: float,
     fabric_label: str,
     scaleup_domain_gpus: int,
+    *,
+    basis: str = "",
 ) -> str:
     """One sentence: the line-rate tier the need calls for, and whether the fabric meets it.
 
     The tier is the smallest of 200 / 400 / 800 Gb/s per GPU whose usable rate
     (line × `LINK_EFFICIENCY`) covers `required`; tensor parallelism across nodes raises it to
-    at least NDR 400 (its all-reduces sit on every layer's critical path).
+    at least NDR 400 (its all-reduces sit on every layer's critical path). `basis`, when
+    given, says where `required` comes from (`traffic_basis`), in brackets after it.
     """
     line_needed = required / LINK_EFFICIENCY
     tier = next((i for i, (rate, _) in enumerate(_TIERS) if rate >= line_needed), None)
@@ -130,7 +158,8 @@ def fabric_verdict(
         )
     else:
         what = _TIERS[tier][1]
-    parts = [f"needs {_gbit(required)} Gb/s per GPU: {what}"]
+    why = f" ({basis})" if basis else ""
+    parts = [f"needs {_gbit(required)} Gb/s per GPU{why}: {what}"]
     if tp_crosses_nodes:
         parts.append(
             "tensor parallelism crosses nodes, so its per-layer all-reduces ride the fabric; "
@@ -144,6 +173,15 @@ def fabric_verdict(
         + (", enough" if meets else ", too little: choose a faster fabric")
     )
     return "; ".join(parts)
+
+
+def traffic_basis(need: TrafficNeed) -> str:
+    """Where the required rate comes from, in the verdict: the bytes, the step, the rule."""
+    return (
+        f"{need.dp_bytes_per_step / 1e9:,.1f} GB per GPU cross nodes in each "
+        f"{need.step_time_s:,.2f} s step: the step's average, a floor; what the step cannot "
+        "hide (pipeline sends, the end of the gradient sync) still runs faster on a faster link"
+    )
 
 
 def _gbit(value: float) -> str:
@@ -198,9 +236,9 @@ def size_fabric(
     """Size the scale-out fabric, or say why none is needed.
 
     None is needed when every GPU sits in one node or one scale-up domain, or when there is
-    no cross-node traffic (`need` is None: inference replicas inside a node, or a need with
-    no gradient bytes and TP inside the node): then front-end Ethernet suffices and the
-    fabric fields are zero.
+    no cross-node traffic (`need` is None: inference replicas inside a node; or a training
+    layout whose every group stays inside a scale-up domain, so no byte crosses nodes): then
+    front-end Ethernet suffices and the fabric fields are zero.
     """
     required = required_gbit_per_s_per_gpu(need) if need is not None else 0.0
     tp_crosses = need is not None and need.tp_crosses_nodes
@@ -212,11 +250,17 @@ def size_fabric(
             f"all {installed} GPUs sit in one {shape.scaleup_domain_gpus}-GPU scale-up domain: "
             "no scale-out fabric required"
         )
-    elif need is None or (required == 0 and not tp_crosses):
+    elif need is None:
         no_fabric = (
             "no cross-node training traffic (inference only): serving replicas stay inside a "
             f"node's {shape.scaleup_domain_gpus}-GPU scale-up domain, so front-end Ethernet "
             "suffices; no scale-out fabric required unless tensor parallelism crosses nodes"
+        )
+    elif required == 0 and not tp_crosses:
+        no_fabric = (
+            "no cross-node training traffic: the training layout keeps every collective "
+            f"inside a {shape.scaleup_domain_gpus}-GPU scale-up domain, so front-end Ethernet "
+            "suffices; no scale-out fabric required"
         )
     if no_fabric is not None:
         fabric = Fabric(
@@ -272,7 +316,12 @@ def size_fabric(
         required_gbit_per_s_per_gpu=required,
         available_gbit_per_s_per_gpu=available,
         verdict=fabric_verdict(
-            required, tp_crosses, available, row.display_name, shape.scaleup_domain_gpus
+            required,
+            tp_crosses,
+            available,
+            row.display_name,
+            shape.scaleup_domain_gpus,
+            basis=traffic_basis(need) if need is not None else "",
         ),
     )
     return fabric, tree
@@ -307,7 +356,7 @@ def _topology(
     half = radix // 2
     head = f"rail-optimised {'two' if tree.levels == 2 else 'three'}-level fat-tree, 1:1"
     body = (
-        f"{rails} rails; {tree.leaves} leaf switches ({half} ports down, {half} up)"
+        f"{rails} rails; {tree.leaves} leaf switches ({_leaf_ports(nodes, half)})"
         f" and {tree.spines} spines"
     )
     if tree.levels == 3:
@@ -318,7 +367,19 @@ def _topology(
             f" in {tree.pods} pods, plus {tree.super_spines} super-spines (more leaves than "
             f"a {radix}-port spine can reach, so a third level: two levels of these switches "
             f"hold at most {most:,} nodes ({most * gpus_per_node:,.0f} GPUs) and this design "
-            f"has {nodes:,}; spine_switches counts {tree.spines} spines + "
+            f"has {nodes:,} nodes ({nodes * gpus_per_node:,.0f} GPUs); spine_switches counts "
+            f"{tree.spines} spines + "
             f"{tree.super_spines} super-spines)"
         )
     return f"{head}: {body}; {radix}-port switches ({switch})"
+
+
+def _leaf_ports(nodes: int, half: int) -> str:
+    """A leaf's ports as used (1:1: as many up as down), naming a partly filled last leaf."""
+    ports = leaf_ports_down(nodes, half)
+    last = ports[-1]
+    if last == half:
+        return f"{half} ports down, {half} up"
+    if len(ports) == 1:
+        return f"{last} of {half} down ports used, {last} up"
+    return f"{half} ports down, {half} up; the last of each rail's leaves {last} and {last}"

@@ -2,18 +2,34 @@
 
 storage.csv rows state throughput in different units (per TiB, per client node, per cluster)
 or not at all, so picking and sizing a product is its own job, apart from the compute side.
+
+The checkpoint write rate is the one the training runs' goodput is computed with. The
+design step alone knows only the checkpoint's size, so `size_storage` sizes the floor (one
+checkpoint within the write target, 300 s by default); the planner then sets the rate each
+run's goodput used (`with_checkpoint_write`): the rate gpufleet's design rule gives for the
+run's GPU count and failure rate (`estimate.goodput.designed_checkpoint_write_bytes_per_s`),
+or the storage the spec states. A 405B plan designed 21.6 GB/s beside a goodput that assumed
+2,000 GB/s; its run time and GPU-hours came from storage the design did not have.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpufleet.catalog.storage import Storage as StorageRow
+from gpufleet.catalog.storage import load_storage
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.goodput import (
+    CHECKPOINT_WRITE_MAX_S,
+    CHECKPOINT_WRITE_SHARE,
+    designed_checkpoint_write_bytes_per_s,
+)
+from gpufleet.formatting import fmt_duration, fmt_pct, format_gb
 from gpufleet.plan.design.need import TrafficNeed
-from gpufleet.plan.model import Storage
+from gpufleet.plan.model import Design, Storage, WorkloadChoice
+from gpufleet.specs.training import Reliability
 
 STORAGE_HEADROOM = 0.20
 # Token ids as stored for training: int32 once the vocabulary exceeds uint16
@@ -45,7 +61,9 @@ def size_storage(
     """Capacity, throughput and a sized on-prem product.
 
     capacity = (dataset + checkpoint × retained) × 1.2; read = tokens/s × bytes/token;
-    checkpoint write = checkpoint bytes / target write time. See `choose_storage`.
+    checkpoint write = checkpoint bytes / target write time, the floor: a plan then sets the
+    rate its training runs' goodput used (`checkpoint_storage_as_costed`). See
+    `choose_storage`.
     """
     if need is None:
         return Storage(
@@ -79,7 +97,9 @@ def size_storage(
     log.add(
         "design.checkpoint_write_target_s",
         write_target_s,
-        f"target time to write one checkpoint; {retained} retained",
+        f"the slowest checkpoint write the design allows, a floor on the write rate: the "
+        f"rate is the one the training runs' goodput uses (checkpoint storage[run]); "
+        f"{retained} retained",
     )
     capacity = (need.dataset_bytes + need.checkpoint_bytes * retained) * (1 + STORAGE_HEADROOM)
     read = need.tokens_per_s * bpt / GB
@@ -95,6 +115,143 @@ def size_storage(
         choice=choice,
         units=units,
         rationale=rationale,
+    )
+
+
+def checkpoint_write_rule(
+    rel: Reliability | None, checkpoint_bytes: float
+) -> Callable[[int], float]:
+    """A training run's checkpoint write bandwidth (bytes/s) on a GPU count: the storage its
+    spec states (`rel.checkpoint_storage`), else what gpufleet builds for it
+    (`designed_checkpoint_write_bytes_per_s`, at the failure rate and interval its goodput
+    uses). The planner costs each layout at this rate and the design builds it, so the plan
+    reports goodput from the storage it designs: the design sized checkpoint / 300 s (21.6 GB/s
+    for 405B) while the goodput assumed 2,000 GB/s."""
+    if rel is not None and rel.checkpoint_storage is not None:
+        given = float(rel.checkpoint_storage)
+        return lambda _gpus: given
+
+    def designed(gpus: int) -> float:
+        return float(
+            designed_checkpoint_write_bytes_per_s(
+                gpus=gpus,
+                checkpoint_bytes=checkpoint_bytes,
+                gpu_mtbf_s=rel.gpu_mtbf if rel else None,
+                checkpoint_interval_s=rel.checkpoint_interval if rel else None,
+            )
+        )
+
+    return designed
+
+
+def checkpoint_storage_as_costed(
+    design: Design | None,
+    choices: Sequence[WorkloadChoice],
+    given: set[str],
+    log: Assumptions,
+) -> Design | None:
+    """`design` with the checkpoint write rate the training runs' goodput used (each run's
+    `checkpoint_write_bytes_per_s` design input; `given` names the runs whose spec states
+    it), and a line per run in `log` saying what it is and where it comes from: a cloud plan
+    has no design, and the storage it rents must match too. `size_storage` sized the floor,
+    one checkpoint in the write target; the storage serves one run's checkpoint at a time,
+    so it gets the fastest run's rate, and each run's goodput used its own, no more."""
+    runs = [
+        c
+        for c in choices
+        if c.kind == "training" and c.design_inputs.get("checkpoint_write_bytes_per_s")
+    ]
+    whys = {
+        c.workload: checkpoint_write_why(
+            workload=c.workload,
+            gpus=c.gpus,
+            write_bytes_per_s=c.design_inputs["checkpoint_write_bytes_per_s"],
+            checkpoint_bytes=c.design_inputs.get("checkpoint_bytes", 0.0),
+            interval_s=c.design_inputs.get("checkpoint_interval_s", 0.0),
+            given=c.workload in given,
+        )
+        for c in runs
+    }
+    for c in runs:
+        rate = c.design_inputs["checkpoint_write_bytes_per_s"] / GB
+        log.add(f"checkpoint storage[{c.workload}]", f"{rate:,.1f} GB/s", whys[c.workload])
+    if design is None or not runs:
+        return design
+    run = max(runs, key=lambda c: c.design_inputs["checkpoint_write_bytes_per_s"])
+    storage = with_checkpoint_write(
+        design.storage,
+        run.design_inputs["checkpoint_write_bytes_per_s"],
+        design.nodes,
+        why=whys[run.workload],
+        rows=load_storage(),
+    )
+    return design.model_copy(update={"storage": storage})
+
+
+def with_checkpoint_write(
+    storage: Storage,
+    write_bytes_per_s: float,
+    nodes: int,
+    *,
+    why: str,
+    rows: Sequence[StorageRow],
+) -> Storage:
+    """`storage` with its checkpoint write rate set to `write_bytes_per_s` (the rate the
+    training runs' goodput used) and its product chosen again for it; `why` says where the
+    rate comes from and starts the rationale.
+
+    The rate is set, not raised to the design's floor: a rate the spec states is the storage
+    the user has, and the plan reports what it costs them. Capacity, read rate and the
+    checkpoint size stay as `size_storage` found them; so does the storage power, a share of
+    the compute power whatever the rate (design/power.py)."""
+    if storage.checkpoint_bytes <= 0:
+        return storage  # nothing to write: an inference-only design
+    if not (math.isfinite(write_bytes_per_s) and write_bytes_per_s > 0):
+        raise ValueError(f"write_bytes_per_s must be finite and > 0, got {write_bytes_per_s}")
+    write = write_bytes_per_s / GB
+    choice, units, rationale = choose_storage(
+        storage.capacity_bytes, storage.read_gbytes_per_s, write, nodes, rows
+    )
+    return storage.model_copy(
+        update={
+            "checkpoint_write_gbytes_per_s": write,
+            "choice": choice,
+            "units": units,
+            "rationale": f"{why}. {rationale[0].upper()}{rationale[1:]}",
+        }
+    )
+
+
+def checkpoint_write_why(
+    *,
+    workload: str,
+    gpus: int,
+    write_bytes_per_s: float,
+    checkpoint_bytes: float,
+    interval_s: float,
+    given: bool,
+) -> str:
+    """Where a run's checkpoint write rate comes from and what it buys, from its figures:
+    the rule or the spec, then one checkpoint's write time against the interval its goodput
+    checkpoints at (the share the rule holds to `CHECKPOINT_WRITE_SHARE`)."""
+    write_s = checkpoint_bytes / write_bytes_per_s
+    share = fmt_pct(write_s / interval_s) if interval_s > 0 else "an unknown share"
+    every = (
+        f"one {format_gb(checkpoint_bytes)} checkpoint in {fmt_duration(write_s)} every "
+        f"{fmt_duration(interval_s)} of compute on {gpus:,} GPUs, {share} of it"
+    )
+    rate = f"checkpoint write {write_bytes_per_s / GB:,.1f} GB/s"
+    if given:
+        return (
+            f"{rate}, as the spec states (reliability.checkpoint_storage), {workload}'s "
+            f"goodput uses it: {every}"
+        )
+    return (
+        f"{rate}, {workload}'s goodput uses it: {every}; gpufleet's design rule holds blocking "
+        f"checkpoint writes to {fmt_pct(CHECKPOINT_WRITE_SHARE)} of the compute time at the "
+        f"interval the goodput model picks for the run's failure rate, and one checkpoint to "
+        f"at most {fmt_duration(CHECKPOINT_WRITE_MAX_S)} (estimate/goodput.py, "
+        "designed_checkpoint_write_bytes_per_s)"
     )
 
 
