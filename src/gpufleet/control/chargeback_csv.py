@@ -12,7 +12,13 @@ import io
 import json
 from datetime import UTC, datetime
 
-from gpufleet.control.chargeback_report import IDLE, ROUNDING, ChargebackReport, RateUsed
+from gpufleet.control.chargeback_report import (
+    IDLE,
+    ROUNDING,
+    ChargebackReport,
+    ChargebackRow,
+    RateUsed,
+)
 from gpufleet.errors import UserError
 
 CSV_COLUMNS_AFTER_GROUPS: tuple[str, ...] = (
@@ -66,20 +72,7 @@ def to_csv(report: ChargebackReport) -> str:
     start, end = _iso(report.period_start_s), _iso(report.period_end_s)
     lines = [*report.rows, *([report.idle] if report.idle else [])]
     for row in lines:
-        writer.writerow(
-            [
-                start,
-                end,
-                *(_cell(v) for _, v in row.group),
-                _fmt_hours(row.gpu_hours_allocated),
-                "" if row.gpu_hours_used is None else _fmt_hours(row.gpu_hours_used),
-                "" if row.gpu_efficiency is None else f"{row.gpu_efficiency:.4f}",
-                "" if row.rate_usd_per_gpu_h is None else str(row.rate_usd_per_gpu_h),
-                str(row.cost_usd),
-                str(row.idle_cost_usd),
-                str(row.total_cost_usd),
-            ]
-        )
+        writer.writerow(_row_cells(row, start, end))
         if row is lines[-1] and not report.rounding.is_zero:
             writer.writerow(
                 [
@@ -95,12 +88,12 @@ def to_csv(report: ChargebackReport) -> str:
                     str(report.rounding.total_cost_usd),
                 ]
             )
-    writer.writerow(_total_cells(report, start, end))
+    writer.writerow(_row_cells(report.totals, start, end))
     return buf.getvalue()
 
 
-def _total_cells(report: ChargebackReport, start: str, end: str) -> list[str]:
-    row = report.totals
+def _row_cells(row: ChargebackRow, start: str, end: str) -> list[str]:
+    """One line of the report (a group, idle or the total) as CSV cells."""
     return [
         start,
         end,
