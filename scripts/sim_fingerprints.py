@@ -97,6 +97,11 @@ def _drop_added_fields(data: dict[str, Any]) -> None:
     # what a whole-GPU-only profile gives a slice or share job beyond its request (stop 47):
     # 0 in every run where no job holds more than it asks
     data.pop("idle_held_gpu_hours", None)
+    # added with the headline wait and JCT left to training, batch and interactive jobs:
+    # how many jobs they cover, and the inference replicas' wait they leave out (counts and
+    # waits of the same completions; the headline figures themselves are hashed as before)
+    data.pop("jct_jobs", None)
+    data.pop("inference_wait_s", None)
     for key in ("gpu_allocation_in_window", "window_from_s", "window_to_s"):
         data.pop(key, None)  # only with --window, which the fingerprint runs do not give
     groups = [data, *data.get("per_team", {}).values(), *data.get("per_kind", {}).values()]

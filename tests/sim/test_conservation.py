@@ -334,7 +334,7 @@ def test_an_allocation_sample_above_capacity_is_caught() -> None:
 def test_a_slice_weighed_as_a_whole_gpu_is_caught() -> None:
     _, _, w = _utilization_inputs()
     job = next(j for j in w.jobs if j.mig_profile == "3g.40gb")
-    from gpufleet.sim.metrics import JobHeld
+    from gpufleet.sim.ledger import JobHeld
 
     result = _busy_run()
     assert result.ledger is not None

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
 from gpufleet.cli.output import check_format, wide_console
@@ -44,6 +43,7 @@ from gpufleet.cli.simulate_options import (
     WorkloadArg,
     check_jobs_out,
 )
+from gpufleet.cli.simulate_tables import print_compare, print_experiment, print_run
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.outputs import write_folder
 
@@ -87,7 +87,22 @@ class _Inputs:
     first: Workload  # the first seed's workload (read once; warnings and report from it)
     teams_file: TeamsSpec | None
     teams_path: Path | None
-    config: SimConfig
+    config: SimConfig  # its horizon_s unset: `horizon` is set per workload (`config_for`)
+    # --horizon as given and in seconds after the first arrival (None: run until done)
+    horizon: str | None = None
+    horizon_s: float | None = None
+
+    def config_for(self, workload: Workload) -> SimConfig:
+        """The config to run `workload` with: --horizon counts from its first arrival, the
+        clock of --window and of every time reported, so the engine's horizon (on the
+        workload's own clock, where a native trace may start late) is set from it."""
+        from dataclasses import replace
+
+        from gpufleet.sim.compare import horizon_end_s
+
+        if self.horizon_s is None:
+            return self.config
+        return replace(self.config, horizon_s=horizon_end_s(workload, self.horizon_s))
 
     def teams_for(self, workload: Workload) -> TeamsSpec:
         from gpufleet.sim.setup import open_teams
@@ -103,7 +118,47 @@ class _Inputs:
         extra = speeds.warnings() if speeds is not None else []
         recut = self.config.relayout_s is not None
         warned = placement_warnings(self.cluster, workload, self.teams_file, recut=recut)
-        return (*warned, *extra)
+        late = self.horizon_warning(workload)
+        return (*warned, *extra, *([late] if late else []))
+
+    def horizon_warning(self, workload: Workload) -> str | None:
+        """What to tell a user whose --horizon ends the run before most jobs arrive (they
+        never run, and the metrics describe a sliver of the workload); None otherwise."""
+        if self.horizon_s is None or not workload.jobs:
+            return None
+        first = workload.jobs[0].submit_s
+        end = first + self.horizon_s
+        after = sum(1 for j in workload.jobs if j.submit_s > end)
+        if 2 * after <= len(workload.jobs):
+            return None
+        from gpufleet.formatting import fmt_duration
+
+        return (
+            f"--horizon {self.horizon} ends the run {fmt_duration(self.horizon_s)} after the "
+            f"first arrival (at {first:,.0f} s on the workload's clock): {after:,} of "
+            f"{len(workload.jobs):,} jobs arrive after it and never run, and count as "
+            "unfinished"
+        )
+
+    def notes(self, workload: Workload) -> list[str]:
+        """What the output should say about how the jobs are held: a fraction is placed in
+        eighths of a GPU, rounded up, and the rounding is held, not work."""
+        from gpufleet.sched.requests import FRACTION_STEPS
+
+        rounded = [
+            j.gpu_fraction
+            for j in workload.jobs
+            if j.gpu_fraction is not None
+            and abs(j.gpu_fraction * FRACTION_STEPS - round(j.gpu_fraction * FRACTION_STEPS)) > 1e-9
+        ]
+        if not rounded:
+            return []
+        return [
+            f"{len(rounded):,} jobs ask for a GPU fraction that is not a whole number of "
+            f"eighths (e.g. {rounded[0]:g}): each holds its fraction rounded up to the next "
+            "eighth of a GPU; the rounding counts as held (allocation, idle_held_gpu_hours), "
+            "not as work (gpu_hours_completed, goodput)"
+        ]
 
 
 def _read_inputs(
@@ -122,6 +177,8 @@ def _read_inputs(
     speeds: str | None = None,
     reference: str | None = None,
 ) -> _Inputs:
+    """Everything the user gave, read and checked. `--horizon` is kept apart from the
+    config (`_Inputs.config_for`): it counts from each workload's first arrival."""
     from gpufleet.cluster import Cluster
     from gpufleet.quantities import parse_duration
     from gpufleet.sim.engine import FailureModel, SimConfig
@@ -167,7 +224,6 @@ def _read_inputs(
     if teams is not None:
         check_priority_classes(teams, first, str(teams_path))
     config = SimConfig(
-        horizon_s=horizon_s,
         failures=FailureModel(gpu_mtbf_h=gpu_mtbf_h or None, repair_mean_h=repair_h),
         restart_overhead_s=restart_s,
         metrics_window_s=window_s,
@@ -175,7 +231,7 @@ def _read_inputs(
             {n.accelerator for n in cluster.nodes}, first.reference_accelerator, speeds, reference
         ),
     )
-    return _Inputs(cluster, source, first, teams, teams_path, config)
+    return _Inputs(cluster, source, first, teams, teams_path, config, horizon, horizon_s)
 
 
 def _window(text: str | None) -> tuple[float, float] | None:
@@ -214,6 +270,21 @@ def _print_preamble(console: Console, inputs: _Inputs, warnings: Sequence[str]) 
     speeds = inputs.config.speeds
     for line in speeds.lines() if speeds is not None else ():
         console.print(line, highlight=False, markup=False)
+    for line in inputs.notes(inputs.first):
+        console.print(line, style="dim", highlight=False, markup=False)
+    if inputs.horizon_s is not None and inputs.first.jobs:
+        at = (
+            " of each seed's workload"
+            if inputs.source.varies_with_seed
+            else f" (at {inputs.first.jobs[0].submit_s:,.0f} s on the workload's clock)"
+        )
+        console.print(
+            f"--horizon {inputs.horizon}: the run stops that long after the first arrival"
+            f"{at}, the clock of --window and of every time reported",
+            style="dim",
+            highlight=False,
+            markup=False,
+        )
     for line in warnings:
         console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
     if inputs.teams_file is None:
@@ -323,7 +394,7 @@ def run(
     console = wide_console() if fmt == "table" else Console(stderr=True)
     warnings = inputs.warnings(inputs.first)
     _print_preamble(console, inputs, warnings)
-    config = replace(inputs.config, profile=profile, seed=seed)
+    config = replace(inputs.config_for(inputs.first), profile=profile, seed=seed)
     with _progress(Console(stderr=True), None, f"simulating {len(inputs.first.jobs):,} jobs"):
         result = simulate(inputs.cluster, inputs.teams_for(inputs.first), inputs.first, config)
     late = result.metrics.window_warning()
@@ -351,51 +422,18 @@ def run(
         payload = {**head, "metrics": result.metrics.to_json(), "warnings": list(warnings)}
         typer.echo(_dumps(payload), nl=False)
     else:
-        _print_run(console, inputs, profile, seed, result.metrics.to_json())
+        print_run(
+            console,
+            inputs.cluster.name,
+            inputs.source.name,
+            profile,
+            seed,
+            result.metrics.to_json(),
+        )
     if out is not None:
         console.print(f"wrote {out / RESULT_FILE}", style="dim")
     if jobs_out is not None:
         console.print(f"wrote {len(result.metrics.jobs):,} jobs to {jobs_out}", style="dim")
-
-
-def _print_run(
-    console: Console, inputs: _Inputs, profile: str, seed: int, metrics: Mapping[str, Any]
-) -> None:
-    from gpufleet.report.comparison import fmt_value, metric_label, metric_order
-    from gpufleet.sim.compare import GROUPED
-
-    flat: dict[str, Any] = {}
-    for key, value in metrics.items():
-        if key in GROUPED:
-            flat.update({f"{key}.{p}": v for p, v in value.items()})
-        elif not isinstance(value, Mapping):
-            flat[key] = value
-    order = metric_order({"metrics": {profile: flat}})
-    console.print(
-        f"[bold]{inputs.cluster.name}[/bold] × {inputs.source.name}: "
-        f"profile {profile}, seed {seed}",
-        highlight=False,
-    )
-    table = Table(title="Metrics")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("field", style="dim")
-    for key in order:
-        table.add_row(metric_label(key), fmt_value(key, flat[key]), key)
-    console.print(table)
-    teams = Table(title="Per team")
-    for col in ("team", "jobs completed", "GPU-hours held", "entitled share", "wait p95"):
-        teams.add_column(col, justify="left" if col == "team" else "right")
-    for name, row in metrics["per_team"].items():
-        entitled = row.get("entitled_share")
-        teams.add_row(
-            name,
-            f"{row['jobs_completed']:,}",
-            fmt_value("gpu_hours", row.get("gpu_hours")),
-            "-" if entitled is None else f"{entitled * 100:.1f}%",
-            fmt_value("wait_s.p95", row["wait_s"]["p95"]),
-        )
-    console.print(teams)
 
 
 # -- gpufleet simulate compare -------------------------------------------------------------
@@ -500,6 +538,7 @@ def compare(
             seeds=seed_list,
             config=inputs.config,
             on_run=lambda p, s: tick(f"{p}, seed {s}"),
+            horizon_after_first_s=inputs.horizon_s,
         )
     summary = summarize(runs, context=_context(inputs, drawn, warnings))
     files = compare_files(summary)
@@ -515,7 +554,7 @@ def compare(
     if fmt == "json":
         typer.echo(files["compare.json"].decode("utf-8"), nl=False)
         return
-    _print_compare(console, summary)
+    print_compare(console, summary)
     console.print(f"wrote {', '.join(files)} to {out}/", style="dim")
     if jobs_out is not None:
         console.print(f"wrote {jobs_written:,} jobs ({len(runs)} runs) to {jobs_out}", style="dim")
@@ -544,7 +583,13 @@ def _context(
         if inputs.teams_path is not None
         else "none given: every team may use the whole cluster",
         "config": {
-            "horizon_s": cfg.horizon_s,
+            "horizon_s": inputs.horizon_s,
+            # the clock it counts on (said only with a horizon: one clock for every time)
+            **(
+                {"horizon_from": "the first arrival of each seed's workload"}
+                if inputs.horizon_s is not None
+                else {}
+            ),
             "gpu_mtbf_h": cfg.failures.gpu_mtbf_h,
             "repair_mean_h": cfg.failures.repair_mean_h,
             "cycle_interval_s": cfg.cycle_interval_s,
@@ -552,25 +597,6 @@ def _context(
         },
         "warnings": list(warnings),
     }
-
-
-def _print_compare(console: Console, summary: Mapping[str, Any]) -> None:
-    from gpufleet.report.comparison import fmt_estimate, metric_label, metric_order
-
-    profiles = list(summary["profiles"])
-    n = len(summary["seeds"])
-    pct = f"{summary['confidence'] * 100:g}"
-    table = Table(
-        title=f"{', '.join(profiles)} over {n} seed{'s' * (n != 1)}"
-        + (f" (mean ± {pct} % CI half-width)" if n > 1 else "")
-    )
-    table.add_column("metric")
-    for p in profiles:
-        table.add_column(p, justify="right")
-    for metric in metric_order(summary):
-        cells = [fmt_estimate(metric, summary["metrics"][p].get(metric, {})) for p in profiles]
-        table.add_row(metric_label(metric), *cells)
-    console.print(table)
 
 
 # -- gpufleet simulate experiment ----------------------------------------------------------
@@ -631,45 +657,4 @@ def experiment(
     if fmt == "json":
         typer.echo(_dumps({k: v for k, v in result.items() if k != "timings_s"}))
         return
-    _print_experiment(console, name, result)
-
-
-def _print_experiment(console: Console, name: str, result: Mapping[str, Any]) -> None:
-    from rich.table import Table
-
-    rows: Mapping[str, Mapping[str, Any]] = result["results"]
-    keys: tuple[str, ...]
-    if name == "fragmentation":
-        keys = (
-            "allocated_share",
-            "unallocated_gpus",
-            "failed_pods",
-            "unallocated_vs_best_baseline",
-        )
-    else:
-        keys = (
-            "gpu_allocation_ratio",
-            "busy_utilization",
-            "effective_gpu_hours",
-            "gpu_hours_completed",
-            "jobs_completed",
-            "slo_attainment",
-        )
-    table = Table(title=f"experiment: {name}")
-    table.add_column("policy")
-    for key in keys:
-        table.add_column(key, justify="right")
-    for policy, row in rows.items():
-        cells = []
-        for key in keys:
-            value = row.get(key)
-            cells.append(
-                "—"
-                if value is None
-                else f"{value:,.3f}"
-                if isinstance(value, float)
-                else str(value)
-            )
-        table.add_row(policy, *cells)
-    console.print(table)
-    console.print("method, scenario and caveats: docs/experiments/", style="dim")
+    print_experiment(console, name, result)

@@ -49,7 +49,10 @@ TeamsOpt = Annotated[
 HorizonOpt = Annotated[
     str | None,
     typer.Option(
-        "--horizon", help="Stop at this simulated time (e.g. 14d, 36h); default: all jobs done."
+        "--horizon",
+        help="Stop this long after the first arrival (e.g. 14d, 36h), the clock --window and "
+        "every reported time count from (a trace's own clock may start later than 0); "
+        "default: all jobs done.",
     ),
 ]
 MtbfOpt = Annotated[

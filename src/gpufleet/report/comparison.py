@@ -63,6 +63,8 @@ HEADLINE: Final = (
     *(f"{m}.{p}" for m in ("wait_s", "jct_s") for p in PERCENTILES),
     "slowdown.mean",
     "slowdown.p95",
+    "inference_wait_s.mean",  # inference replicas apart from the headline wait
+    "inference_wait_s.p95",
     *SCALARS[4:],
 )
 PER_SEED: Final = (
@@ -91,9 +93,11 @@ LABELS: Final = {
     "lost_gpu_hours": "Lost GPU-hours",
     "gang_wait_gpu_hours": "GPU-hours held by partial gangs",
     "in_progress_gpu_hours": "GPU-hours of work in progress at the end",
+    "idle_held_gpu_hours": "GPU-hours held beyond requests",
     "fragmented_gpus_mean": "Fragmented GPUs (mean)",
     "jobs_completed": "Jobs completed",
     "jobs_unfinished": "Jobs unfinished",
+    "jct_jobs": "Jobs in wait, JCT, slowdown",
     "gpu_hours_completed": "GPU-hours completed",
     "jobs_per_day": "Jobs per day",
     "gpu_hours_per_day": "GPU-hours per day",
@@ -112,6 +116,10 @@ LABELS: Final = {
     "slowdown.p50": "Slowdown p50",
     "slowdown.p95": "Slowdown p95",
     "slowdown.p99": "Slowdown p99",
+    "inference_wait_s.mean": "Inference wait mean",
+    "inference_wait_s.p50": "Inference wait p50",
+    "inference_wait_s.p95": "Inference wait p95",
+    "inference_wait_s.p99": "Inference wait p99",
 }
 PERCENT_METRICS: Final = frozenset(
     {
@@ -148,7 +156,7 @@ def fmt_value(metric: str, value: float | None) -> str:
         return MISSING
     if metric in PERCENT_METRICS:
         return f"{value * 100:,.1f}%"
-    if metric.endswith("_s") or metric.startswith(("wait_s.", "jct_s.")):
+    if metric.endswith("_s") or metric.startswith(("wait_s.", "jct_s.", "inference_wait_s.")):
         return fmt_duration(value)
     if metric == "jain_fairness":
         return f"{value:.3f}"
@@ -166,6 +174,19 @@ def fmt_estimate(metric: str, est: Mapping[str, Any]) -> str:
     if mean is None or low is None or high is None:
         return text
     return f"{text} ± {fmt_value(metric, (high - low) / 2)}"
+
+
+def headline_note(summary: Mapping[str, Any]) -> str:
+    """Which jobs the wait, JCT and slowdown rows cover, as the reports print it (a
+    compare.json from before `headline_jobs` covered every completed job)."""
+    jobs = summary.get("headline_jobs", "completed jobs, inference replicas included")
+    return (
+        f"Wait, JCT and slowdown are over the completed {jobs}. Inference replicas run for "
+        "a serving window fixed in advance, so their completion time is that window: their "
+        "wait is reported apart (Inference wait), where they completed."
+        if "headline_jobs" in summary
+        else f"Wait, JCT and slowdown are over all {jobs}."
+    )
 
 
 def metric_label(metric: str) -> str:
@@ -384,8 +405,9 @@ def all_charts(summary: Mapping[str, Any]) -> dict[str, str]:
         "wait_cdf": line_chart_svg(
             "chart-wait-cdf",
             "Queue wait: cumulative distribution",
-            "One line per scheduling profile: the share of completed jobs (percent) that "
-            "waited at most the time on the logarithmic x axis, over all seeds.",
+            "One line per scheduling profile: the share of completed training, batch and "
+            "interactive jobs (percent; not inference replicas) that waited at most the time "
+            "on the logarithmic x axis, over all seeds.",
             plots["wait_cdf_s"],
             x_label="Wait, first start − arrival (log scale; under 1 s drawn at 1 s)",
             y_label="Jobs (%)",
@@ -396,8 +418,9 @@ def all_charts(summary: Mapping[str, Any]) -> dict[str, str]:
         "jct_cdf": line_chart_svg(
             "chart-jct-cdf",
             "Job completion time: cumulative distribution",
-            "One line per scheduling profile: the share of completed jobs (percent) that "
-            "completed within the time on the logarithmic x axis, over all seeds.",
+            "One line per scheduling profile: the share of completed training, batch and "
+            "interactive jobs (percent; not inference replicas, which end with their serving "
+            "window) that completed within the time on the logarithmic x axis, over all seeds.",
             plots["jct_cdf_s"],
             x_label="Completion time, end − arrival (log scale)",
             y_label="Jobs (%)",
@@ -449,6 +472,7 @@ def _context(summary: Mapping[str, Any], html: bool) -> dict[str, Any]:
     ]
     return {
         "s": summary,
+        "headline_note": headline_note(summary),
         "profiles": profiles,
         "table": table,
         "per_seed_headers": [metric_label(m) for m in PER_SEED if m in metrics],

@@ -26,15 +26,16 @@ import numpy as np
 from gpufleet import __version__
 from gpufleet.cluster import Cluster
 from gpufleet.sim.engine import SimConfig, simulate
-from gpufleet.sim.metrics import SimMetrics
+from gpufleet.sim.metrics import HEADLINE_JOBS, SimMetrics
 from gpufleet.sim.workload import Workload
 from gpufleet.specs.teams import TeamsSpec
 
 CONFIDENCE: Final = 0.95
 MAX_SERIES_POINTS: Final = 400  # allocation plot: enough for a page-wide line
 CDF_POINTS: Final = 101  # quantiles 0, 1, ..., 100 %
-# metrics that are {mean, p50, p95, p99}: flattened as wait_s.p50
-GROUPED: Final = ("wait_s", "jct_s", "slowdown")
+# metrics that are {mean, p50, p95, p99}: flattened as wait_s.p50 (`inference_wait_s` only
+# where inference replicas completed: the headline wait leaves them out)
+GROUPED: Final = ("wait_s", "jct_s", "slowdown", "inference_wait_s")
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def scalars(metrics: SimMetrics) -> dict[str, float | None]:
     """The metrics that are one number per run, by stable JSON name.
 
     Read from `to_json()` so that a field the metrics module adds is compared too: every
-    top-level number (or None), and the percentiles of `wait_s` and `jct_s` as
+    top-level number (or None), and the percentiles of the `GROUPED` fields as
     `wait_s.p50` and so on. Per-team and per-kind breakdowns are left out.
     """
     out: dict[str, float | None] = {}
@@ -123,11 +124,15 @@ def run_matrix(
     seeds: Sequence[int],
     config: SimConfig,
     on_run: Callable[[str, int], None] | None = None,
+    horizon_after_first_s: float | None = None,
 ) -> tuple[Run, ...]:
     """Every profile on every seed: `config` with its profile and seed replaced.
 
     Seed-major, so each seed's workload is drawn once and shared by all profiles. `on_run`
-    is called after each run (profile, seed), for a progress bar.
+    is called after each run (profile, seed), for a progress bar. `horizon_after_first_s`
+    (`gpufleet simulate compare --horizon`): each run stops that long after its workload's
+    first arrival (`horizon_end_s`), which differs from seed to seed for a generator, in
+    place of `config.horizon_s`.
     """
     from dataclasses import replace
 
@@ -135,13 +140,25 @@ def run_matrix(
     for seed in seeds:
         workload = workload_for(seed)
         teams = teams_for(workload)
+        seeded = replace(config, seed=seed)
+        if horizon_after_first_s is not None:
+            seeded = replace(seeded, horizon_s=horizon_end_s(workload, horizon_after_first_s))
         for profile in profiles:
-            result = simulate(cluster, teams, workload, replace(config, profile=profile, seed=seed))
+            result = simulate(cluster, teams, workload, replace(seeded, profile=profile))
             runs.append(Run(profile, seed, result.metrics))
             if on_run is not None:
                 on_run(profile, seed)
     order = {p: i for i, p in enumerate(profiles)}
     return tuple(sorted(runs, key=lambda r: (order[r.profile], r.seed)))
+
+
+def horizon_end_s(workload: Workload, after_first_s: float) -> float:
+    """The engine's horizon (a time on the workload's clock) that ends a run `after_first_s`
+    after the workload's first arrival, where every time the metrics report counts from
+    (`duration_s`, `makespan_s`, `--window`): a native trace need not start at 0, and a
+    horizon on its own clock could end before anything arrived."""
+    first = workload.jobs[0].submit_s if workload.jobs else 0.0
+    return first + after_first_s
 
 
 def _estimate_json(values: Sequence[float | None], confidence: float) -> dict[str, Any]:
@@ -187,7 +204,8 @@ def summarize(
 
     Plot series: allocation over time from each profile's first seed (seeds differ in
     their workload, so averaging curves would blur what happened); wait and JCT CDFs
-    pooled over all seeds (more jobs, steadier tails). `context` (cluster, workload,
+    pooled over all seeds (more jobs, steadier tails), over the jobs the headline wait and
+    JCT cover (`headline_jobs`, which the reports print). `context` (cluster, workload,
     options) is copied in as given.
     """
     profiles = list(dict.fromkeys(r.profile for r in runs))
@@ -219,6 +237,7 @@ def summarize(
         "profiles": profiles,
         "seeds": seeds,
         "confidence": confidence,
+        "headline_jobs": HEADLINE_JOBS,
         "metrics": metrics,
         "team_shares": shares,
         "plots": {

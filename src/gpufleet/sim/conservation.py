@@ -19,10 +19,11 @@ runs (GPUFLEET_DEBUG_CHECKS=1), and a broken metric fails the build instead:
   allocation ratio and per-team GPU-hours are those integrals;
 - **goodput** — each job's GPU-seconds held are its useful work, its lost work, what
   its pods held waiting for the rest of its gang and what it held beyond its request
-  (exactly, for a completed job); that last part is the rest of the whole GPU a
-  whole-GPU-only profile runs a slice or a fraction on, in proportion to the time it
-  held it, and nothing for any other job (work is counted on the GPUs a job asked for,
-  so a 0.25-GPU job on a whole GPU is not credited a whole GPU of work); and the reported
+  (exactly, for a completed job); that last part is the eighths a fraction is rounded up
+  to, or the rest of the whole GPU a whole-GPU-only profile runs a slice or a fraction
+  on, in proportion to the time it held it, and nothing for any other job (work is
+  counted on the GPUs a job asked for, so a 0.25-GPU job on a whole GPU is not credited
+  a whole GPU of work, nor a 0.32-GPU job its three eighths); and the reported
   completed, in-progress, lost, gang-wait and idle-held GPU-hours and the goodput ratio
   are those sums;
 - **change log** — when kept, each team's changes integrate to its integral (what the
@@ -43,7 +44,8 @@ from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI
 from gpufleet.sched.registry import resolve
 from gpufleet.sched.requests import FRACTION_STEPS
-from gpufleet.sim.metrics import JobHeld, Ledger, SimMetrics
+from gpufleet.sim.ledger import JobHeld, Ledger
+from gpufleet.sim.metrics import SimMetrics
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.workload import TraceJob
 
@@ -318,12 +320,14 @@ def _goodput(metrics: SimMetrics, ledger: Ledger, tol: float) -> list[Violation]
 
 
 def _idle(held: JobHeld, whole_only: bool) -> float:
-    """GPU-seconds `held` held beyond its request: under a whole-GPU-only profile a slice or
-    a fraction holds a whole GPU (a single unit, holding only while it runs) and asks for
-    its share of it, so that share's complement of everything it held; 0 for any other
-    job, and for a request whose share is unknown (sized from an inference load)."""
+    """GPU-seconds `held` held beyond its request: a fraction holds its eighths, rounded up
+    (`expected_share`), and under a whole-GPU-only profile a slice or a fraction holds a
+    whole GPU; either is a single unit, holding only while it runs, so the part of what it
+    held beyond its request is that share of everything it held. 0 for any other job
+    (whole GPUs, a slice placed as a slice: its weight by position is its share), and for
+    a request whose share is unknown (sized from an inference load)."""
     job = held.trace
-    if not whole_only or job.gpus or held.placed_gpus <= 0:
+    if job.gpus or held.placed_gpus <= 0 or (job.gpu_fraction is None and not whole_only):
         return 0.0
     asked = job.requested_gpus(held.flavor)
     if asked is None:

@@ -89,10 +89,11 @@ from gpufleet.sched.quota import placements_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.team_index import team_index
 from gpufleet.sim import conservation
+from gpufleet.sim.ledger import JobHeld
 from gpufleet.sim.live_placement import check_running_placement
-from gpufleet.sim.metrics import JobHeld, MetricsRecorder, waiting_shape
+from gpufleet.sim.metrics import MetricsRecorder, waiting_shape
 from gpufleet.sim.result import SimResult
-from gpufleet.sim.run import Run
+from gpufleet.sim.run import Run, beyond_request
 from gpufleet.sim.speed import SpeedTable
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
@@ -966,9 +967,8 @@ class Simulation:
         self._started += 1
         run.gpus = sum(held.values()) / MILLI
         run.flavor = flavor
-        if self._whole_only and not trace.gpus:  # a slice or a fraction on a whole GPU
-            asked = trace.requested_gpus(flavor)
-            run.beyond_gpus = 0.0 if asked is None else max(0.0, run.gpus - asked)
+        if not trace.gpus:  # a fraction's eighths, a slice or fraction on a whole GPU: idle
+            run.beyond_gpus = beyond_request(trace, run.gpus, flavor, self._whole_only)
         run.start_s = now
         if run.attempt:  # a restart (the class default is no overhead)
             run.overhead_s = self.config.restart_overhead_s

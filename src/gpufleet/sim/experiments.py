@@ -220,9 +220,10 @@ def run_utilization(
     its run time (inference: × the time it served inside its window), by kind as
     `effective_gpu_hours.<kind>`. `gpu_hours_completed` (the engine's) counts work on the
     GPUs a job asked for too, so under a whole-GPU-only profile it no longer credits a
-    whole GPU per slice or share (that rest is `idle_held_gpu_hours`); it differs from
-    `effective_gpu_hours` only where the other profiles place a request as the scheduler
-    can (a fraction in eighths, a slice by its position on the GPU).
+    whole GPU per slice or share, nor under any profile the eighths a fraction is rounded
+    up to (those are `idle_held_gpu_hours`); it differs from `effective_gpu_hours` only
+    where a profile places a MIG slice as a slice, weighed by its position on the GPU (142
+    or 143 thousandths for a 1g slice of 7, against 1/7).
     """
 
     config = SimConfig(profile=profile, seed=seed, horizon_s=horizon_s)

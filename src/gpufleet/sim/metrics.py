@@ -18,24 +18,32 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
   held = the five, per job. Work, useful or lost, is counted on the GPUs a job asked
   for: a 0.25-GPU job that a whole-GPU-only profile (`k8s-default`) runs on a whole GPU
   does 0.25 GPU-hours of work an hour, not 1.
-- `idle_held_gpu_hours` — GPU-hours held but not requested: the rest of the whole GPU
-  a whole-GPU-only profile gives a slice or a fraction (0 under the other profiles,
-  which place slices and fractions as asked).
+- `idle_held_gpu_hours` — GPU-hours held but not requested: the eighths a fraction is
+  placed in, rounded up (`sched.requests.FRACTION_STEPS`: a 0.32-GPU job holds 0.375),
+  and the rest of the whole GPU a whole-GPU-only profile gives a slice or a fraction. A
+  MIG slice placed as a slice holds its share (weighed by where it lies): 0 for it.
 - `wait_s`, `jct_s` — mean/p50/p95/p99 of queue wait (first start − arrival) and job
-  completion time (end − arrival) over completed jobs; also per team and per kind.
+  completion time (end − arrival) over the completed jobs papers measure: training,
+  batch and interactive, not inference replicas (`HEADLINE_KINDS`), whose completion
+  time is their serving window (a replica ends at its window's end however late it
+  starts: mixed in, a 2-day window is the p99 and drags the mean). `jct_jobs` counts the
+  jobs they cover; `inference_wait_s` is the replicas' wait (only when some completed).
+  Per team and per kind they cover every completed job of the team or kind.
 - `slowdown` — mean/p50/p95/p99 of JCT ÷ the job's uninterrupted run time (1 = it ran at
   once and was never stopped), over completed training, batch and interactive jobs (not
   inference replicas, which run for their serving window whenever they start). With speeds per
   accelerator (`sim.speed`), the run time on the accelerator its last attempt ran on.
 - `makespan_s` — from the first arrival to the last completion (None when none completed).
 - `gpu_allocation_while_arriving` — `gpu_allocation_ratio` over the window jobs arrive in
-  (first to last arrival): the load the workload puts on the cluster, without the drain
-  tail after the last arrival that pulls the whole-run figure down (None: one instant).
+  (first to last arrival, or to the end of the run when a horizon ends it first): the
+  load the workload puts on the cluster, without the drain tail after the last arrival
+  that pulls the whole-run figure down (None: one instant).
 - `gpu_allocation_in_window` — `gpu_allocation_ratio` over a window the user names
   (`gpufleet simulate --window 2h-10h`: offsets from the first arrival), with the window
   it covers (`window_from_s`, `window_to_s`: clipped to the run; None: no window asked).
-- `per_size` — `jobs_completed`, `wait_s`, `jct_s` and `slowdown` by job size: the GPUs it
-  asked for (a 0.25-GPU job that a whole-GPU profile ran on one GPU is still under one GPU).
+- `per_size` — `jobs_completed`, `wait_s`, `jct_s` and `slowdown` by job size, over the
+  jobs `wait_s` and `jct_s` cover: the GPUs it asked for (a 0.25-GPU job that a
+  whole-GPU profile ran on one GPU is still under one GPU).
 - `jain_fairness` — Jain's index over teams of their satisfaction: share of GPU-hours
   held ÷ the share due to them, capped at 1, where the share due is the smaller of the
   entitled share (the team's share of guaranteed GPUs, or equal shares when no team has
@@ -69,14 +77,13 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.cluster import Cluster, State
+from gpufleet.sim.ledger import HeldChange, JobHeld, Ledger
 from gpufleet.sim.run import Run
 from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
 FloatArray = npt.NDArray[np.float64]
-# one change of the GPUs a job's team holds: (time, team, job kind, GPUs; < 0: released)
-HeldChange = tuple[float, str, str, float]
 
 
 # The metrics that are one number per run, in the order of `SimMetrics.to_json` (and of
@@ -96,6 +103,7 @@ SCALARS: Final = (
     "fragmented_gpus_mean",
     "jobs_completed",
     "jobs_unfinished",
+    "jct_jobs",
     "gpu_hours_completed",
     "jobs_per_day",
     "gpu_hours_per_day",
@@ -109,6 +117,11 @@ SCALARS: Final = (
 )
 # the mean is what papers report (Tiresias, Pollux: "average JCT"); the percentiles the tail
 PERCENTILES: Final = ("mean", "p50", "p95", "p99")
+# the kinds of job the headline wait, JCT and slowdown cover: those whose completion time
+# the scheduler decides, as papers measure them; not inference replicas, which run for a
+# window fixed in advance (per_kind and `inference_wait_s` report them)
+HEADLINE_KINDS: Final = ("training", "batch", "interactive")
+HEADLINE_JOBS: Final = "training, batch and interactive jobs"
 
 
 def percentiles(values: Iterable[float] | FloatArray) -> dict[str, float | None]:
@@ -244,6 +257,10 @@ class SimMetrics:
     per_team: Mapping[str, Mapping[str, Any]]
     per_kind: Mapping[str, Mapping[str, Any]]
     per_size: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # completed jobs in `wait_s`, `jct_s`, `slowdown`, `per_size` (`HEADLINE_KINDS`), and the
+    # inference replicas' wait apart (in `to_json` only when a replica completed)
+    jct_jobs: int = 0
+    inference_wait_s: Mapping[str, float | None] = field(default_factory=lambda: percentiles(()))
     gang_wait_gpu_hours: float = 0.0
     in_progress_gpu_hours: float = 0.0
     idle_held_gpu_hours: float = 0.0
@@ -251,7 +268,8 @@ class SimMetrics:
     window_from_s: float | None = None  # offsets from the first arrival, clipped to the run
     window_to_s: float | None = None
     samples: tuple[Sample, ...] = field(default=(), repr=False)
-    waits: tuple[float, ...] = field(default=(), repr=False)  # every completed job's wait
+    # the waits and JCTs of the jobs `wait_s` and `jct_s` cover (compare's CDFs)
+    waits: tuple[float, ...] = field(default=(), repr=False)
     jcts: tuple[float, ...] = field(default=(), repr=False)
     jobs: tuple[JobRecord, ...] = field(default=(), repr=False)  # completed, in end order
 
@@ -273,6 +291,8 @@ class SimMetrics:
         out["per_team"] = {k: dict(v) for k, v in self.per_team.items()}
         out["per_kind"] = {k: dict(v) for k, v in self.per_kind.items()}
         out["per_size"] = {k: dict(v) for k, v in self.per_size.items()}
+        if "inference" in self.per_kind:  # replicas completed: their wait, apart
+            out["inference_wait_s"] = dict(self.inference_wait_s)
         if self.window_from_s is not None:  # only when a window was asked for
             out["gpu_allocation_in_window"] = self.gpu_allocation_in_window
             out["window_from_s"] = self.window_from_s
@@ -280,42 +300,6 @@ class SimMetrics:
         if series:
             out["samples"] = [s.__dict__ for s in self.samples]
         return out
-
-
-@dataclass(frozen=True)
-class JobHeld:
-    """One job's holdings over a run, kept by the engine per job (not by the recorder), so
-    the recorder's team integrals can be checked against them."""
-
-    trace: TraceJob
-    held_gpu_s: float  # GPU-seconds its units held (every attempt, partial gangs too)
-    placed_gpus: float  # GPUs its last full start held, as quotas weigh them (0: never)
-    flavor: str | None  # the accelerator of that start
-    # where `held_gpu_s` went (the engine's per-job account): useful work (a completed
-    # job's, or the work in progress of one unfinished at the end), work lost, and what
-    # its pods held waiting for the rest of its gang; `completed` says which useful it is
-    useful_gpu_s: float = 0.0
-    lost_gpu_s: float = 0.0
-    gang_wait_gpu_s: float = 0.0
-    completed: bool = False
-    # what it held beyond its request: the rest of the whole GPU a whole-GPU-only profile
-    # ran its slice or fraction on (its useful and lost work are counted on its request)
-    idle_gpu_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Ledger:
-    """The integrals behind a run's ratios, in GPU-seconds over [start_s, end_s], for
-    `sim.conservation`; `changes` only when the run was asked to keep them."""
-
-    profile: str
-    capacity_gpus: float
-    start_s: float
-    end_s: float
-    held_gpu_s: float  # the cluster's GPUs held by jobs, integrated
-    team_held_gpu_s: Mapping[str, float]
-    jobs: Mapping[str, JobHeld]
-    changes: tuple[HeldChange, ...] | None = field(default=None, repr=False)
 
 
 class _Area:
@@ -555,10 +539,12 @@ class MetricsRecorder:
         span = self.end_s - self.start_s
         cap_area = self.capacity_gpus * span
         runs = self.completed_runs
-        waits = [w for _, w, _ in runs]
-        jcts = [c for _, _, c in runs]
-        wait_arr = np.array(waits, dtype=float)
-        jct_arr = np.array(jcts, dtype=float)
+        wait_arr = np.array([w for _, w, _ in runs], dtype=float)
+        jct_arr = np.array([c for _, _, c in runs], dtype=float)
+        kinds: list[str] = [j.kind for j, _, _ in runs]
+        headline = np.fromiter((k in HEADLINE_KINDS for k in kinds), dtype=bool, count=len(runs))
+        replicas = np.fromiter((k == "inference" for k in kinds), dtype=bool, count=len(runs))
+        waits, jcts = wait_arr[headline], jct_arr[headline]
         held_gpu_s = self.alloc.area
         team_used = {t: a.area for t, a in self.team_alloc.items()}
         used_total = sum(team_used.values())
@@ -583,8 +569,8 @@ class MetricsRecorder:
                 if held_gpu_s
                 else None
             ),
-            wait_s=percentiles(wait_arr),
-            jct_s=percentiles(jct_arr),
+            wait_s=percentiles(waits),
+            jct_s=percentiles(jcts),
             jain_fairness=jain(shares) if len(shares) > 1 else (1.0 if shares else None),
             slo_attainment=(
                 self.inference_served_s / self.inference_wanted_s
@@ -610,23 +596,34 @@ class MetricsRecorder:
             makespan_s=(
                 max(r.end_s for r in self.job_records) - self.start_s if self.job_records else None
             ),
-            slowdown=percentiles([r.slowdown for r in self.job_records if r.kind != "inference"]),
+            slowdown=percentiles(
+                [r.slowdown for r in self.job_records if r.kind in HEADLINE_KINDS]
+            ),
             gpu_allocation_while_arriving=self._while_arriving(),
             per_team=self._grouped([j.team for j, _, _ in runs], wait_arr, jct_arr, team_used),
-            per_kind=self._grouped([j.kind for j, _, _ in runs], wait_arr, jct_arr, None),
+            per_kind=self._grouped(kinds, wait_arr, jct_arr, None),
             per_size=self._by_size(),
+            jct_jobs=int(np.count_nonzero(headline)),
+            inference_wait_s=percentiles(wait_arr[replicas]),
             **self._in_window(),
             samples=tuple(self.samples),
-            waits=tuple(waits),
-            jcts=tuple(jcts),
+            waits=tuple(waits.tolist()),
+            jcts=tuple(jcts.tolist()),
             jobs=tuple(self.job_records),
         )
 
     def _while_arriving(self) -> float | None:
-        window = self.last_arrival_s - self.start_s
-        if self.area_at_last_arrival is None or window <= 0 or not self.capacity_gpus:
+        """The allocation from the first arrival to the last, or to the end of the run when
+        that comes first: a horizon that ends the run while jobs still arrive leaves the
+        last arrival unseen, and the whole run was then "while arriving" (it read None)."""
+        area = self.area_at_last_arrival
+        to_s = self.last_arrival_s
+        if area is None:  # the run ended before the last arrival
+            area, to_s = self.alloc.area, self.end_s
+        window = to_s - self.start_s
+        if window <= 0 or not self.capacity_gpus:
             return None
-        return self.area_at_last_arrival / (self.capacity_gpus * window)
+        return area / (self.capacity_gpus * window)
 
     def _in_window(self) -> dict[str, float | None]:
         """The allocation over the user's window, clipped to the run (it ends at `end_s`)."""
@@ -646,16 +643,19 @@ class MetricsRecorder:
 
     def _by_size(self) -> dict[str, dict[str, Any]]:
         """Completed jobs by size: papers break results down this way (small jobs wait
-        behind large ones under FIFO, large ones starve under packing policies)."""
+        behind large ones under FIFO, large ones starve under packing policies); the jobs
+        the headline covers (`HEADLINE_KINDS`), not inference replicas, whose completion
+        time is their window."""
         groups: dict[str, list[JobRecord]] = {}
         for r in self.job_records:
-            groups.setdefault(size_bucket(r.requested_gpus), []).append(r)
+            if r.kind in HEADLINE_KINDS:  # the jobs the headline covers, as papers break it
+                groups.setdefault(size_bucket(r.requested_gpus), []).append(r)
         return {
             name: {
                 "jobs_completed": len(rs),
                 "wait_s": percentiles([r.wait_s for r in rs]),
                 "jct_s": percentiles([r.jct_s for r in rs]),
-                "slowdown": percentiles([r.slowdown for r in rs if r.kind != "inference"]),
+                "slowdown": percentiles([r.slowdown for r in rs]),
             }
             for name, rs in sorted(groups.items(), key=lambda kv: SIZE_ORDER.index(kv[0]))
         }

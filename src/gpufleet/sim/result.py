@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpufleet.sim.metrics import Ledger, SimMetrics
+from gpufleet.sim.ledger import Ledger
+from gpufleet.sim.metrics import SimMetrics
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,11 @@ class Run:
     lost_gpu_s = 0.0
     gang_wait_gpu_s = 0.0
     attempt_held_from = 0.0  # `held_gpu_s` when its first pod of this attempt bound
-    # GPUs its last attempt held beyond its request: a slice or a fraction that a whole-GPU-
-    # only profile (k8s-default) runs on a whole GPU holds the rest of it idle. Its work,
-    # useful or lost, is counted on what it asked for; `idle_gpu_s` is the rest it held
-    # (held = useful + lost + gang wait + idle). 0 for every other job.
+    # GPUs its last attempt held beyond its request (`beyond_request`): the eighths a fraction
+    # is rounded up to, or the rest of the whole GPU a whole-GPU-only profile (k8s-default)
+    # runs a slice or a fraction on. Its work, useful or lost, is counted on what it asked
+    # for; `idle_gpu_s` is the rest it held (held = useful + lost + gang wait + idle). 0 for
+    # every other job.
     beyond_gpus = 0.0
     idle_gpu_s = 0.0
 
@@ -62,15 +63,17 @@ class Run:
     @property
     def work_gpus(self) -> float:
         """GPUs its work is counted on: those its last attempt held, less any it held beyond
-        its request (a 0.25-GPU job on a whole GPU works on 0.25 of it)."""
+        its request (a 0.25-GPU job on a whole GPU works on 0.25 of it, a 0.32-GPU job on
+        three eighths on 0.32)."""
         return self.gpus - self.beyond_gpus
 
     def useful_gpu_s(self) -> float:
         """A completed run's useful GPU-seconds: an inference replica's time serving inside
         its window, else its work (its trace duration; with speeds per accelerator, the wall
         seconds that work took where it ran), less what a job already running when the
-        simulation started had done before it; on the GPUs it asked for, not the whole GPU
-        a whole-GPU-only profile rounded its slice or fraction up to (`beyond_gpus`)."""
+        simulation started had done before it; on the GPUs it asked for, not the eighths its
+        fraction was rounded up to nor the whole GPU a whole-GPU-only profile ran its slice or
+        fraction on (`beyond_gpus`)."""
         if self.trace.kind == "inference":
             return self.served_s * self.work_gpus
         if self.useful_s is not None:
@@ -82,3 +85,23 @@ class Run:
         run would keep them all alive otherwise, for nothing but the collector to walk)."""
         self.completed = True
         del self.units, self.held, self.milli
+
+
+def beyond_request(
+    trace: TraceJob, held_gpus: float, flavor: str | None, whole_only: bool
+) -> float:
+    """GPUs a job that started holding `held_gpus` (on `flavor`) holds beyond its request.
+
+    A fraction is placed in eighths of a GPU, rounded up (`sched.requests.FRACTION_STEPS`:
+    0.05 holds 0.125, 0.32 holds 0.375), and a whole-GPU-only profile runs a slice or a
+    fraction on one whole GPU: what is held beyond the request does no work the job asked
+    for, so counting it as useful credited rounding as throughput (openb under `default`:
+    52,161 GPU-hours completed for a trace that asks for 51,499). Whole GPUs are held as
+    asked; a MIG slice placed as a slice weighs its compute share by where it lies (142 or
+    143 thousandths for 1/7), which is its share, not rounding; a request sized from an
+    inference load has no share to compare with. 0 for all of these.
+    """
+    if trace.gpus or (trace.gpu_fraction is None and not whole_only):
+        return 0.0
+    asked = trace.requested_gpus(flavor)
+    return 0.0 if asked is None else max(0.0, held_gpus - asked)
