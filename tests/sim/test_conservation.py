@@ -26,7 +26,8 @@ from gpufleet.sim import conservation, engine
 from gpufleet.sim.bench import synthetic_workload
 from gpufleet.sim.conservation import ConservationError, check, check_ledger, expected_share
 from gpufleet.sim.engine import FailureModel, InitialRun, SimConfig, Simulation, SpotModel, simulate
-from gpufleet.sim.metrics import HeldChange, MetricsRecorder, Sample
+from gpufleet.sim.ledger import HeldChange
+from gpufleet.sim.metrics import MetricsRecorder, Sample
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.profiles import PROFILES

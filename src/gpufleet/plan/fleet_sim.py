@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from gpufleet.plan.fleet_setup import Variant, build_cluster, build_teams, draw_workload
 from gpufleet.sim.engine import SimConfig, Simulation
 from gpufleet.sim.experiments import profile_setup
-from gpufleet.sim.metrics import HeldChange
+from gpufleet.sim.ledger import HeldChange
 from gpufleet.sim.workload import TraceJob, Workload
 
 if TYPE_CHECKING:
