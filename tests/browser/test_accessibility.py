@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import ARTIFACTS, H100, Live, log_in, read_gpus
+from .conftest import ARTIFACTS, H100, PLAN_TIMEOUT_MS, Live, log_in, read_gpus
 
 AXE = (Path(__file__).parent / "vendor" / "axe.min.js").read_text()
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
@@ -204,7 +204,7 @@ def test_the_planner_result_passes_axe(page: Page, live: Live) -> None:
     page.get_by_label("Name", exact=True).fill("a11y-plan")
     page.get_by_label("Tokens to train on").fill("20B")
     page.get_by_label("Deadline").fill("7d")
-    page.get_by_role("button", name="Plan it").click()
+    page.get_by_role("button", name="Plan it").click(timeout=PLAN_TIMEOUT_MS)
     expect(page.locator("#plan-summary")).to_be_visible()
     failing = [v for v in _axe(page) if v["impact"] in FAILING_IMPACTS]
     assert not failing, "axe:\n" + _describe({"planner-result": failing})

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import H100, Live, Shots, log_in
+from .conftest import H100, PLAN_TIMEOUT_MS, Live, Shots, log_in
 
 
 def _csv_rows(text: str) -> list[dict[str, str]]:
@@ -74,7 +74,7 @@ def test_the_planner_form_renders_a_plan_with_its_recommendation(
     page.get_by_label("Model").select_option("llama-3-8b")
     page.get_by_label("Tokens to train on").fill("20B")
     page.get_by_label("Deadline").fill("7d")
-    page.get_by_role("button", name="Plan it").click()
+    page.get_by_role("button", name="Plan it").click(timeout=PLAN_TIMEOUT_MS)
 
     expect(page.get_by_role("heading", name="Recommendation")).to_be_visible()
     expect(page.locator("#plan-summary")).to_contain_text("×")
