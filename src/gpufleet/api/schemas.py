@@ -3,13 +3,12 @@ the models beside each route, and the string rules below)."""
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gpufleet.control.admin import NAME_RE
-from gpufleet.sched.requests import FRACTION_STEPS
+from gpufleet.sched.requests import FRACTION_STEPS, fraction_eighths
 
 # Strings in requests. Team, project, cohort and user names are DNS labels (`admin.NAME_RE`):
 # the schema states the rule so that clients and fuzzers see it, and the core enforces it
@@ -105,7 +104,7 @@ def held_gpu_fraction(asked: float) -> float:
     """The share of a GPU the scheduler holds for `asked` (`sched.requests.requests_for`:
     whole eighths, at least one). The scheduler places and bills that, not the request, so
     the API and the portal say it rather than leave 0.3 to read as 0.3."""
-    return max(1, math.ceil(asked * FRACTION_STEPS - 1e-9)) / FRACTION_STEPS
+    return fraction_eighths(asked) / FRACTION_STEPS
 
 
 class WaitOut(BaseModel):

@@ -223,7 +223,7 @@ def _decision(
 ) -> str:
     what = f"{rec.total_gpus:,} × {rec.accelerator}"
     at_once = gpus_at_once(rec, curve)
-    rented = int((mix or {}).get("rented_gpus") or 0)
+    rented = fleet_gpus(rec, design, curve, mix)
     if rec.deployment != "on-prem" and rented > at_once:
         # the cloud rents whole instances: the decision names what is paid for
         instances = int((mix or {}).get("rented_instances") or 0)
@@ -253,6 +253,22 @@ def _decision(
     else:
         head = f"Rent {what}" + (f" on {rec.provider}" if rec.provider else " in the cloud")
     return f"{head}; {cost_text}"
+
+
+def fleet_gpus(
+    rec: Recommendation,
+    design: Design | None,
+    curve: DemandCurve | None,
+    mix: Mapping[str, float] | None,
+) -> int:
+    """The fleet the decision names: owning, the designed cluster of whole nodes (or the
+    GPUs in use at once without a design); renting, the whole instances rented where they
+    hold more GPUs than are in use at once, else the GPUs in use at once. Not the
+    workloads' GPUs added up: runs that never overlap share it."""
+    at_once = gpus_at_once(rec, curve)
+    if rec.deployment == "on-prem":
+        return design.gpus if design is not None else at_once
+    return max(at_once, int((mix or {}).get("rented_gpus") or 0))
 
 
 def gpus_at_once(rec: Recommendation, curve: DemandCurve | None) -> int:

@@ -20,7 +20,7 @@ from gpufleet.errors import SpecError
 from gpufleet.formatting import fmt_count, fmt_num, fmt_usd
 from gpufleet.plan.model import Plan
 from gpufleet.plan.planner import DEFAULT_ACCELERATORS, InfeasiblePlanError, plan
-from gpufleet.plan.summary import gpus_at_once
+from gpufleet.plan.summary import fleet_gpus, gpus_at_once
 from gpufleet.report.render import render_html
 from gpufleet.specs.fleet import FleetPlanSpec, plan_model_for
 from gpufleet.specs.inference import Engine, ServingPrecision
@@ -159,9 +159,8 @@ def headline(result: Plan) -> Headline:
     GPUs added up; that sum is kept apart, labelled as such."""
     rec, design, mix = result.recommendation, result.design, result.cost.mix
     at_once = gpus_at_once(rec, result.demand_curve)
-    rented = int(mix.get("rented_gpus") or 0)
+    fleet = fleet_gpus(rec, design, result.demand_curve, mix)
     if rec.deployment == "on-prem" and design is not None:
-        fleet = design.gpus
         how = (
             f"to build and own: {fmt_count(design.nodes)} {design.system} "
             f"node{'s' if design.nodes != 1 else ''}, {fmt_count(design.racks)} "
@@ -172,13 +171,12 @@ def headline(result: Plan) -> Headline:
             # a fleet sized below the peak (`on_prem.fleet_policy`): the rest is rented
             how += f"; the demand above it is rented ({fmt_num(curve.rented_gpu_hours)} GPU-hours)"
     elif rec.deployment == "on-prem":
-        fleet, how = at_once, "to build and own"
-    elif rented > at_once:
-        fleet = rented
+        how = "to build and own"
+    elif fleet > at_once:
         instances, per = int(mix.get("rented_instances") or 0), int(mix.get("instance_gpus") or 0)
         how = f"rented at once as {fmt_count(instances)} {per}-GPU instances"
     else:
-        fleet, how = at_once, "rented at once"
+        how = "rented at once"
     if rec.provider and rec.deployment != "on-prem":
         how += f" on {rec.provider}"
     summary = result.summary

@@ -47,6 +47,13 @@ class Request:
         return self.workers * self.gpus_per_worker
 
 
+def fraction_eighths(share: float) -> int:
+    """The whole eighths of a GPU a share is placed, held and billed in: rounded up, at least
+    one (0.05 holds 1/8, 0.3 holds 3/8). The one rule every reader of a share applies (the
+    scheduler, the simulator's checks, the API's held fraction)."""
+    return max(1, math.ceil(share * FRACTION_STEPS - 1e-9))
+
+
 def requests_for(job: JobSpec, accelerators: list[str]) -> list[Request]:
     """The job's request on each cluster accelerator it accepts (empty: it cannot run here)."""
     wanted = job.accelerators or accelerators
@@ -60,7 +67,7 @@ def requests_for(job: JobSpec, accelerators: list[str]) -> list[Request]:
             if job.mig_profile in profiles:
                 out.append(Request(name, "mig", 1, mig_profile=job.mig_profile))
         elif job.gpu_fraction:
-            eighths = max(1, math.ceil(job.gpu_fraction * FRACTION_STEPS - 1e-9))
+            eighths = fraction_eighths(job.gpu_fraction)
             out.append(Request(name, "fraction", 1, eighths=eighths))
         else:
             sized = _sized_for_workload(job, name)
@@ -109,7 +116,7 @@ def _sized_for_workload(job: JobSpec, accelerator: str) -> Request | None:
             return Request(accelerator, "mig", 1, mig_profile=p.profile)
     share = need / device.memory_bytes
     if share <= 1.0:
-        eighths = max(1, math.ceil(share * FRACTION_STEPS - 1e-9))
+        eighths = fraction_eighths(share)
         if eighths < FRACTION_STEPS:
             return Request(accelerator, "fraction", 1, eighths=eighths)
         return Request(accelerator, "gpus", 1, gpus_per_worker=1)

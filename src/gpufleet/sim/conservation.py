@@ -43,7 +43,7 @@ from typing import Final
 from gpufleet.catalog.mig import mig_profiles_for, whole_gpu_slices
 from gpufleet.cluster import MILLI
 from gpufleet.sched.registry import resolve
-from gpufleet.sched.requests import FRACTION_STEPS
+from gpufleet.sched.requests import FRACTION_STEPS, fraction_eighths
 from gpufleet.sim.ledger import JobHeld, Ledger
 from gpufleet.sim.metrics import SimMetrics
 from gpufleet.sim.result import SimResult
@@ -122,8 +122,7 @@ def expected_share(job: TraceJob, flavor: str | None, whole_only: bool) -> tuple
     if whole_only:
         return 1.0, 0.0
     if job.gpu_fraction is not None:
-        eighths = max(1, math.ceil(job.gpu_fraction * FRACTION_STEPS - 1e-9))
-        return eighths / FRACTION_STEPS, 0.0
+        return fraction_eighths(job.gpu_fraction) / FRACTION_STEPS, 0.0
     acc = flavor or (job.accelerators[0] if job.accelerators else None)
     if acc is None:
         return 0.0, math.inf

@@ -12,7 +12,6 @@ because it places pods directly, without the simulator's event loop.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,13 @@ from gpufleet.sched.fgd import Fgd
 from gpufleet.sched.framework import PlacementPlugin
 from gpufleet.sched.quota import placements_milli, request_milli
 from gpufleet.sched.registry import resolve
-from gpufleet.sched.requests import FRACTION_STEPS, Request, requests_for, whole_gpus
+from gpufleet.sched.requests import (
+    FRACTION_STEPS,
+    Request,
+    fraction_eighths,
+    requests_for,
+    whole_gpus,
+)
 from gpufleet.sim.fit_baselines import BASELINES, baseline
 from gpufleet.sim.traces import bundled_openb
 from gpufleet.sim.workload import Workload
@@ -106,8 +111,7 @@ def fill_setup(workload: Workload) -> FillSetup:
         elif job.gpus:  # no acceptable type here: it arrives, and always fails
             milli = job.gpus * job.workers * MILLI
         else:  # a share, rounded up to eighths as `requests_for` does
-            eighths = max(1, math.ceil((job.gpu_fraction or 1.0) * FRACTION_STEPS - 1e-9))
-            milli = eighths * MILLI // FRACTION_STEPS
+            milli = fraction_eighths(job.gpu_fraction or 1.0) * MILLI // FRACTION_STEPS
         pods.append(_Pod(spec, requests, milli))
     if not pods:
         raise UserError("the workload has no pods asking for whole GPUs or GPU fractions")

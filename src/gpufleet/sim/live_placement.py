@@ -21,7 +21,6 @@ the state's own checks.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from gpufleet.cluster import MILLI, Cluster
 from gpufleet.errors import UnknownNameError
 from gpufleet.sched.framework import InvalidPlacementError, Placement
 from gpufleet.sched.quota import MILLI_PER_EIGHTH
-from gpufleet.sched.requests import FRACTION_STEPS
+from gpufleet.sched.requests import fraction_eighths
 from gpufleet.sim.workload import TraceJob
 
 # a MIG slice id, "<node>/gpu<g>/mig:<profile>#<k>" (`cluster.slice_id`)
@@ -146,8 +145,7 @@ def _share_problem(
 ) -> str | None:
     """A fraction job holds one share of one GPU, its fraction rounded up to eighths as the
     scheduler places it (0.25 as 250/1000, 0.3 as 375/1000)."""
-    eighths = max(1, math.ceil(fraction * FRACTION_STEPS - 1e-9))
-    milli = eighths * MILLI_PER_EIGHTH
+    milli = fraction_eighths(fraction) * MILLI_PER_EIGHTH
     if not whole and not slices and len(shares) == 1 and shares[0].milli == milli:
         return None
     placed = "" if milli == round(fraction * MILLI) else f", placed in eighths as {milli / MILLI:g}"
