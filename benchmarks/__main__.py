@@ -138,10 +138,10 @@ def _congested_profiles() -> list[str]:
     return first + [p for p in PROFILES if p not in first]
 
 
-def _congested(profile: str) -> float:
+def _congested(profile: str, checkpoint_interval_s: float | None = None) -> float:
     from benchmarks.congested import congested_s
 
-    return congested_s(profile)
+    return congested_s(profile, checkpoint_interval_s=checkpoint_interval_s)
 
 
 def _eta(profile: str) -> float:
@@ -153,7 +153,7 @@ def _eta(profile: str) -> float:
 def _congested_benches() -> list[Bench]:
     """Issue 29's targets: each profile replays 100,000 congested jobs at >= 5,000 jobs/s
     (budget = 20 s), and the queue ETA for 10,000 waiting jobs takes <= 1 s."""
-    from benchmarks.congested import CONGESTED_JOBS
+    from benchmarks.congested import CONGESTED_CHECKPOINT_S, CONGESTED_JOBS
 
     out = [
         Bench(
@@ -168,6 +168,21 @@ def _congested_benches() -> list[Bench]:
         )
         for profile in _congested_profiles()
     ]
+    if "tiresias" in _congested_profiles():
+        # the stream's jobs keep nothing, so LAS evicts none of them above: with checkpoints
+        # the same stream measures the preemptions too
+        out.append(
+            Bench(
+                "sim-congested-tiresias-checkpointing",
+                f"as sim-congested-tiresias, every job checkpointing every "
+                f"{CONGESTED_CHECKPOINT_S:g} s (LAS preempts); issue 29: >= 5,000 jobs/s",
+                budget_s=CONGESTED_JOBS / 5_000,
+                repeat=1,
+                fn=partial(_congested, "tiresias", CONGESTED_CHECKPOINT_S),
+                self_timed=True,
+                warm_up=False,
+            )
+        )
     out += [
         Bench(
             f"eta-10000-waiting-{profile}",

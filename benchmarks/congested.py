@@ -21,12 +21,18 @@ ETA_NODES = 1_000  # the reconciler benchmark's cluster (1,000 x 8 H100)
 NOW = 1_700_000_000.0
 
 
-def congested_s(profile: str, jobs: int = CONGESTED_JOBS) -> float:
+def congested_s(
+    profile: str, jobs: int = CONGESTED_JOBS, checkpoint_interval_s: float | None = None
+) -> float:
     """Wall seconds of one congested replay; prints its rate and how congested it was."""
-    bench = congested(jobs, profile)
+    bench = congested(jobs, profile, checkpoint_interval_s=checkpoint_interval_s)
     depth = queue_depth(bench.result)
+    saves = (
+        "" if checkpoint_interval_s is None else f" (checkpoints every {checkpoint_interval_s:g} s)"
+    )
     print(
-        f"  congested {profile}: {bench.jobs_per_s:,.0f} jobs/s, {bench.result.cycles:,} cycles; "
+        f"  congested {profile}{saves}: {bench.jobs_per_s:,.0f} jobs/s, "
+        f"{bench.result.cycles:,} cycles, {bench.result.metrics.preemptions:,} preemptions; "
         f">= 100 waiting in {depth.share_at_least_100:.0%} of samples, mean {depth.mean:.0f}, "
         f"most {depth.most}",
         flush=True,

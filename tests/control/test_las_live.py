@@ -1,6 +1,6 @@
 """Issue 29: Tiresias runs in the live service too (the same `decide()`): a job that has had
 little GPU time evicts one that has had a lot, its own team's included, and the victim's
-events say why."""
+events say why. Only a job that checkpoints is evicted: one that keeps nothing runs on."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from .test_grace_preemption import live_plane
 def test_a_newcomer_evicts_a_long_runner_under_tiresias(sqlite_engine: Engine) -> None:
     live = live_plane(sqlite_engine)
     live.reconciler.config = replace(live.reconciler.config, profile="tiresias")
-    long_run = live.submit("research", "long", gpus=8, workers=4)  # the whole cluster
+    # the whole cluster, saving its work every 10 minutes
+    long_run = live.submit("research", "long", gpus=8, workers=4, checkpoint_interval_s=600)
     for _ in range(3):
         live.cycle()
     assert live.rows()[long_run].state == "running"
@@ -34,3 +35,17 @@ def test_a_newcomer_evicts_a_long_runner_under_tiresias(sqlite_engine: Engine) -
         ]
     # the same team: the full reason, with the preemptor and the attained service
     assert any("least attained service" in m for m in messages), messages
+
+
+def test_a_long_runner_that_keeps_nothing_runs_on(sqlite_engine: Engine) -> None:
+    live = live_plane(sqlite_engine)
+    live.reconciler.config = replace(live.reconciler.config, profile="tiresias")
+    long_run = live.submit("research", "long", gpus=8, workers=4)  # no checkpoints
+    for _ in range(3):
+        live.cycle()
+    live.clock.advance(2_000)  # past the threshold, as above
+    newcomer = live.submit("research", "new", gpus=8)
+    live.cycle()
+    rows = live.rows()
+    assert (rows[long_run].state, rows[newcomer].state) == ("running", "pending")
+    assert long_run not in live.preempted

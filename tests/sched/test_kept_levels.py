@@ -203,6 +203,7 @@ def _cycle_inputs() -> tuple[Any, ...]:
             state="running",
             started_s=started,
             placement=[{"node": node, "gpus": list(held[name])}],
+            checkpoint_interval_s=600.0,  # LAS evicts only jobs that checkpoint
         )
         for name, started in (("long", 0.0), ("short", now - 10.0))
     ]

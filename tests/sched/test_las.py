@@ -16,6 +16,7 @@ from .scenarios import H100, cluster, job, leaves, running, team, teams
 NOW = 100_000.0
 QUEUES = LasQueues()
 ONE_TEAM = teams(team("research", {H100: 8}))  # the whole node: a full cluster is a full quota
+SAVES = {"checkpoint_interval_s": 600.0}  # LAS evicts only jobs that checkpoint
 
 
 def served(name: str, gpu_h: float, **kw: Any) -> JobSpec:
@@ -45,7 +46,9 @@ def test_a_starving_job_is_promoted_by_its_waiting_not_its_age() -> None:
 
 def test_a_less_served_job_evicts_a_more_served_one_of_its_own_team() -> None:
     c, state = cluster(*leaves(1))
-    long_run = running("long", "h-0", list(range(8)), attained_gpu_s=50_000.0, started_s=NOW - 3600)
+    long_run = running(
+        "long", "h-0", list(range(8)), attained_gpu_s=50_000.0, started_s=NOW - 3600, **SAVES
+    )
     new = job("new", gpus=8, submitted_s=NOW - 60)
     d = decide(c, state, [long_run], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
     assert set(d.preempted) == {"long"}
@@ -60,12 +63,16 @@ def test_a_less_served_job_evicts_a_more_served_one_of_its_own_team() -> None:
     # FIFO never evicts for it
     f = decide(c, state, [long_run], [new], ONE_TEAM, profile="fifo", now_s=NOW)
     assert not f.preempted
+    # nor does LAS when the running job keeps nothing: its 21.9 GPU-h would be lost
+    keeps_nothing = long_run.model_copy(update={"checkpoint_interval_s": None})
+    d = decide(c, state, [keeps_nothing], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
+    assert not d.preempted
 
 
 def test_no_eviction_within_a_queue_or_of_a_protected_job() -> None:
     c, state = cluster(*leaves(1))
     new = job("new", gpus=8, submitted_s=NOW - 60)
-    young = running("young", "h-0", list(range(8)), started_s=NOW - 600)  # 1.3 GPU-h: queue 0
+    young = running("young", "h-0", list(range(8)), started_s=NOW - 600, **SAVES)  # queue 0
     d = decide(c, state, [young], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
     assert not d.preempted
     fixed = running(
@@ -75,6 +82,7 @@ def test_no_eviction_within_a_queue_or_of_a_protected_job() -> None:
         attained_gpu_s=50_000.0,
         started_s=NOW - 3600,
         preemptible=False,
+        **SAVES,
     )
     d = decide(c, state, [fixed], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
     assert not d.preempted
@@ -82,8 +90,8 @@ def test_no_eviction_within_a_queue_or_of_a_protected_job() -> None:
 
 def test_the_most_served_is_evicted_first() -> None:
     c, state = cluster(*leaves(1))
-    a = running("a", "h-0", [0, 1, 2, 3], attained_gpu_s=60_000.0, started_s=NOW - 60)
-    b = running("b", "h-0", [4, 5, 6, 7], attained_gpu_s=0.0, started_s=NOW - 60)
+    a = running("a", "h-0", [0, 1, 2, 3], attained_gpu_s=60_000.0, started_s=NOW - 60, **SAVES)
+    b = running("b", "h-0", [4, 5, 6, 7], attained_gpu_s=0.0, started_s=NOW - 60, **SAVES)
     new = job("new", gpus=4, submitted_s=NOW - 60)
     d = decide(c, state, [a, b], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
     assert set(d.preempted) == {"a"}  # b is in queue 0, as is new

@@ -172,7 +172,7 @@ class RunningCensus:
             insort(self.ends, (end, job.name))
         if value is not None:
             self.evictable[value] = self.evictable.get(value, 0) + 1
-            if self.las is not None:
+            if self.las is not None and job.checkpoints:  # what LAS may evict
                 before = job.attained_gpu_s if attained_gpu_s is None else attained_gpu_s
                 self.las.add(job.name, before, started_s, held_milli)
 
@@ -217,7 +217,12 @@ def recount(
         value = value_of(job)
         if value is not None:
             evictable[value] = evictable.get(value, 0) + 1
-            if running_las is not None and held_milli is not None and job.started_s is not None:
+            if (
+                running_las is not None
+                and held_milli is not None
+                and job.started_s is not None
+                and job.checkpoints
+            ):
                 held = held_milli(job.name)
                 running_las.add(job.name, job.attained_gpu_s, job.started_s, held)
     return Census(

@@ -10,7 +10,14 @@ run is promoted back to queue 0 (the paper's STARVELIMIT), so a long job is neve
 The same queues serve the queue order (`orders.Tiresias`) and the preemption that makes the
 policy Tiresias and not FIFO (`preempt.LasPreemption`): a waiting job in a lower queue evicts
 running jobs of higher queues. Without it, every waiting job has zero attained service and the
-order collapses to arrival order.
+order collapses to arrival order. Only jobs that checkpoint are evicted (Tiresias suspends a
+job and resumes it from its checkpoint): a workload that declares no checkpoints gets the
+LAS order without preemption.
+
+Both moves happen on the clock, with no arrival or finish: a running job's service crosses a
+threshold (`crossings_s`) and a waiting job reaches its promotion (`promoted_at_s`). A caller
+that schedules in cycles asks for one at those times (the simulator queues an event for
+each), else the move waits for whatever happens next.
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ class LasQueues:
 
     Default: two queues split at 16 GPU-hours (57,600 GPU-seconds), starvation after twice
     the running time spent waiting. On the Pollux workloads (tests/sim/test_tiresias_pollux.py)
-    this gives a mean JCT of 3,822 s against the published Tiresias 4,038 s, with 57
-    preemptions over the 1,280 jobs; the earlier split at 1 and 100 GPU-hours gave 5,674 s and
-    1,718 preemptions (a job crossing 1 GPU-hour is evicted by every newcomer, and pays a
-    restart each time).
+    this gives a mean JCT of 3,943 s against the published Tiresias 4,038 s, with 236
+    preemptions over the 1,280 jobs (the simulator acting on each crossing and promotion when
+    it happens); the earlier split at 1 and 100 GPU-hours gave 5,674 s and 1,718 preemptions
+    (a job crossing 1 GPU-hour is evicted by every newcomer, and pays a restart each time).
     """
 
     thresholds_gpu_s: tuple[float, ...] = (57_600.0,)

@@ -197,16 +197,13 @@ def _eviction(
     cause: str,
     frees: str,
 ) -> Eviction:
-    checkpointed = (
-        victim.job.last_checkpoint_s is not None or victim.job.checkpoint_interval_s is not None
-    )
     return Eviction(
         preemptor=job.name,
         kind=kind,
         cause=cause,
         frees=frees,
         lost_gpu_s=victim.lost_gpu_s,
-        since_checkpoint=checkpointed,
+        since_checkpoint=victim.job.checkpoints,
         grace_s=_grace_s(victim),
     )
 
@@ -298,9 +295,13 @@ class LasPreemption:
     """Tiresias's preemption (`sched.las`): a waiting job evicts running jobs that sit in a
     strictly higher least-attained-service queue, the most-served first (highest queue, then
     the latest arrival: the reverse of the queue order). Priority does not matter, the
-    class's `preemptible` and the job's do. No minimum runtime: a job only moves down a queue
-    after it has run a threshold's worth of GPU-seconds, and the starvation limit brings a
-    waiting job back, so jobs do not thrash."""
+    class's `preemptible` and the job's do, and only a job that checkpoints (`JobSpec.
+    checkpoints`) is a victim: Tiresias suspends and resumes jobs from their checkpoints,
+    and evicting a job that keeps nothing throws its run away for a reordering (on a
+    congested stream without checkpoints, a job crossing the threshold was evicted again
+    after every restart and never finished). No minimum runtime: a job only moves down a
+    queue after it has run a threshold's worth of GPU-seconds, and the starvation limit
+    brings a waiting job back, so jobs do not thrash."""
 
     name = "las"
 
@@ -349,8 +350,8 @@ class LasPreemption:
             ranked: list[tuple[int, float, str, JobSpec, PriorityClass]] = []
             for victim in ctx.running:
                 cls = _evictable(victim, ctx)
-                if cls is None or victim.started_s is None:
-                    continue
+                if cls is None or victim.started_s is None or not victim.checkpoints:
+                    continue  # LAS evicts only jobs that keep their work (`sched.las`)
                 held = sum(ctx.held_milli(victim.name).values())
                 queue = self.queues.running(victim, held, ctx.now_s)
                 ranked.append((-queue, -victim.submitted_s, victim.name, victim, cls))

@@ -42,7 +42,17 @@ class SimBench:
         return self.jobs / self.wall_s
 
 
-def synthetic_workload(nodes: int, jobs: int, load: float, seed: int = 0) -> Workload:
+def synthetic_workload(
+    nodes: int,
+    jobs: int,
+    load: float,
+    seed: int = 0,
+    *,
+    checkpoint_interval_s: float | None = None,
+) -> Workload:
+    """The synthetic mix (sizes up to 32-GPU gangs, lognormal durations, Poisson arrivals)
+    offering `load` × the capacity of `nodes` 8-GPU nodes. `checkpoint_interval_s`: every
+    job saves its work this often (None: none does, and LAS preemption evicts none)."""
     rng = np.random.default_rng(seed)
     mean_gpus = float(np.dot(SIZES, WEIGHTS))
     mean_s = MEDIAN_S * float(np.exp(SIGMA**2 / 2))
@@ -63,6 +73,7 @@ def synthetic_workload(nodes: int, jobs: int, load: float, seed: int = 0) -> Wor
                 gpus=min(g, 8),
                 workers=max(1, g // 8),
                 runtime_estimate_s=float(durations[i]) * 1.5,
+                checkpoint_interval_s=checkpoint_interval_s,
             )
         )
     return Workload(tuple(out), CleaningReport("synthetic", jobs, jobs))
@@ -82,7 +93,13 @@ def openb_replay(profile: str = "default", seed: int = 0) -> SimBench:
 
 
 def synthetic(
-    nodes: int, jobs: int, profile: str = "default", load: float = 0.7, seed: int = 0
+    nodes: int,
+    jobs: int,
+    profile: str = "default",
+    load: float = 0.7,
+    seed: int = 0,
+    *,
+    checkpoint_interval_s: float | None = None,
 ) -> SimBench:
     cluster = bench_cluster(nodes)
     teams = TeamsSpec.model_validate(
@@ -91,7 +108,9 @@ def synthetic(
             "teams": [{"name": f"t{i}", "quota": {ACCELERATOR: nodes * 8}} for i in range(TEAMS)],
         }
     )
-    workload = synthetic_workload(nodes, jobs, load, seed)
+    workload = synthetic_workload(
+        nodes, jobs, load, seed, checkpoint_interval_s=checkpoint_interval_s
+    )
     started = time.perf_counter()
     result = simulate(cluster, teams, workload, SimConfig(profile=profile, seed=seed))
     return SimBench(nodes, jobs, profile, time.perf_counter() - started, result)
@@ -132,6 +151,11 @@ def congested(
     nodes: int = CONGESTED_NODES,
     load: float = CONGESTED_LOAD,
     seed: int = 0,
+    checkpoint_interval_s: float | None = None,
 ) -> SimBench:
-    """The synthetic mix at `load` on `nodes` 8-GPU nodes (`queue_depth` says how congested)."""
-    return synthetic(nodes, jobs, profile, load=load, seed=seed)
+    """The synthetic mix at `load` on `nodes` 8-GPU nodes (`queue_depth` says how congested).
+    Its jobs do not checkpoint unless `checkpoint_interval_s` says so: under `tiresias` the
+    stream then gets the LAS order without preemption (`sched.las`)."""
+    return synthetic(
+        nodes, jobs, profile, load=load, seed=seed, checkpoint_interval_s=checkpoint_interval_s
+    )

@@ -6,9 +6,11 @@ global state and no wall clock, so the same inputs and seed give byte-identical
 results.
 
 Events, in the order they are handled at one instant: finish, failure, spot
-reclaim, repair, arrival, then one scheduling cycle. A cycle runs at most every
-`cycle_interval_s` (events in between are batched, as Kueue and Slurm batch),
-and only when something happened that could change a decision.
+reclaim, repair, MIG re-layout, arrival, a least-attained-service move (under
+LAS preemption: a running job's service crossing a queue threshold, a waiting
+job's starvation promotion; `sim.las_clock`), then one scheduling cycle. A cycle
+runs at most every `cycle_interval_s` (events in between are batched, as Kueue
+and Slurm batch), and only when something happened that could change a decision.
 
 What a job does when it runs:
 
@@ -52,7 +54,7 @@ held, and the result carries both (`SimResult.ledger`); with GPUFLEET_DEBUG_CHEC
 (the test suite sets it) every run is checked by `sim.conservation` and raises
 `ConservationError` when they disagree, rather than report a broken metric.
 
-Why one file (about 830 lines): the event loop, its handlers and the engine's views of the
+Why one file (about 1,170 lines): the event loop, its handlers and the engine's views of the
 running jobs share the heap, the clock and the per-job `Run` records (`sim.run`). Handlers
 in other modules would pass that state around on every event of the hot loop (design
 0014); metrics, results and the conservation checks are already modules of their own.
@@ -77,18 +79,19 @@ from gpufleet.cluster import MILLI, AllocationError, Cluster, MigSlice, State, W
 from gpufleet.errors import UnknownNameError
 from gpufleet.sched import census
 from gpufleet.sched.backfill import expected_runtime_s
-from gpufleet.sched.census import Census, RunningCensus
+from gpufleet.sched.census import Census, RunningCensus, evictable_value
 from gpufleet.sched.decide import QUIET_STOP_AT, decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, OrderContext, Placement
 from gpufleet.sched.kept import Kept, KeptLasQueue, KeptLevels, KeptQueue, keeps, keeps_levels
+from gpufleet.sched.las import LasQueues
 from gpufleet.sched.lean import LeanQueue, qualifies, uncount, worker_gpus
 from gpufleet.sched.orders import Tiresias
 from gpufleet.sched.preempt import LasPreemption
 from gpufleet.sched.quota import placements_milli, usage_milli
 from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.team_index import team_index
-from gpufleet.sim import conservation
+from gpufleet.sim import conservation, las_clock
 from gpufleet.sim.ledger import JobHeld
 from gpufleet.sim.live_placement import check_running_placement
 from gpufleet.sim.metrics import MetricsRecorder, waiting_shape
@@ -100,7 +103,8 @@ from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
 
 # event priorities at one instant: resources come back before they are handed out
-FINISH, FAILURE, RECLAIM, REPAIR, RELAYOUT, ARRIVAL, CYCLE, SAMPLE = range(8)
+# (LAS: a least-attained-service crossing or promotion is due, `sim.las_clock`)
+FINISH, FAILURE, RECLAIM, REPAIR, RELAYOUT, ARRIVAL, LAS, CYCLE, SAMPLE = range(9)
 DOWN = "\x00down:"  # holder of a failed or reclaimed node's GPUs
 DRAIN = "\x00drain:"  # holder of a draining MIG GPU's free slices
 
@@ -164,6 +168,11 @@ def _kept_queues(
     return None, None
 
 
+def _las_queues(plugins: Resolved) -> LasQueues | None:
+    """The queues of the profile's least-attained-service preemption (None: it has none)."""
+    return next((p.queues for p in plugins.preemptions if isinstance(p, LasPreemption)), None)
+
+
 def _censuses(
     plugins: Resolved,
     teams: TeamsSpec,
@@ -178,8 +187,7 @@ def _censuses(
     stop and never read it."""
     if not config.lean_cycles or qualifies(plugins.profile):
         return None, None
-    las = next((p.queues for p in plugins.preemptions if isinstance(p, LasPreemption)), None)
-    running = RunningCensus(teams, las)
+    running = RunningCensus(teams, _las_queues(plugins))
     return running, Census(sizes, runtimes, running.ends, running.evictable, running.las)
 
 
@@ -282,6 +290,11 @@ class _RunningViews(Collection[JobSpec]):
     def has(self, unit: str) -> bool:
         return unit in self._started
 
+    def run_of(self, unit: str) -> tuple[float, int] | None:
+        """(start, milli-GPUs held) of a running unit; None when it is not running."""
+        found = self._started.get(unit)
+        return None if found is None else found[1:]
+
     def specs(self) -> Iterator[tuple[JobSpec, float, int]]:
         """(pending spec, start, milli-GPUs held) of each running unit, in the order they
         started."""
@@ -378,6 +391,9 @@ class Simulation:
         self._running_census, self._census = _censuses(
             plugins, teams, config, self._sizes, self._runtimes
         )
+        # least-attained-service preemption: its queues, and who it may evict (a job of an
+        # evictable class that checkpoints), for the clock's events (`sim.las_clock`)
+        self._las, self._evictable_value = _las_queues(plugins), evictable_value(teams)
         self.running = _RunningViews()
         self.usage: dict[tuple[str, str], int] = {}
         # usage / MILLI, kept in step for the decayed usage (only when the order reads it)
@@ -401,8 +417,7 @@ class Simulation:
         # running job may hold at a live start, and the part of its GPU its work is not on
         self.gang, self._whole_only = plugins.profile.gang, plugins.profile.whole_gpus_only
         self._lean, self._kept = _kept_queues(plugins, teams, config)
-        self._order = plugins.queue_order
-        self._keeps_history = plugins.queue_order.uses_share
+        self._order, self._keeps_history = plugins.queue_order, plugins.queue_order.uses_share
         self.specs: Mapping[str, JobSpec] = specs or {}
         self._speeds = config.speeds
         self._spec_of = _Specs()
@@ -502,6 +517,7 @@ class Simulation:
             RECLAIM: self._reclaim,
             REPAIR: self._repair,
             RELAYOUT: self._relayout,
+            LAS: self._las_due,
             CYCLE: self._cycle,
             SAMPLE: self._sample,
         }
@@ -519,7 +535,7 @@ class Simulation:
                     t, kind, _, payload = pop(heap)
                     if t > horizon:
                         break
-                    if kind in (SAMPLE, FAILURE, RECLAIM, REPAIR) and not self._has_work():
+                    if kind in (SAMPLE, FAILURE, RECLAIM, REPAIR, LAS) and not self._has_work():
                         continue  # nothing can change any more: these stop, and so does the run
                     self.now_s = t
                     self.events += 1
@@ -959,6 +975,10 @@ class Simulation:
         run.held.add(unit)
         began_s = now if started_s is None else started_s
         self.running.add(unit, spec, began_s, milli)
+        if self._las is not None and spec.checkpoints and self._evictable_value(spec) is not None:
+            for at_s in las_clock.crossings_s(self._las, VIEW_ATTAINED_GPU_S, began_s, milli):
+                if at_s > now:  # a cycle when it becomes a victim
+                    self._push(at_s, LAS, (unit, (began_s, milli)))
         if len(run.held) < len(run.units):
             return  # a partial gang holds GPUs and waits for the rest of its pods
         if len(run.units) > 1:  # what its earlier pods held while they waited for this one
@@ -981,6 +1001,13 @@ class Simulation:
                 run.time_factor = self._speeds.time_factor(held)
             end = now + run.overhead_s + run.remaining_s * run.time_factor
         self._push(end, FINISH, (run, run.attempt))
+
+    def _las_due(self, due: tuple[str, tuple[float, int] | JobSpec]) -> None:
+        """A running unit's service crossed a threshold, or a waiting one is promoted: a
+        cycle, unless the unit has stopped or started since (the event is stale)."""
+        unit, was = due
+        if was == self.running.run_of(unit) or was is self.pending.get(unit):
+            self._want_cycle()
 
     def _interrupt(
         self, name: str, *, notice_saves: bool, released: frozenset[str] = frozenset()
@@ -1018,8 +1045,13 @@ class Simulation:
             self.metrics.completed(run, self.now_s)
             run.spend()
             return
+        las = self._las
         for unit, spec in run.units.items():
-            self._enqueue(unit, spec.replaced({"attained_gpu_s": run.attained_gpu_s}))
+            waiting = spec.replaced({"attained_gpu_s": run.attained_gpu_s})
+            self._enqueue(unit, waiting)
+            promoted_s = None if las is None else las_clock.promotion_s(las, waiting)
+            if promoted_s is not None and promoted_s > self.now_s:  # a cycle when it may evict
+                self._push(promoted_s, LAS, (unit, waiting))
         self._want_cycle()
 
     # -- failures and spot ---------------------------------------------------------------

@@ -137,6 +137,13 @@ class JobSpec(Spec):
         return (self.gpus or 0) * self.workers
 
     @property
+    def checkpoints(self) -> bool:
+        """It saves its work (a checkpoint interval, or a checkpoint it reported), so an
+        eviction costs only the work since the last save. Least-attained-service preemption
+        evicts only such jobs (`sched.las`)."""
+        return self.last_checkpoint_s is not None or self.checkpoint_interval_s is not None
+
+    @property
     def spot_ok(self) -> bool:
         """Latency-sensitive serving never runs on spot; checkpointed work may."""
         if self.allow_spot is not None:
