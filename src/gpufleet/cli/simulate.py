@@ -28,6 +28,7 @@ from gpufleet.cli.output import check_format, wide_console
 from gpufleet.cli.schedule import PROFILE_HELP
 from gpufleet.cli.simulate_files import check_out, undone_on_failure
 from gpufleet.cli.simulate_options import (
+    CheckpointOpt,
     ClusterArg,
     FormatOpt,
     HorizonOpt,
@@ -91,6 +92,9 @@ class _Inputs:
     # --horizon as given and in seconds after the first arrival (None: run until done)
     horizon: str | None = None
     horizon_s: float | None = None
+    # --checkpoint-every as given, in seconds, and how many jobs of the first draw it gave
+    # an interval (None: not given)
+    checkpoint_every: tuple[str, float, int] | None = None
 
     def config_for(self, workload: Workload) -> SimConfig:
         """The config to run `workload` with: --horizon counts from its first arrival, the
@@ -151,13 +155,21 @@ class _Inputs:
             if j.gpu_fraction is not None
             and abs(j.gpu_fraction * FRACTION_STEPS - round(j.gpu_fraction * FRACTION_STEPS)) > 1e-9
         ]
+        assumed = []
+        if self.checkpoint_every is not None:
+            text, _, count = self.checkpoint_every
+            assumed.append(
+                f"--checkpoint-every {text}: {count:,} training and batch jobs without a "
+                f"checkpoint interval of their own save their work every {text}"
+            )
         if not rounded:
-            return []
+            return assumed
         return [
+            *assumed,
             f"{len(rounded):,} jobs ask for a GPU fraction that is not a whole number of "
             f"eighths (e.g. {rounded[0]:g}): each holds its fraction rounded up to the next "
             "eighth of a GPU; the rounding counts as held (allocation, idle_held_gpu_hours), "
-            "not as work (gpu_hours_completed, goodput)"
+            "not as work (gpu_hours_completed, goodput)",
         ]
 
 
@@ -176,26 +188,25 @@ def _read_inputs(
     window: str | None = None,
     speeds: str | None = None,
     reference: str | None = None,
+    checkpoint_every: str | None = None,
 ) -> _Inputs:
     """Everything the user gave, read and checked. `--horizon` is kept apart from the
     config (`_Inputs.config_for`): it counts from each workload's first arrival."""
     from gpufleet.cluster import Cluster
     from gpufleet.quantities import parse_duration
     from gpufleet.sim.engine import FailureModel, SimConfig
-    from gpufleet.sim.setup import check_priority_classes, cluster_from_nodes, workload_source
+    from gpufleet.sim.setup import (
+        assume_checkpoints,
+        check_priority_classes,
+        cluster_from_nodes,
+        workload_source,
+    )
     from gpufleet.sim.speed import table_from_options
     from gpufleet.specs.cluster import ClusterSpec
     from gpufleet.specs.load import load
     from gpufleet.specs.teams import TeamsSpec
 
-    horizon_s: float | None = None
-    if horizon is not None:
-        try:
-            horizon_s = parse_duration(horizon)
-        except ValueError as exc:
-            raise UserError(f"--horizon: {exc}") from None
-        if horizon_s <= 0:
-            raise UserError(f"--horizon: must be positive, got {horizon!r}")
+    horizon_s = None if horizon is None else _positive_duration("--horizon", horizon)
     try:
         restart_s = parse_duration(restart_overhead)
     except ValueError as exc:
@@ -207,6 +218,14 @@ def _read_inputs(
     teams = load(TeamsSpec, teams_path) if teams_path is not None else None
     source = workload_source(workload_arg, trace_format, nodes=trace_nodes)
     first = source.draw(first_seed)
+    assumed = None
+    if checkpoint_every is not None:
+        every_s = _positive_duration("--checkpoint-every", checkpoint_every)
+        source = assume_checkpoints(source, every_s)
+        before = first
+        first = source.draw(first_seed)
+        count = sum(a is not b for a, b in zip(before.jobs, first.jobs, strict=True))
+        assumed = (checkpoint_every, every_s, count)
     if not first.jobs:
         raise UserError(
             f"WORKLOAD {workload_arg}: no jobs to simulate (read {first.report.rows:,} "
@@ -231,7 +250,19 @@ def _read_inputs(
             {n.accelerator for n in cluster.nodes}, first.reference_accelerator, speeds, reference
         ),
     )
-    return _Inputs(cluster, source, first, teams, teams_path, config, horizon, horizon_s)
+    return _Inputs(cluster, source, first, teams, teams_path, config, horizon, horizon_s, assumed)
+
+
+def _positive_duration(option: str, text: str) -> float:
+    from gpufleet.quantities import parse_duration
+
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise UserError(f"{option}: {exc}") from None
+    if value <= 0:
+        raise UserError(f"{option}: must be positive, got {text!r}")
+    return value
 
 
 def _window(text: str | None) -> tuple[float, float] | None:
@@ -346,6 +377,7 @@ def run(
     gpu_mtbf_h: MtbfOpt = None,
     repair_h: RepairOpt = 4.0,
     restart_overhead: RestartOpt = "5min",
+    checkpoint_every: CheckpointOpt = None,
     speeds: SpeedsOpt = None,
     reference: ReferenceOpt = None,
     window: Annotated[
@@ -386,6 +418,7 @@ def run(
         gpu_mtbf_h=gpu_mtbf_h,
         repair_h=repair_h,
         restart_overhead=restart_overhead,
+        checkpoint_every=checkpoint_every,
         speeds=speeds,
         reference=reference,
         first_seed=seed,
@@ -469,6 +502,7 @@ def compare(
     gpu_mtbf_h: MtbfOpt = None,
     repair_h: RepairOpt = 4.0,
     restart_overhead: RestartOpt = "5min",
+    checkpoint_every: CheckpointOpt = None,
     speeds: SpeedsOpt = None,
     reference: ReferenceOpt = None,
     format: FormatOpt = "table",
@@ -502,6 +536,7 @@ def compare(
         gpu_mtbf_h=gpu_mtbf_h,
         repair_h=repair_h,
         restart_overhead=restart_overhead,
+        checkpoint_every=checkpoint_every,
         speeds=speeds,
         reference=reference,
         first_seed=0,
@@ -594,6 +629,10 @@ def _context(
             "repair_mean_h": cfg.failures.repair_mean_h,
             "cycle_interval_s": cfg.cycle_interval_s,
             "restart_overhead_s": cfg.restart_overhead_s,
+            # training and batch jobs without an interval of their own (None: they keep none)
+            "checkpoint_every_s": None
+            if inputs.checkpoint_every is None
+            else inputs.checkpoint_every[1],
         },
         "warnings": list(warnings),
     }

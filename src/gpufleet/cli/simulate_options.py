@@ -75,6 +75,16 @@ RestartOpt = Annotated[
         "e.g. 30s or 5min.",
     ),
 ]
+CheckpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--checkpoint-every",
+        help="Assume every training and batch job whose trace row gives no checkpoint "
+        "interval saves its work this often, e.g. 10min (Tiresias's assumption: `tiresias` "
+        "evicts only jobs that checkpoint; failures then lose only the work since the last "
+        "save). Default: such jobs keep nothing.",
+    ),
+]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 SpeedsOpt = Annotated[
     str | None,

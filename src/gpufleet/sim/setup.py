@@ -225,6 +225,25 @@ class WorkloadSource:
     varies_with_seed: bool
 
 
+def assume_checkpoints(source: WorkloadSource, interval_s: float) -> WorkloadSource:
+    """`source` with every training and batch job that declares no checkpoint interval
+    saving its work every `interval_s` (`simulate --checkpoint-every`). Traces rarely say
+    whether jobs checkpoint; Tiresias assumes they all do, and LAS preemption evicts only
+    jobs that keep their work (`sched.las`). Serving and interactive jobs keep nothing."""
+
+    def draw(seed: int) -> Workload:
+        workload = source.draw(seed)
+        jobs = tuple(
+            replace(j, checkpoint_interval_s=interval_s)
+            if j.checkpoint_interval_s is None and j.kind in ("training", "batch")
+            else j
+            for j in workload.jobs
+        )
+        return replace(workload, jobs=jobs)
+
+    return WorkloadSource(source.name, draw, source.varies_with_seed)
+
+
 def workload_source(
     path: Path | str, trace_format: str | None = None, *, nodes: Path | None = None
 ) -> WorkloadSource:
