@@ -35,6 +35,7 @@ from gpufleet.sim.fit_baselines import (
 from gpufleet.sim.fragmentation import arrivals, fill_policy, fill_setup
 from gpufleet.sim.workload import CleaningReport, TraceJob, TraceNode, Workload
 from gpufleet.specs.jobs import JobSpec
+from gpufleet.specs.teams import OPEN_QUOTA_GPUS
 
 A100 = "a100-sxm4-80gb"
 ROW_FIELDS = {
@@ -316,7 +317,7 @@ def test_k8s_default_runs_without_mig_with_open_quotas_and_busy_scaled_by_what_j
     k8s = profile_setup("k8s-default", cluster, s.teams, workload)
     assert not any(layout for n in k8s.cluster.nodes for layout in n.mig)
     assert k8s.cluster.gpu_count == 256
-    assert all(t.quotas[0].guaranteed_gpus == 256 for t in k8s.teams.teams)
+    assert all(t.quotas[0].guaranteed_gpus == OPEN_QUOTA_GPUS for t in k8s.teams.teams)
     embed = next(j for j in k8s.workload.jobs if j.mig_profile == "1g.10gb")
     assert embed.busy_fraction == pytest.approx(0.5 / 7)  # 1g of an A100's 7 compute slices
     train = next(j for j in k8s.workload.jobs if j.kind == "training")

@@ -28,6 +28,7 @@ from gpufleet.sim.setup import (
 from gpufleet.sim.workload import CleaningReport, TraceJob, TraceNode, Workload
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.load import load
+from gpufleet.specs.teams import OPEN_QUOTA_GPUS
 
 DATA = Path(__file__).parent / "data"
 OPENB_PODS = DATA / "openb_pods_sample.csv"
@@ -374,7 +375,7 @@ def test_cluster_from_nodes_is_flat_and_shares_gpus() -> None:
         cluster_from_nodes(())
 
 
-def test_open_teams_guarantee_the_whole_cluster_to_every_team() -> None:
+def test_open_teams_give_every_team_a_quota_that_never_binds() -> None:
     cluster = cluster_from_nodes((TraceNode("n1", "openb-G3", 8), TraceNode("n2", "openb-T4", 2)))
     teams = open_teams(
         cluster,
@@ -382,7 +383,8 @@ def test_open_teams_guarantee_the_whole_cluster_to_every_team() -> None:
     )
     assert [t.name for t in teams.teams] == ["x", "y"]
     for team in teams.teams:
-        assert {q.flavor: q.guaranteed_gpus for q in team.quotas} == {"openb-G3": 8, "openb-T4": 2}
+        open_quota = {"openb-G3": OPEN_QUOTA_GPUS, "openb-T4": OPEN_QUOTA_GPUS}
+        assert {q.flavor: q.guaranteed_gpus for q in team.quotas} == open_quota
     assert {"production", "standard", "opportunistic", "vip"} <= {
         c.name for c in teams.priority_classes
     }

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -17,19 +16,10 @@ from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.jobs import JobSpec, JobsSpec
 from gpufleet.specs.load import load
 from gpufleet.specs.profiles import PROFILES
-from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, TeamsSpec
+from gpufleet.specs.teams import DEFAULT_PRIORITY_CLASSES, OPEN_QUOTA_GPUS, TeamsSpec
 
 if TYPE_CHECKING:
     from gpufleet.sched.framework import Relayout
-
-
-# Each team's guarantee of every flavor in a run without a teams file: beyond any team's use
-# and any job's need, so the quota check never binds and jobs wait only for room. A guarantee
-# of the cluster's size counted the team's own running jobs against it: a gang waiting for
-# room read "team x quota 8/16 in use, no cohort to borrow from", and, set aside as beyond
-# its quota, got no backfill reservation. (The quota book counts thousandths of a GPU: this
-# times 1000 is still a 64-bit integer.)
-OPEN_QUOTA_GPUS: Final = sys.maxsize // 1000
 
 
 def _open_teams(jobs: list[JobSpec], accelerators: Iterable[str]) -> TeamsSpec:

@@ -47,7 +47,7 @@ from gpufleet.sim.workload import TraceJob, Workload
 from gpufleet.specs.cluster import ClusterSpec
 from gpufleet.specs.load import load
 from gpufleet.specs.profiles import PROFILES
-from gpufleet.specs.teams import Quota, TeamsSpec
+from gpufleet.specs.teams import OPEN_QUOTA_GPUS, Quota, TeamsSpec
 from gpufleet.specs.workload import WorkloadSpec
 
 EXPERIMENTS: Final = ("fragmentation", "utilization-claims")
@@ -58,7 +58,7 @@ DAY_S: Final = 86_400.0
 UTILIZATION_PROFILES: Final = ("k8s-default", "default")
 UTILIZATION_SCENARIO: Final = "utilization-claims"
 # Profiles that model Kubernetes without Kueue: a ResourceQuota caps a namespace and
-# guarantees nothing, so they run with every team guaranteed the whole cluster
+# guarantees nothing, so they run with open quotas (`_open_quotas`: none binds)
 # (sched/registry.py, the k8s-default comment).
 OPEN_QUOTA_PROFILES: Final = frozenset({"k8s-default"})
 _M = TypeVar("_M", bound=BaseModel)
@@ -123,7 +123,7 @@ def profile_setup(
     scaled by the share it asked for: the same traffic on a whole GPU keeps it busy that
     much less (a 1g.10gb service busy 50 % of the time on its slice keeps a whole A100
     busy 1/7 × 50 %), so busy utilisation counts the same work under every profile.
-    A profile in OPEN_QUOTA_PROFILES runs with every team guaranteed the whole cluster.
+    A profile in OPEN_QUOTA_PROFILES runs with open quotas (none binds).
     """
     whole_only = resolve(profile).profile.whole_gpus_only
     if whole_only:
@@ -171,9 +171,10 @@ def _rescaled_busy(workload: Workload, cluster: Cluster) -> Workload:
 
 
 def _open_quotas(teams: TeamsSpec, cluster: Cluster) -> TeamsSpec:
+    """`teams` with quotas that never bind (`OPEN_QUOTA_GPUS` of every accelerator)."""
     quotas = [
-        Quota(flavor=acc, guaranteed_gpus=gpus)
-        for acc, gpus in sorted(cluster.gpus_by_accelerator.items())
+        Quota(flavor=acc, guaranteed_gpus=OPEN_QUOTA_GPUS)
+        for acc in sorted(cluster.gpus_by_accelerator)
     ]
     return teams.model_copy(
         update={"teams": [t.model_copy(update={"quotas": quotas}) for t in teams.teams]}
@@ -287,9 +288,7 @@ def utilization_claims(
             setup = profile_setup(profile, cluster, scenario.teams, workload)
             setups[profile] = {
                 "mig_layouts": setup.mig,
-                "quotas": "open (every team guaranteed the cluster)"
-                if setup.open_quotas
-                else "teams.yaml",
+                "quotas": "open (no quota binds)" if setup.open_quotas else "teams.yaml",
                 "busy_fraction_scaled_by_requested_share": setup.busy_rescaled,
             }
             t0 = time.perf_counter()

@@ -33,6 +33,7 @@ from gpufleet.sim.traces.openb import BUNDLED_PODS, bundled_file
 from gpufleet.sim.workload import TraceJob, TraceNode, Workload
 from gpufleet.specs.teams import (
     DEFAULT_PRIORITY_CLASSES,
+    OPEN_QUOTA_GPUS,
     PriorityClass,
     Quota,
     Team,
@@ -74,8 +75,12 @@ def open_teams(
 ) -> TeamsSpec:
     """Teams for a run without a teams file: every team may use the whole cluster.
 
-    Each team of the workload (plus `extra_teams`) is guaranteed all GPUs of every
-    accelerator, so quotas never hold a job back and fair share sees equal entitlements.
+    Each team of the workload (plus `extra_teams`) is guaranteed `OPEN_QUOTA_GPUS` of every
+    accelerator, more than any use reaches, so quotas never hold a job back (a job waits
+    only for room, and gets a backfill reservation as such) and fair share sees equal
+    entitlements. A guarantee of the cluster's size counted a team's own running jobs
+    against it: on a one-team trace every job blocked by room was "beyond its quota" and
+    backfilling profiles reserved for none.
     The default priority classes, plus any class the workload names that they lack (at
     value 500, preemptible), so every job's class resolves.
 
@@ -83,8 +88,8 @@ def open_teams(
     not catalog names, which the teams spec would otherwise refuse.
     """
     quotas = [
-        Quota.model_construct(flavor=acc, guaranteed_gpus=gpus)
-        for acc, gpus in sorted(cluster.gpus_by_accelerator.items())
+        Quota.model_construct(flavor=acc, guaranteed_gpus=OPEN_QUOTA_GPUS)
+        for acc in sorted(cluster.gpus_by_accelerator)
     ]
     names = sorted({j.team for j in workload.jobs} | set(extra_teams)) or ["default"]
     classes = list(DEFAULT_PRIORITY_CLASSES)

@@ -127,7 +127,7 @@ PROFILES: Mapping[str, Profile] = {
     # NodeResourcesFit plugin's default LeastAllocated scoring (`spread`); the integer
     # `nvidia.com/gpu` resource only (no MIG strategy, no time-slicing), so slices and
     # fractions become one whole GPU; ResourceQuota only caps a namespace, it guarantees
-    # nothing (run it with open quotas: every team guaranteed the cluster); PriorityClass
+    # nothing (run it with open quotas: none binds); PriorityClass
     # preemption of lower-priority pods; no gang scheduling — pods bind one by one and a
     # partial gang holds its GPUs (`gang=False`, split by the simulator); no backfill,
     # no reservation: a pod that does not fit waits without blocking others.

@@ -6,8 +6,9 @@ lent out); `limit_gpus` caps what it may reach by borrowing idle capacity.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
 
@@ -26,6 +27,15 @@ DEFAULT_PRIORITY_CLASSES = (
     PriorityClass(name="standard", value=500, preemptible=True),
     PriorityClass(name="opportunistic", value=100, preemptible=True),
 )
+
+
+# Each team's guarantee of every flavor in a run without a teams file (`gpufleet schedule`,
+# `gpufleet simulate`): beyond any team's use and any job's need, so the quota check never
+# binds and jobs wait only for room. A guarantee of the cluster's size counted the team's own
+# running jobs against it: a gang waiting for room read "team x quota 8/16 in use, no cohort
+# to borrow from", and, set aside as beyond its quota, got no backfill reservation. (The
+# quota book counts thousandths of a GPU in Python integers: no overflow.)
+OPEN_QUOTA_GPUS: Final = sys.maxsize // 1000
 
 
 class Quota(Spec):
