@@ -36,7 +36,7 @@ from gpufleet.plan.model import (
     Portfolio,
     WorkloadChoice,
 )
-from gpufleet.plan.spot import spot_overhead_fraction
+from gpufleet.plan.spot import RunInputs, spot_overhead_fraction
 from gpufleet.specs.plan import PlanSpec, TrainingWorkload
 from gpufleet.specs.training import Reliability
 
@@ -105,6 +105,7 @@ def _spot_overheads(
     deadlines = {
         w.name: training_deadline_s(w) for w in spec.workloads if isinstance(w, TrainingWorkload)
     }
+    reliability = {w.name: w.reliability for w in spec.workloads if isinstance(w, TrainingWorkload)}
     out: dict[str, float] = {}
     notes: list[str] = []
     for c in training:
@@ -116,6 +117,7 @@ def _spot_overheads(
             ideal_time_s=float(days) * 86_400.0,
             checkpoint_bytes=c.design_inputs.get("checkpoint_bytes", 0.0),
             reclaims_per_node_day=spec.cloud.spot_reclaims_per_node_day,
+            run=_as_sized(c, reliability.get(c.workload)),
         )
         if overhead is None:
             continue
@@ -134,6 +136,19 @@ def _spot_overheads(
         )
         out[c.workload] = overhead
     return out, notes
+
+
+def _as_sized(c: WorkloadChoice, rel: Reliability | None) -> RunInputs:
+    """The goodput inputs a run was sized with (`plan.spot.RunInputs`): the storage the
+    plan designs for it (the stated one, if any: `checkpoint_write_bytes_per_s`) and the
+    workload's reliability inputs."""
+    storage = c.design_inputs.get("checkpoint_write_bytes_per_s")
+    return RunInputs(
+        storage_bytes_per_s=storage if storage else None,
+        gpu_mtbf_s=rel.gpu_mtbf if rel else None,
+        restart_s=rel.restart_overhead if rel else None,
+        checkpoint_interval_s=rel.checkpoint_interval if rel else None,
+    )
 
 
 def _days(days: float) -> str:
@@ -297,15 +312,15 @@ def _failure_hours(spec: PlanSpec, best: Portfolio) -> tuple[float, float] | Non
             def run(
                 mtbf_scale: float, c: WorkloadChoice = c, rel: Reliability | None = rel
             ) -> Goodput:
+                sized = _as_sized(c, rel)
                 return goodput(
                     gpus=c.gpus,
                     ideal_time_s=float(c.metrics["train_time_days"] or 0.0) * 86_400.0,
                     checkpoint_bytes=c.design_inputs.get("checkpoint_bytes", 0.0),
-                    storage_bytes_per_s=rel.checkpoint_storage if rel else None,
-                    gpu_mtbf_s=((rel.gpu_mtbf if rel and rel.gpu_mtbf else None) or base_mtbf)
-                    * mtbf_scale,
-                    restart_s=rel.restart_overhead if rel else None,
-                    checkpoint_interval_s=rel.checkpoint_interval if rel else None,
+                    storage_bytes_per_s=sized.storage_bytes_per_s,
+                    gpu_mtbf_s=(sized.gpu_mtbf_s or base_mtbf) * mtbf_scale,
+                    restart_s=sized.restart_s,
+                    checkpoint_interval_s=sized.checkpoint_interval_s,
                 )
 
             at_base, at_m = run(1.0), run(1.0 / m)

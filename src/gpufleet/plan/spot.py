@@ -10,12 +10,26 @@ prices both, and the overhead is the extra GPU-hours against the same run on dem
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gpufleet.estimate.goodput import default_reliability, goodput
 
 SPOT_NODE_GPUS = 8  # GPUs per spot instance: every GPU training instance in the catalog has 8
 SECONDS_PER_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """The goodput inputs a run was sized with besides its size (None: the defaults): the
+    checkpoint storage the plan designs for it and the workload's reliability inputs. A
+    what-if on the run (spot reclaims, the tornado's failure rate) changes one thing against
+    these; against the defaults (2,000 GB/s of storage) it compared with a run the plan
+    does not build."""
+
+    storage_bytes_per_s: float | None = None
+    gpu_mtbf_s: float | None = None
+    restart_s: float | None = None
+    checkpoint_interval_s: float | None = None
 
 
 def spot_overhead_fraction(
@@ -25,8 +39,12 @@ def spot_overhead_fraction(
     checkpoint_bytes: float,
     reclaims_per_node_day: float,
     node_gpus: int = SPOT_NODE_GPUS,
+    run: RunInputs = RunInputs(),
 ) -> float | None:
     """Extra GPU-hours of the run on spot: goodput on demand ÷ goodput on spot − 1.
+
+    `run`: the run's own goodput inputs, as its on-demand goodput was computed. With no
+    interval given, each side checkpoints at its own Daly optimum: more often on spot.
 
     None when the run makes no progress on spot (reclaims come faster than it can
     checkpoint and restart): it must not be planned there.
@@ -35,14 +53,29 @@ def spot_overhead_fraction(
         raise ValueError(f"a spot run needs GPUs and time (got {gpus} GPUs, {ideal_time_s} s)")
     nodes = math.ceil(gpus / node_gpus)
     base = default_reliability()
-    on_demand = goodput(gpus=gpus, ideal_time_s=ideal_time_s, checkpoint_bytes=checkpoint_bytes)
+    on_demand = goodput(
+        gpus=gpus,
+        ideal_time_s=ideal_time_s,
+        checkpoint_bytes=checkpoint_bytes,
+        storage_bytes_per_s=run.storage_bytes_per_s,
+        gpu_mtbf_s=run.gpu_mtbf_s,
+        restart_s=run.restart_s,
+        checkpoint_interval_s=run.checkpoint_interval_s,
+    )
     reclaims = replace(
         base,
         job_interruption_rate_per_hour=base.job_interruption_rate_per_hour
         + nodes * reclaims_per_node_day / 24.0,
     )
     on_spot = goodput(
-        gpus=gpus, ideal_time_s=ideal_time_s, checkpoint_bytes=checkpoint_bytes, defaults=reclaims
+        gpus=gpus,
+        ideal_time_s=ideal_time_s,
+        checkpoint_bytes=checkpoint_bytes,
+        defaults=reclaims,
+        storage_bytes_per_s=run.storage_bytes_per_s,
+        gpu_mtbf_s=run.gpu_mtbf_s,
+        restart_s=run.restart_s,
+        checkpoint_interval_s=run.checkpoint_interval_s,
     )
     if on_spot.breakdown or on_demand.breakdown:
         return None
