@@ -181,6 +181,9 @@ class ReliabilityDefaults:
     sources: tuple[str, ...]
     snapshot_bytes_per_s_per_gpu: float
     job_interruption_rate_per_hour: float = 0.0
+    # the entry of `sources` that supplies `checkpoint_write_bytes_per_s` (a caller that
+    # passes its own storage does not cite it)
+    checkpoint_write_source: str = ""
 
     def __post_init__(self) -> None:
         positive = {
@@ -240,6 +243,7 @@ def default_reliability() -> ReliabilityDefaults:
         checkpoint_write_bytes_per_s=_required(write_row, "storage_write_gbytes_per_s") * GBYTE,
         sources=tuple(f"{r.name}: {r.source}" for r in used),
         snapshot_bytes_per_s_per_gpu=_required(snap_row, "snapshot_gbytes_per_s_per_gpu") * GBYTE,
+        checkpoint_write_source=f"{write_row.name}: {write_row.source}",
     )
 
 

@@ -17,7 +17,11 @@ from pydantic import BaseModel, ConfigDict
 
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.estimate.goodput import default_reliability, goodput
+from gpufleet.estimate.goodput import (
+    default_reliability,
+    designed_checkpoint_write_bytes_per_s,
+    goodput,
+)
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import (
     RECOMPUTE_CODES,
@@ -296,16 +300,21 @@ def _report(
         # parameters x tp x pp counted the embedding stage pp times: +8.8 % for 405B at pp 8);
         # the plan's storage design sizes the same checkpoint
         params = float(parameter_count(spec.model).total)
+        checkpoint_bytes = params * TRAINING_STATE_BYTES_PER_PARAM
+        storage = _checkpoint_storage(spec, gpus, checkpoint_bytes, log)
         good = goodput(
             gpus=gpus,
             ideal_time_s=train_s,
-            checkpoint_bytes=params * TRAINING_STATE_BYTES_PER_PARAM,
-            storage_bytes_per_s=rel.checkpoint_storage if rel else None,
+            checkpoint_bytes=checkpoint_bytes,
+            storage_bytes_per_s=storage,
             gpu_mtbf_s=rel.gpu_mtbf if rel else None,
             restart_s=rel.restart_overhead if rel else None,
             checkpoint_interval_s=rel.checkpoint_interval if rel else None,
         )
-        for source in default_reliability().sources:
+        defaults = default_reliability()
+        for source in defaults.sources:
+            if source == defaults.checkpoint_write_source:
+                continue  # the storage is the spec's or the designed one, never this default
             name, _, where = source.partition(": ")
             log.add(f"reliability[{name}]", "default", where)
         if bool(np.asarray(good.breakdown)):
@@ -375,3 +384,32 @@ def _report(
             AssumptionOut(name=a.name, value=a.value, source=a.source) for a in log.frozen()
         ],
     )
+
+
+def _checkpoint_storage(
+    spec: TrainingSpec, gpus: int, checkpoint_bytes: float, log: Assumptions
+) -> float:
+    """The checkpoint write bandwidth the run's goodput is computed at: the spec's
+    `reliability.checkpoint_storage`, else the storage `gpufleet plan` would build for this
+    run (`designed_checkpoint_write_bytes_per_s`). The goodput model's own default (2,000
+    GB/s, Meta's Tectonic) gave `estimate training` a different wall clock than a plan of
+    the same run: 405B on 16,384 GPUs got 2,000 GB/s here and 2,955 GB/s there."""
+    rel = spec.reliability
+    if rel is not None and rel.checkpoint_storage is not None:
+        return float(rel.checkpoint_storage)
+    rate = float(
+        designed_checkpoint_write_bytes_per_s(
+            gpus=gpus,
+            checkpoint_bytes=checkpoint_bytes,
+            gpu_mtbf_s=rel.gpu_mtbf if rel else None,
+            checkpoint_interval_s=rel.checkpoint_interval if rel else None,
+        )
+    )
+    log.add(
+        "checkpoint_storage",
+        f"{format_gb(rate)}/s",
+        "not given (reliability.checkpoint_storage): the storage gpufleet plan builds for "
+        "this run, blocking checkpoint writes held to 1 % of the compute time "
+        "(estimate/goodput.py, designed_checkpoint_write_bytes_per_s)",
+    )
+    return rate
