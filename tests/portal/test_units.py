@@ -96,6 +96,9 @@ def test_formatting() -> None:
     assert fmt.request_text({"gpus": 8, "workers": 2, "accelerators": ["h100"]}) == (
         "2 workers × 8 GPUs on h100"
     )
+    # a share is held in whole eighths: a list says what is held, not only what was asked
+    assert fmt.request_text({"gpu_fraction": 0.3}) == "0.3 of a GPU (0.375 held)"
+    assert fmt.request_text({"gpu_fraction": 0.25}) == "0.25 of a GPU"
     assert fmt.placement_text([{"node": "n0", "gpus": [0, 1]}]) == "n0: GPUs 0,1"
     assert fmt.when(NOW) == "2026-05-28 20:26 UTC"
 

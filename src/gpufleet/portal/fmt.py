@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from gpufleet.api.schemas import held_gpu_fraction
 from gpufleet.control.chargeback_budget import gpu_hours_text
 
 
@@ -121,7 +122,10 @@ def pct(value: float | None) -> str:
 
 
 def request_text(request: Mapping[str, Any]) -> str:
-    """A job's resource request: '2 workers × 8 GPUs', 'MIG 3g.40gb', '0.5 of a GPU'."""
+    """A job's resource request: '2 workers × 8 GPUs', 'MIG 3g.40gb', '0.5 of a GPU', and
+    for a share that is not whole eighths what is held: '0.3 of a GPU (0.375 held)' (the
+    scheduler places and bills whole eighths; the job page says it, and every list the
+    job appears in says it too)."""
     workers = int(request.get("workers", 1))
     if request.get("gpus"):
         n = int(request["gpus"])
@@ -130,21 +134,13 @@ def request_text(request: Mapping[str, Any]) -> str:
     elif request.get("mig_profile"):
         what = f"MIG {request['mig_profile']}"
     elif request.get("gpu_fraction"):
-        what = f"{gpus(float(request['gpu_fraction']))} of a GPU"
+        asked = float(request["gpu_fraction"])
+        held = held_gpu_fraction(asked)
+        what = f"{gpus(asked)} of a GPU" + (f" ({gpus(held)} held)" if held != asked else "")
     else:
         what = "?"
     accs = request.get("accelerators") or []
     return f"{what} on {' or '.join(accs)}" if accs else what
-
-
-def total_gpus(request: Mapping[str, Any]) -> float:
-    """GPUs a request holds in all (a MIG slice counts as a share, reported as 'slice')."""
-    workers = int(request.get("workers", 1))
-    if request.get("gpus"):
-        return float(int(request["gpus"]) * workers)
-    if request.get("gpu_fraction"):
-        return float(request["gpu_fraction"])
-    return 0.0
 
 
 def placement_text(placement: Sequence[Mapping[str, Any]]) -> str:
