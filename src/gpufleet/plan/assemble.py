@@ -19,7 +19,7 @@ from gpufleet.estimate.goodput import Goodput, default_reliability, goodput
 from gpufleet.formatting import fmt_duration
 from gpufleet.plan.cost.breakdown import bookable, cost_breakdown
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
-from gpufleet.plan.cost.instances import on_whole_instances
+from gpufleet.plan.cost.instances import instance_floor, on_whole_instances
 from gpufleet.plan.cost.mix import optimise_mix
 from gpufleet.plan.cost.prices import cloud_price_offers, cloud_prices
 from gpufleet.plan.cost.tco import OnPremInputs
@@ -370,12 +370,15 @@ def _rent_above_fleet(spec: PlanSpec, best: Portfolio, curve: DemandCurve) -> fl
                 block_fraction=0.0,
             )
         )
-    offers = cloud_price_offers(best.accelerator, spec.providers, spec.regions)
+    floor = instance_floor(best.choices).gpus
+    offers = cloud_price_offers(best.accelerator, spec.providers, spec.regions, min_gpus=floor)
     total = 0.0
     for demand in parts:
         log = Assumptions()
         prices = bookable(
-            cloud_prices(best.accelerator, spec.providers, spec.regions, log), demand, log
+            cloud_prices(best.accelerator, spec.providers, spec.regions, log, min_gpus=floor),
+            demand,
+            log,
         )
         if not prices:
             return None
@@ -500,6 +503,7 @@ def cost_and_design(
         factors=factors,
         verdict=not headline_only,
         failure_hours=failure_hours,
+        min_gpus=instance_floor(best.choices).gpus,
     )
     cloud_total = cost.mix.get("total_usd") if cost.mix else cost.on_demand
     tco_total = cost.tco.get("total") if cost.tco else None
@@ -526,6 +530,7 @@ def cost_and_design(
                 on_prem=on_prem,
                 deployment="cloud",
                 failure_hours=failure_hours,
+                min_gpus=instance_floor(best.choices).gpus,
             )
             _relog_sensitivity(log, fresh)
     provider = None

@@ -42,7 +42,7 @@ from gpufleet.plan.assemble import (
     training_deadline_s,
 )
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
-from gpufleet.plan.cost.instances import priced_on_instances, rented_offer
+from gpufleet.plan.cost.instances import instance_floor, priced_on_instances, rented_offer
 from gpufleet.plan.cost.prices import cloud_price_offers
 from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
 from gpufleet.plan.demand_curve import gpus_at_once
@@ -112,7 +112,8 @@ def plan(spec: PlanSpec, progress: Progress | None = None) -> Plan:
                 portfolio.failures.append(f"{workload.name} on {name}: " + "; ".join(choice.notes))
             portfolio.choices.append(choice)
         # ranked on what the plan's cost rents: whole instances of the offer it prices
-        found = rented_offer(cloud_price_offers(name, spec.providers, spec.regions))
+        floor = instance_floor(portfolio.choices).gpus
+        found = rented_offer(cloud_price_offers(name, spec.providers, spec.regions, min_gpus=floor))
         if found is not None:
             portfolio.choices = priced_on_instances(portfolio.choices, found[1].gpus)
         portfolios.append(portfolio)
@@ -608,7 +609,7 @@ def _assemble(
 ) -> Plan:
     tick("designing the cluster and pricing it")
     gpus = best.peak_gpus
-    cloud = cloud_offers(spec, best)
+    cloud = cloud_offers(spec, best, log)
     # the tornado's failure-rate row re-runs each run's goodput from its spec: at the storage
     # the plan builds for it, held fixed while the failure rate moves
     built = _with_checkpoint_storage(spec, best)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpufleet.catalog.instances import load_instances
+from gpufleet.catalog.instances import CloudInstance, load_instances
+from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.formatting import fmt_pct
 from gpufleet.plan.cost.breakdown import spend_by_kind
-from gpufleet.plan.cost.instances import rented_offer
+from gpufleet.plan.cost.instances import InstanceFloor, instance_floor, rented_offer
 from gpufleet.plan.cost.prices import (
     CAPACITY_BLOCK,
     ON_DEMAND,
@@ -29,6 +30,8 @@ from gpufleet.plan.cost.prices import (
     InstanceOffer,
     cloud_price_offers,
     cloud_price_sellers,
+    holds,
+    too_small,
 )
 from gpufleet.plan.demand_curve import gpus_at_once
 from gpufleet.plan.model import CloudOffer, CostBreakdown, Portfolio
@@ -50,22 +53,51 @@ BOUGHT_AS = {
 }
 
 
-def cloud_offers(spec: PlanSpec, best: Portfolio) -> dict[str, list[CloudOffer]]:
-    """Each provider's instances of the accelerator, cheapest first, each with the instances
-    in use at the busiest hour and their hourly prices together."""
+def _listed_rows(spec: PlanSpec, accelerator: str, provider: str) -> list[CloudInstance]:
+    """The provider's whole-instance rows of the accelerator with an on-demand price, in the
+    plan's regions."""
+    return [
+        r
+        for r in load_instances()
+        if r.provider == provider
+        and r.accelerator == accelerator
+        and r.is_whole_price
+        and (r.accelerators_count or 0) >= 1
+        and r.on_demand_usd_per_hour is not None
+        and (not spec.regions or r.region in spec.regions)
+    ]
+
+
+def _log_left_out(
+    accelerator: str, floor: InstanceFloor, rows: list[CloudInstance], log: Assumptions
+) -> None:
+    """One log line naming the instance types the table leaves out as too small, and why."""
+    log.add(
+        f"{accelerator} cloud options",
+        f"instances of at least {floor.gpus} GPUs",
+        f"{too_small(rows, floor.gpus)} left out: {floor.why} must sit inside one "
+        "instance, on its scale-up link (NVLink or xGMI), as its time and cost were "
+        "estimated, so every price and table row of this plan rents instances that hold it "
+        "(gpufleet assumption)",
+    )
+
+
+def cloud_offers(
+    spec: PlanSpec, best: Portfolio, log: Assumptions | None = None
+) -> dict[str, list[CloudOffer]]:
+    """Each provider's instances of the accelerator that can hold the work's largest
+    node-local group (`instance_floor`: a tensor-parallel group of 4 cannot run on 1-GPU
+    p5.4xlarge, which the table listed as the cheapest way to rent 2,563 H100s), cheapest
+    first, each with the instances in use at the busiest hour and their hourly prices
+    together. `log`, when given, says which instance types were left out as too small."""
     accelerator = best.accelerator
+    floor = instance_floor(best.choices)
     offers: dict[str, list[CloudOffer]] = {}
+    small: list[CloudInstance] = []
     for provider in spec.providers:
-        rows = [
-            r
-            for r in load_instances()
-            if r.provider == provider
-            and r.accelerator == accelerator
-            and r.is_whole_price
-            and (r.accelerators_count or 0) >= 1
-            and r.on_demand_usd_per_hour is not None
-            and (not spec.regions or r.region in spec.regions)
-        ]
+        listed = _listed_rows(spec, accelerator, provider)
+        rows = [r for r in listed if holds(r, floor.gpus)]
+        small += [r for r in listed if not holds(r, floor.gpus)]
         cheapest: dict[str, CloudOffer] = {}
         for r in rows:
             count = float(r.accelerators_count or 1)
@@ -92,6 +124,8 @@ def cloud_offers(spec: PlanSpec, best: Portfolio) -> dict[str, list[CloudOffer]]
         if cheapest:
             by_price = sorted(cheapest.values(), key=lambda o: o.on_demand_usd_per_hour or 0)
             offers[provider] = by_price
+    if small and log is not None:
+        _log_left_out(accelerator, floor, small, log)
     return offers
 
 
@@ -126,14 +160,15 @@ def rented_sentence(
     the price is per GPU. It names the offer the mix spends most on from `provider` when
     its instances are the size the cost is rounded to, else it says that the instance named
     is the on-demand reference the cost is rounded to."""
-    offers = cloud_price_offers(best.accelerator, spec.providers, spec.regions)
+    floor = instance_floor(best.choices).gpus
+    offers = cloud_price_offers(best.accelerator, spec.providers, spec.regions, min_gpus=floor)
     found = rented_offer(offers)
     if found is None or found[1].gpus == 1:
         return ""
     n = found[1].gpus
     used = gpus_at_once(spec, best.choices)
     rented = gpus_at_once(spec, best.choices, n)
-    sellers = cloud_price_sellers(best.accelerator, spec.providers, spec.regions)
+    sellers = cloud_price_sellers(best.accelerator, spec.providers, spec.regions, min_gpus=floor)
     bought = _bought(cost, offers, sellers, provider)
     if bought is not None and bought[1].gpus == n:
         kind, offer, share = bought

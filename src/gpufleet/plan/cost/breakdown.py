@@ -73,6 +73,7 @@ def cost_breakdown(
     failure_hours: FailureHours | None = None,
     factors: Sequence[Factor] = DEFAULT_FACTORS,
     verdict: bool = True,
+    min_gpus: int = 1,
 ) -> CostBreakdown:
     """The plan's cost section for one accelerator's demand.
 
@@ -92,11 +93,15 @@ def cost_breakdown(
     on-prem when a TCO exists, else cloud); sensitivity_alternative: the other
     deployment's, when it is priced. `verdict=False` leaves rent_or_own and the payback
     out (the ranking costs every candidate's plan for its total alone, `plan.ranking`).
+    `min_gpus`: every price comes from instances of at least this many GPUs, the largest
+    group the work keeps inside one instance (`plan.cost.instances.instance_floor`).
     """
-    prices = bookable(cloud_prices(demand.accelerator, providers, regions, log), demand, log)
+    prices = bookable(
+        cloud_prices(demand.accelerator, providers, regions, log, min_gpus=min_gpus), demand, log
+    )
     # every cloud figure prices what is rented: whole instances of the offer priced
     rented = on_whole_instances(
-        demand, cloud_price_offers(demand.accelerator, providers, regions), log
+        demand, cloud_price_offers(demand.accelerator, providers, regions, min_gpus=min_gpus), log
     )
     hours = demand.gpu_hours
     on_demand = prices[ON_DEMAND] * rented.gpu_hours if ON_DEMAND in prices else None
@@ -171,11 +176,13 @@ def cost_breakdown(
         mix=mix,
         savings_vs_on_demand=savings,
         mix_by_provider=spend_by_provider(
-            mix, cloud_price_sellers(demand.accelerator, providers, regions)
+            mix, cloud_price_sellers(demand.accelerator, providers, regions, min_gpus=min_gpus)
         ),
         price_caveats={
             k: v
-            for k, v in cloud_price_caveats(demand.accelerator, providers, regions).items()
+            for k, v in cloud_price_caveats(
+                demand.accelerator, providers, regions, min_gpus=min_gpus
+            ).items()
             if k in prices
         },
         tco=tco,

@@ -11,7 +11,9 @@ the offer priced before anything prices it, and the plan says how many it rents.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.formatting import fmt_count
 from gpufleet.plan.cost.demand import Demand, whole_instances
@@ -24,6 +26,72 @@ from gpufleet.plan.cost.prices import (
     InstanceOffer,
 )
 from gpufleet.plan.model import WorkloadChoice
+
+
+@dataclass(frozen=True)
+class InstanceFloor:
+    """The fewest GPUs one rented instance must have for a plan's work on one accelerator
+    (`min_gpus` of the price table and the Cloud options table), and the group that sets it:
+    "pretrain-70b's tensor-parallel group of 4"; "" at 1 GPU."""
+
+    gpus: int = 1
+    why: str = ""
+
+
+def _axis(parallelism: Mapping[str, int | str | bool], key: str) -> int:
+    value = parallelism.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return 1
+    return value
+
+
+def node_local_group(choice: WorkloadChoice) -> tuple[int, str]:
+    """(GPUs, what) of the largest group of `choice` that must sit inside one instance.
+
+    Its tensor-parallel group always: a replica's (the serving search keeps a replica on
+    one node) or a training run's (the search keeps tp within the scale-up domain). A
+    training run also keeps inside one instance every larger span, in Megatron rank order,
+    that the estimator times on the scale-up link (`estimate.training._bandwidths`: a group
+    within the accelerator's scale-up domain runs on NVLink, a larger one on the network):
+    tensor × context, tensor × expert, a small run's whole data-parallel ring, or two
+    pipeline neighbours. Split across instances, such a group would run at network speed,
+    not at the speed its time and cost were estimated at. (1, "") for a choice not sized.
+    """
+    if choice.gpus <= 0:
+        return 1, ""
+    p = choice.parallelism
+    tp = min(_axis(p, "tp"), choice.gpus)
+    if choice.kind == "inference":
+        return tp, f"replica's tensor-parallel group of {tp}"
+    cp, ep, dp, pp = (_axis(p, k) for k in ("cp", "ep", "dp", "pp"))
+    two_stages = tp * cp * dp * min(pp, 2)
+    spans = [
+        (tp * cp, f"tensor × context-parallel group of {tp * cp}"),
+        (tp * ep, f"tensor × expert-parallel group of {tp * ep}"),
+        (tp * cp * dp, f"data-parallel ring of {tp * cp * dp} GPUs"),
+        (two_stages, f"pair of pipeline stages, {two_stages} GPUs"),
+    ]
+    domain = get_accelerator(choice.accelerator).scaleup_domain_gpus or 1
+    inside = [(n, what) for n, what in spans if n <= min(domain, choice.gpus)]
+    # the first of the largest: the plainest name for a span several axes give
+    return max([(tp, f"tensor-parallel group of {tp}"), *inside], key=lambda s: s[0])
+
+
+def instance_floor(choices: Sequence[WorkloadChoice]) -> InstanceFloor:
+    """The fewest GPUs per instance that every one of `choices` (one accelerator's work) can
+    run on: the largest group any of them keeps inside one instance (`node_local_group`).
+
+    One size for all of them: the plan rents one offer per accelerator and the services
+    share its instances, so a tp=1 service beside a tp=8 run is rented on instances that fit
+    the run. Per workload would price the service on smaller instances, but no plan rents
+    two instance types of one accelerator."""
+    best = InstanceFloor()
+    for c in choices:
+        gpus, what = node_local_group(c)
+        if gpus > best.gpus:
+            best = InstanceFloor(gpus, f"{c.workload}'s {what}")
+    return best
+
 
 # The offer whose instances the demand is rented in: on-demand (the plan's Cloud options
 # table lists its instances), else the kind that would carry the baseline, else the burst's

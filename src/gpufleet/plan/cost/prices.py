@@ -76,6 +76,26 @@ def _priced_rows(
     ]
 
 
+def holds(row: CloudInstance, min_gpus: int) -> bool:
+    """Whether one instance of `row` holds `min_gpus` GPUs: a tensor-parallel group (or any
+    group the estimate times on the scale-up link) must sit inside one instance's NVLink
+    domain, so an instance smaller than it cannot run the work as estimated."""
+    return float(row.accelerators_count or 0) >= max(1, min_gpus)
+
+
+def too_small(rows: Sequence[CloudInstance], min_gpus: int) -> str:
+    """'aws p5.4xlarge (1 GPU)': the instance types of `rows` left out as too small for
+    `min_gpus`, for the log; '' when none was."""
+    names = sorted(
+        {
+            f"{r.provider} {r.name} ({_gpus(r)} GPU{'' if _gpus(r) == 1 else 's'})"
+            for r in rows
+            if not holds(r, min_gpus)
+        }
+    )
+    return ", ".join(names)
+
+
 def _row_text(row: CloudInstance) -> str:
     return f"instances.csv {row.provider} {row.name} {row.region} ({row.source})"
 
@@ -179,25 +199,28 @@ def cloud_prices(
     providers: Sequence[str],
     regions: Sequence[str],
     log: Assumptions,
+    *,
+    min_gpus: int = 1,
 ) -> dict[str, float]:
-    """Lowest price per GPU-hour of each way to buy `accelerator` (see `_price_table`)."""
-    return _price_table(accelerator, providers, regions, log).prices
+    """Lowest price per GPU-hour of each way to buy `accelerator` on instances of at least
+    `min_gpus` GPUs (see `_price_table`)."""
+    return _price_table(accelerator, providers, regions, log, min_gpus).prices
 
 
 def cloud_price_sellers(
-    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+    accelerator: str, providers: Sequence[str], regions: Sequence[str], *, min_gpus: int = 1
 ) -> dict[str, str]:
     """The provider behind each price of `cloud_prices` (same rules; nothing logged), so a
     headline names who it priced."""
-    return _price_table(accelerator, providers, regions, Assumptions()).sellers
+    return _price_table(accelerator, providers, regions, Assumptions(), min_gpus).sellers
 
 
 def cloud_price_caveats(
-    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+    accelerator: str, providers: Sequence[str], regions: Sequence[str], *, min_gpus: int = 1
 ) -> dict[str, str]:
     """What a reader must know about a price of `cloud_prices` before relying on it (a
     commitment priced from an "up to" discount is a floor, not a quote), by price key."""
-    return _price_table(accelerator, providers, regions, Assumptions()).caveats
+    return _price_table(accelerator, providers, regions, Assumptions(), min_gpus).caveats
 
 
 @dataclass(frozen=True)
@@ -216,11 +239,11 @@ class InstanceOffer:
 
 
 def cloud_price_offers(
-    accelerator: str, providers: Sequence[str], regions: Sequence[str]
+    accelerator: str, providers: Sequence[str], regions: Sequence[str], *, min_gpus: int = 1
 ) -> dict[str, InstanceOffer]:
     """The instance behind each price of `cloud_prices` (same rules; nothing logged), so the
     demand can be rounded to what that offer rents."""
-    return _price_table(accelerator, providers, regions, Assumptions()).offers
+    return _price_table(accelerator, providers, regions, Assumptions(), min_gpus).offers
 
 
 @dataclass(frozen=True)
@@ -274,8 +297,10 @@ def _price_table(
     providers: Sequence[str],
     regions: Sequence[str],
     log: Assumptions,
+    min_gpus: int = 1,
 ) -> _PriceTable:
-    """Lowest price per GPU-hour of each way to buy `accelerator` in the allowed places.
+    """Lowest price per GPU-hour of each way to buy `accelerator` in the allowed places, on
+    instances of at least `min_gpus` GPUs.
 
     Keys (each only when some provider prices it): `on_demand` (lowest on-demand list price
     per GPU among whole-instance rows), `spot` (lowest `spot_min_usd_per_hour` per GPU),
@@ -285,13 +310,27 @@ def _price_table(
     Capacity Block per-accelerator rate). A provider without a price for the accelerator is
     skipped. At equal prices per GPU the smaller instance wins: the demand is rented in
     whole instances (`offers`), so it leaves fewer GPUs idle. Every row used is logged.
+
+    `min_gpus` is the largest group a workload keeps inside one instance (its tensor-parallel
+    group: `plan.cost.instances.instance_floor`): smaller instances cannot run it, so they
+    price nothing. The cheapest per GPU is often a 1-GPU instance (p5.4xlarge beside
+    p5.48xlarge at the same $6.88, g6e.xlarge at half g6e.48xlarge's price per GPU); priced
+    from it, a tensor-parallel run was costed, and rounded to whole instances, on instances
+    that cannot hold its group. The price lines say which instances were left out.
     """
-    cheapest_by_provider, best_spot = _cheapest(_priced_rows(accelerator, providers, regions))
+    allowed = _priced_rows(accelerator, providers, regions)
+    cheapest_by_provider, best_spot = _cheapest([r for r in allowed if holds(r, min_gpus)])
     prices: dict[str, float] = {}
     sellers: dict[str, str] = {}
     where = f"providers {', '.join(providers)}" + (
         f", regions {', '.join(regions)}" if regions else ", any region"
     )
+    left_out = too_small(allowed, min_gpus)
+    if left_out:
+        where += (
+            f"; instances of at least {min_gpus} GPUs, to hold the largest group a workload "
+            f"keeps inside one instance ({left_out} left out)"
+        )
     offers: dict[str, InstanceOffer] = {}
     if cheapest_by_provider:
         od_price, od_row = min(
@@ -351,7 +390,11 @@ def _price_table(
             if caveat:
                 caveats[key] = caveat
             log.add(f"{accelerator} {key} price", f"${price:.4f}/GPU-h", f"lowest of: {text}")
-    blocks = _capacity_block_rows(accelerator, providers, regions)
+    blocks = [
+        b
+        for b in _capacity_block_rows(accelerator, providers, regions)
+        if _block_offer(b).gpus >= min_gpus
+    ]
     if blocks:
         block = min(blocks, key=lambda r: r.rate_per_accelerator_usd_per_hour or 0)
         rate = float(block.rate_per_accelerator_usd_per_hour or 0)
