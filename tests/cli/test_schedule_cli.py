@@ -235,3 +235,36 @@ def test_bench_scheduler_busy_and_empty_starts(capsys: pytest.CaptureFixture[str
     code, _, err = run([*base, "--start", "full"], capsys)
     assert code == 2
     assert "--start must be busy or empty" in err
+
+
+@pytest.mark.parametrize(
+    ("job", "says"),
+    [
+        (
+            "{name: r, team: research, kind: inference, mig_profile: 1g.10gb, state: running,"
+            " started_s: 0,"
+            " placement: [{node: a100-0, mig_slices: ['a100-0/gpu0/mig:3g.40gb#0']}]}",
+            "running job r: the placement holds slice a100-0/gpu0/mig:3g.40gb#0, a 3g.40gb "
+            "slice; the job asks a 1g.10gb slice",
+        ),
+        (
+            "{name: r, team: research, kind: interactive, gpu_fraction: 0.3, state: running,"
+            " started_s: 0, placement: [{node: l4-spot-0, gpus: [0], fraction: 0.3}]}",
+            "running job r: the placement holds 0.3 of l4-spot-0/gpu0; the job asks 0.3 of a "
+            "GPU, placed in eighths as 0.375",
+        ),
+    ],
+)
+def test_a_running_job_that_holds_other_than_it_asks_is_refused(
+    job: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The state only checks that a placement exists and is free: a 1g.10gb job on a
+    3g.40gb slice, or a 0.3-GPU job on a 0.3 share the scheduler never gives (it places
+    eighths), was taken as running and counted as such (`sched.held_as_asked`)."""
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(f"kind: jobs\njobs:\n  - {job}\n", encoding="utf-8")
+    code, out, err = run(["schedule", ARGS[0], str(jobs)], capsys)
+    assert code == 2
+    assert says in " ".join(err.split())
+    assert "Traceback" not in err
+    assert not out

@@ -1,4 +1,4 @@
-"""A live start's running jobs hold what they ask for (`sim.live_placement`).
+"""A live start's running jobs hold what they ask for (`sched.held_as_asked`).
 
 A running 3g.40gb job listed on a 1g.10gb slice, on a whole GPU or on a slice id of a GPU
 without MIG, or a 0.25-GPU job on a whole GPU or a 0.5 share, was accepted: the run

@@ -78,6 +78,7 @@ from gpufleet.sched.framework import (
     QueueOrder,
     Relayout,
 )
+from gpufleet.sched.held_as_asked import check_running_placement
 from gpufleet.sched.job_facts import Facts, RequestShapes
 from gpufleet.sched.kept import Kept, KeptLevels, KeptOrder, keeps, keeps_levels
 from gpufleet.sched.lean import Lean, qualifies, worker_gpus
@@ -140,6 +141,17 @@ def _running_claims(job: JobSpec) -> list[Whole | MigSlice | Share]:
                 f"running job {job.name}: placement on {p.node} names no GPUs or MIG slices"
             )
     return claims
+
+
+def _placed(job: JobSpec) -> list[Placement]:
+    """A running job's placement as `decide` places jobs (a share as thousandths of one
+    GPU), for the check that it holds what it asks (`held_as_asked`)."""
+    return [
+        Placement(p.node, gpu=p.gpus[0], milli=to_milli(p.fraction))
+        if p.fraction is not None
+        else Placement(p.node, tuple(p.gpus), tuple(p.mig_slices))
+        for p in job.placement
+    ]
 
 
 def _priorities(
@@ -221,15 +233,28 @@ def _load(
     *,
     usage: Mapping[tuple[str, str], int] | None,
     index: TeamIndex,
+    cluster: Cluster,
+    profile: str,
+    whole_only: bool,
 ) -> QuotaBook:
-    """Phase 1: running jobs in place (unless already held), usage per team and flavor."""
+    """Phase 1: running jobs in place (unless already held: each first checked to hold
+    what it asks, as `profile` places it), usage per team and flavor."""
     if usage is not None:  # the caller keeps it, and vouches for the state (see decide())
         return QuotaBook(teams, dict(usage), index)
     for job in running:
         if b.holds(job.name):
             continue  # the state already holds it
+        claims = _running_claims(job)  # first: it words a malformed placement itself
+        check_running_placement(
+            job,
+            _placed(job),
+            cluster,
+            profile=profile,
+            whole_only=whole_only,
+            what="running job",
+        )
         try:
-            b.allocate(job.name, *_running_claims(job))
+            b.allocate(job.name, *claims)
         except (AllocationError, UnknownNameError, ValueError) as e:
             raise InvalidPlacementError(f"running job {job.name}: {e}") from e
     for job in pending:
@@ -1186,7 +1211,17 @@ def decide(
     t0 = clock()
     index = team_index(teams)
     with _what_if(state) as b:
-        book = _load(b, running, pending, teams, usage=usage, index=index)  # 1. snapshot
+        book = _load(  # 1. snapshot
+            b,
+            running,
+            pending,
+            teams,
+            usage=usage,
+            index=index,
+            cluster=cluster,
+            profile=profile,
+            whole_only=plugins.profile.whole_gpus_only,
+        )
         t1 = clock()
         timings["snapshot"] = t1 - t0
         shapes = cluster.derived(RequestShapes)

@@ -83,6 +83,7 @@ from gpufleet.sched.census import Census, RunningCensus, evictable_value
 from gpufleet.sched.decide import QUIET_STOP_AT, decide
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, OrderContext, Placement
+from gpufleet.sched.held_as_asked import check_running_placement
 from gpufleet.sched.kept import Kept, KeptLasQueue, KeptLevels, KeptQueue, keeps, keeps_levels
 from gpufleet.sched.las import LasQueues
 from gpufleet.sched.lean import LeanQueue, qualifies, uncount, worker_gpus
@@ -93,7 +94,6 @@ from gpufleet.sched.registry import Resolved, resolve
 from gpufleet.sched.team_index import team_index
 from gpufleet.sim import conservation, las_clock
 from gpufleet.sim.ledger import JobHeld
-from gpufleet.sim.live_placement import check_running_placement
 from gpufleet.sim.metrics import MetricsRecorder, waiting_shape
 from gpufleet.sim.result import SimResult
 from gpufleet.sim.run import Run, beyond_request
@@ -362,7 +362,7 @@ class Simulation:
         (see the module docstring): jobs running at `start_s`, the clock's start, every
         arrival at or after it; the scheduler's view of some jobs; the teams' decayed past
         use as of `history.at_s` <= `start_s`. Invalid placements (one that holds other
-        than its job's request as the profile places it: `sim.live_placement`) raise
+        than its job's request as the profile places it: `sched.held_as_asked`) raise
         `InvalidPlacementError`, inconsistent inputs `ValueError`. `keep_changes`: the
         ledger keeps every change of a team's held GPUs (usage over time; debug checks
         keep it anyway, to check it)."""

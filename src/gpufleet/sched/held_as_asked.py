@@ -1,14 +1,16 @@
-"""A live start's running jobs hold what they ask for, checked before the clock starts.
+"""Running jobs hold what they ask for, checked before anything is allocated for them.
 
-A simulation may begin with jobs already running on known placements (`engine.InitialRun`:
-the control plane's queue ETAs and the portal's what-if replay the live cluster that way).
-The cluster state only checks that a placement's GPUs, slices and shares exist and are
-free; it does not know what the job asked for. A running 3g.40gb job listed on a 1g.10gb
-slice, on a whole GPU of a node without MIG, or a 0.25-GPU job on a whole GPU or a 0.5
-share was accepted: the run then charged its team, counted its GPU-hours and freed
-capacity by the placement while the job's request said otherwise, and with the debug
-checks on it ended in a `ConservationError` traceback instead of a message about the
-input.
+A simulation may begin with jobs already running on known placements (`sim.engine.
+InitialRun`: the control plane's queue ETAs and the portal's what-if replay the live cluster
+that way), and `decide()` places the running jobs it is given (`gpufleet schedule` reads
+them from a jobs file). The cluster state only checks that a placement's GPUs, slices and
+shares exist and are free; it does not know what the job asked for. A running 3g.40gb
+job listed on a 1g.10gb slice, on a whole GPU of a node without MIG, or a 0.25-GPU job on
+a whole GPU or a 0.5 share was accepted: the run then charged its team, counted its
+GPU-hours and freed capacity by the placement while the job's request said otherwise,
+and with the debug checks on it ended in a `ConservationError` traceback instead of a
+message about the input; `gpufleet schedule` took a running 1g.10gb job on a 3g.40gb
+slice, and a 0.3-GPU job on a 0.3 share the scheduler would never give, as valid.
 
 The shapes accepted are the ones `sim.conservation` holds a placed job to
 (`expected_share`), so the check and the conservation rule cannot disagree: whole GPUs ×
@@ -24,38 +26,55 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from gpufleet.cluster import MILLI, Cluster
 from gpufleet.errors import UnknownNameError
 from gpufleet.sched.framework import InvalidPlacementError, Placement
 from gpufleet.sched.quota import MILLI_PER_EIGHTH
 from gpufleet.sched.requests import fraction_eighths
-from gpufleet.sim.workload import TraceJob
 
 # a MIG slice id, "<node>/gpu<g>/mig:<profile>#<k>" (`cluster.slice_id`)
 SLICE_ID: Final = re.compile(r"(?P<node>.+)/gpu(?P<gpu>\d+)/mig:(?P<profile>[^#/]+)#(?P<k>\d+)")
 
 
+class Asked(Protocol):
+    """What a job asks for, as a trace job (`sim.workload.TraceJob`) and a job spec
+    (`specs.jobs.JobSpec`) both say it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def gpus(self) -> int | None: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def mig_profile(self) -> str | None: ...
+    @property
+    def gpu_fraction(self) -> float | None: ...
+
+
 def check_running_placement(
-    trace: TraceJob,
+    trace: Asked,
     placements: Sequence[Placement],
     cluster: Cluster,
     *,
     profile: str,
     whole_only: bool,
+    what: str = "initial run",
 ) -> None:
-    """Raise `InvalidPlacementError` (a user error: exit 2 at a CLI) when a job running at
-    the clock's start holds other than its request, as `profile` places it (`whole_only`:
-    its `Profile.whole_gpus_only`); the message names the job, what it asks, what its
-    placement holds and what to list instead."""
+    """Raise `InvalidPlacementError` (a user error: exit 2 at a CLI) when a running job
+    holds other than its request, as `profile` places it (`whole_only`: its
+    `Profile.whole_gpus_only`); the message names the job (`what` it is: an initial run of
+    a simulation, a running job of a cycle), what it asks, what its placement holds and
+    what to list instead."""
     problem = _problem(trace, placements, cluster, profile=profile, whole_only=whole_only)
     if problem is not None:
-        raise InvalidPlacementError(f"initial run {trace.name}: {problem}")
+        raise InvalidPlacementError(f"{what} {trace.name}: {problem}")
 
 
 def _problem(
-    trace: TraceJob,
+    trace: Asked,
     placements: Sequence[Placement],
     cluster: Cluster,
     *,
