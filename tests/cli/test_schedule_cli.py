@@ -268,3 +268,25 @@ def test_a_running_job_that_holds_other_than_it_asks_is_refused(
     assert says in " ".join(err.split())
     assert "Traceback" not in err
     assert not out
+
+
+def test_whole_gpus_on_an_accelerator_cut_into_mig_slices_cannot_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every A100 of the example cluster is cut into MIG slices, and a re-layout never makes
+    a cut GPU whole: a job asking 4 whole A100s waited for ever, with no reservation for
+    want of estimates that no job holding an A100 lacked."""
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "kind: jobs\njobs:\n  - {name: w, team: prod, kind: batch, gpus: 4,"
+        " accelerators: [a100-sxm4-80gb]}\n",
+        encoding="utf-8",
+    )
+    teams = str(EX / "sched-teams.yaml")
+    code, out, _ = run(["schedule", ARGS[0], str(jobs), "--teams", teams, "-f", "json"], capsys)
+    assert code == 0
+    (w,) = json.loads(out)["jobs"]
+    assert w["state"] == "pending"
+    assert w["reason"].startswith("cannot run: 1 workers of 4 a100-sxm4-80gb GPUs")
+    assert "at most 0 such workers" in w["reason"]
+    assert "cut into MIG slices take only slice requests" in w["reason"]

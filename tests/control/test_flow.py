@@ -184,7 +184,10 @@ def test_validation_errors_are_clear(plane: Plane) -> None:
         ({"name": "x", "gpus": 1, "accelerator": "b200"}, "accelerator"),
         ({"name": "x", "mig_profile": "9g.99gb"}, "MIG profile"),
         ({"name": "bad name!", "gpus": 1}, "letters"),
-        ({"name": "x", "gpus": 1, "env": {"CUDA_VISIBLE_DEVICES": "0"}}, "set by gpufleet"),
+        # the variable's name as written, not "cUDA_VISIBLE_DEVICES"
+        ({"name": "x", "gpus": 1, "env": {"CUDA_VISIBLE_DEVICES": "0"}}, "CUDA_VISIBLE_DEVICES is"),
+        # every a100 GPU is cut into MIG slices: whole ones never free up (it waited for ever)
+        ({"name": "x", "gpus": 1, "accelerator": "a100-sxm4-80gb"}, "cut into MIG slices"),
         ({"name": "x", "gpus": 1, "priority_class": "vip"}, "priority class"),
         ({"name": "x", "gpus": 1, "project": "nope"}, "project"),
     ]
@@ -192,8 +195,25 @@ def test_validation_errors_are_clear(plane: Plane) -> None:
         r = plane.client.post("/api/v1/jobs", json=body, headers=h)
         assert r.status_code == 422, (body, r.text)
         assert needle in r.text, (body, r.text)
+    # not a number at all: it was refused as "less than or equal to 31536000"
+    raw = '{"name": "x", "gpus": 1, "runtime_estimate_s": NaN}'
+    r = plane.client.post(
+        "/api/v1/jobs", content=raw, headers={**h, "Content-Type": "application/json"}
+    )
+    assert r.status_code == 422
+    assert r.json()["detail"] == "field runtime_estimate_s: input should be a finite number"
     listed = plane.client.get("/api/v1/jobs", headers=h).json()["jobs"]
     assert listed == []  # nothing was stored
+
+
+def test_a_quota_below_its_guarantee_is_one_sentence(plane: Plane) -> None:
+    r = plane.client.put(
+        "/api/v1/admin/teams/vision/quotas/h100-sxm5-80gb",
+        json={"guaranteed_gpus": 4, "limit_gpus": 2},
+        headers=plane.auth("admin"),
+    )
+    assert r.status_code == 422
+    assert r.json()["detail"] == "limit_gpus (2) is below guaranteed_gpus (4)"  # no "invalid spec"
 
 
 def test_mig_job_gets_a_slice(plane: Plane) -> None:

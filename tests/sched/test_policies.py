@@ -116,7 +116,7 @@ CASES = [
         [job("big", gpus=8, submitted_s=1), job("small", gpus=4, submitted_s=2)],
         running=[running("r", "h-0", [0, 1, 2, 3], started_s=0.0)],
         admitted={"small": ["h-0"]},
-        pending_reason={"big": "no reservation yet: the jobs holding these GPUs have no runtime"},
+        pending_reason={"big": "no reservation yet: the running jobs' estimated ends never free"},
     ),
     Case(
         "backfill: a job blocked by quota gets no reservation; the next one blocked by room does",

@@ -80,7 +80,7 @@ def validation_sentence(issues: Sequence[dict[str, Any]]) -> str:
         kind = {"body": "field", "query": "query parameter", "path": "path parameter"}.get(
             place, place
         )
-        what = msg[:1].lower() + msg[1:] if msg else "not valid"
+        what = _lowered(msg) if msg else "not valid"
         if where:
             text = f"{kind} {where}: {what}"
         elif place == "body":
@@ -91,6 +91,25 @@ def validation_sentence(issues: Sequence[dict[str, Any]]) -> str:
     if more:
         text += f" (and {more} more problem{'s' if more > 1 else ''}: see errors)"
     return text
+
+
+def _sentence(exc: UserError) -> str:
+    """The one sentence an API error says. A spec error words itself for a file ("quota:
+    invalid spec" and one indented line per problem); here its problems are the sentence:
+    "limit_gpus (2) is below guaranteed_gpus (4)"."""
+    if isinstance(exc, SpecError) and exc.problems:
+        return "; ".join(p.strip() for p in exc.problems)
+    return str(exc)
+
+
+def _lowered(sentence: str) -> str:
+    """A message's first letter in lower case, to follow "field x: ", unless its first word
+    is a name written in capitals (CUDA_VISIBLE_DEVICES, NaN, GPU): lowered it names
+    nothing ("cUDA_VISIBLE_DEVICES is set by gpufleet")."""
+    first = sentence.split(" ", 1)[0]
+    if len(first) > 1 and not first[1:].islower():
+        return sentence
+    return sentence[:1].lower() + sentence[1:]
 
 
 def _echoable(value: object) -> bool:
@@ -120,7 +139,7 @@ def create_api(ctx: AppContext) -> FastAPI:
     async def user_error(_: Request, exc: UserError) -> JSONResponse:
         status = next(code for kind, code in STATUS if isinstance(exc, kind))
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+        return JSONResponse({"detail": _sentence(exc)}, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

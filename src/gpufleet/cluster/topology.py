@@ -90,8 +90,16 @@ class Node:
         return self.domains[gpu] if self.domains else self.name
 
     def layout(self, gpu: int) -> GpuLayout:
-        """MIG layout of one GPU; () when the GPU is whole."""
+        """MIG layout of one GPU; () when the GPU is whole.
+
+        The scheduler never turns a cut GPU whole (a re-layout goes from one MIG layout to
+        another, `sched.relayout`), so a whole-GPU request can only ever use `whole_gpus`."""
         return self.mig[gpu] if self.mig else ()
+
+    @property
+    def whole_gpus(self) -> int:
+        """GPUs not cut into MIG slices: what a whole-GPU request can use."""
+        return self.gpus if not self.mig else sum(1 for layout in self.mig if not layout)
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,9 +77,10 @@ class DataSpec(BaseModel):
 
 
 class JobRequest(BaseModel):
-    """`POST /api/v1/jobs`: one of `gpus`, `mig_profile`, `gpu_fraction`."""
+    """`POST /api/v1/jobs`: one of `gpus`, `mig_profile`, `gpu_fraction`. Numbers are
+    finite: a NaN runtime was refused as "less than or equal to 31536000"."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field(min_length=1, max_length=63, description="Letters, digits, . _ -")
     team: str | None = Field(

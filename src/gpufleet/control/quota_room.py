@@ -41,19 +41,31 @@ def fitting(req: _Shape, nodes: Sequence[Node]) -> list[str]:
     one worker per node's share of GPUs); UserError, saying what to change, where none can."""
     accs = list(dict.fromkeys(n.accelerator for n in nodes))
     if req.gpus:
-        per_node = max((n.gpus for n in nodes), default=0)
+        # a GPU cut into MIG slices is never whole again (`Node.whole_gpus`)
+        whole = [n for n in nodes if n.whole_gpus]
+        if not whole:
+            profiles = sorted({p for n in nodes for lay in n.mig for p, _ in lay})
+            raise UserError(
+                f"gpus: every {' or '.join(accs)} GPU of this cluster is cut into MIG slices, "
+                f"so whole GPUs never free up there; ask for a slice (mig_profile: "
+                f"{', '.join(profiles)}) or another accelerator"
+            )
+        accs = list(dict.fromkeys(n.accelerator for n in whole))
+        per_node = max(n.whole_gpus for n in whole)
         if req.gpus > per_node:
             raise UserError(
-                f"gpus: {req.gpus} per worker, but the largest node has {per_node}; "
+                f"gpus: {req.gpus} per worker, but the largest node has {per_node} whole GPUs; "
                 "use more workers with fewer GPUs each"
             )
-        total = max((sum(n.gpus for n in nodes if n.accelerator == a) for a in accs), default=0)
+        total = max(sum(n.whole_gpus for n in whole if n.accelerator == a) for a in accs)
         if req.gpus * req.workers > total:
             raise UserError(
                 f"{req.gpus} x {req.workers} = {req.gpus * req.workers} GPUs, but the cluster "
                 f"has at most {total} of one accelerator type"
             )
-        slots = {a: sum(n.gpus // req.gpus for n in nodes if n.accelerator == a) for a in accs}
+        slots = {
+            a: sum(n.whole_gpus // req.gpus for n in whole if n.accelerator == a) for a in accs
+        }
         fit = [a for a in accs if slots[a] >= req.workers]
         if not fit:
             raise UserError(

@@ -6,7 +6,8 @@ quota and may evict for it, and under EASY backfill it takes the cycle's one res
 (the search finds no prefix of running ends that frees enough, and says the running jobs
 have no estimates), so the job behind it that could start within the hour gets none.
 
-The bound is static: the cluster's nodes of the accelerator, less spot nodes for a job
+The bound is static: the cluster's nodes of the accelerator, their GPUs not cut into MIG
+slices (a re-layout never makes a cut GPU whole), less spot nodes for a job
 that may not use them (`framework.spot_rule`, every placement plugin's filter), with
 workers of `gpus_per_worker` on one node each, and within one group of the job's required
 topology level when it names one. Nodes down or busy today do not lower it: they come back.
@@ -41,10 +42,18 @@ class StaticRoom:
             most = self._most[key] = self._most_workers(*key)
         if most >= request.workers:
             return None
-        excluded = not spot and any(
-            n.accelerator == acc and n.capacity == "spot" for n in self._cluster.nodes
+        nodes = [n for n in self._cluster.nodes if n.accelerator == acc]
+        excluded = not spot and any(n.capacity == "spot" for n in nodes)
+        sliced = any(n.whole_gpus < n.gpus for n in nodes)
+        return TooLarge(
+            acc,
+            request.workers,
+            per,
+            most,
+            spot_excluded=excluded,
+            level=required,
+            mig_sliced=sliced,
         )
-        return TooLarge(acc, request.workers, per, most, spot_excluded=excluded, level=required)
 
     def _most_workers(self, acc: str, per: int, spot_ok: bool, level: str | None) -> int:
         cluster = self._cluster
@@ -53,5 +62,6 @@ class StaticRoom:
             if node.accelerator != acc or (node.capacity == "spot" and not spot_ok):
                 continue
             group = "" if level is None else cluster.group_of(node.name, level)
-            per_group[group] = per_group.get(group, 0) + node.gpus // per
+            # a GPU cut into MIG slices is never whole again (`Node.whole_gpus`)
+            per_group[group] = per_group.get(group, 0) + node.whole_gpus // per
         return max(per_group.values(), default=0)

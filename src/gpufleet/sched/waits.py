@@ -254,12 +254,19 @@ class ReservationAhead:
 
 @dataclass(frozen=True, slots=True)
 class NoEstimates:
-    """EASY backfill found no reservation: the holders have no runtime estimates."""
+    """EASY backfill found no reservation: no prefix of the running jobs' estimated ends
+    frees enough GPUs. Mostly because holders have no runtime estimate, but not only (the
+    holders of a MIG-cut or down node's GPUs): the sentence says what the search knows and
+    no more (it once said "the jobs holding these GPUs have no runtime estimates" where
+    none held any)."""
 
     kind: ClassVar[str] = "no-reservation"
 
     def text(self) -> str:
-        return "no reservation yet: the jobs holding these GPUs have no runtime estimates"
+        return (
+            "no reservation yet: the running jobs' estimated ends never free enough of these "
+            "GPUs (a job without a runtime estimate never ends, as far as a reservation knows)"
+        )
 
     def numbers(self) -> dict[str, object]:
         return {}
@@ -368,16 +375,20 @@ class TooLarge:
     most_workers: int
     spot_excluded: bool = False
     level: str | None = None
+    mig_sliced: bool = False  # some of those nodes' GPUs are cut into MIG slices
 
     def text(self) -> str:
         acc, per = self.accelerator, self.gpus_per_worker
+        sliced = (
+            f"; {acc} GPUs cut into MIG slices take only slice requests" if self.mig_sliced else ""
+        )
         if self.level is None:
             where = f"this cluster's {acc} nodes hold at most {self.most_workers} such workers"
         else:
             where = f"no {self.level} of this cluster holds more than {self.most_workers}"
         return (
             f"cannot run: {self.workers} workers of {per} {acc} GPUs, but {where} (each "
-            f"worker on one node)" + (SPOT_NOTE if self.spot_excluded else "")
+            f"worker on one node){sliced}" + (SPOT_NOTE if self.spot_excluded else "")
         )
 
     def numbers(self) -> dict[str, object]:
@@ -389,6 +400,7 @@ class TooLarge:
             "most_workers": self.most_workers,
             "level": self.level,
             "spot_excluded": self.spot_excluded,
+            "mig_sliced": self.mig_sliced,
         }
 
 
