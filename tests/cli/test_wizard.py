@@ -614,5 +614,5 @@ def test_a_spec_path_under_a_file_exits_2_naming_it(
     spec = blocker / "plan.yaml"
     code, _, err = invoke(["--answers", str(path), "--spec", str(spec), "--no-run"], capsys)
     assert code == EXIT_USER_ERROR
-    assert f"{spec}: cannot create its folder (File exists: {blocker})" in err
+    assert f"--spec {spec}: cannot write there ({blocker} is not a folder)" in err
     assert "Traceback" not in err

@@ -102,8 +102,14 @@ class Asker(ABC):
         *,
         default: str | None = None,
         explain: str = "",
+        blank: str = "none",
     ) -> T | None:
-        """An answer that may be `none`; blank takes `default`, or none without one."""
+        """An answer that may be `none`; blank takes `default`, or none without one.
+
+        `blank` says what no answer means, in the prompt (`(blank: BLANK)`) when there is no
+        `default`: "none" only where nothing stands in for it; where the planner then assumes
+        something (a 90-day deadline, every catalog region), the prompt says what.
+        """
 
     @abstractmethod
     def confirm(self, key: str, question: str, *, default: bool) -> bool: ...
@@ -197,11 +203,12 @@ class Interactive(Asker):
         *,
         default: str | None = None,
         explain: str = "",
+        blank: str = "none",
     ) -> T | None:
         self._explain(explain)
         return self._loop(
             key,
-            question if default is not None else f"{question} (blank: none)",
+            question if default is not None else f"{question} (blank: {blank})",
             lambda raw: _settle(raw, parse, default, missing=False),
             default,
         )
@@ -282,6 +289,7 @@ class Scripted(Asker):
         *,
         default: str | None = None,
         explain: str = "",
+        blank: str = "none",
     ) -> T | None:
         return self._answer(key, parse, default)[0]
 

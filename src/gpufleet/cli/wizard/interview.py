@@ -24,8 +24,26 @@ from gpufleet.cli.wizard.askers import Asker, Interactive, Scripted, check_keys
 from gpufleet.cli.wizard.plan_questions import plan_questions
 from gpufleet.cli.wizard.questions import ask_workload
 from gpufleet.errors import UserError, os_reason
+from gpufleet.outputs import check_writable
 from gpufleet.specs.load import read_yaml, validate
 from gpufleet.specs.plan import PlanSpec
+
+
+def check_outputs(spec_out: Path, out: Path, run: bool) -> None:
+    """Before any question: refuse a --spec file (and, with --run, an --out folder) that could
+    not be written at the end, so a bad path costs no answers. --spec's folder must be or
+    become a folder that can be written; --out follows `gpufleet plan --out`'s rules
+    (`outputs.check_writable`, as `simulate --out`). Without --run nothing goes to --out."""
+    if spec_out.is_dir():
+        raise UserError(f"--spec {spec_out}: is a directory; give a file path such as plan.yaml")
+    checks = [("--spec", spec_out, False), *([("--out", out, True)] if run else [])]
+    for option, path, folder in checks:
+        try:
+            check_writable(path, option, folder=folder)
+        except UserError as exc:
+            raise UserError(
+                f"{exc}; pass {option} with a path you can write (nothing was asked yet)"
+            ) from None
 
 
 def _confirm_overwrite(asker: Asker, spec_out: Path, scripted: bool) -> bool:
@@ -34,8 +52,6 @@ def _confirm_overwrite(asker: Asker, spec_out: Path, scripted: bool) -> bool:
         asker.mark_used("overwrite")
     if not spec_out.exists():
         return False
-    if spec_out.is_dir():
-        raise UserError(f"--spec {spec_out}: is a directory; give a file path such as plan.yaml")
     if asker.confirm("overwrite", f"{spec_out} exists. Replace it", default=False):
         return True
     how = "add `overwrite: true` to the answers file" if scripted else "answer yes"
@@ -148,6 +164,7 @@ def run_wizard(
     the interview prints and reads (default: the terminal); tests pass StringIO objects.
     """
     console = console or Console()
+    check_outputs(spec_out, out, run)
     asker: Asker
     if answers is not None:
         data = _load_answers(answers)

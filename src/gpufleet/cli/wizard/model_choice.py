@@ -31,6 +31,20 @@ class _Model(NamedTuple):
 
 
 _MODEL_SPEC: TypeAdapter[ModelArch] = TypeAdapter(ModelSpec)
+# A sanity bound, not a limit of the estimators: the deepest published LLMs have about 130
+# layers (Llama 3.1 405B: 126, PaLM: 118), so more than 1,000 is a typo or another field's
+# number (a width, a vocabulary), and it would plan a model no one trains.
+MAX_LAYERS = 1000
+
+
+def _layers(value: object) -> int:
+    layers = positive_int(value)
+    if layers > MAX_LAYERS:
+        raise ValueError(
+            f"{layers:,} layers is more than {MAX_LAYERS:,}; the deepest published models have "
+            "about 130 (Llama 3.1 405B: 126): check the number"
+        )
+    return layers
 
 
 def _presets_near(size: float) -> list[ModelPreset]:
@@ -48,6 +62,7 @@ def _parse_model(value: object) -> _Model:
             arch = _MODEL_SPEC.validate_python(dict(value))
         except ValidationError as exc:
             raise ValueError(describe_errors(ModelArch, exc)) from None
+        _layers(arch.layers)
         return _Model(dict(value), arch)
     if not isinstance(value, str):
         raise ValueError(f"expected a preset name or custom, got {value!r}")
@@ -116,7 +131,7 @@ def ask_model(w: Asker) -> tuple[object, ModelArch]:
 
 
 def _ask_custom_model(w: Asker) -> tuple[ModelArch, dict[str, Any]]:
-    layers = w.ask("model_layers", "Transformer layers", positive_int)
+    layers = w.ask("model_layers", "Transformer layers", _layers)
     hidden = w.ask("model_hidden", "Hidden size (model width)", positive_int)
 
     def heads_of(value: object) -> int:
@@ -149,7 +164,9 @@ def _ask_custom_model(w: Asker) -> tuple[ModelArch, dict[str, Any]]:
     width = math.ceil(hidden * (8 / 3 if ffn_type == "swiglu" else 4) / 256) * 256
     ffn_hidden = w.ask("model_ffn_hidden", "FFN inner width", positive_int, default=str(width))
     vocab = w.ask("model_vocab", "Vocabulary size", positive_int, default="128256")
-    max_seq_len = w.ask_optional("model_max_seq_len", "Longest context in tokens", positive_int)
+    max_seq_len = w.ask_optional(
+        "model_max_seq_len", "Longest context in tokens", positive_int, blank="not stated"
+    )
     fields: dict[str, Any] = {
         "name": "custom",
         "layers": layers,

@@ -104,11 +104,16 @@ def plan_questions(asker: Asker, workloads: list[dict[str, Any]]) -> dict[str, A
             default="aws, gcp, azure",
             explain="Instance types, networking and prices differ by provider.",
         )
+        known = _known_regions(providers)
         regions = asker.ask_optional(
             "regions",
             "Regions to price (e.g. us-east-1, us-central1)",
             lambda v: _parse_regions(v, providers),
-            explain="Prices and GPU availability vary by region. Blank: every listed region.",
+            explain=(
+                "Prices and GPU availability vary by region. Blank: every region of these "
+                "clouds in the instance catalog."
+            ),
+            blank=f"all {len(known)} {', '.join(providers)} regions in the catalog",
         )
         plan["providers"] = providers
         if regions:
@@ -150,15 +155,20 @@ def plan_questions(asker: Asker, workloads: list[dict[str, Any]]) -> dict[str, A
         for w in workloads
         if w["kind"] == "training" and w["training"]["precision"] == "fp8"
     ]
+    # imported here: `gpufleet --help` imports this module and need not load the planner
+    from gpufleet.plan.planner import DEFAULT_ACCELERATORS
+
+    standard = ", ".join(DEFAULT_ACCELERATORS)
     accelerators = asker.ask_optional(
         "accelerators",
         "Accelerators to consider (e.g. h100, h200, mi300x)",
         lambda v: _parse_accelerators(v, fp8_training),
         explain=(
             "Catalog names or aliases (gpufleet catalog gpus), for example what you can buy "
-            "or rent. Blank: the planner's standard set. It compares them and says why the "
-            "winner wins."
+            f"or rent. Blank: the planner's standard set ({standard}). It compares them and "
+            "says why the winner wins."
         ),
+        blank=f"the planner's standard set: {standard}",
     )
     if accelerators:
         plan["accelerators"] = accelerators

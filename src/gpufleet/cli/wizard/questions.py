@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from gpufleet.catalog.architecture import ModelArch
 from gpufleet.cli.wizard.answers import (
+    Quantity,
     check,
     choice,
     describe_errors,
@@ -43,6 +44,13 @@ from gpufleet.specs.training import TrainingParams
 TOKENS_PER_STEP = 4 * 2**20
 # Chinchilla's compute-optimal ratio (Hoffmann et al. 2022).
 CHINCHILLA_TOKENS_PER_PARAM = 20
+# Sanity bounds: an answer past them is a unit mistake (15e15 for 15T, a count in bytes),
+# not a plan, and planning it gave "12,380,136,828,156,233,383,936 H100-days". The largest
+# training runs published use a few tens of trillions of tokens (Llama 3: 15T), so 1,000T
+# leaves room for growth; the longest published context is 10M tokens (Llama 4 Scout), so a
+# prompt past it cannot fit any model whose context the wizard was not told.
+MAX_TRAINING_TOKENS = 10**15
+MAX_PROMPT_TOKENS = 10_000_000
 
 _KINDS = {
     "training": "training",
@@ -84,6 +92,18 @@ def _parse_budget(value: object) -> float:
     return float(check(Constraints, "budget_usd", value))
 
 
+def _parse_tokens(value: object) -> Quantity:
+    tokens = quantity(TrainingParams, "tokens")(value)
+    if tokens.amount > MAX_TRAINING_TOKENS:
+        said = value.strip() if isinstance(value, str) else f"{tokens.amount:.3g}"
+        raise ValueError(
+            f"{said} is more than 1,000 trillion tokens (1e15), far past the largest "
+            "training runs (tens of trillions): check the unit (15T = 15 trillion, 2B = 2 "
+            "billion)"
+        )
+    return tokens
+
+
 def _ask_training(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, Any]]:
     w.note(training_memory_note(arch))
     counts = parameter_count(arch)
@@ -92,7 +112,7 @@ def _ask_training(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, 
     tokens = w.ask(
         "tokens",
         "How many tokens will it train on (e.g. 15T, 2B)",
-        quantity(TrainingParams, "tokens"),
+        _parse_tokens,
         default=chinchilla,
         explain=(
             f"Tokens set the compute. About {CHINCHILLA_TOKENS_PER_PARAM} tokens per parameter "
@@ -137,28 +157,38 @@ def _ask_training(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, 
             "saves little memory. bf16 is the safe, proven choice."
         ),
     )
+    # imported here: `gpufleet --help` imports this module and need not load the planner
+    from gpufleet.plan.assemble import DEFAULT_DEADLINE_S
+
+    default_days = f"{DEFAULT_DEADLINE_S / 86_400:g} days"
     deadline = w.ask_optional(
         "deadline",
         "Deadline: how long may it run (e.g. 90d, 6w)",
         quantity(Constraints, "deadline"),
         explain=(
             "A tighter deadline needs more GPUs at once; doubling them less than halves the "
-            "time, because communication grows. Blank: the planner assumes a default."
+            f"time, because communication grows. Blank: the planner assumes {default_days}."
         ),
+        blank=f"{default_days}, the planner's default",
     )
-    if deadline is not None:
-        w.note(deadline_note(arch, tokens.amount, deadline.amount))
+    w.note(
+        deadline_note(
+            arch, tokens.amount, DEFAULT_DEADLINE_S if deadline is None else deadline.amount
+        )
+    )
     max_gpus = w.ask_optional(
         "max_gpus",
         "Most GPUs it may use at once",
         field(Constraints, "max_gpus"),
         explain="A quota or the size of a cluster you already have.",
+        blank="no limit",
     )
     budget = w.ask_optional(
         "budget_usd",
         "Budget for the run in USD (e.g. 5M)",
         _parse_budget,
         explain="Layouts whose GPU-hours × price exceed it are rejected.",
+        blank="no limit",
     )
     training = {
         "seq_len": seq_len,
@@ -208,10 +238,25 @@ def _ask_serving(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, A
             "so the p99 latency holds at this peak."
         ),
     )
+    # a prompt past the model's context cannot be served; without one, past any model's
+    context = arch.max_seq_len or MAX_PROMPT_TOKENS
+    within = (
+        f"the model's context ({context:,})"
+        if arch.max_seq_len
+        else f"{MAX_PROMPT_TOKENS:,} tokens, the longest context of any published model; check "
+        "the number"
+    )
+
+    def input_of(value: object) -> int | dict[str, Any]:
+        length = _parse_length(value)
+        if _longest(length) > context:
+            raise ValueError(f"a prompt of {_longest(length):,} tokens exceeds {within}")
+        return length
+
     input_tokens = w.ask(
         "input_tokens",
         "Prompt length in tokens (mean)",
-        _parse_length,
+        input_of,
         default="1500",
         explain=(
             "System prompt, history and question together. Longer prompts cost prefill compute "
@@ -222,11 +267,8 @@ def _ask_serving(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, A
     def output_of(value: object) -> int | dict[str, Any]:
         output = _parse_length(value)
         longest = _longest(input_tokens) + _longest(output)
-        if arch.max_seq_len is not None and longest > arch.max_seq_len:
-            raise ValueError(
-                f"input + output tokens ({longest:,}) exceed the model's context "
-                f"({arch.max_seq_len:,})"
-            )
+        if longest > context:
+            raise ValueError(f"input + output tokens ({longest:,}) exceed {within}")
         return output
 
     output_tokens = w.ask(
@@ -284,6 +326,7 @@ def _ask_serving(w: Asker, arch: ModelArch) -> tuple[dict[str, Any], dict[str, A
         "Most GPUs the service may use",
         field(Constraints, "max_gpus"),
         explain="A quota or the size of a cluster you already have.",
+        blank="no limit",
     )
     slo = {k: number(v) for k, v in (("ttft_p99_ms", ttft), ("tpot_p99_ms", tpot)) if v}
     serving: dict[str, Any] = {
