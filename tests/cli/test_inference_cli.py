@@ -278,7 +278,7 @@ def test_a_count_too_small_for_the_rate_exits_1(
     assert reason in out
 
 
-def test_an_unserved_rate_reports_what_the_gpus_serve_in_table_and_json(
+def test_an_unserved_rate_reports_nothing_served_in_table_and_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = write(
@@ -287,9 +287,10 @@ def test_an_unserved_rate_reports_what_the_gpus_serve_in_table_and_json(
     code, data = estimate_json(spec, capsys)
     assert code == 1
     assert (data["batch"], data["gpus"], data["fits"], data["slo_met"]) == (0, 8, False, False)
-    served = data["output_tokens_per_s"]
-    assert 0 < served < 50 * 256 / 10  # not the demand
-    assert data["output_tokens_per_s_per_gpu"] == pytest.approx(served / 8)
+    # no slots within the SLO: nothing is served, so no throughput and no cost per token
+    assert data["output_tokens_per_s"] == 0
+    assert data["output_tokens_per_s_per_gpu"] == 0
+    assert data["cost_per_million_output_tokens_usd"] is None
     assert data["reasons"][0].startswith("no concurrency meets the time-per-output-token SLO (")
 
     code, out, _ = run(["estimate", "inference", str(spec)], capsys)
@@ -297,9 +298,8 @@ def test_an_unserved_rate_reports_what_the_gpus_serve_in_table_and_json(
     assert "· request_rate 50 req/s · 0 slots per replica\n" in out
     assert data["in_flight_per_replica"] is None
     assert data["tpot_at_load_ms"] is None
-    assert table_value(out, "output tokens/s (system)") == f"{served:,.0f}"
-    cost = f"{data['cost_per_million_output_tokens_usd']:,.2f}"
-    assert table_value(out, "$ per million output tokens") == cost
+    assert table_value(out, "output tokens/s (system)") == "0"
+    assert table_value(out, "$ per million output tokens") == "-"
 
 
 BAD_INPUT = [
@@ -520,3 +520,17 @@ def test_search_columns_say_slots_and_load_apart(capsys: pytest.CaptureFixture[s
     code, out, _ = run(["search", "inference", str(EXAMPLE), "--top", "2"], capsys)
     assert "in flight" in out
     assert "TPOT ms (load)" in out
+
+
+def test_a_load_too_big_for_the_count_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reviewer's cnt.yaml: a 70B bf16 model on a count of 1 H100 was put at tp 2 and
+    printed "1 × 2 = 2" GPUs and "load fits yes"."""
+    spec = write(
+        tmp_path, precision="bf16", engine="vllm", load="concurrency: 4", slo="{}", count=1
+    )
+    code, data = estimate_json(spec, capsys)
+    assert code == 1
+    assert (data["tp"], data["gpus"], data["fits"]) == (1, 1, False)
+    assert "hardware.count gives 1 GPU: tp 2 (2 GPUs) would hold the load" in data["reasons"][-1]

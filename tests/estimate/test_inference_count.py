@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gpufleet.estimate.inference_estimate import estimate_inference
 from gpufleet.plan.inference_search import search_inference
 from gpufleet.specs.inference import InferenceSpec
@@ -52,3 +54,28 @@ def test_a_count_too_small_for_the_rate_says_so() -> None:
 def test_a_given_layout_is_kept() -> None:
     spec = InferenceSpec.model_validate({**SPEC, "parallelism": {"tp": 4}})
     assert estimate_inference(spec).tp == 4
+
+
+# The reviewer's cnt.yaml: llama-2-70b in bf16 (138 GB of weights) on a count of 1 H100 was
+# put at tp 2 and printed "GPUs 1 × 2 = 2" and "load fits yes".
+CNT: dict[str, Any] = {
+    "kind": "inference",
+    "name": "cnt",
+    "model": {"preset": "llama-2-70b"},
+    "serving": {"precision": "bf16", "engine": "vllm", "input_tokens": 1024, "output_tokens": 256},
+    "hardware": {"accelerator": "h100-sxm5-80gb", "count": 1},
+}
+
+
+@pytest.mark.parametrize("load", [{"concurrency": 4}, {"batch": 4}])
+def test_batch_and_concurrency_stay_within_the_count(load: dict[str, int]) -> None:
+    spec = InferenceSpec.model_validate({**CNT, "serving": {**CNT["serving"], **load}})
+    est = estimate_inference(spec)
+    assert (est.tp, est.replicas, est.gpus) == (1, 1, 1)
+    assert est.fits is False
+    assert est.slo_met is False
+    assert est.reasons[0].startswith("does not fit: 4 requests of 1280 tokens need ")
+    assert est.reasons[-1] == (
+        "hardware.count gives 1 GPU: tp 2 (2 GPUs) would hold the load; raise "
+        "hardware.count to 2 or more, or see what else would help above"
+    )

@@ -45,21 +45,42 @@ from gpufleet.estimate.inference import (
     static_batch,
 )
 from gpufleet.estimate.inference_load import (
+    TP_CHOICES,
     LoadPoint,
+    choose_tp,
+    count_reason,
+    decode_tokens,
+    e2e_s,
+    either,
+    gb_pair,
     load_point,
     memory_remedies,
     memory_shortfall,
+    no_concurrency_reason,
+    replica_serving,
+    slo_misses,
+    tp_sizes,
 )
-from gpufleet.estimate.queueing import replicas_needed
+from gpufleet.estimate.queueing import MAX_REPLICAS, replicas_needed
 from gpufleet.specs.inference import InferenceSpec
 
-TP_CHOICES = (1, 2, 4, 8)
 # Output lengths vary; a request's service time has this coefficient of variation when
 # the spec gives no p99 (exponential-like spread; assumption).
 DEFAULT_SERVICE_CV = 1.0
 # Headroom: the queue model pools every slot of the fleet behind one queue, which routers
 # only approach; replicas are also sized so the fleet runs at most this busy (assumption).
 MAX_UTILISATION = 0.85
+# The KV cache when serving.kv_precision is not given: the activations' format. Weight-only
+# int8/int4 (AWQ, GPTQ) dequantise to 16-bit and keep a 16-bit KV cache; fp8 checkpoints run
+# fp8 activations and cache; NVFP4 ones (ModelOpt) quantise their KV cache to fp8.
+DEFAULT_KV_PRECISION: dict[str, str] = {
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8": "fp8",
+    "int8": "bf16",
+    "int4": "bf16",
+    "fp4": "fp8",
+}
 
 
 class Report(BaseModel):
@@ -134,7 +155,7 @@ def case_for(
 ) -> InferenceCase:
     name = accelerator or spec.hardware.accelerator
     weights = precision or spec.serving.precision
-    kv = spec.serving.kv_precision or (weights if weights in ("bf16", "fp16", "fp8") else "bf16")
+    kv = spec.serving.kv_precision or DEFAULT_KV_PRECISION[weights]
     compute = COMPUTE_PRECISION[weights]
     device = get_accelerator(name)
     if device.dense_flops(compute) is None:
@@ -193,10 +214,7 @@ def _hop_s(case: InferenceCase, micro: int) -> float:
 
 
 def _slo_ok(spec: InferenceSpec, s: Serving, extra_wait_s: float = 0.0) -> bool:
-    slo = spec.serving.slo
-    ttft_ok = slo.ttft_p99_ms is None or (s.ttft_s[0] + extra_wait_s) * 1e3 <= slo.ttft_p99_ms
-    tpot_ok = slo.tpot_p99_ms is None or s.tpot_s[0] * 1e3 <= slo.tpot_p99_ms
-    return bool(ttft_ok and tpot_ok)
+    return not slo_misses(spec, float(s.ttft_s[0]) + extra_wait_s, float(s.tpot_s[0]))
 
 
 # Concurrency levels tried between 1 and the memory limit: `estimate inference` and `search
@@ -228,23 +246,34 @@ class SloConcurrency:
 
 
 def slo_concurrency(
-    spec: InferenceSpec, case: InferenceCase, tp: int, *, limit: int, prompt: float, out: float
+    spec: InferenceSpec,
+    case: InferenceCase,
+    tp: int,
+    *,
+    limit: int,
+    prompt: float,
+    out: float,
+    pp: int = 1,
 ) -> SloConcurrency:
-    """Largest concurrency (<= limit) whose TPOT and unqueued TTFT meet the SLO, with the
-    figures at every level tried. The one function `estimate inference` and `search inference`
-    use, so they agree (they picked from 64 and 48 levels: 502 against 477 requests for
-    examples/inference-llama2-70b.yaml)."""
+    """Largest concurrency (<= limit) whose TPOT, unqueued TTFT and unqueued end-to-end time
+    (`e2e_s`) meet the SLO, with the figures at every level tried. The one function `estimate
+    inference` and `search inference` use, so they agree (they picked from 64 and 48 levels:
+    502 against 477 requests for examples/inference-llama2-70b.yaml). With `pp` stages
+    (`case` is then one stage) the figures are the pipelined replica's (`replica_serving`),
+    the ones the SLO is checked on: one stage at the whole load picked 211 slots for a
+    70B tp 2 pp 2 replica whose pipelined TPOT (60 ms) then missed a 50 ms SLO."""
     levels = concurrency_levels(limit)
-    tps = np.full_like(levels, float(tp))
     # the p99 TTFT SLO is met by the p99 prompt's prefill, not the mean's
     ttft_prompt = float(spec.serving.max_tokens("input"))
-    serving = continuous(case, tps, levels, prompt, out, ttft_prompt=ttft_prompt)
+    serving = replica_serving(case, tp, pp, levels, prompt=prompt, out=out, ttft_prompt=ttft_prompt)
     slo = spec.serving.slo
     ok = np.ones_like(levels, dtype=bool)
     if slo.tpot_p99_ms is not None:
         ok &= serving.tpot_s * 1e3 <= slo.tpot_p99_ms
     if slo.ttft_p99_ms is not None:  # leave the queue room: TTFT before any wait
         ok &= serving.ttft_s * 1e3 <= slo.ttft_p99_ms
+    if slo.e2e_p99_ms is not None:  # likewise before any wait
+        ok &= (serving.ttft_s + decode_tokens(spec) * serving.tpot_s) * 1e3 <= slo.e2e_p99_ms
     index = int(np.flatnonzero(ok)[-1]) if ok.any() else None
     return SloConcurrency(levels, serving, index)
 
@@ -253,7 +282,8 @@ def estimate_inference(spec: InferenceSpec) -> InferenceEstimate:
     """The serving estimate. With `hardware.count` and a request rate but no parallelism, the
     tensor-parallel size is the one that serves the rate on the fewest GPUs within that count
     (issue 27: the smallest tp that fits was taken, 91 × H100 where tp 8 needs 8); otherwise
-    the smallest tp that holds the load."""
+    the smallest tp that holds the load, within `hardware.count` when it is given (a 70B
+    bf16 model on a count of 1 was put at tp 2, "1 × 2 = 2" GPUs that "fit")."""
     count = spec.hardware.count
     if spec.parallelism is None and count and spec.serving.request_rate is not None:
         return _within_count(_fewest_gpus_within(spec, count), count)
@@ -274,19 +304,17 @@ def _within_count(est: InferenceEstimate, count: int | None) -> InferenceEstimat
 
 
 def _fewest_gpus_within(spec: InferenceSpec, count: int) -> InferenceEstimate:
-    domain = case_for(spec, Assumptions()).hw.scaleup_domain_gpus
+    sizes = tp_sizes(spec, case_for(spec, Assumptions()), count)
     tried: list[InferenceEstimate] = []
-    for tp in TP_CHOICES:
-        if tp > min(domain, count) or spec.model.heads % tp:
-            continue
+    for tp in sizes:
         try:
             est = _estimate(spec, tp)
         except UserError:
             continue  # this tp cannot meet the SLO at any size: the others may
         if est.fits:
             tried.append(est)
-    if not tried:
-        return _estimate(spec)
+    if not tried:  # the largest tp the count allows: the fastest, and the one to explain
+        return _estimate(spec, sizes[-1])
     best = min(tried, key=lambda e: (e.gpus > count, e.gpus, not e.slo_met, e.tp))
     note = AssumptionOut(
         name="tp",
@@ -308,7 +336,7 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     pp = spec.parallelism.pp if spec.parallelism else 1
     full_case = case
     case = stage_case(case, pp)  # per-GPU memory and per-stage time from here on
-    tp = spec.parallelism.tp if spec.parallelism else tp_given or _choose_tp(spec, case, longest)
+    tp = spec.parallelism.tp if spec.parallelism else tp_given or choose_tp(spec, case, longest)
     t = np.array([float(tp)])
     cap = int(max_sequences(case, t, np.array([longest]))[0])
     reasons: list[str] = []
@@ -317,10 +345,9 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     elif sv.concurrency is not None:
         mode, load = "concurrency", sv.concurrency
     elif sv.request_rate is not None:
-        mode, load = (
-            "request_rate",
-            slo_concurrency(spec, case, tp, limit=cap, prompt=prompt, out=out).concurrency,
-        )
+        # the slots of the pipelined replica, as the SLO is checked on it below
+        slots = slo_concurrency(spec, case, tp, limit=cap, prompt=prompt, out=out, pp=pp)
+        mode, load = "request_rate", slots.concurrency
     else:
         mode, load = "batch", 1
         log.add("load", "batch 1", "the spec gives no batch, concurrency or request_rate")
@@ -330,6 +357,7 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     fits = memory_ok and load >= 1
     if not memory_ok:
         reasons += _memory_reasons(spec, full_case, tp, pp, max(load, 1), cap, mem.total[0], usable)
+        reasons += count_reason(spec, case, longest, max(load, 1))
     micro = max(1, -(-max(load, 1) // pp))  # each stage works on 1/pp of the load at a time
     stage = _serving(
         case,
@@ -342,7 +370,7 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     )
     serving = pipelined(stage, pp, _hop_s(case, micro), case.engine.request_overhead_s)
     if memory_ok and load < 1:
-        reasons.append(_no_concurrency_reason(spec, serving))
+        reasons.append(no_concurrency_reason(spec, case, (tp, pp), serving))
     gpus_per_replica = tp * pp
     replicas, wait_s = (
         _replicas_for_rate(spec, serving, load, log)
@@ -352,22 +380,19 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     at_load = _at_load(
         spec, case, (tp, pp), mode=mode, load=load if fits else 0, replicas=replicas, log=log
     )
-    per_replica = float(serving.output_tokens_per_s[0])
+    # Nothing is served when not one request fits, or a rate found no slots within the SLO
+    # (b7: "0 slots" printed the demand, 1,280 tok/s, and $9.35/M tokens).
+    nothing = cap < 1 or (mode == "request_rate" and load < 1)
+    per_replica = 0.0 if nothing else float(serving.output_tokens_per_s[0])
     slo_met = fits and _slo_ok(spec, serving, wait_s)
+    if fits and not slo_met:
+        reasons.append(_missed_reason(spec, serving, wait_s, mode, load))
     served = per_replica * replicas
     if mode == "request_rate" and sv.request_rate is not None:
-        # Sized for the rate, the fleet serves the demand; otherwise no more than the GPUs
-        # deliver at the load evaluated (none when a request does not fit in memory).
-        demand = sv.request_rate * out
-        served = demand if fits else min(demand, served if memory_ok else 0.0)
+        # Sized for the rate, the fleet serves the demand; with no slots, nothing.
+        served = sv.request_rate * out if fits else 0.0
     gpus = replicas * gpus_per_replica
-    price = cheapest_gpu_hour(case.hw.accelerator)
-    cost = None
-    if price is not None and served > 0:
-        log.add(
-            f"price[{case.hw.accelerator}]", f"${price.usd_per_gpu_hour:.2f}/GPU-h", price.source
-        )
-        cost = gpus * price.usd_per_gpu_hour / (served * 3600) * 1e6
+    cost = _cost_per_million(case, gpus, served, log)
     kv_tok = kv_bytes_per_token(spec.model, case.kv_precision)
     return InferenceEstimate(
         accelerator=case.hw.accelerator,
@@ -432,6 +457,25 @@ def _estimate(spec: InferenceSpec, tp_given: int | None = None) -> InferenceEsti
     )
 
 
+def _missed_reason(spec: InferenceSpec, s: Serving, wait_s: float, mode: str, load: int) -> str:
+    """'misses the end-to-end SLO (5,735.1 ms > 500 ms) at concurrency 64'."""
+    misses = slo_misses(spec, float(s.ttft_s[0]) + wait_s, float(s.tpot_s[0]))
+    where = f"{load:,} slots per replica" if mode == "request_rate" else f"{mode} {load:,}"
+    return f"misses the {' and the '.join(misses)} at {where}"
+
+
+def _cost_per_million(
+    case: InferenceCase, gpus: int, served: float, log: Assumptions
+) -> float | None:
+    """USD per million output tokens at the cheapest GPU-hour; None when nothing is served
+    or the catalog has no price."""
+    price = cheapest_gpu_hour(case.hw.accelerator)
+    if price is None or served <= 0:
+        return None
+    log.add(f"price[{case.hw.accelerator}]", f"${price.usd_per_gpu_hour:.2f}/GPU-h", price.source)
+    return gpus * price.usd_per_gpu_hour / (served * 3600) * 1e6
+
+
 def _at_load(
     spec: InferenceSpec,
     case: InferenceCase,
@@ -482,10 +526,11 @@ def _memory_reasons(  # noqa: PLR0917 - the figures of one estimate, in its orde
     sv = spec.serving
     longest = float(sv.max_tokens("input") + sv.max_tokens("output"))
     plural = requests != 1
+    need, have = gb_pair(needed_bytes, usable)  # 79.33 of 79.30 GB read "79.3 of 79.3"
     reasons = [
         f"does not fit: {requests} request{'s' * plural} of {longest:.0f} tokens "
-        f"need{'' if plural else 's'} {needed_bytes / 1e9:.1f} GB per GPU of "
-        f"{usable / 1e9:.1f} GB usable; at most {cap} fit at tp {tp}"
+        f"need{'' if plural else 's'} {need} per GPU of "
+        f"{have} usable; at most {cap} fit at tp {tp}"
     ]
     if cap < 1:
         reasons.append(_no_request_fits_reason(spec, whole, tp, pp, longest))
@@ -517,54 +562,34 @@ def _no_request_fits_reason(
     )
     return (
         f"no request fits{where}: {memory_shortfall(stage, tp, longest).text()}{hint}. "
-        f"What would help: {_either(remedies)}"
+        f"What would help: {either(remedies)}"
     )
-
-
-def _either(items: list[str]) -> str:
-    """'a, b, or c': remedies read as alternatives."""
-    if len(items) < 3:
-        return " or ".join(items)
-    return ", ".join(items[:-1]) + ", or " + items[-1]
-
-
-def _no_concurrency_reason(spec: InferenceSpec, one: Serving) -> str:
-    """Why a request rate found no concurrency: names the SLO that one request in flight
-    already misses, so the user relaxes the right one."""
-    slo = spec.serving.slo
-    ttft_ms, tpot_ms = float(one.ttft_s[0]) * 1e3, float(one.tpot_s[0]) * 1e3
-    missed = []
-    if slo.ttft_p99_ms is not None and ttft_ms > slo.ttft_p99_ms:
-        missed.append(f"time-to-first-token SLO ({ttft_ms:,.1f} ms > {slo.ttft_p99_ms:g} ms)")
-    if slo.tpot_p99_ms is not None and tpot_ms > slo.tpot_p99_ms:
-        missed.append(f"time-per-output-token SLO ({tpot_ms:,.1f} ms > {slo.tpot_p99_ms:g} ms)")
-    what = " and the ".join(missed) or "time-to-first-token and time-per-output-token SLOs"
-    return (
-        f"no concurrency meets the {what} at one request in flight; "
-        "try a larger tp, fp8 weights or a faster accelerator"
-    )
-
-
-def _choose_tp(spec: InferenceSpec, case: InferenceCase, longest: float) -> int:
-    """Smallest tensor-parallel size that holds the load (at least one request) in memory."""
-    sv = spec.serving
-    want = sv.batch or sv.concurrency or 1
-    domain = case.hw.scaleup_domain_gpus
-    for tp in TP_CHOICES:
-        if tp > domain or spec.model.heads % tp:
-            continue
-        if max_sequences(case, np.array([float(tp)]), np.array([longest]))[0] >= want:
-            return tp
-    return max(t for t in TP_CHOICES if t <= domain and spec.model.heads % t == 0)
 
 
 def _replicas_for_rate(
     spec: InferenceSpec, serving: Serving, slots: int, log: Assumptions
 ) -> tuple[int, float]:
-
+    """Replicas of `slots` slots whose p99 queue wait keeps the TTFT and the end-to-end time
+    within their SLOs (the wait adds to both: the budget is the tighter of the two), and
+    that wait. Raises UserError, in the spec's fields and ms, where no count up to
+    MAX_REPLICAS does."""
     sv = spec.serving
-    assert sv.request_rate is not None
-    ttft_slo = (sv.slo.ttft_p99_ms or math.inf) / 1e3
+    rate = sv.request_rate
+    assert rate is not None
+    prefill_s, tpot_s = float(serving.ttft_s[0]), float(serving.tpot_s[0])
+    stay_s = float(serving.request_time_s[0])
+    budgets = {"ttft_p99_ms": (sv.slo.ttft_p99_ms or math.inf) / 1e3}
+    if sv.slo.e2e_p99_ms is not None:  # a wait W meets it while TTFT + W + decode <= SLO
+        budgets["e2e_p99_ms"] = sv.slo.e2e_p99_ms / 1e3 - decode_tokens(spec) * tpot_s
+    field = min(budgets, key=lambda k: budgets[k])
+    ttft_slo = budgets[field]
+    per_replica = slots * MAX_UTILISATION / stay_s
+    if rate / per_replica > MAX_REPLICAS:
+        raise UserError(
+            f"serving.request_rate: {rate:,.6g} req/s needs more than {MAX_REPLICAS:,} "
+            f"replicas (each serves about {per_replica:,.3g} req/s with {slots:,} slots, run "
+            f"at most {MAX_UTILISATION:.0%} busy), more than gpufleet sizes; lower the rate"
+        )
     cv = DEFAULT_SERVICE_CV
     log.add("service_time_cv", cv, "output lengths vary; exponential-like spread (assumption)")
     log.add(
@@ -575,19 +600,34 @@ def _replicas_for_rate(
     log.add(
         "max_utilisation", MAX_UTILISATION, "routing headroom over the pooled queue (assumption)"
     )
-    prefill_s = float(serving.ttft_s[0])
     try:
         replicas, q = replicas_needed(
-            sv.request_rate,
-            float(serving.request_time_s[0]),
+            rate,
+            stay_s,
             cv,
             slots,
             prefill_s,
             ttft_slo if math.isfinite(ttft_slo) else 1e9,
+            max_replicas=MAX_REPLICAS,
             max_utilisation=MAX_UTILISATION,
         )
     except ValueError as exc:
-        raise UserError(f"serving.slo: {exc}") from None
+        slo = getattr(sv.slo, field)
+        before = (
+            f"the time to first token is {prefill_s * 1e3:,.1f} ms"
+            if field == "ttft_p99_ms"
+            else f"a request takes {e2e_s(spec, prefill_s, tpot_s) * 1e3:,.1f} ms end to end"
+        )
+        if prefill_s > ttft_slo:
+            why = f"{before} before any queueing, above the {slo:g} ms SLO at {slots:,} slots"
+            raise UserError(
+                f"serving.slo.{field}: {why}, so no number of replicas can meet it; it needs "
+                "faster serving or a looser SLO"
+            ) from exc
+        raise UserError(
+            f"serving.slo.{field}: no number of replicas up to {MAX_REPLICAS:,} keeps the p99 "
+            f"queue wait within the {slo:g} ms SLO ({before} before any queueing)"
+        ) from exc
     return replicas, float(q.p99_wait_s)
 
 

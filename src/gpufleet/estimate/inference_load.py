@@ -1,11 +1,14 @@
-"""A replica at its load rather than its slots, and why a model does not fit at all.
+"""A replica at its load rather than its slots, and the verdicts on a layout: whether it
+fits, on how many GPUs, and within which SLOs.
 
 Apart from `inference_estimate` (which sizes a request rate on slots) because these answer
-the two questions its output left wrong: how many requests a rate keeps in flight, and at
+the questions its output left wrong: how many requests a rate keeps in flight, and at
 what TPOT (Little's law, solved with the decode step at that batch: the 70B example's 509
-slots were printed as "509 in flight" where its 50 req/s keep about 150), and, where not
-even one request fits, what each GPU would hold against what it has and what would help
-(a plan read "4 × model and one request do not fit" and offered a looser SLO).
+slots were printed as "509 in flight" where its 50 req/s keep about 150); where not even
+one request fits, what each GPU would hold against what it has and what would help (a plan
+read "4 × model and one request do not fit" and offered a looser SLO); which tp the GPUs of
+`hardware.count` allow; and which SLOs a request misses, the end-to-end one included, with
+only the remedies that would change something.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from gpufleet.estimate.inference import (
     weight_bytes_per_gpu,
 )
 from gpufleet.formatting import format_gb
+from gpufleet.specs.inference import InferenceSpec
+
+TP_CHOICES = (1, 2, 4, 8)
 
 
 def replica_serving(
@@ -131,6 +137,17 @@ def load_point(
     )
 
 
+def gb_pair(needed: float, has: float) -> tuple[str, str]:
+    """Two byte counts as decimal GB ('85.9 GB'), with as many decimals as it takes (up to
+    four) for a need above what there is to read as above: 79.33 against 79.30 GB printed
+    "79.3 GB of 79.3 GB"."""
+    for places in range(1, 5):
+        a, b = f"{needed / 1e9:,.{places}f}", f"{has / 1e9:,.{places}f}"
+        if a != b or needed <= has:
+            break
+    return f"{a} GB", f"{b} GB"
+
+
 @dataclass(frozen=True)
 class MemoryShortfall:
     """Why the model and one request do not fit at a tensor-parallel size, per GPU: the
@@ -152,11 +169,12 @@ class MemoryShortfall:
         """'at TP 8 the weights alone take 101.5 GB per GPU, with ...: 104.6 GB against
         85.9 GB usable'."""
         alone = " alone" if self.weights_bytes > self.usable_bytes else ""
+        needed, usable = gb_pair(self.needed_bytes, self.usable_bytes)
         return (
             f"at TP {self.tp} the weights{alone} take {format_gb(self.weights_bytes)} per GPU, "
             f"with {format_gb(self.reserve_bytes)} of activation and runtime reserve and "
             f"{format_gb(self.one_request_kv_bytes)} of KV cache for one request: "
-            f"{format_gb(self.needed_bytes)} against {format_gb(self.usable_bytes)} usable"
+            f"{needed} against {usable} usable"
         )
 
 
@@ -241,3 +259,105 @@ def memory_remedies(
         )
     remedies.append(f"{across}, {pipeline_note}")
     return remedies
+
+
+def decode_tokens(spec: InferenceSpec) -> int:
+    """Tokens a p99 request decodes after its first: the p99 output length − 1."""
+    return max(spec.serving.max_tokens("output") - 1, 0)
+
+
+def e2e_s(spec: InferenceSpec, ttft_s: float, tpot_s: float) -> float:
+    """End-to-end time of a p99 request: TTFT + (output tokens − 1) × TPOT at the operating
+    point, with the conventions the other two checks use: the TTFT of the p99 prompt (plus
+    the p99 queue wait at a request rate), the TPOT of the load (full slots at a rate) and
+    the p99 output length (`max_tokens`, the mean where no p99 is given). Each part at its
+    p99, so the sum bounds the p99 of the whole (conservative)."""
+    return ttft_s + decode_tokens(spec) * tpot_s
+
+
+def slo_misses(spec: InferenceSpec, ttft_s: float, tpot_s: float) -> list[str]:
+    """The SLOs a request with this TTFT (queue wait included) and TPOT misses, in the
+    spec's words and ms: '[time-to-first-token SLO (1,234.5 ms > 1000 ms)]'."""
+    slo = spec.serving.slo
+    missed = []
+    for name, value, limit in (
+        ("time-to-first-token", ttft_s * 1e3, slo.ttft_p99_ms),
+        ("time-per-output-token", tpot_s * 1e3, slo.tpot_p99_ms),
+        ("end-to-end", e2e_s(spec, ttft_s, tpot_s) * 1e3, slo.e2e_p99_ms),
+    ):
+        if limit is not None and value > limit:
+            missed.append(f"{name} SLO ({value:,.1f} ms > {limit:g} ms)")
+    return missed
+
+
+def no_concurrency_reason(
+    spec: InferenceSpec, case: InferenceCase, layout: tuple[int, int], one: Serving
+) -> str:
+    """Why a request rate found no concurrency: names the SLO that one request in flight
+    already misses, so the user relaxes the right one, and only remedies that change
+    something: a larger tp where one fits in the scale-up domain (and hardware.count), fp8
+    weights where the weights are not already fp8 or fp4 and the accelerator runs fp8."""
+    tp, pp = layout
+    missed = slo_misses(spec, float(one.ttft_s[0]), float(one.tpot_s[0]))
+    what = " and the ".join(missed) or "SLOs"
+    remedies = []
+    wider = tp_sizes(spec, case)[-1]
+    if tp < wider:
+        count = spec.hardware.count
+        if spec.parallelism is None and count is not None and wider * pp > count:
+            remedies.append(f"a larger tp (up to {wider}, with hardware.count above {count})")
+        else:
+            remedies.append(f"a larger tp (up to {wider} in one node's scale-up domain)")
+    fp8 = get_accelerator(case.hw.accelerator).fp8_dense_tflops is not None
+    if case.precision not in ("fp8", "fp4") and fp8:
+        remedies.append("fp8 weights")
+    remedies += ["a faster accelerator", "a looser SLO"]
+    return f"no concurrency meets the {what} at one request in flight; try {either(remedies)}"
+
+
+def tp_sizes(spec: InferenceSpec, case: InferenceCase, count: int | None = None) -> list[int]:
+    """The tensor-parallel sizes tried, smallest first: within the scale-up domain, dividing
+    the heads and, with `count`, on at most that many GPUs (tp 1 always qualifies)."""
+    domain = min(case.hw.scaleup_domain_gpus, count or case.hw.scaleup_domain_gpus)
+    return [t for t in TP_CHOICES if t == 1 or (t <= domain and spec.model.heads % t == 0)]
+
+
+def holds(case: InferenceCase, tp: int, longest: float, requests: int) -> bool:
+    return bool(max_sequences(case, np.array([float(tp)]), np.array([longest]))[0] >= requests)
+
+
+def choose_tp(spec: InferenceSpec, case: InferenceCase, longest: float) -> int:
+    """Smallest tensor-parallel size that holds the load (at least one request) in memory on
+    at most `hardware.count` GPUs; the largest of those when none does (it does not fit,
+    and `count_reason` says how many GPUs would hold it)."""
+    sv = spec.serving
+    want = sv.batch or sv.concurrency or 1
+    sizes = tp_sizes(spec, case, spec.hardware.count)
+    return next((tp for tp in sizes if holds(case, tp, longest, want)), sizes[-1])
+
+
+def count_reason(
+    spec: InferenceSpec, case: InferenceCase, longest: float, requests: int
+) -> list[str]:
+    """Where `hardware.count` kept the automatic tp below one that holds the load: how many
+    GPUs would ([] when the count did not decide it, or no tp on one node holds it)."""
+    count = spec.hardware.count
+    if spec.parallelism is not None or count is None:
+        return []
+    within = tp_sizes(spec, case, count)
+    larger = [t for t in tp_sizes(spec, case) if t not in within]
+    tp = next((t for t in larger if holds(case, t, longest, requests)), None)
+    if tp is None:
+        return []
+    gpus = f"{count} GPU{'s' * (count != 1)}"
+    return [
+        f"hardware.count gives {gpus}: tp {tp} ({tp} GPUs) would hold the load; "
+        f"raise hardware.count to {tp} or more, or see what else would help above"
+    ]
+
+
+def either(items: list[str]) -> str:
+    """'a, b, or c': remedies read as alternatives."""
+    if len(items) < 3:
+        return " or ".join(items)
+    return ", ".join(items[:-1]) + ", or " + items[-1]

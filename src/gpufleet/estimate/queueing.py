@@ -49,6 +49,8 @@ import numpy.typing as npt
 
 P99 = 0.99
 TAIL = 1.0 - P99  # the p99 is the wait exceeded with probability 0.01
+# The most replicas `replicas_needed` sizes by default (its search is O(r × slots) per step).
+MAX_REPLICAS = 100_000
 
 ServiceDistribution = Literal["gamma", "lognormal"]
 
@@ -163,7 +165,7 @@ def replicas_needed(  # noqa: PLR0917 - the positional signature is the agreed A
     slots_per_replica: int,
     prefill_s: float,
     ttft_p99_s: float,
-    max_replicas: int = 100_000,
+    max_replicas: int = MAX_REPLICAS,
     max_utilisation: float = 1.0,
 ) -> tuple[int, QueueResult]:
     """The fewest replicas whose p99 time to first token meets the SLO, and its queue.
@@ -344,6 +346,7 @@ def _nonnegative(name: str, value: float) -> float:
 
 
 __all__ = [
+    "MAX_REPLICAS",
     "QueueResult",
     "ServiceDistribution",
     "erlang_c",
