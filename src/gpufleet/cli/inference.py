@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.errors import UserError
-from gpufleet.formatting import format_bytes, format_decimal_bytes, format_gb
+from gpufleet.formatting import format_bytes, format_decimal_bytes
 from gpufleet.specs.inference import InferenceSpec
 from gpufleet.specs.load import load
 
@@ -29,6 +29,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
     Exit code 1 when the load does not fit or misses its SLO; 2 for bad input.
     """
     from gpufleet.estimate.inference_estimate import estimate_inference as run
+    from gpufleet.estimate.inference_load import gb_pair
 
     fmt = check_format(format)
     spec = load(InferenceSpec, spec_path)
@@ -61,7 +62,7 @@ def estimate_inference(spec_path: SpecArg, format: FormatOpt = "table") -> None:
             ("KV cache per token", format_bytes(r.kv_cache_bytes_per_token)),
             (
                 "memory per GPU" + (" (full slots)" if r.mode == "request_rate" else ""),
-                f"{format_gb(m.total)} of {format_gb(r.memory_capacity_bytes)}",
+                "{} of {}".format(*gb_pair(m.total, r.memory_capacity_bytes)),
             ),
             (
                 "  weights / KV / activations / other",
