@@ -156,6 +156,53 @@ BAD = [
         )
         for target in ("kueue", "volcano", "kai", "slurm", "mig-parted")
     ),
+    # a review: `name: system-critical` was written and the export exited 0; the API server
+    # refuses the prefix for any PriorityClass but its own
+    *(
+        pytest.param(
+            ["export", target, CLUSTER, "--teams", "{teams}", "--out", "{out}"],
+            "kind: teams\npriority_classes: [{name: system-critical, value: 2000}]\n"
+            "teams:\n  - {name: a, quota: {l4: 4}, default_priority: system-critical}\n",
+            "priority class 'system-critical' would be the Kubernetes PriorityClass "
+            "'system-critical', but Kubernetes keeps the 'system-' prefix for its own classes",
+            id=f"system-priority-class-{target}",
+        )
+        for target in ("volcano", "kai")
+    ),
+    pytest.param(
+        ["export", "kueue", CLUSTER, "--teams", "{teams}", "--out", "{out}"],
+        f"kind: teams\npriority_classes: [{{name: {'x' * 64}, value: 2}}]\n"
+        f"teams:\n  - {{name: a, quota: {{l4: 4}}, default_priority: {'x' * 64}}}\n",
+        "whose value is at most 63 characters: rename it shorter",
+        id="priority-class-too-long-for-a-label",
+    ),
+    # a review: team kube-system got a NetworkPolicy selecting every pod there (CoreDNS)
+    *(
+        pytest.param(
+            ["export", target, CLUSTER, "--teams", "{teams}", "--out", "{out}"],
+            f"kind: teams\nteams:\n  - {{name: {team}, quota: {{l4: 4}}}}\n",
+            f"team {team} would be namespace '{team.lower()}', which belongs to Kubernetes or "
+            "an operator",
+            id=f"reserved-namespace-{team}-{target}",
+        )
+        for target in ("kueue", "volcano", "kai")
+        for team in ("kube-system", "default", "Kube-Node-Lease", "gpu-operator", "kueue-system")
+    ),
+    pytest.param(
+        [
+            "export",
+            "kai",
+            CLUSTER,
+            "--teams",
+            "{teams}",
+            "--out",
+            "{out}",
+            "--namespaces-per-project",
+        ],
+        "kind: teams\nteams:\n  - {name: volcano, projects: [system], quota: {l4: 4}}\n",
+        "project system of team volcano would be namespace 'volcano-system'",
+        id="reserved-namespace-of-a-project",
+    ),
     pytest.param(
         ["export", "volcano", CLUSTER, "--teams", "{teams}", "--out", "{out}"],
         "kind: teams\nteams:\n  - {name: a, quota: {h100-sxm5-80gb: 100}}\n"

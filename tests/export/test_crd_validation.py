@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.export.k8s import MEMBER_ROLE, TEAM_LABEL, team_group
+from gpufleet.export.k8s import MEMBER_ROLE, PRIORITY_CAP_QUOTA, TEAM_LABEL, team_group
 
 from .crd import CORE_KINDS, has_crd, problems, storage_version
 from .scenarios import K8S_TARGETS, SCENARIOS, documents
@@ -55,6 +55,18 @@ def metadata_problems(obj: dict[str, Any]) -> list[str]:
     return out
 
 
+def priority_cap_problems(obj: dict[str, Any]) -> list[str]:
+    """The priority cap admits no pod of the classes above the team's cap: pods 0, scoped
+    to those PriorityClasses."""
+    out: list[str] = []
+    (expr,) = obj["spec"]["scopeSelector"]["matchExpressions"]
+    if obj["spec"]["hard"] != {"pods": 0} or expr["scopeName"] != "PriorityClass":
+        out.append("the priority cap admits no pod of the classes it names")
+    if expr["operator"] != "In" or not expr["values"]:
+        out.append("the priority cap names the classes above the team's cap")
+    return out
+
+
 def core_problems(obj: dict[str, Any]) -> list[str]:
     """What the Kubernetes API (or the export's promise) would reject for core kinds."""
     kind, meta = obj["kind"], obj["metadata"]
@@ -62,6 +74,8 @@ def core_problems(obj: dict[str, Any]) -> list[str]:
     if kind == "Namespace":
         if obj["apiVersion"] != "v1" or TEAM_LABEL not in meta["labels"]:
             out.append("a team Namespace is v1 and carries the team label")
+    elif kind == "ResourceQuota" and meta["name"] == PRIORITY_CAP_QUOTA:
+        out += priority_cap_problems(obj)
     elif kind == "ResourceQuota":
         hard = obj["spec"]["hard"]
         if not hard or not all(RESOURCE.fullmatch(k) for k in hard):
@@ -101,6 +115,8 @@ def core_problems(obj: dict[str, Any]) -> list[str]:
             if not allowed:
                 out.append(f"ingress from more than pods of this team's namespaces: {f}")
     elif kind == "PriorityClass":
+        if meta["name"].startswith("system-"):
+            out.append("the API server keeps the system- prefix for its built-in classes")
         if not isinstance(obj["value"], int) or abs(obj["value"]) > 1_000_000_000:
             out.append("PriorityClass value is an int within the user range")
         if obj["preemptionPolicy"] not in ("PreemptLowerPriority", "Never"):

@@ -342,3 +342,68 @@ def test_team_names_that_collide_in_kubernetes_are_refused() -> None:
     )
     with pytest.raises(UserError, match="would both be named 'ml'"):
         export(fleet, "kueue")
+
+
+def test_volcano_and_kai_namespaces_admit_no_pod_above_the_teams_class_cap() -> None:
+    """gpufleet's control plane refuses a class above a team's max_priority_class (default:
+    its default class); pods name their PriorityClass, so a ResourceQuota scoped to the
+    classes above the cap (pods: 0) says the same. Kueue's class is a label no quota scope
+    selects: its NOTES.md says so."""
+    for target in ("volcano", "kai"):
+        caps = {
+            o["metadata"]["namespace"]: o["spec"]
+            for _, o in documents(SCENARIOS["h100-no-mig"].bundle(target))
+            if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "gpufleet-priority-cap"
+        }
+        above = {ns: s["scopeSelector"]["matchExpressions"][0]["values"] for ns, s in caps.items()}
+        assert above == {
+            "pretrain": ["critical"],  # cap batch-high (1500), its default
+            "pretrain-llm-70b": ["critical"],
+            "pretrain-llm-405b": ["critical"],
+            "finetune": ["batch-high", "critical", "serving"],  # cap scavenger
+            "serving": ["batch-high", "critical"],  # cap serving (1000)
+        }, target
+        assert all(s["hard"] == {"pods": 0} for s in caps.values())
+    kueue = SCENARIOS["h100-no-mig"].bundle("kueue")
+    assert not [o for _, o in documents(kueue) if o["metadata"]["name"] == "gpufleet-priority-cap"]
+    assert any(n.startswith("Kueue cannot cap the priority classes") for n in kueue.notes)
+
+
+@pytest.mark.parametrize(
+    ("classes", "threshold"),
+    [
+        # batch-high (preemptible, 1500) above serving (not preemptible, 1000): a threshold of
+        # 1500 would let borrowing workloads preempt serving ones, which gpufleet never does
+        (
+            [
+                ("critical", 2000, False),
+                ("high", 1500, True),
+                ("serving", 1000, False),
+                ("scavenger", 10, True),
+            ],
+            10,
+        ),
+        ([("top", 100, False), ("mid", 50, True), ("low", 1, True)], 50),
+        ([("fixed", 10, False), ("above", 50, True)], None),  # nothing below the fixed class
+    ],
+)
+def test_kueue_borrowing_never_preempts_a_non_preemptible_class(
+    classes: list[tuple[str, int, bool]], threshold: int | None
+) -> None:
+    fleet = fleet_of(
+        {"nodes": [{"name": "g", "count": 2, "accelerator": H100}]},
+        {
+            "priority_classes": [{"name": n, "value": v, "preemptible": p} for n, v, p in classes],
+            "teams": [
+                {"name": t, "cohort": "c", "quota": {H100: 8}, "default_priority": classes[-1][0]}
+                for t in ("a", "b")
+            ],
+        },
+        "kueue-like",
+    )
+    cq = next(o for _, o in documents(export(fleet, "kueue")) if o["kind"] == "ClusterQueue")
+    borrow = cq["spec"]["preemption"].get("borrowWithinCohort")
+    if threshold is None:
+        assert borrow is None
+    else:
+        assert borrow == {"policy": "LowerPriority", "maxPriorityThreshold": threshold}

@@ -101,6 +101,8 @@ def test_guarantees_are_written_as_they_are_and_ceilings_capped_at_the_cluster()
         assert entry["nominalQuota"] == 100
     for target in ("kueue", "volcano", "kai"):
         for rq in of_kind(bundle(COHORT, target), "ResourceQuota"):
+            if rq["metadata"]["name"] != "gpufleet-gpus":
+                continue  # (Volcano's and KAI's priority caps)
             assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == 128, target
     for q in of_kind(bundle(COHORT, "volcano"), "Queue"):
         assert q["spec"]["capability"] == {"nvidia.com/gpu": 128}
@@ -108,7 +110,7 @@ def test_guarantees_are_written_as_they_are_and_ceilings_capped_at_the_cluster()
         assert q["spec"]["resources"]["gpu"]["quota"] == 100
         assert q["spec"]["resources"]["gpu"]["limit"] == 128
     script = bundle(COHORT, "slurm").files["sacctmgr.sh"]
-    assert script.count("GrpTRES=gres/gpu:h100_sxm5_80gb=128 ") == 2
+    assert script.count("GrpTRES=gres/gpu=128,gres/gpu:h100_sxm5_80gb=128 ") == 2
 
 
 def test_the_cli_prints_the_warning_on_stderr_and_exits_0(

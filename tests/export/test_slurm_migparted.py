@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpufleet.errors import UserError
 from gpufleet.export.migparted import config_names, mig_configs
 from gpufleet.export.slurm import duration, gres_type, hostlist, topology_switches
 
@@ -93,12 +94,100 @@ def test_qos_preempt_only_lower_preemptible_classes() -> None:
 
 
 def test_accounts_caps_and_shares() -> None:
+    """Plain gres/gpu is capped too, at the sum of the typed caps: Slurm counts a request
+    without a type (--gres=gpu:4) against it alone. Only the QOS up to the team's cap."""
     script = files("h100-no-mig")["sacctmgr.sh"]
     assert (
-        "set Fairshare=6 GrpTRES=gres/gpu:h100_sxm5_80gb=48 QOS=batch-high,critical,"
-        "scavenger,serving DefaultQOS=batch-high"
+        "set Fairshare=6 GrpTRES=gres/gpu=48,gres/gpu:h100_sxm5_80gb=48 "
+        "QOS=batch-high,scavenger,serving DefaultQOS=batch-high"
     ) in script  # weights 3 : 1 : 1.5
     assert "add account pretrain-llm-70b Parent=pretrain" in script
+
+
+def _account_settings(script: str) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for ln in script.splitlines():
+        if ln.startswith("sacctmgr -i modify account where name=") and "GrpTRES=" in ln:
+            name = ln.split("name=", 1)[1].split()[0]
+            out[name] = dict(kv.split("=", 1) for kv in ln.split(" set ", 1)[1].split())
+    return out
+
+
+def test_each_account_gets_only_the_qos_up_to_its_teams_cap() -> None:
+    """gpufleet's control plane refuses a class above a team's max_priority_class (default:
+    its default class); every account used to get every QOS (a review)."""
+    settings = _account_settings(files("h100-no-mig")["sacctmgr.sh"])
+    assert settings["pretrain"]["QOS"] == "batch-high,scavenger,serving"  # cap batch-high
+    assert settings["finetune"]["QOS"] == "scavenger"  # cap: its default, scavenger
+    assert settings["serving"]["QOS"] == "scavenger,serving"
+    fleet = fleet_of(
+        {"nodes": [{"name": "g", "count": 1, "accelerator": "l4"}]},
+        {
+            "priority_classes": [
+                {"name": "top", "value": 100, "preemptible": False},
+                {"name": "mid", "value": 50},
+                {"name": "low", "value": 1},
+            ],
+            "teams": [
+                {"name": "a", "quota": {"l4": 4}, "default_priority": "low"},
+                {
+                    "name": "b",
+                    "quota": {"l4": 4},
+                    "default_priority": "low",
+                    "max_priority_class": "top",
+                },
+            ],
+        },
+    )
+    settings = _account_settings(export(fleet, "slurm").files["sacctmgr.sh"])
+    assert settings["a"]["QOS"] == "low"
+    assert settings["b"]["QOS"] == "low,mid,top"
+    assert settings["b"]["DefaultQOS"] == "low"
+
+
+def test_a_cap_below_the_default_class_is_refused() -> None:
+    with pytest.raises(UserError, match=r"max priority class low .* is below its default class"):
+        fleet_of(
+            {"nodes": [{"name": "g", "count": 1, "accelerator": "l4"}]},
+            {
+                "priority_classes": [{"name": "high", "value": 9}, {"name": "low", "value": 1}],
+                "teams": [
+                    {
+                        "name": "a",
+                        "quota": {"l4": 4},
+                        "default_priority": "high",
+                        "max_priority_class": "low",
+                    }
+                ],
+            },
+        )
+
+
+def test_partitions_admit_only_the_accounts_with_a_quota_for_their_gpus() -> None:
+    """A job asking for GPUs without a type escapes the typed caps (Slurm counts it against
+    plain gres/gpu only): a team with no L4 quota ran `--gres=gpu:4` on the L4 partition
+    (a review). Projects' sub-accounts are listed with their team's."""
+    partitions = {
+        ln.split()[0].removeprefix("PartitionName="): ln.split("AllowAccounts=", 1)[1]
+        for ln in files("sched-mig")["slurm.conf"].splitlines()
+        if ln.startswith("PartitionName=")
+    }
+    assert partitions == {
+        "h100_sxm5_80gb": "research,prod",
+        "a100_sxm4_80gb": "prod",
+        "l4_spot": "root",  # no team has an L4 quota: administrators only
+    }
+    conf = files("h100-no-mig")["slurm.conf"]
+    assert "AllowAccounts=pretrain,pretrain-llm-70b,pretrain-llm-405b,finetune,serving" in conf
+    settings = _account_settings(files("sched-mig")["sacctmgr.sh"])
+    for account, s in settings.items():
+        caps = dict(t.split("=") for t in s["GrpTRES"].split(","))
+        typed = sum(int(n) for k, n in caps.items() if k.startswith("gres/gpu:"))
+        assert int(caps["gres/gpu"]) == typed, account
+    tres = next(
+        ln for ln in files("sched-mig")["slurm.conf"].splitlines() if "AccountingStorageTRES" in ln
+    )
+    assert "=gres/gpu," in tres
 
 
 def test_topology_tree_with_unplaced_and_partial_nodes() -> None:

@@ -7,6 +7,7 @@ name runs under a team's account and QOS."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,10 +167,14 @@ def test_slurmd_detects_the_gres_types_slurm_conf_names(
         assert sum(int(f["Count"]) for f in found) == count, (node, out)
 
 
-def test_a_job_per_gpu_type_runs_under_a_team_account_and_qos(
-    exported_slurm: FakeSlurm, files: dict[str, str], fleet: Fleet, tmp_path: Path
-) -> None:
-    script = tmp_path / "sacctmgr.sh"
+@pytest.fixture(scope="module")
+def caps(
+    exported_slurm: FakeSlurm, files: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, int]]:
+    """The exported sacctmgr.sh applied, root added to every team's account, and each
+    account's GPU caps as the script sets them (GrpTRES=gres/gpu=N,gres/gpu:T=N; the plain
+    total under "")."""
+    script = tmp_path_factory.mktemp("sacctmgr") / "sacctmgr.sh"
     script.write_text(files["sacctmgr.sh"])
     done = subprocess.run(
         ["sh", str(script)],
@@ -180,37 +185,53 @@ def test_a_job_per_gpu_type_runs_under_a_team_account_and_qos(
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    # each team's account and its GPU caps, as the script sets them (GrpTRES=gres/gpu:T=N)
-    caps: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, int]] = {}
     for line in files["sacctmgr.sh"].splitlines():
         if line.startswith("sacctmgr -i modify account where name=") and "GrpTRES=" in line:
             account = line.split("name=", 1)[1].split()[0]
             tres = line.split("GrpTRES=", 1)[1].split()[0]
-            caps[account] = {
-                k.removeprefix("gres/gpu:"): int(v)
+            out[account] = {
+                k.removeprefix("gres/gpu").removeprefix(":"): int(v)
                 for k, v in (t.split("=") for t in tres.split(","))
             }
-    assert len(caps) == 2, caps
-    for account in caps:
+    assert len(out) == 2, out
+    for account in out:
         # (an error when root is in it already: the fake cluster's own account is research)
         exported_slurm.run(
             "sacctmgr", "-i", "add", "user", "root", f"account={account}", check=False
         )
-    qos = max(fleet.priority_classes, key=lambda c: c.value).name
+    return out
+
+
+def _partition_of(files: dict[str, str], nodes: str) -> str:
+    return next(
+        p["PartitionName"]
+        for p in map(key_values, _lines(files["slurm.conf"], "PartitionName="))
+        if set(expand_hostlist(nodes)) <= set(expand_hostlist(p["Nodes"]))
+    )
+
+
+def test_a_job_per_gpu_type_runs_under_a_team_account_and_qos(
+    exported_slurm: FakeSlurm,
+    files: dict[str, str],
+    fleet: Fleet,
+    caps: dict[str, dict[str, int]],
+    tmp_path: Path,
+) -> None:
     for kv in map(key_values, _lines(files["slurm.conf"], "NodeName=")):
         _, gpu_type = gres_gpus(kv["Gres"])
         assert gpu_type is not None
         team = next(a for a, c in caps.items() if c.get(gpu_type, 0) > 0)
-        partition = next(
-            p["PartitionName"]
-            for p in map(key_values, _lines(files["slurm.conf"], "PartitionName="))
-            if set(expand_hostlist(kv["NodeName"])) <= set(expand_hostlist(p["Nodes"]))
-        )
+        # the highest class the team may use (its account has no QOS above it)
+        qos = max(
+            (c for c in fleet.priority_classes if c.value <= _cap_value(fleet, team)),
+            key=lambda c: c.value,
+        ).name
         out = exported_slurm.run(
             "sbatch",
             "--parsable",
             "--wait",
-            f"--partition={partition}",
+            f"--partition={_partition_of(files, kv['NodeName'])}",
             f"--account={team}",
             f"--qos={qos}",
             f"--gres=gpu:{gpu_type}:1",
@@ -221,3 +242,63 @@ def test_a_job_per_gpu_type_runs_under_a_team_account_and_qos(
         job_id = out.stdout.strip().split(";")[0]
         shown = exported_slurm.run("scontrol", "show", "job", "-o", job_id).stdout
         assert "JobState=COMPLETED" in shown, shown
+
+
+def _cap_value(fleet: Fleet, account: str) -> int:
+    team = next(t for t in fleet.teams if t.name.lower() == account)
+    cap = team.max_priority_class or team.default_priority
+    return next(c.value for c in fleet.priority_classes if c.name == cap)
+
+
+def test_gpus_asked_for_without_a_type_stay_within_the_teams_quota(
+    exported_slurm: FakeSlurm,
+    files: dict[str, str],
+    fleet: Fleet,
+    caps: dict[str, dict[str, int]],
+    tmp_path: Path,
+) -> None:
+    """Slurm counts `--gres=gpu:N` against plain gres/gpu only, never the typed caps: with
+    the export before the fix, research (no L4 quota, gres/gpu:l4=0) ran gpu:1 and gpu:4
+    jobs on the L4 partition (a review). Such a job is now refused or held, never run; a
+    team with the quota runs one."""
+    for kv in map(key_values, _lines(files["slurm.conf"], "NodeName=")):
+        _, gpu_type = gres_gpus(kv["Gres"])
+        assert gpu_type is not None
+        partition = _partition_of(files, kv["NodeName"])
+        for account, cap in caps.items():
+            qos = next(
+                c.name for c in fleet.priority_classes if c.value <= _cap_value(fleet, account)
+            )
+            out = exported_slurm.run(
+                "sbatch",
+                "--parsable",
+                f"--partition={partition}",
+                f"--account={account}",
+                f"--qos={qos}",
+                "--gres=gpu:1",
+                f"--output={tmp_path}/%j.out",
+                "--wrap=true",
+                check=False,
+            )
+            if cap.get(gpu_type, 0) > 0:
+                assert out.returncode == 0, out.stderr
+                assert _final_state(exported_slurm, out.stdout) == "COMPLETED", account
+            elif out.returncode == 0:  # accepted, but held: it must never start
+                assert _final_state(exported_slurm, out.stdout) == "PENDING", (account, partition)
+                exported_slurm.run("scancel", out.stdout.strip().split(";")[0])
+
+
+def _final_state(slurm: FakeSlurm, parsable: str, timeout_s: float = 30) -> str:
+    """A job's state once the scheduler has looked at it: COMPLETED (or another end), or
+    PENDING with a reason that holds it (not waiting for its turn or for resources)."""
+    job_id = parsable.strip().split(";")[0]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        kv = key_values(slurm.run("scontrol", "show", "job", "-o", job_id).stdout)
+        state, reason = kv.get("JobState", ""), kv.get("Reason", "")
+        held = state == "PENDING" and reason not in ("None", "Priority", "Resources")
+        if held or state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+            return state
+        if time.monotonic() > deadline:
+            return f"{state} ({reason}) after {timeout_s:g} s"
+        time.sleep(0.5)

@@ -9,12 +9,12 @@ conventions live here once; each target adds its own scheduler objects.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.errors import UserError
-from gpufleet.export.model import Flavor, Fleet, Resource
+from gpufleet.export.model import Flavor, Fleet, Resource, allowed_classes
 
 Obj = dict[str, Any]
 
@@ -67,34 +67,54 @@ GPU_PRODUCTS = {
 }
 
 _NAME_RUN = re.compile(r"[^a-z0-9]+")
-_SUBDOMAIN_RUN = re.compile(r"[^a-z0-9.]+")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def _dns_label(part: str) -> str:
+    return _NAME_RUN.sub("-", part).strip("-")
 
 
 def k8s_name(name: str, what: str, *, dots: bool = False) -> str:
     """A gpufleet name as a Kubernetes object name: lowercase, runs of other characters as '-'.
 
-    Namespaces need DNS labels (at most 63, no dots); cluster-scoped objects may use
-    DNS subdomains (`dots=True`, e.g. a flavor named after a MIG profile).
+    Namespaces need DNS-1123 labels (at most 63, no dots); cluster-scoped objects may use
+    DNS-1123 subdomains (`dots=True`, e.g. a flavor named after a MIG profile): dot-separated
+    labels, each a DNS label, so each part between dots is normalised on its own and empty
+    parts are dropped (`tier..1` -> `tier.1`, `gold. premium` -> `gold.premium`; a '-' next
+    to a dot is no DNS label). The result is checked against the API server's patterns.
     """
-    pattern = _SUBDOMAIN_RUN if dots else _NAME_RUN
-    out = pattern.sub("-", name.lower()).strip("-.")
-    limit = 253 if dots else 63
-    if not out or len(out) > limit:
+    lowered = name.lower()
+    if dots:
+        out = ".".join(p for p in (_dns_label(p) for p in lowered.split(".")) if p)
+        pattern, limit = _DNS_SUBDOMAIN, 253
+    else:
+        out = _dns_label(lowered)
+        pattern, limit = _DNS_LABEL, 63
+    if not pattern.fullmatch(out) or len(out) > limit:
         raise UserError(
-            f"{what} '{name}' cannot be a Kubernetes name (letters, digits and '-', "
-            f"at most {limit} characters)"
+            f"{what} '{name}' cannot be a Kubernetes name (letters, digits and '-'"
+            + (", in parts separated by '.'" if dots else "")
+            + f", at most {limit} characters): rename it"
         )
     return out
 
 
-def unique_names(names: Iterable[str], what: str, *, dots: bool = False) -> dict[str, str]:
-    """`k8s_name` of each, refusing two names that would become the same object."""
+def unique_names(
+    names: Iterable[str],
+    what: str,
+    *,
+    dots: bool = False,
+    namer: Callable[[str], str] | None = None,
+) -> dict[str, str]:
+    """`k8s_name` (or `namer`) of each, refusing two names that would become the same
+    object."""
     out: dict[str, str] = {}
     seen: dict[str, str] = {}
     for name in names:
-        k = k8s_name(name, what, dots=dots)
+        k = namer(name) if namer is not None else k8s_name(name, what, dots=dots)
         if k in seen and seen[k] != name:
             raise UserError(
                 f"{what}s '{seen[k]}' and '{name}' would both be named '{k}' in Kubernetes; "
@@ -263,17 +283,54 @@ class Namespace:
     project: str | None = None
 
 
+# Namespaces of Kubernetes itself and of the operators these exports run beside: a team
+# there would get a NetworkPolicy selecting every pod (cutting CoreDNS or a scheduler off),
+# quotas and RBAC. `kube-` is reserved to Kubernetes as a whole.
+RESERVED_NAMESPACES = frozenset(
+    {
+        "default",
+        "gpu-operator",
+        "nvidia-gpu-operator",
+        "nvidia-network-operator",
+        "kueue-system",
+        "volcano-system",
+        "volcano-monitoring",
+        "kai-scheduler",
+        "cert-manager",
+    }
+)
+
+
+def check_namespace(ns: str, what: str) -> str:
+    """Refuse a namespace Kubernetes or a GPU/scheduler operator owns."""
+    if ns in RESERVED_NAMESPACES or ns.startswith("kube-") or ns.startswith("openshift"):
+        raise UserError(
+            f"{what} would be namespace '{ns}', which belongs to Kubernetes or an operator; "
+            "the export would put a NetworkPolicy selecting every pod there (cutting off "
+            "its services), a ResourceQuota and RBAC: rename it"
+        )
+    return ns
+
+
 def namespaces(fleet: Fleet, per_project: bool) -> tuple[Namespace, ...]:
-    """A namespace per team (named as the team), and `<team>-<project>` per project if asked."""
+    """A namespace per team (named as the team), and `<team>-<project>` per project if asked;
+    none may be a namespace of Kubernetes or an operator (`check_namespace`)."""
     teams = unique_names([t.name for t in fleet.teams], "team")
     out: list[Namespace] = []
     for team in fleet.teams:
-        k = teams[team.name]
+        k = check_namespace(teams[team.name], f"team {team.name}")
         out.append(Namespace(k, team.name, k))
         if per_project:
             for project in team.projects:
                 ns = k8s_name(f"{k}-{project}", f"namespace of project {project}")
-                out.append(Namespace(ns, team.name, k, project))
+                out.append(
+                    Namespace(
+                        check_namespace(ns, f"project {project} of team {team.name}"),
+                        team.name,
+                        k,
+                        project,
+                    )
+                )
     names = [ns.name for ns in out]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -288,7 +345,7 @@ def ceilings_by_resource(fleet: Fleet, team: str) -> dict[str, int]:
         for resource in flavor.resources:
             out.setdefault(resource_name(resource, flavor), 0)
     for q in fleet.quotas.get(team, ()):
-        for resource, units in q.flavor.split(q.ceiling).items():
+        for resource, units in q.ceiling_units.items():
             out[resource_name(resource, q.flavor)] += units
     return out
 
@@ -302,11 +359,104 @@ def namespace_labels(ns: Namespace) -> dict[str, str]:
     return labels
 
 
+def workload_class_name(name: str) -> str:
+    """A priority class as a Kueue WorkloadPriorityClass: a DNS subdomain that is also a
+    label value (at most 63 characters), since workloads name it in the label
+    `kueue.x-k8s.io/priority-class`; a longer name would make an object no job can use."""
+    k = k8s_name(name, "priority class", dots=True)
+    if len(k) > 63 or not _LABEL_VALUE.fullmatch(k):
+        raise UserError(
+            f"priority class '{name}' would be named '{k}' ({len(k)} characters), but jobs "
+            "name their Kueue class in the label kueue.x-k8s.io/priority-class, whose value "
+            "is at most 63 characters: rename it shorter"
+        )
+    return k
+
+
+def priority_class_name(name: str) -> str:
+    """A priority class as a scheduling.k8s.io PriorityClass (Volcano, KAI): a DNS subdomain
+    without the `system-` prefix, which the API server keeps for its built-in classes
+    (ValidatePriorityClass) and refuses for any other."""
+    k = k8s_name(name, "priority class", dots=True)
+    if k.startswith("system-"):
+        raise UserError(
+            f"priority class '{name}' would be the Kubernetes PriorityClass '{k}', but "
+            "Kubernetes keeps the 'system-' prefix for its own classes "
+            "(system-cluster-critical, system-node-critical) and refuses it: rename it "
+            f"(e.g. '{k.removeprefix('system-')}')"
+        )
+    return k
+
+
+PRIORITY_CAP_QUOTA = "gpufleet-priority-cap"
+
+
+def priority_cap_quota(fleet: Fleet, ns: Namespace) -> Obj | None:
+    """A ResourceQuota that admits no pod of a class above the team's cap in its namespace
+    (`pods: 0` scoped to those PriorityClasses), as gpufleet's control plane refuses them;
+    None when the team may use every class."""
+    team = next(t for t in fleet.teams if t.name == ns.team)
+    allowed = {c.name for c in allowed_classes(fleet, team)}
+    above = sorted(
+        priority_class_name(c.name) for c in fleet.priority_classes if c.name not in allowed
+    )
+    if not above:
+        return None
+    return obj(
+        "v1",
+        "ResourceQuota",
+        PRIORITY_CAP_QUOTA,
+        namespace=ns.name,
+        labels={TEAM_LABEL: ns.team_k8s},
+        spec={
+            "hard": {"pods": 0},
+            "scopeSelector": {
+                "matchExpressions": [
+                    {"scopeName": "PriorityClass", "operator": "In", "values": above}
+                ]
+            },
+        },
+    )
+
+
+def priority_cap_notes(fleet: Fleet, *, enforced: bool) -> list[str]:
+    """What NOTES.md says of the teams' priority caps: how they are enforced (`enforced`:
+    by `priority_cap_quota`), or that the target cannot (Kueue)."""
+    capped = [
+        f"{t.name} up to {allowed[-1].name}"
+        for t in fleet.teams
+        if len(allowed := allowed_classes(fleet, t)) < len(fleet.priority_classes)
+    ]
+    if not capped:
+        return []
+    if enforced:
+        return [
+            "A team may use the priority classes up to its max_priority_class (default: its "
+            f"default class), as in gpufleet ({'; '.join(capped)}): a ResourceQuota "
+            f"{PRIORITY_CAP_QUOTA} in each of its namespaces admits no pod of a higher "
+            "PriorityClass (pods: 0, scoped by PriorityClass). It binds the pods' "
+            "priorityClassName, for everyone: gpufleet's admins may use any class, so run "
+            "such jobs from another namespace."
+        ]
+    return [
+        "Kueue cannot cap the priority classes a team uses: a workload names any "
+        "WorkloadPriorityClass in its kueue.x-k8s.io/priority-class label, which no "
+        "ResourceQuota scope selects (they select pods' PriorityClass). gpufleet allows "
+        f"{'; '.join(capped)}: enforce it with an admission policy on that label if needed."
+    ]
+
+
 def tenancy(
-    fleet: Fleet, spaces: Sequence[Namespace], job_rules: Sequence[Obj]
+    fleet: Fleet,
+    spaces: Sequence[Namespace],
+    job_rules: Sequence[Obj],
+    *,
+    priority_caps: bool = False,
 ) -> dict[str, list[Obj]]:
     """Namespaces, GPU ResourceQuotas at the borrowing ceiling, member Roles and RoleBindings,
-    and NetworkPolicies that keep other teams' pods out; one list per file."""
+    and NetworkPolicies that keep other teams' pods out; one list per file. With
+    `priority_caps` (targets whose pods name a PriorityClass), a ResourceQuota per namespace
+    refusing pods of the classes above the team's cap (`priority_cap_quota`)."""
     ns_objs: list[Obj] = []
     quotas: list[Obj] = []
     roles: list[Obj] = []
@@ -337,6 +487,9 @@ def tenancy(
                 spec={"hard": hard},
             )
         )
+        cap = priority_cap_quota(fleet, ns) if priority_caps else None
+        if cap is not None:
+            quotas.append(cap)
         roles.append(
             obj("rbac.authorization.k8s.io/v1", "Role", MEMBER_ROLE, namespace=ns.name, rules=rules)
         )
@@ -401,6 +554,9 @@ def priority_class_objs(
     `value_of` lets a target remap values (KAI reads preemptibility from the value).
     """
     out: list[Obj] = []
+    names = unique_names(
+        [c.name for c in fleet.priority_classes], "priority class", namer=priority_class_name
+    )
     for pc in sorted(fleet.priority_classes, key=lambda c: (-c.value, c.name)):
         value = pc.value if value_of is None else value_of[pc.name]
         if abs(value) > USER_PRIORITY_MAX:
@@ -412,7 +568,7 @@ def priority_class_objs(
             obj(
                 "scheduling.k8s.io/v1",
                 "PriorityClass",
-                k8s_name(pc.name, "priority class", dots=True),
+                names[pc.name],
                 annotations={"gpufleet.io/preemptible": "true" if pc.preemptible else "false"},
                 value=value,
                 globalDefault=False,

@@ -18,11 +18,13 @@ from collections.abc import Mapping, Sequence
 from gpufleet.export.bundle import Bundle, Origin, yaml_files
 from gpufleet.export.k8s import (
     Obj,
+    check_label_value,
     cluster_notes,
     k8s_name,
     label_script,
     namespaces,
     obj,
+    priority_cap_notes,
     priority_class_objs,
     tenancy,
     unique_names,
@@ -61,7 +63,8 @@ def kai_priorities(classes: Sequence[PriorityClass]) -> dict[str, int]:
 
 
 def leaf_name(team_k8s: str, accelerator: str) -> str:
-    return k8s_name(f"{team_k8s}-{accelerator}", "queue", dots=True)
+    """A leaf queue's name, which pods give as a label value (`kai.scheduler/queue`)."""
+    return check_label_value(k8s_name(f"{team_k8s}-{accelerator}", "queue", dots=True), "queue")
 
 
 def _gpu(quota: int, limit: int, weight: float) -> Obj:
@@ -158,7 +161,8 @@ def export_kai(fleet: Fleet, *, per_project: bool = False) -> Bundle:
             fleet, values, preempt="priority" in active_preemption(fleet)
         ),
     }
-    docs.update(tenancy(fleet, spaces, KAI_JOB_RULES))
+    docs.update(tenancy(fleet, spaces, KAI_JOB_RULES, priority_caps=True))
+    notes += priority_cap_notes(fleet, enforced=True)
     files = yaml_files(origin, docs)
     labels = node_labels(fleet)
     if any(labels.values()):

@@ -33,12 +33,14 @@ from gpufleet.export.k8s import (
     namespaces,
     node_topology_labels,
     obj,
+    priority_cap_notes,
     product_labels,
     quantity,
     resource_name,
     tenancy,
     topology_label,
     unique_names,
+    workload_class_name,
 )
 from gpufleet.export.migparted import config_names, group_layout
 from gpufleet.export.model import (
@@ -134,13 +136,41 @@ def preemption(fleet: Fleet, notes: list[str]) -> Obj:
         "reclaimWithinCohort": "Any" if "quota-reclaim" in kinds else "LowerPriority",
     }
     if "priority" in kinds:
-        out["borrowWithinCohort"] = {"policy": "LowerPriority", "maxPriorityThreshold": threshold}
-        notes.append(
-            "gpufleet's priority preemption may evict lower-priority jobs of any team; Kueue "
-            "preempts within the ClusterQueue (withinClusterQueue: LowerPriority) and, while "
-            f"borrowing, in the cohort up to priority {threshold} (borrowWithinCohort), the "
-            "highest preemptible class."
-        )
+        # Kueue's threshold is a priority, not a kind of class: above the lowest
+        # non-preemptible class it would let a borrowing workload preempt that class's
+        # workloads in other ClusterQueues, which gpufleet never does. So it stops below
+        # that class, giving up (noted) borrowing preemption of preemptible classes above it.
+        fixed = min((c.value for c in classes if not c.preemptible), default=None)
+        below = [c for c in classes if c.preemptible and (fixed is None or c.value < fixed)]
+        safe = max(below, key=lambda c: (c.value, c.name), default=None)
+        if safe is not None:
+            out["borrowWithinCohort"] = {
+                "policy": "LowerPriority",
+                "maxPriorityThreshold": safe.value,
+            }
+            notes.append(
+                "gpufleet's priority preemption may evict lower-priority jobs of any team; "
+                "Kueue preempts within the ClusterQueue (withinClusterQueue: LowerPriority) "
+                f"and, while borrowing, in the cohort up to priority {safe.value} "
+                f"(borrowWithinCohort), class {safe.name}."
+            )
+        above = sorted(c.name for c in classes if c.preemptible and c not in below)
+        if above:
+            lowest = min((c for c in classes if not c.preemptible), key=lambda c: c.value)
+            instead = (
+                "left out (no preemption while borrowing)"
+                if safe is None
+                else f"set below {lowest.name}, at {safe.value}"
+            )
+            notes.append(
+                f"A preemptible class ({', '.join(above)}) ranks above a non-preemptible one "
+                f"({lowest.name}), and borrowWithinCohort's maxPriorityThreshold is a priority, "
+                f"not a kind of class: at {max(c.value for c in classes if c.preemptible)} it "
+                f"would let a borrowing workload preempt {lowest.name} workloads of other "
+                f"ClusterQueues, which gpufleet never does. It is {instead}, so borrowing "
+                f"workloads do not preempt {', '.join(above)} workloads of other "
+                "ClusterQueues either, as a higher class may in gpufleet."
+            )
         top = max(c.value for c in classes)
         exposed = [c.name for c in classes if not c.preemptible and c.value < top]
         if exposed:
@@ -168,16 +198,16 @@ def preemption(fleet: Fleet, notes: list[str]) -> Obj:
 
 def _quota_entries(q: TeamQuota, cohort: bool) -> dict[str, Obj]:
     """resource name -> its ClusterQueue entry for this quota's flavor."""
-    nominal = q.flavor.split(q.guaranteed)
+    nominal = q.guaranteed_units
     borrowing = q.flavor.split(q.borrowing_limit) if q.borrowing_limit is not None else None
-    lending = q.flavor.split(q.lending_limit) if q.lending_limit is not None else None
+    lending = q.lending_units()
     out: dict[str, Obj] = {}
     for resource in q.flavor.resources:
         entry: Obj = {"name": resource_name(resource, q.flavor), "nominalQuota": nominal[resource]}
         if cohort and borrowing is not None:
             entry["borrowingLimit"] = borrowing[resource]
         if cohort and lending is not None:
-            entry["lendingLimit"] = min(lending[resource], nominal[resource])
+            entry["lendingLimit"] = lending[resource]
         out[flavor_name(q.flavor, resource)] = entry
     return out
 
@@ -225,6 +255,9 @@ def cluster_queues(
 
 def workload_priority_classes(fleet: Fleet) -> list[Obj]:
     out: list[Obj] = []
+    names = unique_names(
+        [c.name for c in fleet.priority_classes], "priority class", namer=workload_class_name
+    )
     for pc in sorted(fleet.priority_classes, key=lambda c: (-c.value, c.name)):
         if not -INT32 - 1 <= pc.value <= INT32:
             raise UserError(f"priority class {pc.name}: value {pc.value} does not fit an int32")
@@ -232,7 +265,7 @@ def workload_priority_classes(fleet: Fleet) -> list[Obj]:
             obj(
                 API,
                 "WorkloadPriorityClass",
-                k8s_name(pc.name, "priority class", dots=True),
+                names[pc.name],
                 annotations={
                     PRIORITY_CLASS_KEY: pc.name,
                     PREEMPTIBLE_KEY: "true" if pc.preemptible else "false",
@@ -324,6 +357,7 @@ def export_kueue(fleet: Fleet, *, per_project: bool = False) -> Bundle:
     if topology is not None:
         docs["topology.yaml"] = [topology]
     docs.update(tenancy(fleet, spaces, KUEUE_JOB_RULES))
+    notes += priority_cap_notes(fleet, enforced=False)
     files = yaml_files(origin, docs)
     labels = node_labels(fleet)
     if any(labels.values()):

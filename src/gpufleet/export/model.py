@@ -12,14 +12,18 @@ whole GPUs or as MIG slices weighed by their compute share. Kubernetes engines
 count each resource name separately (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`),
 so `Flavor.split` spreads a number of GPUs over the resources in proportion to
 their capacity in the cluster, rounded so that the slices' weights add back up
-to the same number of GPUs (which is what `import kueue` reads back).
+to the same number of GPUs (which is what `import kueue` reads back). Rounding
+each team on its own can promise more of one resource than the cluster has
+(three teams of 8 A100s on 8 whole + 16 MIG-cut ones got 3 whole GPUs each), so
+the guarantees of all teams are apportioned together (`apportion`): per
+resource they never add up past the cluster when the GPUs do not.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gpufleet.catalog.accelerators import get_accelerator
@@ -108,6 +112,117 @@ def gpus_of(milli: int) -> int:
     return (milli + MILLI // 2) // MILLI
 
 
+Units = dict[Resource, int]
+
+
+def weight(units: Mapping[Resource, int]) -> int:
+    """What units of an accelerator's resources weigh against its quota, in thousandths."""
+    return sum(r.milli * n for r, n in units.items())
+
+
+def _off(units: Mapping[Resource, int], gpus: int) -> int:
+    """How far `units` weigh from `gpus`: 0 when `gpus_of` reads `gpus` back, else the
+    thousandths missing (negative) or too many (positive)."""
+    w = weight(units) - gpus * MILLI
+    if -(MILLI // 2) <= w < MILLI // 2:
+        return 0
+    return w
+
+
+def fit(
+    flavor: Flavor,
+    gpus: int,
+    *,
+    low: Mapping[Resource, int] | None = None,
+    high: Mapping[Resource, int] | None = None,
+) -> Units:
+    """`flavor.split(gpus)` held between `low` and `high` per resource (default: none, and
+    the cluster's capacity), then units added or taken back within those bounds, heaviest
+    first, until it weighs `gpus` again. Used where one split must stay within another
+    (a Volcano `capability` at or above `deserved`, a Kueue `lendingLimit` at most its
+    `nominalQuota`), which two independent splits do not promise.
+
+    A unit weighs at most a GPU and the window `gpus_of` accepts is a GPU wide, so a step
+    never overshoots; bounds that leave no room end it short (never past a bound).
+    """
+    lo = {r: low.get(r, 0) if low is not None else 0 for r in flavor.resources}
+    hi = {r: high.get(r, 0) if high is not None else r.capacity for r in flavor.resources}
+    units = {r: min(max(n, lo[r]), max(hi[r], lo[r])) for r, n in flavor.split(gpus).items()}
+    while (off := _off(units, gpus)) != 0:
+        if off < 0:
+            room = [r for r in flavor.resources if units[r] < hi[r]]
+            step = 1
+        else:
+            room = [r for r in flavor.resources if units[r] > lo[r]]
+            step = -1
+        if not room:
+            break
+        r = max(room, key=lambda r: r.milli)  # max() keeps the first of equals: stable
+        units[r] += step
+    return units
+
+
+def apportion(
+    flavor: Flavor,
+    amounts: Sequence[int],
+    highs: Sequence[Mapping[Resource, int] | None] | None = None,
+) -> list[Units]:
+    """GPUs of `flavor` for several teams (in a fixed order), split over its resources so
+    that, when `amounts` add up to at most the flavor's GPUs, each resource's units add
+    up to at most its capacity, and each team's still weigh its amount where the units
+    allow it. `highs` bounds each team's units per resource (Volcano's `guarantee` within
+    its `deserved`).
+
+    Each team is first split on its own (`fit`). Where a resource is then promised past
+    its capacity, units are taken back from the teams weighing most over their amount
+    (the later team of equals). A team then short of its amount gets a unit the cluster
+    has spare, or one from a team that stays within its own amount without it; heaviest
+    units first. Amounts that add up past the cluster cannot fit: their splits are left
+    as they are (`overcommits` warns of them).
+    """
+    bounds = list(highs) if highs is not None else [None] * len(amounts)
+    units = [fit(flavor, g, high=h) for g, h in zip(amounts, bounds, strict=True)]
+    if sum(amounts) > flavor.gpus:
+        return units
+    hi = [
+        {r: (b.get(r, 0) if b is not None else r.capacity) for r in flavor.resources}
+        for b in bounds
+    ]
+
+    def surplus(i: int) -> int:
+        return weight(units[i]) - amounts[i] * MILLI
+
+    for r in flavor.resources:
+        while sum(u[r] for u in units) > r.capacity:
+            i = max((i for i, u in enumerate(units) if u[r]), key=lambda i: (surplus(i), i))
+            units[i][r] -= 1
+    for i, g in enumerate(amounts):
+        while _off(units[i], g) < 0:
+            spare = [
+                r
+                for r in flavor.resources
+                if units[i][r] < hi[i][r] and sum(u[r] for u in units) < r.capacity
+            ]
+            if spare:
+                units[i][max(spare, key=lambda r: r.milli)] += 1
+                continue
+            moves = [
+                (r, j)
+                for r in flavor.resources
+                if units[i][r] < hi[i][r]
+                for j in range(len(units))
+                if j != i
+                and units[j][r]
+                and _off({**units[j], r: units[j][r] - 1}, amounts[j]) == 0
+            ]
+            if not moves:
+                break  # the resources weigh too little: it stays short (`overcommits` warns)
+            r, j = max(moves, key=lambda m: (m[0].milli, surplus(m[1]), m[1]))
+            units[j][r] -= 1
+            units[i][r] += 1
+    return units
+
+
 @dataclass(frozen=True)
 class TeamQuota:
     """One team's quota of one flavor, in the terms every engine needs.
@@ -126,11 +241,25 @@ class TeamQuota:
     lendable: int
     borrowing_limit: int | None
     lending_limit: int | None
+    # the guarantee, the part never lent and the ceiling as units of the flavor's resources
+    # (`build_fleet` apportions the guarantees of all teams together, so that per resource
+    # they fit the cluster; a ceiling holds at least the guarantee's units)
+    guaranteed_units: Mapping[Resource, int] = field(default_factory=dict)
+    kept_units: Mapping[Resource, int] = field(default_factory=dict)
+    ceiling_units: Mapping[Resource, int] = field(default_factory=dict)
 
     @property
     def kept(self) -> int:
         """GPUs of the guarantee never lent out (Volcano's `guarantee`)."""
         return self.guaranteed - self.lendable
+
+    def lending_units(self) -> Units | None:
+        """The lending limit over the resources, none above the guarantee's units."""
+        if self.lending_limit is None:
+            return None
+        return fit(
+            self.flavor, min(self.lending_limit, self.guaranteed), high=self.guaranteed_units
+        )
 
 
 @dataclass(frozen=True)
@@ -225,16 +354,33 @@ def _team_quota(team: Team, quota: Quota, flavor: Flavor, teams: Sequence[Team])
     return TeamQuota(team.name, flavor, g, ceiling, quota.lendable_gpus, borrowing, lending)
 
 
+def resource_label(resource: Resource) -> str:
+    """A resource in a message: whole GPUs, or a MIG profile's slices."""
+    if resource.profile is None:
+        return f"whole {resource.accelerator} GPUs"
+    return f"{resource.accelerator} MIG {resource.profile} slices"
+
+
 @dataclass(frozen=True)
 class Overcommit:
-    """Guarantees of one flavor that add up to more GPUs than the cluster has: they cannot
-    all be honoured at once, whatever the engine. `held` is (team, guaranteed GPUs) for the
-    teams with a guarantee, and `kept` what they never lend (Volcano's `guarantee`)."""
+    """Guarantees of one flavor that promise more than the cluster has: they cannot all be
+    honoured at once, whatever the engine. `held` is (team, guaranteed GPUs) for the teams
+    with a guarantee, `kept` what they never lend (Volcano's `guarantee`).
+
+    Either they add up past the cluster's GPUs (then each split over the resources stays as
+    it is, and `resources` lists (resource, units promised, capacity) for the resources
+    promised past their capacity), or past what the resources weigh (`holds`, thousandths
+    of a GPU: MIG layouts that leave part of a GPU unused weigh less than its GPUs), so that
+    apportioned within the resources (`apportion`) some teams get less: `short` is (team,
+    GPUs guaranteed, GPUs its units weigh)."""
 
     flavor: str
     cluster_gpus: int
     held: tuple[tuple[str, int], ...]
     kept: int
+    holds: int
+    resources: tuple[tuple[Resource, int, int], ...] = ()
+    short: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def guaranteed(self) -> int:
@@ -244,28 +390,91 @@ class Overcommit:
         """The warning an export gives: the numbers, what `consequence` the engine draws
         from them, and what to change."""
         teams = ", ".join(f"{t} {g:,}" for t, g in self.held)
-        short = self.guaranteed - self.cluster_gpus
-        return (
-            f"The guarantees of {self.flavor} add up to {self.guaranteed:,} GPUs ({teams}), "
-            f"{short:,} more than the {self.cluster_gpus:,} of cluster '{cluster}': they "
-            f"cannot all be honoured at once. {consequence} Lower them to add up to at most "
-            f"{self.cluster_gpus:,}."
-        )
+        if self.guaranteed > self.cluster_gpus:
+            short = self.guaranteed - self.cluster_gpus
+            head = (
+                f"The guarantees of {self.flavor} add up to {self.guaranteed:,} GPUs "
+                f"({teams}), {short:,} more than the {self.cluster_gpus:,} of cluster "
+                f"'{cluster}': they cannot all be honoured at once."
+            )
+            parts = "; ".join(
+                f"{n:,} {resource_label(r)} of {cap:,}" for r, n, cap in self.resources
+            )
+            if parts:
+                head += f" Split over its resources they promise {parts}."
+            most = self.cluster_gpus
+        else:
+            written = ", ".join(f"{t} {w:,} (of {g:,})" for t, g, w in self.short)
+            head = (
+                f"The guarantees of {self.flavor} add up to {self.guaranteed:,} GPUs "
+                f"({teams}), but its whole GPUs and MIG slices in cluster '{cluster}' weigh "
+                f"{self.holds / MILLI:,.2f} GPUs (MIG layouts leave part of some GPUs "
+                "unused): they cannot all be honoured at once. Written as the resources "
+                f"the cluster has, these teams get less: {written}."
+            )
+            most = self.holds // MILLI
+        return f"{head} {consequence} Lower them to add up to at most {most:,}."
 
 
 def overcommits(quotas: Mapping[str, Sequence[TeamQuota]]) -> tuple[Overcommit, ...]:
-    """The flavors whose guarantees add up past the cluster's GPUs, in flavor order."""
+    """The flavors whose guarantees cannot all be honoured, in flavor order: they add up
+    past the cluster's GPUs (or, split over the resources, past one resource's capacity),
+    or some team's units (`TeamQuota.guaranteed_units`) weigh less than its guarantee."""
     by_flavor: dict[str, list[TeamQuota]] = {}
     for team_quotas in quotas.values():
         for q in team_quotas:
             by_flavor.setdefault(q.flavor.accelerator, []).append(q)
     out: list[Overcommit] = []
     for flavor, qs in by_flavor.items():
-        gpus = qs[0].flavor.gpus
-        if sum(q.guaranteed for q in qs) > gpus:
-            held = tuple((q.team, q.guaranteed) for q in qs if q.guaranteed)
-            out.append(Overcommit(flavor, gpus, held, sum(q.kept for q in qs)))
+        f = qs[0].flavor
+        # (with one resource, its units are the GPUs: the sum of GPUs says it all)
+        over = tuple(
+            (r, n, r.capacity)
+            for r in f.resources
+            if len(f.resources) > 1
+            and (n := sum(q.guaranteed_units.get(r, 0) for q in qs)) > r.capacity
+        )
+        short = tuple(
+            (q.team, q.guaranteed, w)
+            for q in qs
+            if (w := gpus_of(weight(q.guaranteed_units))) < q.guaranteed
+        )
+        if sum(q.guaranteed for q in qs) > f.gpus or over or short:
+            out.append(
+                Overcommit(
+                    flavor,
+                    f.gpus,
+                    tuple((q.team, q.guaranteed) for q in qs if q.guaranteed),
+                    sum(q.kept for q in qs),
+                    weight({r: r.capacity for r in f.resources}),
+                    over,
+                    short,
+                )
+            )
     return tuple(out)
+
+
+def _with_units(
+    quotas: dict[str, tuple[TeamQuota, ...]], flavors: Mapping[str, Flavor]
+) -> dict[str, tuple[TeamQuota, ...]]:
+    """The quotas with their units: per flavor, the guarantees of all teams apportioned
+    together (team order), the parts never lent within them, each ceiling at least its
+    guarantee's units."""
+    out = {team: list(qs) for team, qs in quotas.items()}
+    for accelerator, flavor in flavors.items():
+        at = [
+            (team, i)
+            for team, qs in quotas.items()
+            for i, q in enumerate(qs)
+            if q.flavor.accelerator == accelerator
+        ]
+        held = [quotas[t][i] for t, i in at]
+        guaranteed = apportion(flavor, [q.guaranteed for q in held])
+        kept = apportion(flavor, [q.kept for q in held], guaranteed)
+        for (team, i), q, g, k in zip(at, held, guaranteed, kept, strict=True):
+            ceiling = g if q.ceiling == q.guaranteed else fit(flavor, q.ceiling, low=g)
+            out[team][i] = replace(q, guaranteed_units=g, kept_units=k, ceiling_units=ceiling)
+    return {team: tuple(qs) for team, qs in out.items()}
 
 
 def build_fleet(
@@ -282,7 +491,19 @@ def build_fleet(
     quotas: dict[str, tuple[TeamQuota, ...]] = {}
     problems: list[str] = []
     teams = tuple(teams_spec.teams) if teams_spec else ()
+    classes = tuple(teams_spec.priority_classes) if teams_spec else ()
     for i, team in enumerate(teams):
+        default = next(c for c in classes if c.name == team.default_priority)
+        cap = class_cap(team, classes)
+        if cap.value < default.value:
+            # as the control plane refuses it (`control.admin`): the team's own jobs, of its
+            # default class, would be refused
+            problems.append(
+                f"teams[{i}].max_priority_class: team {team.name}'s max priority class "
+                f"{cap.name} ({cap.value}) is below its default class {default.name} "
+                f"({default.value}), so its own jobs would be refused; raise the cap or "
+                "lower the default"
+            )
         out: list[TeamQuota] = []
         for j, quota in enumerate(team.quotas):
             flavor = flavors.get(quota.flavor)
@@ -309,6 +530,7 @@ def build_fleet(
     if problems:
         where = teams_source or "teams"
         raise UserError(f"{where}: cannot export\n" + "\n".join(f"  {p}" for p in problems))
+    quotas = _with_units(quotas, flavors)
     return Fleet(
         cluster_spec=cluster_spec,
         cluster=Cluster.from_spec(cluster_spec),
@@ -349,6 +571,23 @@ def active_preemption(fleet: Fleet) -> frozenset[str]:
     if preemptible_ceiling(fleet.priority_classes) is None:
         return frozenset()
     return frozenset(fleet.profile.preemption)
+
+
+def class_cap(team: Team, classes: Sequence[PriorityClass]) -> PriorityClass:
+    """The highest class the team's leads and members may use: its `max_priority_class`,
+    else its default class (gpufleet's control plane, `control.admin.class_cap`)."""
+    name = team.max_priority_class or team.default_priority
+    return next(c for c in classes if c.name == name)
+
+
+def allowed_classes(fleet: Fleet, team: Team) -> tuple[PriorityClass, ...]:
+    """The classes at or below the team's cap, lowest first (ties by name)."""
+    cap = class_cap(team, fleet.priority_classes).value
+    return tuple(
+        sorted(
+            (c for c in fleet.priority_classes if c.value <= cap), key=lambda c: (c.value, c.name)
+        )
+    )
 
 
 def preemptible_ceiling(classes: Sequence[PriorityClass]) -> int | None:

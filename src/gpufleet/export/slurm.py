@@ -8,8 +8,12 @@
   (gpufleet stops a job with scancel: SIGTERM, then SIGKILL after KillWait);
 - `TopologyPlugin=topology/tree` with a switch per topology group;
 - accounts per team (projects as sub-accounts), a QOS per priority class that
-  preempts the lower preemptible ones, fair-share from the team weights and
-  `GrpTRES` caps at each team's borrowing ceiling.
+  preempts the lower preemptible ones, each account given the QOS of the classes up to
+  its team's `max_priority_class` (gpufleet's control plane refuses higher ones),
+  fair-share from the team weights and `GrpTRES` caps at each team's borrowing ceiling:
+  per GRES type, and on plain `gres/gpu` at their sum, since Slurm counts a request
+  without a type (`--gres=gpu:4`) against plain `gres/gpu` only; for the same reason each
+  partition admits only the accounts with a quota for its GPUs (`AllowAccounts`).
 
 Slurm has no guarantees to lend and take back: what a team is guaranteed becomes
 only its fair share and its cap.
@@ -24,7 +28,13 @@ from gpufleet.errors import UserError
 from gpufleet.export.bundle import Bundle, Origin
 from gpufleet.export.k8s import k8s_name, mig_name, unique_names
 from gpufleet.export.migparted import group_layout
-from gpufleet.export.model import Fleet, Resource, active_preemption, integer_weights
+from gpufleet.export.model import (
+    Fleet,
+    Resource,
+    active_preemption,
+    allowed_classes,
+    integer_weights,
+)
 from gpufleet.sched.fairshare import DEFAULT_HALF_LIFE_S
 from gpufleet.sched.orders import Multifactor
 from gpufleet.sched.preempt import GRACE_PERIOD_S, MIN_RUNTIME_S
@@ -135,6 +145,35 @@ def _nodes_of(fleet: Fleet, group: str) -> list[str]:
     return [_check(n.name, "node name") for n in fleet.cluster.nodes if n.group == group]
 
 
+def team_accounts(fleet: Fleet) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Team -> its Slurm account and its projects' sub-accounts."""
+    accounts = unique_names([t.name for t in fleet.teams], "team")
+    return {
+        t.name: (
+            accounts[t.name],
+            tuple(
+                _check(k8s_name(f"{accounts[t.name]}-{p}", f"project {p}"), "account")
+                for p in t.projects
+            ),
+        )
+        for t in fleet.teams
+    }
+
+
+def allowed_accounts(fleet: Fleet, accelerator: str) -> list[str]:
+    """The accounts that may run jobs on a partition of `accelerator`'s nodes: those of the
+    teams (and their projects) that can hold any of its GPUs. A job asking for GPUs
+    without a type counts only against an account's plain `gres/gpu` cap, so without this
+    a team with no quota for a type would run such jobs on its nodes."""
+    accounts = team_accounts(fleet)
+    out: list[str] = []
+    for team in fleet.teams:
+        if any(q.flavor.accelerator == accelerator and q.ceiling for q in fleet.quotas[team.name]):
+            account, subs = accounts[team.name]
+            out += [account, *subs]
+    return out
+
+
 def slurm_conf(fleet: Fleet, origin: Origin, cluster: str, notes: list[str]) -> str:
     p = fleet.profile
     preempt = active_preemption(fleet)
@@ -198,15 +237,33 @@ def slurm_conf(fleet: Fleet, origin: Origin, cluster: str, notes: list[str]) -> 
             f"Feature={','.join(features)} State=UNKNOWN"
         )
     lines.append("")
-    partitions: dict[str, list[str]] = {}
+    partitions: dict[str, tuple[str, list[str]]] = {}
     for group in fleet.cluster_spec.node_groups:
         name = gres_type(group.accelerator) + ("_spot" if group.capacity == "spot" else "")
-        partitions.setdefault(name, []).extend(_nodes_of(fleet, group.name))
-    for i, (name, nodes) in enumerate(partitions.items()):
+        partitions.setdefault(name, (group.accelerator, []))[1].extend(_nodes_of(fleet, group.name))
+    closed: list[str] = []
+    for i, (name, (accelerator, nodes)) in enumerate(partitions.items()):
         default = "YES" if i == 0 else "NO"
+        allowed = allowed_accounts(fleet, accelerator)
+        if not allowed:
+            closed.append(name)
         lines.append(
             f"PartitionName={name} Nodes={hostlist(nodes)} Default={default} "
-            "MaxTime=INFINITE State=UP"
+            f"MaxTime=INFINITE State=UP AllowAccounts={','.join(allowed or ['root'])}"
+        )
+    notes.append(
+        "Slurm counts a job that asks for GPUs without a type (--gres=gpu:N, --gpus=N) "
+        "against an account's plain gres/gpu limit only, never its typed ones. So each "
+        "account's GrpTRES also caps gres/gpu at the sum of its typed caps, and each "
+        "partition admits only the accounts (AllowAccounts) of the teams with a quota for "
+        "its GPUs. A team with quotas for several GPU types can still hold, with untyped "
+        "requests, up to that sum of one type: ask for the type (--gres=gpu:<type>:N), or "
+        "have a job_submit plugin require one."
+    )
+    if closed:
+        notes.append(
+            f"No team has a quota for the GPUs of partition {', '.join(closed)}: only the "
+            "root account (administrators) may use it (AllowAccounts=root)."
         )
     if any(g.capacity == "spot" for g in fleet.cluster_spec.node_groups):
         notes.append(
@@ -306,7 +363,7 @@ def _quoted(text: str) -> str:
 def sacctmgr_script(fleet: Fleet, origin: Origin, cluster: str, notes: list[str]) -> str:
     preempt = "priority" in active_preemption(fleet)
     teams = fleet.teams
-    accounts = unique_names([t.name for t in teams], "team")
+    accounts = team_accounts(fleet)
     qos = unique_names([c.name for c in fleet.priority_classes], "priority class")
     lines = [
         "#!/bin/sh",
@@ -346,27 +403,31 @@ def sacctmgr_script(fleet: Fleet, origin: Origin, cluster: str, notes: list[str]
                     f"Preempt={','.join(victims)}"
                 )
     shares = integer_weights([t.weight for t in teams])
-    all_qos = ",".join(sorted(qos.values()))
+    capped = False
     for team, share in zip(teams, shares, strict=True):
-        account = accounts[team.name]
+        account, subs = accounts[team.name]
         caps: dict[Resource, int] = dict.fromkeys(fleet.resources(), 0)
         for q in fleet.quotas[team.name]:
-            for r, n in q.flavor.split(q.ceiling).items():
+            for r, n in q.ceiling_units.items():
                 caps[r] += n
+        # plain gres/gpu first: a request without a type counts against it alone
         grp = ",".join(
-            f"gres/gpu:{gres_type(r.accelerator, r.profile)}={n}" for r, n in caps.items()
+            [f"gres/gpu={sum(caps.values())}"]
+            + [f"gres/gpu:{gres_type(r.accelerator, r.profile)}={n}" for r, n in caps.items()]
         )
+        allowed = allowed_classes(fleet, team)
+        capped = capped or len(allowed) < len(classes)
         lines.append(
             f"sacctmgr -i add account {account} Cluster={cluster} "
             f"Description={_quoted('gpufleet team ' + team.name)} Organization=gpufleet || true"
         )
         lines.append(
             f"sacctmgr -i modify account where name={account} cluster={cluster} set "
-            f"Fairshare={share} GrpTRES={grp} QOS={all_qos} "
+            f"Fairshare={share} GrpTRES={grp} "
+            f"QOS={','.join(sorted(qos[c.name] for c in allowed))} "
             f"DefaultQOS={qos[team.default_priority]}"
         )
-        for project in team.projects:
-            sub = _check(k8s_name(f"{account}-{project}", f"project {project}"), "account")
+        for project, sub in zip(team.projects, subs, strict=True):
             lines.append(
                 f"sacctmgr -i add account {sub} Parent={account} Cluster={cluster} "
                 f"Description={_quoted(f'gpufleet project {project} of team {team.name}')} "
@@ -376,6 +437,13 @@ def sacctmgr_script(fleet: Fleet, origin: Origin, cluster: str, notes: list[str]
                 f"sacctmgr -i modify account where name={sub} cluster={cluster} set "
                 "Fairshare=parent"
             )
+    if capped:
+        notes.append(
+            "Each account has the QOS of the priority classes up to its team's "
+            "max_priority_class (default: its default_priority), as gpufleet's control plane "
+            "allows; gpufleet's admins may use any class: give them an account with every "
+            "QOS."
+        )
     lines.append("# Add users with: sacctmgr -i add user <name> Account=<team or project>")
     return "\n".join(lines) + "\n"
 

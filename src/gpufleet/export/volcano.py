@@ -24,6 +24,7 @@ from gpufleet.export.k8s import (
     namespaces,
     node_topology_labels,
     obj,
+    priority_cap_notes,
     priority_class_objs,
     quantity,
     resource_name,
@@ -74,11 +75,11 @@ def queues(fleet: Fleet, names: Mapping[str, str]) -> list[Obj]:
         for q in fleet.quotas[team.name]:
             spec: Obj = {
                 "weight": weight,
-                "deserved": _resources(q.flavor, q.flavor.split(q.guaranteed)),
-                "capability": _resources(q.flavor, q.flavor.split(q.ceiling)),
+                "deserved": _resources(q.flavor, q.guaranteed_units),
+                "capability": _resources(q.flavor, q.ceiling_units),
             }
             if q.kept:
-                spec["guarantee"] = {"resource": _resources(q.flavor, q.flavor.split(q.kept))}
+                spec["guarantee"] = {"resource": _resources(q.flavor, q.kept_units)}
             spec["reclaimable"] = reclaimable
             spec["dequeueStrategy"] = dequeue
             spec["affinity"] = {
@@ -273,7 +274,8 @@ def export_volcano(fleet: Fleet, *, per_project: bool = False) -> Bundle:
     }
     if topo:
         docs["hypernodes.yaml"] = topo
-    docs.update(tenancy(fleet, spaces, VOLCANO_JOB_RULES))
+    docs.update(tenancy(fleet, spaces, VOLCANO_JOB_RULES, priority_caps=True))
+    notes += priority_cap_notes(fleet, enforced=True)
     files = yaml_files(origin, docs)
     labels = kueue_node_labels(fleet)
     for node in fleet.cluster.nodes:

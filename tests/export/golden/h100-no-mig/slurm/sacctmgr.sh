@@ -19,13 +19,13 @@ sacctmgr -i modify qos where name=serving set Preempt=scavenger
 sacctmgr -i modify qos where name=batch-high set Preempt=scavenger
 sacctmgr -i modify qos where name=critical set Preempt=scavenger,batch-high
 sacctmgr -i add account pretrain Cluster=h100_pod Description="gpufleet team Pretrain" Organization=gpufleet || true
-sacctmgr -i modify account where name=pretrain cluster=h100_pod set Fairshare=6 GrpTRES=gres/gpu:h100_sxm5_80gb=48 QOS=batch-high,critical,scavenger,serving DefaultQOS=batch-high
+sacctmgr -i modify account where name=pretrain cluster=h100_pod set Fairshare=6 GrpTRES=gres/gpu=48,gres/gpu:h100_sxm5_80gb=48 QOS=batch-high,scavenger,serving DefaultQOS=batch-high
 sacctmgr -i add account pretrain-llm-70b Parent=pretrain Cluster=h100_pod Description="gpufleet project llm-70b of team Pretrain" Organization=gpufleet || true
 sacctmgr -i modify account where name=pretrain-llm-70b cluster=h100_pod set Fairshare=parent
 sacctmgr -i add account pretrain-llm-405b Parent=pretrain Cluster=h100_pod Description="gpufleet project llm-405b of team Pretrain" Organization=gpufleet || true
 sacctmgr -i modify account where name=pretrain-llm-405b cluster=h100_pod set Fairshare=parent
 sacctmgr -i add account finetune Cluster=h100_pod Description="gpufleet team finetune" Organization=gpufleet || true
-sacctmgr -i modify account where name=finetune cluster=h100_pod set Fairshare=2 GrpTRES=gres/gpu:h100_sxm5_80gb=32 QOS=batch-high,critical,scavenger,serving DefaultQOS=scavenger
+sacctmgr -i modify account where name=finetune cluster=h100_pod set Fairshare=2 GrpTRES=gres/gpu=32,gres/gpu:h100_sxm5_80gb=32 QOS=scavenger DefaultQOS=scavenger
 sacctmgr -i add account serving Cluster=h100_pod Description="gpufleet team serving" Organization=gpufleet || true
-sacctmgr -i modify account where name=serving cluster=h100_pod set Fairshare=3 GrpTRES=gres/gpu:h100_sxm5_80gb=16 QOS=batch-high,critical,scavenger,serving DefaultQOS=serving
+sacctmgr -i modify account where name=serving cluster=h100_pod set Fairshare=3 GrpTRES=gres/gpu=16,gres/gpu:h100_sxm5_80gb=16 QOS=scavenger,serving DefaultQOS=serving
 # Add users with: sacctmgr -i add user <name> Account=<team or project>

@@ -14,5 +14,5 @@ sacctmgr -i modify qos where name=opportunistic set Priority=100 Preempt-=standa
 sacctmgr -i modify qos where name=standard set Priority=500 Preempt-=opportunistic,production
 sacctmgr -i modify qos where name=production set Priority=1000 Preempt-=opportunistic,standard
 sacctmgr -i add account ml Cluster=edge Description="gpufleet team ml" Organization=gpufleet || true
-sacctmgr -i modify account where name=ml cluster=edge set Fairshare=1 GrpTRES=gres/gpu:l4=8 QOS=opportunistic,production,standard DefaultQOS=standard
+sacctmgr -i modify account where name=ml cluster=edge set Fairshare=1 GrpTRES=gres/gpu=8,gres/gpu:l4=8 QOS=opportunistic,standard DefaultQOS=standard
 # Add users with: sacctmgr -i add user <name> Account=<team or project>

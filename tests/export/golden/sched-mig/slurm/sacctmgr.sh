@@ -16,7 +16,7 @@ sacctmgr -i modify qos where name=high set Priority=1000 GraceTime=120 Preempt-=
 sacctmgr -i modify qos where name=normal set Preempt=low
 sacctmgr -i modify qos where name=high set Preempt=low,normal
 sacctmgr -i add account research Cluster=lab Description="gpufleet team research" Organization=gpufleet || true
-sacctmgr -i modify account where name=research cluster=lab set Fairshare=1 GrpTRES=gres/gpu:h100_sxm5_80gb=96,gres/gpu:a100_sxm4_80gb_1g.10gb=0,gres/gpu:a100_sxm4_80gb_2g.20gb=0,gres/gpu:a100_sxm4_80gb_3g.40gb=0,gres/gpu:l4=0 QOS=high,low,normal DefaultQOS=normal
+sacctmgr -i modify account where name=research cluster=lab set Fairshare=1 GrpTRES=gres/gpu=96,gres/gpu:h100_sxm5_80gb=96,gres/gpu:a100_sxm4_80gb_1g.10gb=0,gres/gpu:a100_sxm4_80gb_2g.20gb=0,gres/gpu:a100_sxm4_80gb_3g.40gb=0,gres/gpu:l4=0 QOS=low,normal DefaultQOS=normal
 sacctmgr -i add account prod Cluster=lab Description="gpufleet team prod" Organization=gpufleet || true
-sacctmgr -i modify account where name=prod cluster=lab set Fairshare=1 GrpTRES=gres/gpu:h100_sxm5_80gb=128,gres/gpu:a100_sxm4_80gb_1g.10gb=128,gres/gpu:a100_sxm4_80gb_2g.20gb=64,gres/gpu:a100_sxm4_80gb_3g.40gb=64,gres/gpu:l4=0 QOS=high,low,normal DefaultQOS=high
+sacctmgr -i modify account where name=prod cluster=lab set Fairshare=1 GrpTRES=gres/gpu=384,gres/gpu:h100_sxm5_80gb=128,gres/gpu:a100_sxm4_80gb_1g.10gb=128,gres/gpu:a100_sxm4_80gb_2g.20gb=64,gres/gpu:a100_sxm4_80gb_3g.40gb=64,gres/gpu:l4=0 QOS=high,low,normal DefaultQOS=high
 # Add users with: sacctmgr -i add user <name> Account=<team or project>
