@@ -661,6 +661,8 @@ def test_every_design_field_is_populated() -> None:
             value = getattr(part, name)
             if name.startswith("site_"):
                 continue  # only for a power-capped site (tests/plan/test_site_power.py)
+            if name == "rack_power_stated_kw":
+                continue  # only where one unit draws more than the rack budget
             assert value is not None, name
             if isinstance(value, str):
                 assert value, name

@@ -60,7 +60,8 @@ def test_kueue_and_slurm_exports_of_the_plan_carry_its_quotas(planned: Path) -> 
     assert main(["export", "slurm", *args, "--out", str(slurm)]) == 0
     script = (slurm / "sacctmgr.sh").read_text(encoding="utf-8")
     for team, q in quotas.items():
-        cap = f"GrpTRES=gres/gpu:h100_sxm5_80gb={q['burst_limit_gpus']}"
+        limit = q["burst_limit_gpus"]
+        cap = f"GrpTRES=gres/gpu={limit},gres/gpu:h100_sxm5_80gb={limit}"
         assert f"where name={team} " in script
         assert cap in next(line for line in script.splitlines() if f"where name={team} " in line)
         assert cap in md

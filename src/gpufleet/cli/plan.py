@@ -236,15 +236,11 @@ def run_fleet_plan(
 
 
 def _fleet_text(result: Plan) -> str:
-    """ "528 × h100 at once (1,296 across the workloads)": runs that do not overlap are never
-    all in use, so the headline gives the GPUs at once, as the summary does."""
-    from gpufleet.plan.summary import gpus_at_once
+    """The headline GPUs as the summary counts them (`plan.summary.fleet_text`): "16 ×
+    h100 (12 used)", "528 × h100 at once (1,296 across the workloads)"."""
+    from gpufleet.plan.summary import fleet_text
 
-    rec = result.recommendation
-    at_once = gpus_at_once(rec, result.demand_curve)
-    if at_once < rec.total_gpus:
-        return f"{at_once:,} × {rec.accelerator} at once ({rec.total_gpus:,} across the workloads)"
-    return f"{rec.total_gpus:,} × {rec.accelerator}"
+    return fleet_text(result)
 
 
 def _print_fleet_answer(result: FleetPlan, name: str, out: Console) -> None:

@@ -17,6 +17,7 @@ from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.goodput import Goodput, default_reliability, goodput
 from gpufleet.formatting import fmt_duration
+from gpufleet.plan.cloud_gaps import cloud_gaps
 from gpufleet.plan.cost.breakdown import bookable, cost_breakdown
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.instances import instance_floor, on_whole_instances
@@ -25,7 +26,7 @@ from gpufleet.plan.cost.prices import cloud_price_offers, cloud_prices
 from gpufleet.plan.cost.tco import OnPremInputs
 from gpufleet.plan.cost.tornado import DEFAULT_FACTORS, FAILURE_RATE
 from gpufleet.plan.cost.verdict import RentOrOwn
-from gpufleet.plan.demand_curve import fleet_for, run_spans, split, total_curve
+from gpufleet.plan.demand_curve import fleet_for, held_at_once, run_spans, split, total_curve
 from gpufleet.plan.design.cluster import SitePowerError, design_cluster
 from gpufleet.plan.design.need import TrafficNeed
 from gpufleet.plan.model import (
@@ -446,6 +447,18 @@ def _relog_sensitivity(log: Assumptions, fresh: Assumptions) -> None:
 _TORNADO_LINES = "sensitivity"
 
 
+def _unpriced(spec: PlanSpec, best: Portfolio) -> str:
+    """Why renting has no price for `best` (`plan.cloud_gaps`): `deployment: both` became
+    owning with nothing said but "No cloud options: this plan does not consider renting"."""
+    gaps = cloud_gaps(best.accelerator, spec.providers, spec.regions)
+    if not gaps.rentable:
+        return gaps.unpriced_reason()
+    return (
+        f"no instance of {best.accelerator} that holds the work has a cloud price where this "
+        "plan may rent (see the assumptions), so renting could not be priced for it"
+    )
+
+
 def cost_and_design(
     spec: PlanSpec,
     best: Portfolio,
@@ -485,6 +498,7 @@ def cost_and_design(
             burst_rent_usd=(curve.rent_usd or 0.0) if curve is not None else 0.0,
             owned_work_gpu_hours=curve.owned_gpu_hours if renting and curve else None,
             burst_gpu_hours=curve.rented_gpu_hours if renting and curve else None,
+            held_gpus=held_at_once(curve) if curve is not None else None,
         )
     demand = _demand(spec, best, log)
     failure_hours = None if headline_only else _failure_hours(spec, best)
@@ -518,6 +532,8 @@ def cost_and_design(
                 extra.append(verdict.sentence())
         else:
             deployment = "cloud" if cloud_total is not None else "on-prem"
+            if cloud_total is None and not headline_only:
+                extra.append(f"owning, without comparing renting: {_unpriced(spec, best)}")
         if deployment == "cloud" and tco_total is not None and not headline_only:
             # The tornado should describe the recommended way of paying, and so its log
             # lines: the first tornado's said "on-prem total cost" above a rental tornado.

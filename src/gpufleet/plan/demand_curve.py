@@ -122,6 +122,15 @@ def fleet_for(curve: npt.NDArray[np.float64], policy: str) -> int:
     return max(1, math.ceil(float(np.percentile(curve, POLICY_PERCENTILE[policy])) - 1e-9))
 
 
+def held_at_once(curve: DemandCurve) -> int:
+    """The most GPUs the owned fleet's work holds at once: the policy's own figure on the
+    curve (its peak hour, or the percentile of the hours it owns up to; `fleet_for`), which
+    the design rounds up to whole systems. An owned fleet with fewer cannot run the work."""
+    if curve.policy == "peak" or curve.policy not in curve.percentile_gpus:
+        return max(1, math.ceil(curve.peak_gpus))
+    return max(1, math.ceil(curve.percentile_gpus[curve.policy] - 1e-9))
+
+
 def split(
     spec: PlanSpec, choices: Sequence[WorkloadChoice], fleet_gpus: int, policy: str
 ) -> DemandCurve:

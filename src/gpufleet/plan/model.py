@@ -67,6 +67,10 @@ class Alternative(PlanPart):
     # summary's `cost_what`. None in plan.json files from when the list price ranked.
     plan_cost_usd: float | None = None
     plan_cost_what: str = ""
+    # the GPUs that plan cost pays for (whole nodes owned or whole instances rented) and
+    # those in use at the busiest hour (None in plan.json files from before: `total_gpus`)
+    priced_gpus: int | None = None
+    gpus_at_once: int | None = None
 
 
 class Fabric(PlanPart):
@@ -113,6 +117,9 @@ class Design(PlanPart):
     site_power_kw: float | None = None
     site_max_gpus: int | None = None
     site_max_racks: int | None = None
+    # the spec's rack power budget where one unit draws more (`design.power.size_racks`):
+    # `rack_power_kw` is then the unit's draw, and `rack_power_note` says so (None: it held)
+    rack_power_stated_kw: float | None = None
 
 
 class CloudOffer(PlanPart):
@@ -187,6 +194,15 @@ class ExecutiveSummary(PlanPart):
     range_method: str
     drivers: list[Driver]  # the widest tornado rows, widest first
     would_change: list[str]  # sentences, each from the numbers it names
+    # the GPUs the headline cost pays for (whole nodes owned, whole instances rented), those
+    # the workloads use at the busiest hour, and every workload's GPUs added up (the
+    # recommendation's `total_gpus`); None in plan.json files from before
+    headline_gpus: int | None = None
+    gpus_used_at_once: int | None = None
+    workload_gpus_added_up: int | None = None
+    # what the decision rests on that a buyer must check: a rack budget the design could
+    # not hold, renting that could not be priced (sentences from the numbers they name)
+    caveats: list[str] = Field(default_factory=list)
 
 
 class TeamQuota(PlanPart):
@@ -206,6 +222,9 @@ class Plan(PlanPart):
     design: Design | None
     demand_curve: DemandCurve | None = None  # None for a cloud plan
     cloud: dict[str, list[CloudOffer]]  # per provider
+    # what the catalog does not rent where the plan allows (`plan.cloud_gaps`): providers
+    # with no instance of the accelerator, or none in the plan's regions
+    cloud_notes: list[str] = Field(default_factory=list)
     cost: CostBreakdown
     teams: list[TeamQuota]
     infeasible: list[str]  # what would make it feasible, when nothing is
@@ -222,6 +241,7 @@ class Portfolio:
     # the headline cost of the plan it would give and what that is (`plan.ranking`)
     plan_cost_usd: float | None = None
     plan_cost_what: str = ""
+    plan_gpus: int | None = None  # the GPUs that plan cost pays for
 
     @property
     def feasible(self) -> bool:

@@ -41,6 +41,7 @@ from gpufleet.plan.assemble import (
     cost_and_design,
     training_deadline_s,
 )
+from gpufleet.plan.cloud_gaps import cloud_gaps
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 from gpufleet.plan.cost.instances import instance_floor, priced_on_instances, rented_offer
 from gpufleet.plan.cost.prices import cloud_price_offers
@@ -610,6 +611,9 @@ def _assemble(
     tick("designing the cluster and pricing it")
     gpus = best.peak_gpus
     cloud = cloud_offers(spec, best, log)
+    cloud_notes = cloud_gaps(best.accelerator, spec.providers, spec.regions).sentences()
+    for note in cloud_notes:
+        log.add("cloud providers", "left out" if cloud else "none", f"instances.csv: {note}")
     # the tornado's failure-rate row re-runs each run's goodput from its spec: at the storage
     # the plan builds for it, held fixed while the failure rate moves
     built = _with_checkpoint_storage(spec, best)
@@ -643,6 +647,8 @@ def _assemble(
             ],
             plan_cost_usd=p.plan_cost_usd,
             plan_cost_what=p.plan_cost_what,
+            priced_gpus=p.plan_gpus,
+            gpus_at_once=gpus_at_once(spec, p.choices),
         )
         for p in rest
     ]
@@ -650,11 +656,14 @@ def _assemble(
         name=spec.name,
         generated_by=f"gpufleet {__version__}",
         recommendation=recommendation,
-        summary=executive_summary(recommendation, alternatives, design, cost, curve),
+        summary=executive_summary(
+            recommendation, alternatives, design, cost, curve, cloud_notes=cloud_notes
+        ),
         alternatives=alternatives,
         design=design,
         demand_curve=curve,
         cloud=cloud,
+        cloud_notes=cloud_notes,
         cost=cost,
         teams=_teams(spec, best),
         infeasible=[],

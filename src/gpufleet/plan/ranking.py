@@ -26,8 +26,9 @@ from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.formatting import fmt_duration, fmt_pct, fmt_usd, fmt_usd_apart
 from gpufleet.plan.assemble import InfeasiblePlanError, cost_and_design
+from gpufleet.plan.demand_curve import gpus_at_once
 from gpufleet.plan.model import CloudOffer, Portfolio
-from gpufleet.plan.summary import LIST_PRICES, cost_noun, deployment_cost
+from gpufleet.plan.summary import LIST_PRICES, cost_noun, deployment_cost, priced_gpus
 from gpufleet.specs.plan import PlanSpec
 
 Offers = Callable[[Portfolio], dict[str, list[CloudOffer]]]
@@ -42,12 +43,14 @@ def by_list_price(portfolios: Sequence[Portfolio]) -> list[Portfolio]:
     )
 
 
-def plan_cost(spec: PlanSpec, p: Portfolio, offers: Offers) -> tuple[float | None, str]:
-    """The headline cost of the plan `p` would give and what it is: the figure the summary
-    would show were it recommended (`summary.deployment_cost` of `cost_and_design`)."""
+def plan_cost(spec: PlanSpec, p: Portfolio, offers: Offers) -> tuple[float | None, str, int]:
+    """The headline cost of the plan `p` would give, what it is, and the GPUs it pays for:
+    the figures the summary would show were it recommended (`summary.deployment_cost` and
+    `summary.priced_gpus` of `cost_and_design`)."""
     found = cost_and_design(spec, p, offers(p), Assumptions(), headline_only=True)
-    _, _, cost, deployment, _, _ = found
-    return deployment_cost(deployment, p.choices, cost)
+    design, _, cost, deployment, _, _ = found
+    usd, what = deployment_cost(deployment, p.choices, cost)
+    return usd, what, priced_gpus(deployment, gpus_at_once(spec, p.choices), design, cost.mix)
 
 
 def over_budget(spec: PlanSpec, p: Portfolio) -> list[str]:
@@ -119,7 +122,7 @@ def rank(
     for p in feasible:
         tick(f"costing the plan on {p.accelerator}")
         try:
-            p.plan_cost_usd, p.plan_cost_what = plan_cost(spec, p, offers)
+            p.plan_cost_usd, p.plan_cost_what, p.plan_gpus = plan_cost(spec, p, offers)
         except UserError as exc:
             errors.append(exc)
             why = exc.advice if isinstance(exc, InfeasiblePlanError) else [str(exc)]

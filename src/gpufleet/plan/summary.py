@@ -39,6 +39,7 @@ from gpufleet.formatting import (
     format_gb,
 )
 from gpufleet.plan.cost.verdict import RentOrOwn
+from gpufleet.plan.design.power import rack_power_note
 from gpufleet.plan.model import (
     Alternative,
     CostBreakdown,
@@ -46,6 +47,7 @@ from gpufleet.plan.model import (
     Design,
     Driver,
     ExecutiveSummary,
+    Plan,
     Recommendation,
     WorkloadChoice,
 )
@@ -241,8 +243,10 @@ def _decision(
         )
     if rec.deployment == "on-prem" and design is not None:
         head = f"Build and own an on-prem cluster of {design.gpus:,} × {rec.accelerator}"
-        if design.gpus != rec.total_gpus:
-            head += f" (the workloads need {rec.total_gpus:,}; whole nodes)"
+        if design.gpus > at_once:
+            head += f" (the workloads need {at_once:,}; whole nodes)"
+        elif design.gpus < at_once:
+            head += f" (the workloads use {at_once:,} at the busiest hour: the rest rented)"
         head += (
             f": {design.nodes:,} {design.system} node{'s' if design.nodes != 1 else ''}, "
             f"{design.racks:,} rack{'s' if design.racks != 1 else ''}, "
@@ -265,10 +269,84 @@ def fleet_gpus(
     GPUs in use at once without a design); renting, the whole instances rented where they
     hold more GPUs than are in use at once, else the GPUs in use at once. Not the
     workloads' GPUs added up: runs that never overlap share it."""
-    at_once = gpus_at_once(rec, curve)
-    if rec.deployment == "on-prem":
+    return priced_gpus(rec.deployment, gpus_at_once(rec, curve), design, mix)
+
+
+def priced_gpus(
+    deployment: str, at_once: int, design: Design | None, mix: Mapping[str, float] | None
+) -> int:
+    """The GPUs a plan's headline cost pays for (`fleet_gpus`), from its parts: the owned
+    cluster's, or the whole instances rented at the busiest hour."""
+    if deployment == "on-prem":
         return design.gpus if design is not None else at_once
     return max(at_once, int((mix or {}).get("rented_gpus") or 0))
+
+
+@dataclass(frozen=True)
+class GpuCount:
+    """A plan's GPUs as a reader who buys from them needs them: `priced`, those its headline
+    cost pays for (whole nodes owned, whole instances rented), first; `used`, those the
+    workloads use at the busiest hour; `added_up`, every workload's GPUs added up. The
+    Recommendation and the terminal said "12 × h100" beside a Decision and a TCO for 16."""
+
+    priced: int
+    used: int
+    added_up: int
+
+    @property
+    def qualifier(self) -> str:
+        """What follows the count: "owned" below the busiest hour (the rest is rented),
+        "at once" where the workloads add up to more than they use together."""
+        if self.priced < self.used:
+            return "owned"
+        if self.priced == self.used and self.added_up > self.used:
+            return "at once"
+        return ""
+
+    @property
+    def notes(self) -> list[str]:
+        """What the count leaves out: the GPUs used, the rest rented, the sum of workloads."""
+        out: list[str] = []
+        if self.priced > self.used:
+            out.append(f"{self.used:,} used" + (" at once" if self.added_up > self.used else ""))
+        elif self.priced < self.used:
+            out.append(f"{self.used:,} at the busiest hour: the rest rented")
+        if self.added_up > self.used:
+            out.append(f"{self.added_up:,} across the workloads")
+        return out
+
+    def text(self, accelerator: str | None = None) -> str:
+        """'16 × h100 (12 used)', '528 × h100 at once (1,296 across the workloads)',
+        '272 × h100 owned (528 at the busiest hour: the rest rented)'."""
+        head = f"{self.priced:,}" + (f" × {accelerator}" if accelerator else "")
+        head += f" {self.qualifier}" if self.qualifier else ""
+        return head + (f" ({'; '.join(self.notes)})" if self.notes else "")
+
+
+def headline_gpus(
+    rec: Recommendation,
+    design: Design | None,
+    curve: DemandCurve | None,
+    mix: Mapping[str, float] | None,
+) -> GpuCount:
+    """The recommendation's GPUs: those its headline cost pays for (`fleet_gpus`), in use
+    at once and added up."""
+    return GpuCount(fleet_gpus(rec, design, curve, mix), gpus_at_once(rec, curve), rec.total_gpus)
+
+
+def alternative_gpus(alt: Alternative) -> GpuCount:
+    """An alternative's GPUs as `headline_gpus` counts the recommendation's; a plan.json
+    from before they were recorded has only the workloads' GPUs added up."""
+    used = alt.gpus_at_once if alt.gpus_at_once is not None else alt.total_gpus
+    priced = alt.priced_gpus if alt.priced_gpus is not None else used
+    return GpuCount(priced, used, alt.total_gpus)
+
+
+def fleet_text(plan: Plan) -> str:
+    """The plan's headline GPUs in words, as the summary counts them: "16 × h100 (12 used)"
+    (the terminal's first line said "12 × h100" beside a decision to buy 16)."""
+    rec = plan.recommendation
+    return headline_gpus(rec, plan.design, plan.demand_curve, plan.cost.mix).text(rec.accelerator)
 
 
 def gpus_at_once(rec: Recommendation, curve: DemandCurve | None) -> int:
@@ -418,12 +496,57 @@ def _robustness(deployment: str, high: float, v: RentOrOwn) -> list[str]:
     ]
 
 
+def rentable_alternative(alternatives: Sequence[Alternative]) -> str | None:
+    """The cheapest alternative with a cloud price, in words, for a plan whose own
+    accelerator could not be rented: ranked on the work at on-demand list prices (the one
+    rental figure every rentable alternative has), with its plan's optimised mix where that
+    plan rents. None when no alternative has a cloud price."""
+    rentable = [a for a in alternatives if a.cost_usd is not None]
+    if not rentable:
+        return None
+    best = min(rentable, key=lambda a: a.cost_usd or math.inf)
+    text = (
+        f"the cheapest alternative to rent is {best.accelerator}: {fmt_usd(best.cost_usd)} for "
+        f"this work {LIST_PRICES}"
+    )
+    if best.plan_cost_usd is not None and best.plan_cost_what.startswith("with "):
+        text += f", {fmt_usd(best.plan_cost_usd)} {best.plan_cost_what}"  # its plan rents
+    return text
+
+
+def caveats(
+    cost: CostBreakdown,
+    design: Design | None,
+    alternatives: Sequence[Alternative],
+    cloud_notes: Sequence[str],
+) -> list[str]:
+    """What the decision rests on that a buyer must check first, each a sentence from its
+    numbers: a rack power budget the design could not hold (`rack_power_note`), and renting
+    that could not be priced for the accelerator (`cloud_notes`, `plan.cloud_gaps`), with
+    the cheapest alternative that can be rented. (Providers left out while another rents
+    the accelerator are said in the Cloud options section and the assumptions.)"""
+    out: list[str] = []
+    rack = rack_power_note(design) if design is not None else None
+    if rack is not None:
+        out.append(f"Rack power: {rack}")
+    if cost.on_demand is None and not cost.mix and cloud_notes:
+        other = rentable_alternative(alternatives)
+        out.append(
+            "Renting was not compared: "
+            + "; ".join(cloud_notes)
+            + (f"; {other}" if other else "; no alternative accelerator has a cloud price")
+        )
+    return out
+
+
 def executive_summary(
     rec: Recommendation,
     alternatives: Sequence[Alternative],
     design: Design | None,
     cost: CostBreakdown,
     curve: DemandCurve | None = None,
+    *,
+    cloud_notes: Sequence[str] = (),
 ) -> ExecutiveSummary:
     base, what = headline_cost(rec, cost)
     cost_text = f"{fmt_usd(base)} {what}" if base is not None else "no price for this deployment"
@@ -441,6 +564,7 @@ def executive_summary(
     changes += _accelerator_change(rec, alternatives, (base, what))
     if verdict is not None and low is not None and high is not None:
         changes += _robustness(rec.deployment, high, verdict)
+    gpus = headline_gpus(rec, design, curve, cost.mix)
     return ExecutiveSummary(
         decision=_decision(rec, design, curve, cost_text, cost.mix),
         cost_usd=base,
@@ -450,4 +574,8 @@ def executive_summary(
         range_method=RANGE_METHOD,
         drivers=drivers[:DRIVERS_SHOWN],
         would_change=changes,
+        headline_gpus=gpus.priced,
+        gpus_used_at_once=gpus.used,
+        workload_gpus_added_up=gpus.added_up,
+        caveats=caveats(cost, design, alternatives, cloud_notes),
     )

@@ -21,7 +21,12 @@ from html import escape
 from gpufleet.formatting import fmt_label
 from gpufleet.plan.cost.tco import Asset
 from gpufleet.plan.model import CostBreakdown, Plan
-from gpufleet.plan.summary import headline_cost, workloads_cost_usd
+from gpufleet.plan.summary import (
+    alternative_gpus,
+    headline_cost,
+    headline_gpus,
+    workloads_cost_usd,
+)
 
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 INK = "#1f2933"
@@ -450,8 +455,12 @@ def alternatives_svg(plan: Plan) -> str | None:
     labels = [f"{plan.recommendation.accelerator} (recommended)"] + [
         a.accelerator for a in plan.alternatives
     ]
-    gpus: list[float | None] = [float(plan.recommendation.total_gpus)]
-    gpus += [float(a.total_gpus) for a in plan.alternatives]
+    # the GPUs each option's headline pays for, as the table's GPUs column counts them
+    rec = plan.recommendation
+    gpus: list[float | None] = [
+        float(headline_gpus(rec, plan.design, plan.demand_curve, plan.cost.mix).priced)
+    ]
+    gpus += [float(alternative_gpus(a).priced) for a in plan.alternatives]
     _, rows = option_costs(plan)
     ranked = any(r.plan_usd is not None for r in rows[1:])
     costs: list[float | None] = [r.plan_usd if ranked else r.list_usd for r in rows]
@@ -464,7 +473,7 @@ def alternatives_svg(plan: Plan) -> str | None:
         width,
         height,
         f"Recommendation and alternatives: GPUs (count) and {cost_name.lower()} (USD)",
-        "Two bar panels per option: the total GPU count and "
+        "Two bar panels per option: the GPUs its cost pays for and "
         + (
             "the headline cost in US dollars of the plan each option would give (what the "
             "plan ranks them on)"

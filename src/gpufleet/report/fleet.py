@@ -273,7 +273,9 @@ def _context(plan: FleetPlan, html: bool) -> dict[str, Any]:
                     "team": q.team,
                     "kueue": f"nominalQuota {g:,}, borrowingLimit {limit - g:,}",
                     "volcano": f"deserved {g:,}, capability {limit:,}",
-                    "slurm": f"GrpTRES=gres/gpu:{tres}={limit:,}",
+                    # the plain total too: Slurm counts an untyped --gres=gpu:N only
+                    # against it (`export.slurm`; one accelerator: the same number)
+                    "slurm": f"GrpTRES=gres/gpu={limit:,},gres/gpu:{tres}={limit:,}",
                 }
             )
     verified_rows = []

@@ -15,7 +15,7 @@ template writes markup literally, the Markdown analogue of HTML autoescaping.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 from importlib import resources
@@ -39,8 +39,15 @@ from gpufleet.formatting import (
 )
 from gpufleet.outputs import write_folder
 from gpufleet.plan.cost.verdict import RentOrOwn
+from gpufleet.plan.design.power import rack_power_note
 from gpufleet.plan.model import ExecutiveSummary, Plan
-from gpufleet.plan.summary import executive_summary, gpus_at_once
+from gpufleet.plan.summary import (
+    alternative_gpus,
+    executive_summary,
+    gpus_at_once,
+    headline_gpus,
+    rentable_alternative,
+)
 from gpufleet.report import charts
 
 DERIVED_MARK = "†"
@@ -169,7 +176,27 @@ def md_escape(value: object) -> str:
     return _MD_ENTITY.sub(r"\\&", _MD_SPECIAL.sub(r"\\\1", text))
 
 
+_PLAIN_WORD = re.compile(r"[a-z]+ ")
+
+
+def fmt_sentences(items: Sequence[str]) -> str:
+    """Clauses as sentences, one after another: each ends with a full stop and one that
+    opens with a plain word ("the recommendation costs ...") takes a capital; one that opens
+    with a name (a workload, an accelerator) keeps it as written. Joined with a bare space,
+    "(with the optimised purchase mix) train-llama-3-70b: 256 × ..." read as one sentence."""
+    out: list[str] = []
+    for item in items:
+        text = " ".join(str(item).split())
+        if not text:
+            continue
+        if _PLAIN_WORD.match(text):
+            text = text[0].upper() + text[1:]
+        out.append(text if text.endswith((".", "?", "!")) else f"{text}.")
+    return " ".join(out)
+
+
 _FILTERS: dict[str, Callable[..., str]] = {
+    "sentences": fmt_sentences,
     "num": fmt_num,
     "count": fmt_count,
     "usd": fmt_usd,
@@ -412,7 +439,12 @@ def summary_of(plan: Plan) -> ExecutiveSummary:
     if plan.summary is not None:
         return plan.summary
     return executive_summary(
-        plan.recommendation, plan.alternatives, plan.design, plan.cost, plan.demand_curve
+        plan.recommendation,
+        plan.alternatives,
+        plan.design,
+        plan.cost,
+        plan.demand_curve,
+        cloud_notes=plan.cloud_notes,
     )
 
 
@@ -474,6 +506,14 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         ),
         "other_deployment": "renting" if plan.recommendation.deployment == "on-prem" else "owning",
         "summary": summary_of(plan),
+        # the GPUs each option's headline pays for, with those used beside them
+        "rec_gpus": headline_gpus(
+            plan.recommendation, plan.design, plan.demand_curve, plan.cost.mix
+        ),
+        "alt_gpus": [alternative_gpus(a) for a in plan.alternatives],
+        "rack_note": rack_power_note(plan.design) if plan.design is not None else None,
+        "no_rent_price": plan.cost.on_demand is None and not plan.cost.mix,
+        "rentable_alternative": rentable_alternative(plan.alternatives),
         "charts": _chart_slots(plan) if html else {},
         "css": Markup(css()) if html else "",
         "D": marker,

@@ -57,6 +57,10 @@ class OnPremInputs:
     # rent-or-own table counts them with the rent (None: not given; the report then reads them
     # from the plan's demand curve)
     burst_gpu_hours: float | None = None
+    # the most GPUs the owned fleet's work holds at once (the fleet policy's figure on the
+    # demand curve, `plan.demand_curve.held_at_once`): the sensitivity never prices a fleet
+    # with fewer whole nodes (None: not given; the tornado reads the demand's GPUs at once)
+    held_gpus: int | None = None
 
 
 @dataclass(frozen=True)

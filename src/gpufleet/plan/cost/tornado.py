@@ -8,6 +8,7 @@ modules' calculations with fresh, throwaway assumption logs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -57,8 +58,9 @@ class SensitivityInputs:
     Cloud: the optimised mix total for the demand. On-prem: cost per delivered GPU-hour ×
     the GPU-hours to deliver (the fleet's at the base, gpus × horizon × utilization), so that
     a higher utilization means a smaller fleet for the same work, but never one smaller than
-    the GPUs the work holds every hour (`Demand.baseline_gpus`). MFU and failure rate scale
-    the burst (training) GPU-hours; the baseline is not scaled.
+    the GPUs the work holds at once (`held_gpus`: a fleet set by its peak is no cheaper run
+    busier). MFU and failure rate scale the burst (training) GPU-hours; the baseline is not
+    scaled.
     """
 
     deployment: Literal["cloud", "on-prem"]
@@ -120,14 +122,68 @@ def _scenario_cost(inputs: SensitivityInputs, settings: Mapping[str, float], tra
     total_hours = demand.gpu_hours
     burst_share = demand.burst_gpu_hours / total_hours if total_hours > 0 else 0.0
     work = 1.0 + burst_share * (train - 1.0)  # the work, relative to the base
-    # a fleet run busier is a smaller fleet for the same work, but never smaller than the
-    # GPUs the work holds every hour: chat-70b's 8 GPUs serve around the clock, and +20 %
-    # utilization priced 6.67 of them
-    floor = min(1.0, demand.baseline_gpus / op.gpus) if op.gpus else 0.0
-    fleet = max(op.utilization / utilization, floor)
+    # the owned fleet for this much work at this utilization, relative to the base's
+    fleet = owned_fleet(inputs, utilization, work) / op.gpus if op.gpus else 1.0
     # demand above the owned fleet is rented: it moves with cloud prices and training hours
     rented = op.burst_rent_usd * price * train
-    return owning * fleet * work + rented
+    return owning * fleet + rented
+
+
+def held_gpus(inputs: SensitivityInputs) -> int:
+    """The fewest GPUs an owned fleet may have: the most its work holds at once, in whole
+    nodes (`OnPremInputs.held_gpus`; else the demand's GPUs at the busiest hour, else the
+    GPUs it holds every hour), at most the fleet. A gang runs whole: the 8B run of a
+    144-GPU plan needs 128 GPUs at once, and +20 % utilization priced 120."""
+    op = inputs.on_prem
+    if op is None or op.gpus <= 0:
+        return 0
+    per_node = op.gpus / op.nodes if op.nodes > 0 else 1.0
+    return min(op.gpus, math.ceil(_at_once(inputs) / per_node - 1e-9) * round(per_node))
+
+
+def _at_once(inputs: SensitivityInputs) -> int:
+    """The GPUs the owned fleet's work holds at once, before rounding to whole nodes."""
+    op = inputs.on_prem
+    if op is not None and op.held_gpus is not None:
+        return op.held_gpus
+    at_once = inputs.demand.gpus_at_once
+    return at_once if at_once is not None else inputs.demand.baseline_gpus
+
+
+def owned_fleet(inputs: SensitivityInputs, utilization: float, work: float = 1.0) -> float:
+    """The owned GPUs that deliver `work` × the base's GPU-hours at `utilization`: a less
+    busy fleet, or more work, needs more GPUs, a busier one or less work fewer, but never
+    fewer than `held_gpus`, so a fleet set by its peak is no cheaper when run busier or
+    when its runs take fewer GPU-hours (a faster run holds the same gang)."""
+    op = inputs.on_prem
+    if op is None:
+        raise ValueError("an on-prem sensitivity needs on-prem inputs")
+    return max(op.gpus * op.utilization / utilization * work, float(held_gpus(inputs)))
+
+
+def _fleet_labels(inputs: SensitivityInputs, factor: Factor) -> tuple[str, str, str]:
+    """(low label, high label, note) of the on-prem utilization row: the owned fleet each
+    end prices, and what the row varies, from the numbers it uses."""
+    op = inputs.on_prem
+    if op is None:
+        raise ValueError("an on-prem sensitivity needs on-prem inputs")
+    held = held_gpus(inputs)
+    labels: list[str] = []
+    for setting in (factor.low, factor.high):
+        u = min(1.0, op.utilization * setting)
+        at_floor = op.gpus * op.utilization / u < held
+        labels.append(
+            f"{_label(factor.name, setting)}: {owned_fleet(inputs, u):,.0f} GPUs"
+            + (" (no fewer: in use at once)" if at_floor else "")
+        )
+    need = _at_once(inputs)
+    nodes = f", {held:,} in whole nodes" if need < held else ""
+    note = (
+        f"the owned fleet that delivers the same GPU-hours: {op.gpus:,} GPUs × "
+        f"{op.utilization:.0%} ÷ the utilization, never fewer than the {need:,} GPUs its "
+        f"work holds at once{nodes}"
+    )
+    return labels[0], labels[1], note
 
 
 def _label(factor: str, multiplier: float) -> str:
@@ -143,7 +199,8 @@ def sensitivity(
 ) -> list[dict[str, float | str]]:
     """Tornado rows: the deployment's total cost with one factor at its low and high end.
 
-    utilization × (1 ± 20 %) (capped at 1; on-prem only: cloud rents the hours it uses), GPU
+    utilization × (1 ± 20 %) (capped at 1; on-prem only: cloud rents the hours it uses; its
+    labels name the owned fleet each end prices and its `note` what the row varies), GPU
     price × (1 ± 30 %) (cloud prices or the systems' purchase price), MFU × (1 ± 15 %)
     (training GPU-hours ÷ the multiplier), failure rate × 0.5 / × 2 (training GPU-hours ×
     `failure_hours`; the row is left out when it is not given), electricity × (1 ± 50 %)
@@ -174,17 +231,19 @@ def sensitivity(
                 ends.append(_scenario_cost(inputs, {}, train))
             else:
                 ends.append(_scenario_cost(inputs, {factor.name: setting}, 1.0))
-        rows.append(
-            {
-                "factor": factor.name,
-                "low_label": _label(factor.name, factor.low),
-                "high_label": _label(factor.name, factor.high),
-                "low_usd": ends[0],
-                "high_usd": ends[1],
-                "base_usd": base,
-                "swing_usd": abs(ends[1] - ends[0]),
-            }
-        )
+        row: dict[str, float | str] = {
+            "factor": factor.name,
+            "low_label": _label(factor.name, factor.low),
+            "high_label": _label(factor.name, factor.high),
+            "low_usd": ends[0],
+            "high_usd": ends[1],
+            "base_usd": base,
+            "swing_usd": abs(ends[1] - ends[0]),
+        }
+        if factor.name == UTILIZATION and inputs.deployment == "on-prem":
+            # what an owned fleet's utilization moves: its size for the same work
+            row["low_label"], row["high_label"], row["note"] = _fleet_labels(inputs, factor)
+        rows.append(row)
     rows.sort(key=lambda r: -float(r["swing_usd"]))
     if log is not None:
         log.add(
@@ -193,4 +252,11 @@ def sensitivity(
             "gpufleet (derived): utilization ±20 %, GPU price ±30 %, MFU ±15 %, failure rate "
             "×0.5/×2, electricity ±50 % (docs/design/0007-cost-model.md)",
         )
+        for row in rows:
+            if "note" in row:
+                log.add(
+                    f"sensitivity: {row['factor']}",
+                    f"{row['low_label']}; {row['high_label']}",
+                    f"gpufleet (derived): {row['note']}",
+                )
     return rows

@@ -183,6 +183,7 @@ def _design(  # noqa: PLR0917 - design_cluster's own arguments, passed on
         nodes=nodes,
         racks=racks,
         rack_power_kw=rack_kw,
+        rack_power_stated_kw=prefs.rack_power_kw if rack_kw > prefs.rack_power_kw else None,
         power_kw=power,
         scaleup_domain_gpus=shape.scaleup_domain_gpus,
         fabric=fabric,

@@ -14,7 +14,7 @@ from gpufleet.catalog.fabrics import get_fabric
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.design.fabric import FatTree
 from gpufleet.plan.design.system import Shape
-from gpufleet.plan.model import Fabric, Storage
+from gpufleet.plan.model import Design, Fabric, Storage
 from gpufleet.specs.plan import OnPremPreferences
 
 # Rack space: a standard 42U rack, all of it usable for compute systems (management
@@ -60,6 +60,24 @@ def size_racks(
         "compute racks only, network and storage racks not counted",
     )
     return math.ceil(units / per_rack), max(budget, shape.unit_kw)
+
+
+def rack_power_note(design: Design) -> str | None:
+    """The sentence for a design whose stated rack power budget cannot hold one unit
+    (`Design.rack_power_stated_kw`): what was stated, what one unit draws and what the plan
+    assumed instead. A 5 kW budget with DGX H100s (10.2 kW each) showed "Rack power budget
+    10.2 kW per rack" unmarked; only an appendix row said the racks need liquid cooling."""
+    stated = design.rack_power_stated_kw
+    if stated is None or design.rack_power_kw <= stated:
+        return None
+    kw = f"{design.rack_power_kw:,.1f}"
+    racks = f"{design.racks:,} rack{'s' if design.racks != 1 else ''}"
+    return (
+        f"the stated rack power budget of {stated:g} kW cannot hold one {design.system}, "
+        f"which draws {kw} kW: the plan assumes {kw} kW racks instead, one {design.system} "
+        f"each ({racks}), which need liquid cooling or a higher-density rack; set "
+        "on_prem.rack_power_kw to what the site can supply"
+    )
 
 
 def switch_kw(fabric: FabricRow, radix: int) -> float:
