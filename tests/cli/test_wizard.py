@@ -616,3 +616,15 @@ def test_a_spec_path_under_a_file_exits_2_naming_it(
     assert code == EXIT_USER_ERROR
     assert f"--spec {spec}: cannot write there ({blocker} is not a folder)" in err
     assert "Traceback" not in err
+
+
+def test_an_answers_file_may_name_the_serving_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The wizard asks for the engine and the guide lists `engine` as an answer, but the
+    answers file refused it as an unknown key."""
+    code, _, err, spec_path = answer(tmp_path, {**CHAT, "engine": "tensorrt-llm"}, capsys)
+    assert code == 0, err
+    (w,) = load(PlanSpec, spec_path).workloads
+    assert isinstance(w, InferenceWorkload)
+    assert w.serving.engine == "tensorrt-llm"

@@ -55,6 +55,7 @@ WORKLOAD_KEYS: dict[str, str] = {
     "output_tokens": "for serving workloads",
     "ttft_p99_ms": "for serving workloads",
     "tpot_p99_ms": "for serving workloads",
+    "engine": "for serving workloads",
     "precision": "always",
     "max_gpus": "always",
     "team": "always",
