@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from gpufleet.estimate.goodput import default_reliability, goodput
+from gpufleet.estimate.goodput import Goodput, ReliabilityDefaults, default_reliability, goodput
 
 SPOT_NODE_GPUS = 8  # GPUs per spot instance: every GPU training instance in the catalog has 8
 SECONDS_PER_DAY = 86_400.0
@@ -53,30 +53,26 @@ def spot_overhead_fraction(
         raise ValueError(f"a spot run needs GPUs and time (got {gpus} GPUs, {ideal_time_s} s)")
     nodes = math.ceil(gpus / node_gpus)
     base = default_reliability()
-    on_demand = goodput(
-        gpus=gpus,
-        ideal_time_s=ideal_time_s,
-        checkpoint_bytes=checkpoint_bytes,
-        storage_bytes_per_s=run.storage_bytes_per_s,
-        gpu_mtbf_s=run.gpu_mtbf_s,
-        restart_s=run.restart_s,
-        checkpoint_interval_s=run.checkpoint_interval_s,
-    )
+
+    def run_with(defaults: ReliabilityDefaults) -> Goodput:
+        return goodput(
+            gpus=gpus,
+            ideal_time_s=ideal_time_s,
+            checkpoint_bytes=checkpoint_bytes,
+            storage_bytes_per_s=run.storage_bytes_per_s,
+            gpu_mtbf_s=run.gpu_mtbf_s,
+            restart_s=run.restart_s,
+            checkpoint_interval_s=run.checkpoint_interval_s,
+            defaults=defaults,
+        )
+
+    on_demand = run_with(base)
     reclaims = replace(
         base,
         job_interruption_rate_per_hour=base.job_interruption_rate_per_hour
         + nodes * reclaims_per_node_day / 24.0,
     )
-    on_spot = goodput(
-        gpus=gpus,
-        ideal_time_s=ideal_time_s,
-        checkpoint_bytes=checkpoint_bytes,
-        defaults=reclaims,
-        storage_bytes_per_s=run.storage_bytes_per_s,
-        gpu_mtbf_s=run.gpu_mtbf_s,
-        restart_s=run.restart_s,
-        checkpoint_interval_s=run.checkpoint_interval_s,
-    )
+    on_spot = run_with(reclaims)
     if on_spot.breakdown or on_demand.breakdown:
         return None
     return float(on_demand.fraction) / float(on_spot.fraction) - 1.0
