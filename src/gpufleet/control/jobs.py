@@ -24,7 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from sqlalchemy import bindparam, exists, func, insert, select
+from sqlalchemy import bindparam, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from gpufleet.cluster import Cluster
@@ -407,9 +407,27 @@ def list_jobs(
     return session.scalars(q).all()
 
 
+def locked(session: Session, job: Job) -> Job:
+    """`job` as the store has it now, held against other writers until the commit.
+
+    A state read before the write transaction may be stale: SQLite's driver begins the
+    transaction only at the first write, and PostgreSQL reads committed rows. A cancel read
+    a job as pending while the scheduler placed it, then wrote "cancelled" over "starting":
+    the job's GPUs stayed allocated to a cancelled job and the gangs behind it waited for
+    ever (the kill -9 test caught it). A no-op write first takes the row's lock (the
+    database's write lock on SQLite) before the job is read again."""
+    session.execute(
+        update(Job).where(Job.id == job.id).values(version=Job.version),
+        execution_options={"synchronize_session": False},
+    )
+    session.refresh(job)
+    return job
+
+
 def cancel(session: Session, who: Principal, job_id: int, now_s: float) -> Job:
     job = visible_job(session, who, job_id)
     who.require_team_write(job.team_id)
+    job = locked(session, job)  # the state decides what a cancel does: read it fresh
     if job.state in lifecycle.FINAL:
         raise UserError(f"job {job_id} is already {job.state}")
     if job.state in ("pending", "admitted"):

@@ -164,6 +164,12 @@ class Reconciler:
         signals: list[tuple[RunKey, bool]] = []
         try:
             with self.sessions.begin() as s:
+                # a write first: on SQLite the transaction (and its one-writer lock) then
+                # covers the reads the decisions rest on, so a cancel cannot commit between
+                # them and the commit (it would be written over); the renewal below checks
+                # the lease again at the end
+                if not renew(s, "reconciler", self.config.holder, now, self.config.lease_s):
+                    raise LeaseLost("lease lost before the cycle")
                 d = self._decide(s, now, report)
                 if d is not None:
                     signals = self._commit(s, d, now, report)
