@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +93,9 @@ REASON_NEGATIVE = (
     "expected rework + restart per failure reaches the job MTBF: "
     "the first-order model predicts no progress"
 )
+
+if TYPE_CHECKING:
+    from gpufleet.specs.training import Reliability
 
 
 class ReliabilityRow(CatalogRow):
@@ -384,6 +388,33 @@ class Goodput:
     gpu_hours: FloatOrArray
     breakdown: BoolOrArray
     reason: StrOrArray
+
+
+def checkpoint_write_rule(
+    rel: Reliability | None, checkpoint_bytes: float
+) -> Callable[[int], float]:
+    """A training run's checkpoint write bandwidth (bytes/s) on a GPU count: the storage its
+    spec states (`rel.checkpoint_storage`), else what gpufleet builds for it
+    (`designed_checkpoint_write_bytes_per_s`, at the failure rate and interval its goodput
+    uses). The planner costs each layout at this rate and the design builds it, so the plan
+    reports goodput from the storage it designs (the design sized checkpoint / 300 s, 21.6
+    GB/s for 405B, while the goodput assumed 2,000 GB/s); `estimate training` uses it too,
+    so the two agree on a run's wall clock."""
+    if rel is not None and rel.checkpoint_storage is not None:
+        given = float(rel.checkpoint_storage)
+        return lambda _gpus: given
+
+    def designed(gpus: int) -> float:
+        return float(
+            designed_checkpoint_write_bytes_per_s(
+                gpus=gpus,
+                checkpoint_bytes=checkpoint_bytes,
+                gpu_mtbf_s=rel.gpu_mtbf if rel else None,
+                checkpoint_interval_s=rel.checkpoint_interval if rel else None,
+            )
+        )
+
+    return designed
 
 
 def goodput(

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.goodput import (
+    checkpoint_write_rule,
     default_reliability,
-    designed_checkpoint_write_bytes_per_s,
     goodput,
 )
 from gpufleet.estimate.params import parameter_count
@@ -391,20 +391,13 @@ def _checkpoint_storage(
 ) -> float:
     """The checkpoint write bandwidth the run's goodput is computed at: the spec's
     `reliability.checkpoint_storage`, else the storage `gpufleet plan` would build for this
-    run (`designed_checkpoint_write_bytes_per_s`). The goodput model's own default (2,000
+    run (`goodput.checkpoint_write_rule`, as the planner). The goodput model's own default (2,000
     GB/s, Meta's Tectonic) gave `estimate training` a different wall clock than a plan of
     the same run: 405B on 16,384 GPUs got 2,000 GB/s here and 2,955 GB/s there."""
     rel = spec.reliability
+    rate = checkpoint_write_rule(rel, checkpoint_bytes)(gpus)
     if rel is not None and rel.checkpoint_storage is not None:
-        return float(rel.checkpoint_storage)
-    rate = float(
-        designed_checkpoint_write_bytes_per_s(
-            gpus=gpus,
-            checkpoint_bytes=checkpoint_bytes,
-            gpu_mtbf_s=rel.gpu_mtbf if rel else None,
-            checkpoint_interval_s=rel.checkpoint_interval if rel else None,
-        )
-    )
+        return rate
     log.add(
         "checkpoint_storage",
         f"{format_gb(rate)}/s",

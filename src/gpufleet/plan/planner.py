@@ -24,6 +24,7 @@ from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.pricing import GpuHourPrice, PriceScope, cheapest_gpu_hour, no_price_reason
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.estimate.goodput import checkpoint_write_rule
 from gpufleet.estimate.params import parameter_count
 from gpufleet.estimate.training import TRAINING_STATE_BYTES_PER_PARAM
 from gpufleet.estimate.training_estimate import TrainingEstimate, estimate_training
@@ -47,7 +48,7 @@ from gpufleet.plan.cost.instances import instance_floor, priced_on_instances, re
 from gpufleet.plan.cost.prices import cloud_price_offers
 from gpufleet.plan.cost.tco import NoOnPremPriceError, hardware_price
 from gpufleet.plan.demand_curve import gpus_at_once
-from gpufleet.plan.design.storage import checkpoint_storage_as_costed, checkpoint_write_rule
+from gpufleet.plan.design.storage import checkpoint_storage_as_costed
 from gpufleet.plan.inference_search import ONE_NODE_ONLY, search_inference
 from gpufleet.plan.model import (
     Alternative,

@@ -15,7 +15,7 @@ or the storage the spec states. A 405B plan designed 21.6 GB/s beside a goodput 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpufleet.catalog.storage import Storage as StorageRow
@@ -24,12 +24,10 @@ from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.goodput import (
     CHECKPOINT_WRITE_MAX_S,
     CHECKPOINT_WRITE_SHARE,
-    designed_checkpoint_write_bytes_per_s,
 )
 from gpufleet.formatting import fmt_duration, fmt_pct, format_gb
 from gpufleet.plan.design.need import TrafficNeed
 from gpufleet.plan.model import Design, Storage, WorkloadChoice
-from gpufleet.specs.training import Reliability
 
 STORAGE_HEADROOM = 0.20
 # Token ids as stored for training: int32 once the vocabulary exceeds uint16
@@ -116,32 +114,6 @@ def size_storage(
         units=units,
         rationale=rationale,
     )
-
-
-def checkpoint_write_rule(
-    rel: Reliability | None, checkpoint_bytes: float
-) -> Callable[[int], float]:
-    """A training run's checkpoint write bandwidth (bytes/s) on a GPU count: the storage its
-    spec states (`rel.checkpoint_storage`), else what gpufleet builds for it
-    (`designed_checkpoint_write_bytes_per_s`, at the failure rate and interval its goodput
-    uses). The planner costs each layout at this rate and the design builds it, so the plan
-    reports goodput from the storage it designs: the design sized checkpoint / 300 s (21.6 GB/s
-    for 405B) while the goodput assumed 2,000 GB/s."""
-    if rel is not None and rel.checkpoint_storage is not None:
-        given = float(rel.checkpoint_storage)
-        return lambda _gpus: given
-
-    def designed(gpus: int) -> float:
-        return float(
-            designed_checkpoint_write_bytes_per_s(
-                gpus=gpus,
-                checkpoint_bytes=checkpoint_bytes,
-                gpu_mtbf_s=rel.gpu_mtbf if rel else None,
-                checkpoint_interval_s=rel.checkpoint_interval if rel else None,
-            )
-        )
-
-    return designed
 
 
 def checkpoint_storage_as_costed(
