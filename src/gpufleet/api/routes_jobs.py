@@ -192,12 +192,13 @@ def checkpoint(job_id: JobId, body: CheckpointIn, who: Caller, ctx: Ctx, s: Db) 
     """A job (with its team's token) acknowledges a checkpoint it has written."""
     job = jobs.visible_job(s, who, job_id)
     who.require_team_write(job.team_id)
+    job = lifecycle.locked(s, job)  # the reconciler may be moving it: decide on the stored state
     if job.state not in ("starting", "running", "stopping"):
         raise UserError(f"job {job_id} is {job.state}: only a running job checkpoints")
     now = ctx.clock()
     at = now if body.at_s is None else min(body.at_s, now)
-    job.last_checkpoint_s = at
-    job.version += 1  # the scheduler's view (victim choice) reads it
-    lifecycle.record(s, job, "checkpointed", at, f"acknowledged by {who.user}")
+    with jobs.checked_writes(s, f"job {job_id}"):  # the write raises its version (`Job`)
+        job.last_checkpoint_s = at
+        lifecycle.record(s, job, "checkpointed", at, f"acknowledged by {who.user}")
     s.commit()
     return job_out(s, job, now, full=who.is_admin)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
@@ -24,13 +25,15 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from sqlalchemy import bindparam, exists, func, insert, select, update
+from sqlalchemy import bindparam, exists, func, insert, select
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
 
 from gpufleet.cluster import Cluster
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import (
     NAME_RE,
+    AdminError,
     audit,
     check_class_allowed,
     priority_class,
@@ -40,6 +43,7 @@ from gpufleet.control.auth import ForbiddenError, NotFoundError, Principal
 from gpufleet.control.chargeback_budget import gpu_hours_pair
 from gpufleet.control.eta import RunningJob
 from gpufleet.control.ledger import month_gpu_hours
+from gpufleet.control.lifecycle import locked
 from gpufleet.control.models import Job, JobEvent, PriorityClass, Project, Team
 from gpufleet.control.quota_room import (
     QuotaRoom,
@@ -407,21 +411,23 @@ def list_jobs(
     return session.scalars(q).all()
 
 
-def locked(session: Session, job: Job) -> Job:
-    """`job` as the store has it now, held against other writers until the commit.
+class JobChangedError(AdminError):
+    """A job changed between a request's read and its write (the scheduler placed it, another
+    request cancelled it): the write is refused rather than made over the change (409 from the
+    API, a message from the portal), and the caller reloads and decides again."""
 
-    A state read before the write transaction may be stale: SQLite's driver begins the
-    transaction only at the first write, and PostgreSQL reads committed rows. A cancel read
-    a job as pending while the scheduler placed it, then wrote "cancelled" over "starting":
-    the job's GPUs stayed allocated to a cancelled job and the gangs behind it waited for
-    ever (the kill -9 test caught it). A no-op write first takes the row's lock (the
-    database's write lock on SQLite) before the job is read again."""
-    session.execute(
-        update(Job).where(Job.id == job.id).values(version=Job.version),
-        execution_options={"synchronize_session": False},
-    )
-    session.refresh(job)
-    return job
+
+@contextmanager
+def checked_writes(session: Session, what: str) -> Iterator[None]:
+    """Write a request's changes at the end of the block, so that one over a job changed since
+    it was read (`Job.version` no longer the one read: StaleDataError), at that flush or at an
+    autoflush inside the block, fails here, as a message for the caller, and not at the
+    route's commit, as a server error. `what`: the job(s) written, for the message."""
+    try:
+        yield
+        session.flush()
+    except StaleDataError:
+        raise JobChangedError(f"{what} changed while you acted; reload and retry") from None
 
 
 def cancel(session: Session, who: Principal, job_id: int, now_s: float) -> Job:
@@ -430,18 +436,19 @@ def cancel(session: Session, who: Principal, job_id: int, now_s: float) -> Job:
     job = locked(session, job)  # the state decides what a cancel does: read it fresh
     if job.state in lifecycle.FINAL:
         raise UserError(f"job {job_id} is already {job.state}")
-    if job.state in ("pending", "admitted"):
-        lifecycle.move(session, job, "cancelled", now_s, f"cancelled by {who.user}")
-        job.finished_s = now_s
-        job.placement = []
-    elif job.state == "stopping":
-        job.stop_for = "cancel"  # whatever stopped it, it does not come back
-        lifecycle.record(session, job, "cancel", now_s, f"cancel requested by {who.user}")
-    else:
-        job.stop_for = "cancel"
-        lifecycle.move(session, job, "stopping", now_s, f"cancel requested by {who.user}")
-    if who.role in ("admin", "lead"):
-        audit(session, who, "job.cancel", f"job/{job_id}", now_s)
+    with checked_writes(session, f"job {job_id}"):
+        if job.state in ("pending", "admitted"):
+            lifecycle.move(session, job, "cancelled", now_s, f"cancelled by {who.user}")
+            job.finished_s = now_s
+            job.placement = []
+        elif job.state == "stopping":
+            job.stop_for = "cancel"  # whatever stopped it, it does not come back
+            lifecycle.record(session, job, "cancel", now_s, f"cancel requested by {who.user}")
+        else:
+            job.stop_for = "cancel"
+            lifecycle.move(session, job, "stopping", now_s, f"cancel requested by {who.user}")
+        if who.role in ("admin", "lead"):
+            audit(session, who, "job.cancel", f"job/{job_id}", now_s)
     return job
 
 
@@ -452,15 +459,18 @@ def set_priority(session: Session, who: Principal, job_id: int, priority: str, n
         raise ForbiddenError("only a team lead or an admin changes priorities")
     pc = priority_class(session, priority)
     check_class_allowed(session, who, job.team, pc)
+    # read fresh and held: written over a version the scheduler has already moved past, the
+    # change would reuse a version it cached its view of the job under, and never reach it
+    job = locked(session, job)
     if job.state in lifecycle.FINAL:
         raise UserError(f"job {job_id} is {job.state}; its priority no longer matters")
     old = job.priority_class
-    job.priority_class = pc.name
-    job.preemptible = job.preemptible and pc.preemptible
-    job.queue_order_s = None  # joins its new class by queue time: a move stays in its class
-    job.version += 1
-    lifecycle.record(session, job, "priority", now_s, f"{old} -> {pc.name} by {who.user}")
-    audit(session, who, "job.priority", f"job/{job_id}", now_s, old=old, new=pc.name)
+    with checked_writes(session, f"job {job_id}"):
+        job.priority_class = pc.name
+        job.preemptible = job.preemptible and pc.preemptible
+        job.queue_order_s = None  # joins its new class by queue time: a move stays in it
+        lifecycle.record(session, job, "priority", now_s, f"{old} -> {pc.name} by {who.user}")
+        audit(session, who, "job.priority", f"job/{job_id}", now_s, old=old, new=pc.name)
     return job
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from gpufleet.control.models import Job, JobEvent
@@ -85,3 +86,22 @@ def record(session: Session, job: Job, kind: str, at_s: float, message: str = ""
     event = JobEvent(job_id=job.id, at_s=at_s, kind=kind, attempt=job.attempt, message=message)
     session.add(event)
     return event
+
+
+def locked(session: Session, job: Job) -> Job:
+    """`job` as the store has it now, held against other writers until the commit.
+
+    A state read before the write transaction may be stale: SQLite's driver begins the
+    transaction only at the first write, and PostgreSQL reads committed rows. A cancel read
+    a job as pending while the scheduler placed it, then wrote "cancelled" over "starting":
+    the job's GPUs stayed allocated to a cancelled job and the gangs behind it waited for
+    ever (the kill -9 test caught it). A no-op write first takes the row's lock (the
+    database's write lock on SQLite) before the job is read again: a change decided on that
+    read is written at the version it read (`Job.version`), which no one else can move before
+    the commit."""
+    session.execute(
+        update(Job).where(Job.id == job.id).values(version=Job.version),
+        execution_options={"synchronize_session": False},
+    )
+    session.refresh(job)
+    return job

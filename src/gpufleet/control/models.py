@@ -184,6 +184,16 @@ class Job(Base):
     stop_for: Mapped[str | None] = mapped_column(String(16))  # preempt | cancel | requeue
     version: Mapped[int] = mapped_column(Integer, default=0)
 
+    # Optimistic concurrency: every ORM UPDATE of a job sets `version` one higher and carries
+    # `WHERE version = <the version read>`, so a write over a job another writer changed since
+    # it was read fails (StaleDataError) instead of overwriting the change. PostgreSQL reads
+    # committed rows: the reconciler read job 32 as pending, a cancel committed, and the
+    # reconciler's placement was written over "cancelled" (its GPUs stayed allocated to a
+    # cancelled job). The counter is also the key of the scheduler's cached view of a job
+    # (`Reconciler._specs`), so no change can leave that view stale. A Core UPDATE of jobs
+    # must raise the version itself.
+    __mapper_args__ = {"version_id_col": version}  # noqa: RUF012 - SQLAlchemy types it
+
     team: Mapped[Team] = relationship()
     events: Mapped[list[JobEvent]] = relationship(
         back_populates="job", cascade="all, delete-orphan", order_by="JobEvent.id", viewonly=True

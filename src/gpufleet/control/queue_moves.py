@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from gpufleet.control import lifecycle
 from gpufleet.control.admin import audit
 from gpufleet.control.auth import ForbiddenError, Principal
-from gpufleet.control.jobs import ordered_places, visible_job
+from gpufleet.control.jobs import checked_writes, ordered_places, visible_job
 from gpufleet.control.models import Job
 from gpufleet.errors import UserError
 from gpufleet.sched.registry import resolve
@@ -99,24 +99,26 @@ def move_job(
         return job
     places = [_lead_key(j) for j in queue]  # sorted: the queue's own order
     keys = ordered_places([str(j.id) for j in moved], places, never_ahead=False)
-    for j, key in zip(moved, keys, strict=True):
-        if key != queue_order(j):
-            j.queue_order_s = key
-            j.version += 1  # the reconciler's cached scheduler view refreshes
     group = f"{job.team.name}'s {job.priority_class} jobs"
     place = f"{at + 1} -> {to + 1} of {len(queue)}"
-    lifecycle.record(session, job, "moved", now_s, f"{what} among {group} ({place}) by {who.user}")
-    audit(
-        session,
-        who,
-        "job.move",
-        f"job/{job_id}",
-        now_s,
-        to=where if isinstance(where, str) else f"before job/{where.job_id}",
-        place_from=at + 1,
-        place_to=to + 1,
-        of=len(queue),
-    )
+    # SQLite locks no rows: a job of the queue may have changed since it was read
+    with checked_writes(session, f"the waiting jobs of job {job_id}'s class"):
+        for j, key in zip(moved, keys, strict=True):
+            if key != queue_order(j):
+                j.queue_order_s = key  # its version rises: the scheduler's view refreshes
+        message = f"{what} among {group} ({place}) by {who.user}"
+        lifecycle.record(session, job, "moved", now_s, message)
+        audit(
+            session,
+            who,
+            "job.move",
+            f"job/{job_id}",
+            now_s,
+            to=where if isinstance(where, str) else f"before job/{where.job_id}",
+            place_from=at + 1,
+            place_to=to + 1,
+            of=len(queue),
+        )
     return job
 
 
@@ -160,6 +162,7 @@ def _class_queue(session: Session, job: Job) -> list[Job]:
             Job.state == "pending",
             Job.priority_class == job.priority_class,
         )
+        .order_by(Job.id)  # locked in id order, as a flush writes them: no deadlock
         .with_for_update()  # PostgreSQL locks the rows; SQLite has one writer anyway
         .execution_options(populate_existing=True)
     ).all()

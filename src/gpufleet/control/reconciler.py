@@ -18,9 +18,12 @@ Each cycle:
 
 Because the store is written before the executor is told anything, a crash at any
 point leaves either an order not yet given (given at the next cycle) or one given
-twice (ignored by the executor): never a job started twice or a GPU held twice.
+twice (ignored by the executor): never a job started twice or a GPU held twice. A
+transaction that finds a job changed under it (another writer committed between its read
+and its write: `Job.version`, SQLAlchemy's version counter) rolls back whole and is done
+again on fresh reads (`_retrying`); one that keeps losing gives the cycle up.
 
-Why one file (about 860 lines): a cycle is one transaction over the six steps above, and
+Why one file (about 970 lines): a cycle is one transaction over the six steps above, and
 every helper here reads or writes that transaction's rows, in that order. The store
 (`models`, `lifecycle`), the queue (`jobs`), ETAs (`eta`) and the executors live elsewhere.
 It shrinks when one applier replaces `_write` (design 0015, "What is left").
@@ -33,10 +36,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
 
 from gpufleet.cluster import Branch, Claim, Cluster, MigSlice, Share, State, Whole
 from gpufleet.control import lifecycle, snapshot
@@ -71,6 +75,11 @@ log = logging.getLogger(__name__)
 DOWN = "node-down:"
 WAITING = "admitted:"  # placeholder holding an admitted job's free planned GPUs
 BACKOFF_S = (10.0, 30.0, 90.0, 270.0, 600.0)
+# tries of one of a cycle's transactions when a job it writes changed under it (another
+# writer committed between its read and its write); then the cycle gives up, and the next
+# one reads the store again
+STALE_TRIES = 3
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,9 @@ class Reconciler:
         self.leading = False
         # scheduler views of jobs by (id, version): every change to a job bumps its version
         self._specs: dict[tuple[int, int], JobSpec] = {}
+        # the executor's events a cycle polled but could not record (it gave up on a job
+        # changing under it): the next cycle records them first
+        self._unrecorded: list[ExecEvent] = []
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -144,40 +156,24 @@ class Reconciler:
             self.leading = renew(s, "reconciler", self.config.holder, now, self.config.lease_s)
         report.leader = self.leading
         if not self.leading:
+            self._unrecorded = []  # the leader's executor reports its own
             return report
         if not was_leading:
             self.adopt()
-        self._engine_node_states(now)  # before the poll: see the method
-        known = self.executor.active()  # before the poll: what ends during it is in its events
-        events = list(self.executor.poll(now))
-        with self.sessions.begin() as s:
-            events += self._missing(s, known, events, now)
-            self._observe(s, events, now, report)
-            self._node_failures(s, now)
-            asked, kills = self._stops(s, now)
-        for key, checkpoints in asked:
-            self._ask_to_stop(key, checkpoints)
-        for key in kills:
-            self.executor.stop(key)
-        with self.sessions.begin() as s:
-            self._start_waiting(s, now)
-        signals: list[tuple[RunKey, bool]] = []
         try:
-            with self.sessions.begin() as s:
-                # a write first: on SQLite the transaction (and its one-writer lock) then
-                # covers the reads the decisions rest on, so a cancel cannot commit between
-                # them and the commit (it would be written over); the renewal below checks
-                # the lease again at the end
-                if not renew(s, "reconciler", self.config.holder, now, self.config.lease_s):
-                    raise LeaseLost("lease lost before the cycle")
-                d = self._decide(s, now, report)
-                if d is not None:
-                    signals = self._commit(s, d, now, report)
-                if not renew(s, "reconciler", self.config.holder, now, self.config.lease_s):
-                    raise LeaseLost("lease lost during the cycle")
+            signals = self._steps(now, report)
         except LeaseLost:
             self.leading = False
             report.leader = False
+            return report
+        except StaleDataError as exc:
+            log.warning(
+                "cycle %d gave up after %d tries: a job kept changing under it (%s); "
+                "nothing of it was written, the next cycle reads the store again",
+                self.cycles,
+                STALE_TRIES,
+                exc,
+            )
             return report
         for key, checkpoints in signals:
             self._ask_to_stop(key, checkpoints)
@@ -187,6 +183,81 @@ class Reconciler:
             self.executor.start(launch)
         report.wall_s = time.perf_counter() - started
         return report
+
+    def _steps(self, now: float, report: CycleReport) -> list[tuple[RunKey, bool]]:
+        """Steps 1 to 5 (the drive step's stop signals are returned). Each transaction is done
+        again on a fresh read when a job it writes changed under it (`_retrying`)."""
+        self._engine_node_states(now)  # before the poll: see the method
+        known = self.executor.active()  # before the poll: what ends during it is in its events
+        events, self._unrecorded = [*self._unrecorded, *self.executor.poll(now)], []
+        try:
+            asked, kills = self._retrying(
+                "observe", lambda s: self._observe_step(s, known, events, now, report)
+            )
+        except StaleDataError:
+            self._unrecorded = events
+            raise
+        for key, checkpoints in asked:
+            self._ask_to_stop(key, checkpoints)
+        for key in kills:
+            self.executor.stop(key)
+        self._retrying("start waiting", lambda s: self._start_waiting(s, now))
+        return self._retrying("decide", lambda s: self._decide_step(s, now, report))
+
+    def _retrying(self, step: str, work: Callable[[Session], T]) -> T:
+        """`work` in a transaction of its own, done again (up to `STALE_TRIES` in all) on a
+        fresh read where a job it writes changed since it read it: another writer (the API,
+        the telemetry loop) committed in between, and the write, made at the version read,
+        matched no row (StaleDataError). PostgreSQL's READ COMMITTED lets that happen in any
+        of the cycle's transactions. A try that failed wrote nothing: its transaction rolled
+        back whole. Raises StaleDataError when the last try fails too."""
+        for tries in range(1, STALE_TRIES):
+            try:
+                with self.sessions.begin() as s:
+                    return work(s)
+            except StaleDataError as exc:
+                log.info(
+                    "cycle %d, %s: a job changed under it (%s); try %d of %d",
+                    self.cycles,
+                    step,
+                    exc,
+                    tries + 1,
+                    STALE_TRIES,
+                )
+        with self.sessions.begin() as s:
+            return work(s)
+
+    def _observe_step(
+        self,
+        s: Session,
+        known: set[RunKey],
+        events: list[ExecEvent],
+        now: float,
+        report: CycleReport,
+    ) -> tuple[list[tuple[RunKey, bool]], list[RunKey]]:
+        """Steps 1 and 2 in one transaction: the events, node failures, stops."""
+        report.finished.clear()  # a try that failed recorded nothing
+        self._observe(s, [*events, *self._missing(s, known, events, now)], now, report)
+        self._node_failures(s, now)
+        return self._stops(s, now)
+
+    def _decide_step(
+        self, s: Session, now: float, report: CycleReport
+    ) -> list[tuple[RunKey, bool]]:
+        """Steps 4 and 5 in one transaction, between two lease renewals."""
+        report.admitted.clear()  # a try that failed wrote nothing
+        report.preempted.clear()
+        # a write first: on SQLite the transaction (and its one-writer lock) then covers the
+        # reads the decisions rest on, so a cancel cannot commit between them and the commit;
+        # on PostgreSQL one can, and `_commit` finds it by the jobs' versions. The renewal at
+        # the end checks the lease again.
+        if not renew(s, "reconciler", self.config.holder, now, self.config.lease_s):
+            raise LeaseLost("lease lost before the cycle")
+        d = self._decide(s, now, report)
+        signals = [] if d is None else self._commit(s, d, now, report)
+        if not renew(s, "reconciler", self.config.holder, now, self.config.lease_s):
+            raise LeaseLost("lease lost during the cycle")
+        return signals
 
     def adopt(self) -> int:
         """On becoming leader (at start, or taking over from a dead server): hand the attempts
@@ -231,8 +302,7 @@ class Reconciler:
                     s, job, "staged", ev.at_s, f"data staged in {ev.seconds or 0:.1f} s"
                 )
             elif ev.kind == "checkpointed":
-                job.last_checkpoint_s = ev.at_s
-                job.version += 1  # the scheduler's view (victim choice) reads it
+                job.last_checkpoint_s = ev.at_s  # its version rises: the scheduler's view reads it
                 lifecycle.record(s, job, "checkpointed", ev.at_s)
             elif ev.kind in ("exited", "lost"):
                 self._ended(s, job, ev, now)
@@ -358,9 +428,12 @@ class Reconciler:
         reported = node_states()
         if not reported:
             return
-        with self.sessions.begin() as s:
+
+        def record(s: Session) -> None:
             if apply_node_states(s, reported, self.executor.name, now):
                 self._node_failures(s, now)
+
+        self._retrying("node states", record)
 
     def _node_failures(self, s: Session, now: float) -> None:
         """Jobs on a node marked down are stopped at once (no grace: the node is gone) and
@@ -610,6 +683,9 @@ class Reconciler:
         unique index on live devices checks every new allocation at that flush)."""
         ids = [int(n) for n in (*d.preempted, *d.admitted)]
         jobs = {j.id: j for j in s.scalars(select(Job).where(Job.id.in_(ids)))} if ids else {}
+        for job in jobs.values():  # `_specs`: the (id, version) pairs the decisions rest on
+            if (job.id, job.version) not in self._specs:  # PostgreSQL: another writer's
+                raise StaleDataError(f"job {job.id} changed after the cycle read it")
         with s.no_autoflush:
             signals = self._write(s, d, jobs, now, report)
         s.flush()

@@ -554,6 +554,9 @@ def _detect_idle(
         f"(now {util:.1f} %)"
     )
     reclaim = policy == "reclaim" and job.preemptible
+    if reclaim:  # a stop decides on the state as stored (the reconciler may have moved it)
+        job = lifecycle.locked(session, job)
+        reclaim = job.state in ("starting", "running")
     team = job.team.name
     if reclaim:
         job.stop_for = "idle"
