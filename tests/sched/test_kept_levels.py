@@ -153,7 +153,6 @@ def test_a_promotion_due_at_the_cycles_very_time_is_made() -> None:
 
 _RUNNING = st.lists(
     st.tuples(
-        st.sampled_from((0.0, 0.0, 60.0, 500.0, 2_000.0)),  # service before this run
         st.floats(0.0, 1_000.0),  # start
         st.sampled_from((0, 500, 1_000, 2_000, 8_000)),  # milli-GPUs held
     ),
@@ -164,20 +163,20 @@ _RUNNING = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(running=_RUNNING, gone=st.sets(st.integers(0, 24)), later=st.floats(0.0, 5_000.0))
 def test_the_running_census_ranks_as_a_recount(
-    running: list[tuple[float, float, int]], gone: set[int], later: float
+    running: list[tuple[float, int]], gone: set[int], later: float
 ) -> None:
     """The highest queue and the jobs above each queue, read off the crossing times, equal
-    a recount of every job's attained service now (`LasQueues.by_service`)."""
+    a recount of every job's service in its current run now (`LasQueues.by_service`)."""
     census = RunningLas(QUEUES)
-    kept: dict[str, tuple[float, float, int]] = {}
+    kept: dict[str, tuple[float, int]] = {}
     for i, record in enumerate(running):
         census.add(f"r{i}", *record)
         kept[f"r{i}"] = record
     for i in gone:
         census.remove(f"r{i}")  # a name it never held is ignored
         kept.pop(f"r{i}", None)
-    now = max((r[1] for r in running), default=0.0) + later
-    queue_of = {name: QUEUES.by_service(attained_at(*r, now)) for name, r in kept.items()}
+    now = max((r[0] for r in running), default=0.0) + later
+    queue_of = {name: QUEUES.by_service(attained_at(0.0, *r, now)) for name, r in kept.items()}
     assert census.highest(now) == max(queue_of.values(), default=-1)
     for q in range(-1, 3):
         assert set(census.above(q, now)) == {n for n, mine in queue_of.items() if mine > q}

@@ -29,10 +29,14 @@ def test_queues_by_hand() -> None:
     assert QUEUES.by_service(0.0) == 0
     assert QUEUES.by_service(57_599.0) == 0
     assert QUEUES.by_service(57_600.0) == 1
-    # a running 8-GPU job: 10 GPU-hours before, 1 hour now (8 GPU-hours) -> 18 -> queue 1
+    # a running 8-GPU job: its queue counts this run only (10 GPU-hours before do not):
+    # 1 hour now is 8 GPU-hours -> queue 0; 2 hours, 16 GPU-hours -> queue 1
     r = running("r", "h-0", list(range(8)), attained_gpu_s=36_000.0, started_s=NOW - 3600)
-    assert QUEUES.attained_now(r, 8_000, NOW) == pytest.approx(36_000 + 8 * 3600)
-    assert QUEUES.running(r, 8_000, NOW) == 1
+    assert QUEUES.run_service_gpu_s(r, 8_000, NOW) == pytest.approx(8 * 3600)
+    assert QUEUES.running(r, 8_000, NOW) == 0
+    assert QUEUES.running(r, 8_000, NOW + 3600) == 1
+    # waiting, the same job sits in queue 1 by all it has had (10 + 8 GPU-hours)
+    assert QUEUES.served(r.replaced({"attained_gpu_s": 36_000.0 + 8 * 3600})) == 1
 
 
 def test_a_starving_job_is_promoted_by_its_waiting_not_its_age() -> None:
@@ -47,7 +51,7 @@ def test_a_starving_job_is_promoted_by_its_waiting_not_its_age() -> None:
 def test_a_less_served_job_evicts_a_more_served_one_of_its_own_team() -> None:
     c, state = cluster(*leaves(1))
     long_run = running(
-        "long", "h-0", list(range(8)), attained_gpu_s=50_000.0, started_s=NOW - 3600, **SAVES
+        "long", "h-0", list(range(8)), attained_gpu_s=50_000.0, started_s=NOW - 9000, **SAVES
     )
     new = job("new", gpus=8, submitted_s=NOW - 60)
     d = decide(c, state, [long_run], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
@@ -56,14 +60,14 @@ def test_a_less_served_job_evicts_a_more_served_one_of_its_own_team() -> None:
     e = d.preempted["long"]
     assert e.kind == "las"
     assert e.text().startswith(
-        "preempted by job 'new' (least attained service: 21.9 GPU-h put it in queue 1, "
+        "preempted by job 'new' (least attained service: 20 GPU-h in this run put it in queue 1, "
         "behind queue 0)"
     )
     assert "new" not in e.public_text()
     # FIFO never evicts for it
     f = decide(c, state, [long_run], [new], ONE_TEAM, profile="fifo", now_s=NOW)
     assert not f.preempted
-    # nor does LAS when the running job keeps nothing: its 21.9 GPU-h would be lost
+    # nor does LAS when the running job keeps nothing: its 20 GPU-h would be lost
     keeps_nothing = long_run.model_copy(update={"checkpoint_interval_s": None})
     d = decide(c, state, [keeps_nothing], [new], ONE_TEAM, profile="tiresias", now_s=NOW)
     assert not d.preempted
@@ -79,8 +83,7 @@ def test_no_eviction_within_a_queue_or_of_a_protected_job() -> None:
         "fixed",
         "h-0",
         list(range(8)),
-        attained_gpu_s=50_000.0,
-        started_s=NOW - 3600,
+        started_s=NOW - 9000,  # 20 GPU-hours in this run: queue 1
         preemptible=False,
         **SAVES,
     )
@@ -90,7 +93,7 @@ def test_no_eviction_within_a_queue_or_of_a_protected_job() -> None:
 
 def test_the_most_served_is_evicted_first() -> None:
     c, state = cluster(*leaves(1))
-    a = running("a", "h-0", [0, 1, 2, 3], attained_gpu_s=60_000.0, started_s=NOW - 60, **SAVES)
+    a = running("a", "h-0", [0, 1, 2, 3], started_s=NOW - 15 * 3600, **SAVES)  # 60 GPU-h
     b = running("b", "h-0", [4, 5, 6, 7], attained_gpu_s=0.0, started_s=NOW - 60, **SAVES)
     new = job("new", gpus=4, submitted_s=NOW - 60)
     d = decide(c, state, [a, b], [new], ONE_TEAM, profile="tiresias", now_s=NOW)

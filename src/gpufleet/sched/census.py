@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.sched.backfill import expected_end_s, expected_runtime_s
-from gpufleet.sched.las import LasQueues, attained_at
+from gpufleet.sched.las import RUN_STARTS_AT_GPU_S, LasQueues, attained_at
 from gpufleet.sched.lean import uncount, worker_gpus
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -70,7 +70,7 @@ class RunningLas:
 
     def __init__(self, queues: LasQueues) -> None:
         self.queues = queues
-        # name -> (service before this run, start, milli-GPUs held), as the running view says
+        # name -> (service this run starts from, start, milli-GPUs held)
         self._service: dict[str, tuple[float, float, int]] = {}
         # per threshold, (time the service reaches it, name) ascending
         self.crossings: list[list[tuple[float, str]]] = [[] for _ in queues.thresholds_gpu_s]
@@ -80,9 +80,11 @@ class RunningLas:
         for times in self.crossings:
             times.clear()
 
-    def add(self, name: str, attained_gpu_s: float, started_s: float, held_milli: int) -> None:
-        self._service[name] = (attained_gpu_s, started_s, held_milli)
-        at = self.queues.crossings_s(attained_gpu_s, started_s, held_milli)
+    def add(self, name: str, started_s: float, held_milli: int) -> None:
+        """`name` runs from `started_s` holding `held_milli`; its queue counts this run's
+        service only (`sched.las`)."""
+        self._service[name] = (RUN_STARTS_AT_GPU_S, started_s, held_milli)
+        at = self.queues.crossings_s(RUN_STARTS_AT_GPU_S, started_s, held_milli)
         for times, at_s in zip(self.crossings, at, strict=True):
             insort(times, (at_s, name))
 
@@ -140,8 +142,6 @@ class RunningCensus:
     def rebuild(
         self,
         running: Iterable[tuple[JobSpec, float, int]],
-        *,
-        attained_gpu_s: float | None = None,
     ) -> None:
         """Start over from (job, start, milli-GPUs held) triples (a caller that keeps the
         census only while its queue is long rebuilds it when the queue grows again)."""
@@ -151,19 +151,15 @@ class RunningCensus:
         if self.las is not None:
             self.las.clear()
         for job, started_s, held_milli in running:
-            self.add(job, started_s, held_milli, attained_gpu_s=attained_gpu_s)
+            self.add(job, started_s, held_milli)
 
     def add(
         self,
         job: JobSpec,
         started_s: float,
         held_milli: int = 0,
-        *,
-        attained_gpu_s: float | None = None,
     ) -> None:
-        """`job` runs from `started_s` holding `held_milli` (read by the LAS census only),
-        with the service it had before this run: `attained_gpu_s` when given (what the
-        caller's running view of it says), else the job's own."""
+        """`job` runs from `started_s` holding `held_milli` (read by the LAS census only)."""
         runtime = expected_runtime_s(job)
         end = None if runtime is None else started_s + runtime
         value = self._evictable_value(job)
@@ -173,8 +169,7 @@ class RunningCensus:
         if value is not None:
             self.evictable[value] = self.evictable.get(value, 0) + 1
             if self.las is not None and job.checkpoints:  # what LAS may evict
-                before = job.attained_gpu_s if attained_gpu_s is None else attained_gpu_s
-                self.las.add(job.name, before, started_s, held_milli)
+                self.las.add(job.name, started_s, held_milli)
 
     def remove(self, name: str) -> None:
         end, value = self._of.pop(name)
@@ -224,7 +219,7 @@ def recount(
                 and job.checkpoints
             ):
                 held = held_milli(job.name)
-                running_las.add(job.name, job.attained_gpu_s, job.started_s, held)
+                running_las.add(job.name, job.started_s, held)
     return Census(
         sizes,
         {k: sorted(v) for k, v in runtimes.items()},

@@ -363,11 +363,11 @@ class LasPreemption:
         self, job: JobSpec, victim: Candidate, request: Request, ctx: PreemptContext
     ) -> Eviction:
         # what it held when chosen (it is released by now): the request's accelerator
-        attained_h = self.queues.attained_now(victim.job, victim.milli, ctx.now_s) / 3600
-        theirs = self.queues.by_service(attained_h * 3600)
+        served_h = self.queues.run_service_gpu_s(victim.job, victim.milli, ctx.now_s) / 3600
+        theirs = self.queues.by_service(served_h * 3600)
         mine = self.queues.pending(job, ctx.now_s)
         cause = (
-            f"least attained service: {attained_h:.3g} GPU-h put it in queue {theirs}, "
+            f"least attained service: {served_h:.3g} GPU-h in this run put it in queue {theirs}, "
             f"behind queue {mine}"
         )
         frees = f"{gpus_text(victim.milli)} {request.accelerator} GPUs"

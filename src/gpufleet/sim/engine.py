@@ -85,7 +85,7 @@ from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import Decisions, InvalidPlacementError, OrderContext, Placement
 from gpufleet.sched.held_as_asked import check_running_placement
 from gpufleet.sched.kept import Kept, KeptLasQueue, KeptLevels, KeptQueue, keeps, keeps_levels
-from gpufleet.sched.las import LasQueues
+from gpufleet.sched.las import RUN_STARTS_AT_GPU_S, LasQueues
 from gpufleet.sched.lean import LeanQueue, qualifies, uncount, worker_gpus
 from gpufleet.sched.orders import Tiresias
 from gpufleet.sched.preempt import LasPreemption
@@ -250,12 +250,6 @@ class _Specs:
         return template.replaced(update)
 
 
-# the service before this run that a running view carries: least-attained-service
-# preemption counts a running job's service from its latest start (a restarted job runs in
-# queue 0 again until it crosses the first threshold anew)
-VIEW_ATTAINED_GPU_S = 0.0
-
-
 class _RunningViews(Collection[JobSpec]):
     """The running units as `decide()` sees them, each view built when first read.
 
@@ -279,7 +273,7 @@ class _RunningViews(Collection[JobSpec]):
     def add(self, unit: str, spec: JobSpec, started_s: float, held_milli: int) -> None:
         self._started[unit] = (spec, started_s, held_milli)
         if self.census is not None:
-            self.census.add(spec, started_s, held_milli, attained_gpu_s=VIEW_ATTAINED_GPU_S)
+            self.census.add(spec, started_s, held_milli)
 
     def remove(self, unit: str) -> None:
         spec, _, _ = self._started.pop(unit)
@@ -311,12 +305,7 @@ class _RunningViews(Collection[JobSpec]):
         for unit, (spec, started_s, _) in self._started.items():
             view = views.get(unit)
             if view is None:
-                update = {
-                    "state": "running",
-                    "started_s": started_s,
-                    "attained_gpu_s": VIEW_ATTAINED_GPU_S,
-                }
-                view = views[unit] = spec.replaced(update)
+                view = views[unit] = spec.replaced({"state": "running", "started_s": started_s})
             yield view
 
 
@@ -847,7 +836,7 @@ class Simulation:
         if self.running.census is None:
             if waiting < QUIET_STOP_AT:
                 return None
-            running.rebuild(self.running.specs(), attained_gpu_s=VIEW_ATTAINED_GPU_S)
+            running.rebuild(self.running.specs())
             self._runtimes.clear()
             for spec in self.pending.values():
                 self._count_runtime(spec, worker_gpus(spec))
@@ -976,7 +965,7 @@ class Simulation:
         began_s = now if started_s is None else started_s
         self.running.add(unit, spec, began_s, milli)
         if self._las is not None and spec.checkpoints and self._evictable_value(spec) is not None:
-            for at_s in las_clock.crossings_s(self._las, VIEW_ATTAINED_GPU_S, began_s, milli):
+            for at_s in las_clock.crossings_s(self._las, RUN_STARTS_AT_GPU_S, began_s, milli):
                 if at_s > now:  # a cycle when it becomes a victim
                     self._push(at_s, LAS, (unit, (began_s, milli)))
         if len(run.held) < len(run.units):
