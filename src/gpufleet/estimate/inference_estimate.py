@@ -16,7 +16,6 @@ slots were printed as "509 in flight" where its 50 req/s keep about 180).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -61,15 +60,16 @@ from gpufleet.estimate.inference_load import (
     slo_misses,
     tp_sizes,
 )
-from gpufleet.estimate.queueing import MAX_REPLICAS, replicas_needed
+from gpufleet.estimate.inference_rate import (
+    DEFAULT_SERVICE_CV,
+    MAX_UTILISATION,
+    RateMissError,
+    ReplicaPoint,
+    replicas_within_slos,
+)
+from gpufleet.estimate.queueing import MAX_REPLICAS
 from gpufleet.specs.inference import InferenceSpec
 
-# Output lengths vary; a request's service time has this coefficient of variation when
-# the spec gives no p99 (exponential-like spread; assumption).
-DEFAULT_SERVICE_CV = 1.0
-# Headroom: the queue model pools every slot of the fleet behind one queue, which routers
-# only approach; replicas are also sized so the fleet runs at most this busy (assumption).
-MAX_UTILISATION = 0.85
 # The KV cache when serving.kv_precision is not given: the activations' format. Weight-only
 # int8/int4 (AWQ, GPTQ) dequantise to 16-bit and keep a 16-bit KV cache; fp8 checkpoints run
 # fp8 activations and cache; NVFP4 ones (ModelOpt) quantise their KV cache to fp8.
@@ -570,19 +570,14 @@ def _replicas_for_rate(
     spec: InferenceSpec, serving: Serving, slots: int, log: Assumptions
 ) -> tuple[int, float]:
     """Replicas of `slots` slots whose p99 queue wait keeps the TTFT and the end-to-end time
-    within their SLOs (the wait adds to both: the budget is the tighter of the two), and
-    that wait. Raises UserError, in the spec's fields and ms, where no count up to
+    within their SLOs (`replicas_within_slos`, the rule the search and plans size by too),
+    and that wait. Raises UserError, in the spec's fields and ms, where no count up to
     MAX_REPLICAS does."""
     sv = spec.serving
     rate = sv.request_rate
     assert rate is not None
     prefill_s, tpot_s = float(serving.ttft_s[0]), float(serving.tpot_s[0])
     stay_s = float(serving.request_time_s[0])
-    budgets = {"ttft_p99_ms": (sv.slo.ttft_p99_ms or math.inf) / 1e3}
-    if sv.slo.e2e_p99_ms is not None:  # a wait W meets it while TTFT + W + decode <= SLO
-        budgets["e2e_p99_ms"] = sv.slo.e2e_p99_ms / 1e3 - decode_tokens(spec) * tpot_s
-    field = min(budgets, key=lambda k: budgets[k])
-    ttft_slo = budgets[field]
     per_replica = slots * MAX_UTILISATION / stay_s
     if rate / per_replica > MAX_REPLICAS:
         raise UserError(
@@ -601,34 +596,36 @@ def _replicas_for_rate(
         "max_utilisation", MAX_UTILISATION, "routing headroom over the pooled queue (assumption)"
     )
     try:
-        replicas, q = replicas_needed(
-            rate,
-            stay_s,
-            cv,
-            slots,
-            prefill_s,
-            ttft_slo if math.isfinite(ttft_slo) else 1e9,
-            max_replicas=MAX_REPLICAS,
-            max_utilisation=MAX_UTILISATION,
+        replicas, q = replicas_within_slos(
+            spec, ReplicaPoint(slots, prefill_s, tpot_s, stay_s), max_replicas=MAX_REPLICAS
         )
-    except ValueError as exc:
-        slo = getattr(sv.slo, field)
-        before = (
-            f"the time to first token is {prefill_s * 1e3:,.1f} ms"
-            if field == "ttft_p99_ms"
-            else f"a request takes {e2e_s(spec, prefill_s, tpot_s) * 1e3:,.1f} ms end to end"
-        )
-        if prefill_s > ttft_slo:
-            why = f"{before} before any queueing, above the {slo:g} ms SLO at {slots:,} slots"
-            raise UserError(
-                f"serving.slo.{field}: {why}, so no number of replicas can meet it; it needs "
-                "faster serving or a looser SLO"
-            ) from exc
-        raise UserError(
-            f"serving.slo.{field}: no number of replicas up to {MAX_REPLICAS:,} keeps the p99 "
-            f"queue wait within the {slo:g} ms SLO ({before} before any queueing)"
-        ) from exc
+    except RateMissError as exc:
+        raise UserError(_rate_miss_text(spec, exc, prefill_s, tpot_s, slots)) from exc
     return replicas, float(q.p99_wait_s)
+
+
+def _rate_miss_text(
+    spec: InferenceSpec, miss: RateMissError, prefill_s: float, tpot_s: float, slots: int
+) -> str:
+    """'serving.slo.ttft_p99_ms: the time to first token is 264.2 ms before any queueing,
+    above the 200 ms SLO at 32 slots, ...': the SLO no replica count meets, in ms."""
+    slo = getattr(spec.serving.slo, miss.field)
+    if miss.field == "tpot_p99_ms":
+        before = f"the time per output token is {tpot_s * 1e3:,.1f} ms"
+    elif miss.field == "ttft_p99_ms":
+        before = f"the time to first token is {prefill_s * 1e3:,.1f} ms"
+    else:
+        before = f"a request takes {e2e_s(spec, prefill_s, tpot_s) * 1e3:,.1f} ms end to end"
+    if miss.unqueued:
+        why = f"{before} before any queueing, above the {slo:g} ms SLO at {slots:,} slots"
+        return (
+            f"serving.slo.{miss.field}: {why}, so no number of replicas can meet it; it needs "
+            "faster serving or a looser SLO"
+        )
+    return (
+        f"serving.slo.{miss.field}: no number of replicas up to {MAX_REPLICAS:,} keeps the p99 "
+        f"queue wait within the {slo:g} ms SLO ({before} before any queueing)"
+    )
 
 
 def mig_fit(

@@ -9,13 +9,18 @@ simulator's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from gpufleet.catalog.accelerators import get_accelerator
 from gpufleet.catalog.mig import check_layout, mig_profiles_for
 from gpufleet.estimate.assumptions import Assumptions
-from gpufleet.estimate.inference_estimate import MAX_UTILISATION, estimate_inference
+from gpufleet.estimate.inference_estimate import estimate_inference
+from gpufleet.estimate.inference_rate import (
+    MAX_UTILISATION,
+    RateMissError,
+    ReplicaPoint,
+    replicas_within_slos,
+)
 from gpufleet.plan.inference_search import ServingCandidate, search_inference
 from gpufleet.plan.planner import serving_on
 from gpufleet.specs.fleet import PlanInferenceEntry
@@ -125,7 +130,6 @@ def size_service(
     if est.tp != 1:
         return whole
     device = get_accelerator(accelerator)
-    demand = entry.request_rate * float(serving.mean_tokens("output"))
     options: list[ServiceSizing] = []
     profiles = {p.profile: p for p in mig_profiles_for(accelerator)}
     for fit in est.mig_fit:
@@ -135,15 +139,19 @@ def size_service(
         per_gpu = _homogeneous_count(accelerator, p.profile, p.max_instances)
         if per_gpu == 0:
             continue
-        # A slice has compute_slices/7 of the SMs: prefill (TTFT) slows by that much; decode
-        # (TPOT) by its share of memory bandwidth (in proportion to its memory).
-        ttft = best.ttft_ms * 7 / p.compute_slices
-        tpot = best.tpot_ms * device.memory_bytes / p.memory_bytes
-        if entry.slo.ttft_p99_ms is not None and ttft > entry.slo.ttft_p99_ms:
+        point = _slice_point(
+            inf,
+            best,
+            slots=min(est.batch, fit.max_batch),
+            tokens_per_s=fit.output_tokens_per_s,
+            compute_slices=p.compute_slices,
+            memory_ratio=device.memory_bytes / p.memory_bytes,
+        )
+        try:  # the whole-GPU rule: TTFT, TPOT and e2e at the rate, the slices' own queue
+            slices, q = replicas_within_slos(inf, point)
+        except RateMissError:
             continue
-        if entry.slo.tpot_p99_ms is not None and tpot > entry.slo.tpot_p99_ms:
-            continue
-        slices = math.ceil(demand / (MAX_UTILISATION * fit.output_tokens_per_s))
+        ttft = (point.prefill_s + q.p99_wait_s) * 1e3
         options.append(
             replace(
                 whole,
@@ -152,12 +160,11 @@ def size_service(
                 slices_per_gpu=per_gpu,
                 compute_share=p.compute_slices / 7,
                 ttft_ms=ttft,
-                tpot_ms=tpot,
+                tpot_ms=point.tpot_s * 1e3,
                 how=f"{slices} MIG {p.profile} slice{'s' * (slices != 1)} "
-                f"({fit.output_tokens_per_s:,.0f} output tokens/s each with "
-                f"{min(est.batch, fit.max_batch)} slots full, run at most "
-                f"{MAX_UTILISATION:.0%} busy) instead of {best.gpus} whole GPU"
-                f"{'s' * (best.gpus != 1)}",
+                f"({point.slots} slots each, run at most {MAX_UTILISATION:.0%} busy) for "
+                f"{entry.request_rate:g} req/s within the SLO instead of {best.gpus} whole "
+                f"GPU{'s' * (best.gpus != 1)}",
             )
         )
     if not options:
@@ -172,6 +179,34 @@ def size_service(
         "scaled from the whole-GPU estimate (approximation)",
     )
     return pick
+
+
+def _slice_point(
+    inf: InferenceSpec,
+    best: ServingCandidate,
+    *,
+    slots: int,
+    tokens_per_s: float,
+    compute_slices: int,
+    memory_ratio: float,
+) -> ReplicaPoint:
+    """A MIG slice at full slots (`slots`: the whole GPU's within the SLOs, no more than fit
+    the slice's memory), what `replicas_within_slos` sizes its slices on.
+
+    The latencies held to the SLOs are scaled from the whole-GPU candidate (the logged
+    approximation): a prefill (TTFT before any queue wait) × 7 / compute slices, its share
+    of the SMs, and a TPOT × GPU memory / slice memory, its share of bandwidth. The queue
+    wait is the slices' own, not the whole GPU's scaled with the prefill. A request holds a
+    slot for slots × mean output / the slice's throughput (`mig_fit`, Little's law at full
+    slots): the basis the slices were counted on before the queue and the e2e SLO were."""
+    prefill_s = (best.ttft_ms - best.queue_wait_ms) / 1e3 * 7 / compute_slices
+    out = float(inf.serving.mean_tokens("output"))
+    return ReplicaPoint(
+        slots=max(1, slots),
+        prefill_s=prefill_s,
+        tpot_s=best.tpot_ms / 1e3 * memory_ratio,
+        request_time_s=max(1, slots) * out / tokens_per_s,
+    )
 
 
 def _in_flight(best: ServingCandidate) -> str:

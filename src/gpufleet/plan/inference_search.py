@@ -2,10 +2,11 @@
 
 For each candidate: the slots of a replica (the largest concurrency whose time per output
 token meets the SLO and whose KV cache fits), the replica throughput they give, the replicas
-a request rate needs under the TTFT SLO (M/G/c), the requests that rate keeps in flight in
-each replica and their TPOT (Little's law, `load_point`), and the cost per million output
-tokens. Concurrency levels are evaluated as numpy arrays per (accelerator, precision);
-candidates are ranked by cost.
+a request rate needs within every stated SLO (TTFT, TPOT and end-to-end, the p99 queue wait
+included: `replicas_within_slos`, the estimator's rule), the requests that rate keeps in
+flight in each replica and their TPOT (Little's law, `load_point`), and the cost per
+million output tokens. Concurrency levels are evaluated as numpy arrays per (accelerator,
+precision); candidates are ranked by cost.
 
 The search tries TP 1, 2, 4 and 8 inside one node's scale-up domain and no pipeline
 parallelism, so a model whose weights do not fit on one node is never served here: when
@@ -26,19 +27,18 @@ from gpufleet.catalog.pricing import ANYWHERE, PriceScope, cheapest_gpu_hour
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.estimate.inference import InferenceCase, max_sequences
-from gpufleet.estimate.inference_estimate import (
-    DEFAULT_SERVICE_CV,
-    MAX_UTILISATION,
-    case_for,
-    slo_concurrency,
-)
+from gpufleet.estimate.inference_estimate import case_for, slo_concurrency
 from gpufleet.estimate.inference_load import (
     MemoryShortfall,
     load_point,
     memory_remedies,
     memory_shortfall,
 )
-from gpufleet.estimate.queueing import replicas_needed
+from gpufleet.estimate.inference_rate import (
+    RateMissError,
+    ReplicaPoint,
+    replicas_within_slos,
+)
 from gpufleet.formatting import format_gb
 from gpufleet.specs.inference import InferenceSpec
 
@@ -89,6 +89,9 @@ class ServingCandidate:
     slo_met: bool
     in_flight: float | None = None
     tpot_at_load_ms: float | None = None
+    # the p99 queue wait at the stated rate, included in ttft_ms (0 without a rate): a MIG
+    # slice re-sizes its own queue from the TTFT before it (`fleet_services`)
+    queue_wait_ms: float = 0.0
 
     @property
     def concurrency(self) -> int:
@@ -298,25 +301,19 @@ def _evaluate(
     per_replica = float(serving.output_tokens_per_s[i])
     replicas, wait = 1, 0.0
     if sv.request_rate is not None:
-        ttft_slo = (sv.slo.ttft_p99_ms or 1e12) / 1e3
+        # every SLO the spec states, queue wait included: the estimator's rule (TTFT alone
+        # listed 7 replicas of a 70B tp 4 whose p99 request took 3,970 ms of a 3,000 ms e2e)
+        point = ReplicaPoint(
+            conc,
+            float(serving.ttft_s[i]),
+            float(serving.tpot_s[i]),
+            float(serving.request_time_s[i]),
+        )
         try:
-            replicas, q = replicas_needed(
-                sv.request_rate,
-                float(serving.request_time_s[i]),
-                DEFAULT_SERVICE_CV,
-                conc,
-                float(serving.ttft_s[i]),
-                ttft_slo,
-                max_utilisation=MAX_UTILISATION,
-            )
+            replicas, q = replicas_within_slos(spec, point)
             wait = float(q.p99_wait_s)
-        except ValueError as exc:
-            reason = (
-                "TTFT SLO unreachable even without queueing"
-                if "exceeds ttft_p99_s" in str(exc)
-                else "needs more replicas than the search allows"
-            )
-            _reject(result, reason, case, tp)
+        except RateMissError as exc:
+            _reject(result, _miss_reason(exc), case, tp)
             return None
     served = sv.request_rate * out if sv.request_rate is not None else per_replica
     price = cheapest_gpu_hour(case.hw.accelerator, scope)
@@ -334,7 +331,23 @@ def _evaluate(
         gpus=gpus,
         cost_per_million_output_tokens_usd=cost,
         slo_met=True,
+        queue_wait_ms=wait * 1e3,
     )
+
+
+# Rejections by the SLO that binds; a TTFT miss keeps the wording it had.
+_UNREACHABLE = {
+    "ttft_p99_ms": "TTFT SLO unreachable even without queueing",
+    "tpot_p99_ms": "TPOT SLO unreachable even without queueing",
+    "e2e_p99_ms": "end-to-end SLO unreachable even without queueing",
+}
+
+
+def _miss_reason(miss: RateMissError) -> str:
+    """A rejection count's key: the SLO missed before any queueing, or the replica cap."""
+    if miss.unqueued:
+        return _UNREACHABLE[miss.field]
+    return "needs more replicas than the search allows"
 
 
 def _at_load(spec: InferenceSpec, case: InferenceCase, c: ServingCandidate) -> ServingCandidate:
