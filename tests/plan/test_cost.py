@@ -633,15 +633,19 @@ def test_a_price_resting_on_an_up_to_figure_says_so() -> None:
     assert "an upper bound, so this price is a floor" in caveats["reserved_3y"]
     demand = Demand("a100-sxm4-80gb", 8, 0.0, 0.0, 0.0, 3 * HOURS_PER_YEAR)
     cost = cost_breakdown(demand, Assumptions())
-    assert cost.price_caveats == caveats
+    # plus the on-demand reference the mix's saving is against (test_on_demand_reference.py)
+    assert {k: v for k, v in cost.price_caveats.items() if k != ON_DEMAND} == caveats
 
 
 def test_a_fleet_its_work_fills_every_hour_does_not_shrink_with_utilization() -> None:
     """chat-70b: 8 GPUs serve around the clock (baseline 8 of a 16-GPU fleet here would be
     half); +20 % utilization priced a fleet smaller than the GPUs the work holds every hour
-    (6.67 of 8). The fleet's floor is the baseline: the high end is the base cost."""
+    (6.67 of 8). The fleet's floor is the baseline: the high end is the base cost. Nor does
+    it grow at -20 %: its work fills every hour of it, so it delivers every hour whatever the
+    stated utilization (the TCO's delivered GPU-hours, docs/design/0007; until the CFO
+    review the low end priced 16 × 0.7 ÷ 0.56 = 20 GPUs, base ÷ 0.8)."""
     demand = Demand(H100, 16, 0.0, 0.0, 0.0, 3 * HOURS_PER_YEAR)
     rows = sensitivity(SensitivityInputs("on-prem", demand, {}, on_prem_inputs()))
     row = money(rows)["utilization"]
     assert row["high_usd"] == pytest.approx(row["base_usd"])
-    assert row["low_usd"] == pytest.approx(row["base_usd"] / 0.8)  # a larger fleet still costs
+    assert row["low_usd"] == pytest.approx(row["base_usd"])

@@ -386,7 +386,9 @@ def test_markdown_has_every_section_in_order(markdown: str) -> None:
         pytest.param("| Optimised mix | $4,512,300 |", id="mix-total"),
         pytest.param("saves **39.2%†**", id="savings"),
         pytest.param("| On-demand GPU-hours | 210,000 GPU-h† |", id="mix-hours"),
-        pytest.param("| Per GPU-hour | $3.58† |", id="tco-rate"),
+        pytest.param(
+            "| Per delivered GPU-hour (owning ÷ delivered GPU-hours) | $3.58† |", id="tco-rate"
+        ),
         pytest.param("| Depreciation | 4 years |", id="tco-input-unmarked"),
         pytest.param("| Utilization | 70.0% |", id="tco-utilization"),
         pytest.param("after **42.1 months†**", id="break-even"),

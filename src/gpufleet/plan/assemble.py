@@ -496,7 +496,9 @@ def cost_and_design(
             # that stays inside its nodes (the chat plan paid $62,402 for "Fabric none")
             network_capex_usd=0.0 if design.fabric.name == "none" else None,
             burst_rent_usd=(curve.rent_usd or 0.0) if curve is not None else 0.0,
-            owned_work_gpu_hours=curve.owned_gpu_hours if renting and curve else None,
+            # the demand table's "Served by the owned fleet", renting or not: the TCO's
+            # delivered GPU-hours and the verdict's utilisation read this one figure
+            owned_work_gpu_hours=curve.owned_gpu_hours if curve is not None else None,
             burst_gpu_hours=curve.rented_gpu_hours if renting and curve else None,
             held_gpus=held_at_once(curve) if curve is not None else None,
         )

@@ -38,6 +38,8 @@ from gpufleet.formatting import (
     fmt_usd_rate,
 )
 from gpufleet.outputs import write_folder
+from gpufleet.plan.cost.prices import ON_DEMAND
+from gpufleet.plan.cost.tco import per_gpu_hour_text
 from gpufleet.plan.cost.verdict import RentOrOwn
 from gpufleet.plan.design.power import rack_power_note
 from gpufleet.plan.model import ExecutiveSummary, Plan
@@ -195,8 +197,25 @@ def fmt_sentences(items: Sequence[str]) -> str:
     return " ".join(out)
 
 
+# The TCO rows whose key alone does not say what divides by what: chat-70b's "Per GPU-hour
+# $2.71" (÷ 80 % of its hours) sat beside a demand table whose owned fleet served 100 % of
+# them, and no row said which GPU-hours it was per (CFO review).
+_TCO_LABELS = {
+    "held_gpu_hours": "GPU-hours held (GPUs × horizon hours)",
+    "served_gpu_hours": "Served by the owned fleet (the planned work)",
+    "delivered_gpu_hours": "Delivered GPU-hours (held × utilization, or served where more)",
+    "per_gpu_hour": "Per delivered GPU-hour (owning ÷ delivered GPU-hours)",
+}
+
+
+def fmt_tco_label(key: str) -> str:
+    """A TCO row's label: `_TCO_LABELS`, else the key in words."""
+    return _TCO_LABELS.get(key) or fmt_label(key)
+
+
 _FILTERS: dict[str, Callable[..., str]] = {
     "sentences": fmt_sentences,
+    "tco_label": fmt_tco_label,
     "num": fmt_num,
     "count": fmt_count,
     "usd": fmt_usd,
@@ -491,6 +510,12 @@ def _context(plan: Plan, html: bool) -> dict[str, Any]:
         "rent_or_own_note": rent_or_own_note(plan),
         "workloads_note": workloads_note(plan),
         "reserved_note": reserved_note(plan),
+        # whose on-demand price the mix's saving is against (`plan.cost.reference`), as
+        # plan.json stores it; a plan.json from before it did says "on-demand prices"
+        "on_demand_reference": plan.cost.price_caveats.get(ON_DEMAND, "on-demand prices"),
+        "price_notes": {k: v for k, v in plan.cost.price_caveats.items() if k != ON_DEMAND},
+        # what the cost per delivered GPU-hour divides by what (`plan.cost.tco`)
+        "tco_note": per_gpu_hour_text(plan.cost.tco),
         # the GPUs in use at the busiest hour, beside every workload's added up
         "at_once": gpus_at_once(plan.recommendation, plan.demand_curve),
         "payback_note": payback_note(plan),

@@ -25,11 +25,13 @@ from gpufleet.plan.cost.prices import (
     RESERVED_3Y,
     RESERVED_TERM_YEARS,
     SPOT,
+    cloud_on_demand_by_provider,
     cloud_price_caveats,
     cloud_price_offers,
     cloud_price_sellers,
     cloud_prices,
 )
+from gpufleet.plan.cost.reference import on_demand_reference
 from gpufleet.plan.cost.steady import SteadyRent, steady_prices
 from gpufleet.plan.cost.tco import (
     Asset,
@@ -143,6 +145,9 @@ def cost_breakdown(
                 storage_capex_usd=on_prem.storage_capex_usd,
                 network_capex_usd=on_prem.network_capex_usd,
                 burst_rent_usd=on_prem.burst_rent_usd,
+                # delivered GPU-hours count the planned work the owned fleet serves, the
+                # figure the demand table shows, where it is more than the stated share
+                served_gpu_hours=on_prem.served_gpu_hours(hours),
             )
         except NoOnPremPriceError as exc:
             log.add(f"{demand.accelerator} on-prem TCO", "not computed", str(exc))
@@ -168,6 +173,24 @@ def cost_breakdown(
         log,
         rented=rented,
     )
+    sellers = cloud_price_sellers(demand.accelerator, providers, regions, min_gpus=min_gpus)
+    by_provider = spend_by_provider(mix, sellers)
+    caveats = {
+        k: v
+        for k, v in cloud_price_caveats(
+            demand.accelerator, providers, regions, min_gpus=min_gpus
+        ).items()
+        if k in prices
+    }
+    if savings is not None and on_demand is not None and ON_DEMAND in sellers:
+        # the saving is against the cheapest provider's on-demand: say whose, and what the
+        # provider the mix buys from asks, beside a decision that may name that one
+        caveats[ON_DEMAND] = on_demand_reference(
+            on_demand,
+            sellers[ON_DEMAND],
+            cloud_on_demand_by_provider(demand.accelerator, providers, regions, min_gpus=min_gpus),
+            by_provider,
+        )
     return CostBreakdown(
         on_demand=on_demand,
         reserved=reserved,
@@ -175,16 +198,8 @@ def cost_breakdown(
         spot=spot,
         mix=mix,
         savings_vs_on_demand=savings,
-        mix_by_provider=spend_by_provider(
-            mix, cloud_price_sellers(demand.accelerator, providers, regions, min_gpus=min_gpus)
-        ),
-        price_caveats={
-            k: v
-            for k, v in cloud_price_caveats(
-                demand.accelerator, providers, regions, min_gpus=min_gpus
-            ).items()
-            if k in prices
-        },
+        mix_by_provider=by_provider,
+        price_caveats=caveats,
         tco=tco,
         break_even_months=break_even,
         sensitivity=rows,

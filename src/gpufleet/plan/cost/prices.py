@@ -246,12 +246,23 @@ def cloud_price_offers(
     return _price_table(accelerator, providers, regions, Assumptions(), min_gpus).offers
 
 
+def cloud_on_demand_by_provider(
+    accelerator: str, providers: Sequence[str], regions: Sequence[str], *, min_gpus: int = 1
+) -> dict[str, tuple[float, InstanceOffer]]:
+    """Each provider's own lowest on-demand price per GPU-hour and its instance (same rules
+    as `cloud_prices`, whose `on_demand` is the lowest of them), so a saving stated against
+    on-demand can say whose price it is and what the provider the mix buys from asks."""
+    return _price_table(accelerator, providers, regions, Assumptions(), min_gpus).on_demand
+
+
 @dataclass(frozen=True)
 class _PriceTable:
     prices: dict[str, float]
     sellers: dict[str, str]
     caveats: dict[str, str]
     offers: dict[str, InstanceOffer]
+    # each provider's lowest on-demand price per GPU-hour and its instance
+    on_demand: dict[str, tuple[float, InstanceOffer]]
 
 
 _Priced = tuple[float, CloudInstance]
@@ -408,4 +419,8 @@ def _price_table(
             f"{';'.join(block.regions)} [{block.source_kind}] ({block.source}); used for burst "
             "work only (blocks last days to weeks, booked ahead, rates change with supply)",
         )
-    return _PriceTable(prices, sellers, caveats, offers)
+    by_provider = {
+        provider: (price, InstanceOffer.of(row))
+        for provider, (price, row) in sorted(cheapest_by_provider.items())
+    }
+    return _PriceTable(prices, sellers, caveats, offers, by_provider)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from gpufleet.catalog.onprem import OnPremCost, load_onprem_costs
 from gpufleet.errors import UserError
 from gpufleet.estimate.assumptions import Assumptions
+from gpufleet.formatting import fmt_count, fmt_pct, fmt_usd, fmt_usd_rate
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR
 from gpufleet.plan.cost.prices import KIND_RANK
 from gpufleet.specs.plan import OnPremPreferences
@@ -61,6 +62,91 @@ class OnPremInputs:
     # demand curve, `plan.demand_curve.held_at_once`): the sensitivity never prices a fleet
     # with fewer whole nodes (None: not given; the tornado reads the demand's GPUs at once)
     held_gpus: int | None = None
+
+    def served_gpu_hours(self, work_gpu_hours: float) -> float:
+        """The planned work's GPU-hours on the owned fleet: the demand curve's figure (its
+        "Served by the owned fleet") where the planner gives it, else all of the work (the
+        rent-or-own verdict's reading of the same None)."""
+        owned = self.owned_work_gpu_hours
+        return work_gpu_hours if owned is None else owned
+
+
+def delivered_gpu_hours(
+    gpus: float, horizon_hours: float, utilization: float, served_gpu_hours: float | None = None
+) -> float:
+    """The GPU-hours an owned fleet delivers, the denominator of its cost per GPU-hour: the
+    stated utilization × the GPU-hours it holds, or the planned work it serves where that is
+    more (never more than it holds). A serving fleet sized for a request rate is held, and
+    serves, every hour whatever a training queue's utilization says: chat-70b's 8 GPUs
+    served 210,240 GPU-hours in the demand table while the TCO divided by 80 % of them,
+    168,192. Where the planned work fills less than the stated share (a 90-day run on a
+    3-year fleet), the stated utilization stands: it says other work fills the rest.
+    `served_gpu_hours` None: the stated utilization alone (the fleet planner's simulated one)."""
+    held = gpus * horizon_hours
+    stated = held * utilization
+    if served_gpu_hours is None:
+        return stated
+    return max(stated, min(served_gpu_hours, held))
+
+
+def _per_delivered(
+    gpus: int, horizon_years: float, utilization: float, served: float | None, owning: float
+) -> dict[str, float]:
+    """The TCO's GPU-hours held, served (when known) and delivered, and the owned fleet's
+    cost per delivered GPU-hour, in the order the report's table shows them."""
+    hours = horizon_years * HOURS_PER_YEAR
+    delivered = delivered_gpu_hours(gpus, hours, utilization, served)
+    return {
+        "held_gpu_hours": gpus * hours,
+        **({} if served is None else {"served_gpu_hours": served}),
+        "delivered_gpu_hours": delivered,
+        "per_gpu_hour": owning / delivered,
+    }
+
+
+def per_gpu_hour_text(tco: Mapping[str, float]) -> str:
+    """What the TCO's cost per delivered GPU-hour divides by what, from the TCO's own
+    numbers ('' where they are not all there: a plan.json from before it said): the report
+    prints it under the TCO table so a reader can redo the division."""
+    needed = ("per_gpu_hour", "delivered_gpu_hours", "gpus", "horizon_years", "utilization")
+    if any(k not in tco for k in needed) or tco["delivered_gpu_hours"] <= 0:
+        return ""
+    gpus, years, u = tco["gpus"], tco["horizon_years"], tco["utilization"]
+    held = tco.get("held_gpu_hours", gpus * years * HOURS_PER_YEAR)
+    delivered = tco["delivered_gpu_hours"]
+    owning = tco["per_gpu_hour"] * delivered
+    burst = tco.get("burst_rent", 0.0)
+    what = (
+        f"{fmt_usd(owning)} (the TCO less the {fmt_usd(burst)} renting the demand above the fleet)"
+        if burst
+        else f"{fmt_usd(owning)} (the TCO)"
+    )
+    served = tco.get("served_gpu_hours")
+    stated = held * u
+    span = f"{years:g} year{'' if years == 1 else 's'}"
+    text = (
+        f"Per delivered GPU-hour: {what} ÷ {fmt_count(round(delivered))} delivered GPU-hours "
+        f"= {fmt_usd_rate(tco['per_gpu_hour'])}. "
+    )
+    if served is not None and delivered > stated:
+        return text + (
+            f"Delivered: the planned work the owned fleet serves (Demand and the owned fleet), "
+            f"{fmt_pct(delivered / held)} of the {fmt_count(round(held))} GPU-hours its "
+            f"{fmt_count(gpus)} GPUs hold over {span}, more than the stated "
+            f"{fmt_pct(u)} utilization's {fmt_count(round(stated))}: a fleet its work holds "
+            "every hour delivers every hour"
+        )
+    text += (
+        f"Delivered: the stated {fmt_pct(u)} utilization × the {fmt_count(round(held))} "
+        f"GPU-hours its {fmt_count(gpus)} GPUs hold over {span}"
+    )
+    if served is not None:
+        text += (
+            f"; the planned work fills {fmt_pct(min(1.0, served / held))} of them "
+            f"({fmt_count(round(served))} GPU-hours): the stated utilization counts on other "
+            "work for the rest of its share"
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -372,6 +458,7 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     network_capex_usd: float | None = None,
     gpu_price_scale: float = 1.0,
     burst_rent_usd: float = 0.0,
+    served_gpu_hours: float | None = None,
 ) -> dict[str, float]:
     """Total cost of owning the fleet over `horizon_years` (USD; keys below).
 
@@ -386,9 +473,11 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     total = (depreciation + opex) per year × horizon years — capex, plus the hardware (and
     facility) bought again when the horizon outlives its life (`replacement_purchases`,
     `Asset`), less the last purchase's book value at the horizon's end, plus opex: the table
-    adds up to the total — and per_gpu_hour = total / (gpus × horizon ×
-    8,760 × utilization): the cost of one delivered GPU-hour. `burst_rent_usd` (demand above
-    the owned fleet, rented) is added to the total, not to per_gpu_hour. present_value
+    adds up to the total — and per_gpu_hour = total / delivered GPU-hours: the cost of one
+    delivered GPU-hour, where delivered = the stated utilization × gpus × horizon × 8,760, or
+    `served_gpu_hours` (the planned work on the owned fleet) where that is more
+    (`delivered_gpu_hours`). `burst_rent_usd` (demand above the owned fleet, rented) is
+    added to the total, not to per_gpu_hour. present_value
     discounts the same cash flows (`Asset.present_usd`, opex and rent spread evenly) at
     `prefs.discount_rate`.
     `gpu_price_scale` multiplies the systems' price (sensitivity).
@@ -460,7 +549,6 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
     depreciation = hardware / prefs.depreciation_years + building / prefs.facility_life_years
     owning = (depreciation + opex) * horizon_years
     total = owning + burst_rent_usd
-    delivered = gpus * horizon_years * HOURS_PER_YEAR * utilization
     hardware_life, building_life = owned_assets(hardware, building, prefs)
     residual = hardware_life.residual_usd(horizon_years) + building_life.residual_usd(horizon_years)
     replacements = hardware_life.replacements_usd(horizon_years) + building_life.replacements_usd(
@@ -483,8 +571,10 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "on-prem TCO method",
         "(hardware / depreciation years + facility build / facility life + opex per year) × "
         "horizon years = capex + replacement purchases (when the horizon outlives the "
-        "hardware or the facility) − residual value + opex × years; per delivered GPU-hour at "
-        "the expected utilization; present value: purchases when made, residual value at the "
+        "hardware or the facility) − residual value + opex × years; per delivered GPU-hour: "
+        "the stated utilization × the GPU-hours the fleet holds, or the planned work it "
+        "serves where that is more (a fleet its work holds every hour delivers every hour); "
+        "present value: purchases when made, residual value at the "
         "horizon's end, opex spread evenly, at the discount rate; payback: the same purchases "
         "when made against the monthly saving",
         "gpufleet (derived); docs/design/0007-cost-model.md",
@@ -512,8 +602,8 @@ def on_prem_tco(  # noqa: PLR0917 - the positional signature is the agreed API
         "total": total,
         "present_value": present,
         "discount_rate": prefs.discount_rate,
-        "per_gpu_hour": owning / delivered,
-        "delivered_gpu_hours": delivered,
+        # per delivered GPU-hour: what divides by what is `per_gpu_hour_text`
+        **_per_delivered(gpus, horizon_years, utilization, served_gpu_hours, owning),
         "gpus": float(gpus),
         "nodes": float(nodes),
         "horizon_years": horizon_years,

@@ -16,7 +16,7 @@ from typing import Literal
 from gpufleet.estimate.assumptions import Assumptions
 from gpufleet.plan.cost.demand import HOURS_PER_YEAR, Demand
 from gpufleet.plan.cost.mix import optimise_mix
-from gpufleet.plan.cost.tco import OnPremInputs, on_prem_tco
+from gpufleet.plan.cost.tco import OnPremInputs, delivered_gpu_hours, on_prem_tco
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,9 @@ class SensitivityInputs:
     """Everything one tornado recomputes: the deployment's cost at the base and each end.
 
     Cloud: the optimised mix total for the demand. On-prem: cost per delivered GPU-hour ×
-    the GPU-hours to deliver (the fleet's at the base, gpus × horizon × utilization), so that
-    a higher utilization means a smaller fleet for the same work, but never one smaller than
+    the GPU-hours to deliver (the fleet's at the base, `delivered_gpu_hours`: gpus × horizon
+    × utilization, or the planned work it serves where that is more), so that a higher
+    utilization means a smaller fleet for the same work, but never one smaller than
     the GPUs the work holds at once (`held_gpus`: a fleet set by its peak is no cheaper run
     busier). MFU and failure rate scale the burst (training) GPU-hours; the baseline is not
     scaled.
@@ -154,11 +155,31 @@ def owned_fleet(inputs: SensitivityInputs, utilization: float, work: float = 1.0
     """The owned GPUs that deliver `work` × the base's GPU-hours at `utilization`: a less
     busy fleet, or more work, needs more GPUs, a busier one or less work fewer, but never
     fewer than `held_gpus`, so a fleet set by its peak is no cheaper when run busier or
-    when its runs take fewer GPU-hours (a faster run holds the same gang)."""
+    when its runs take fewer GPU-hours (a faster run holds the same gang). How busy is
+    `busy_share`: the utilization, or the share of its hours its planned work fills where
+    that is more."""
     op = inputs.on_prem
     if op is None:
         raise ValueError("an on-prem sensitivity needs on-prem inputs")
-    return max(op.gpus * op.utilization / utilization * work, float(held_gpus(inputs)))
+    return max(
+        op.gpus * busy_share(inputs) / busy_share(inputs, utilization) * work,
+        float(held_gpus(inputs)),
+    )
+
+
+def busy_share(inputs: SensitivityInputs, utilization: float | None = None) -> float:
+    """The share of its hours the base fleet delivers at `utilization` (the stated one when
+    None): `delivered_gpu_hours`, the TCO's own rule, ÷ the hours it holds. The planned work
+    it serves is a floor, so a fleet that work holds every hour (a service sized for its
+    request rate) is as busy at any stated utilization, and needs no more GPUs at a lower
+    one: chat-70b's 8 GPUs, all serving every hour, priced 10 at -20 %."""
+    op = inputs.on_prem
+    if op is None or op.gpus <= 0:
+        raise ValueError("an on-prem sensitivity needs on-prem inputs")
+    hours = inputs.demand.horizon_hours
+    u = op.utilization if utilization is None else utilization
+    served = op.served_gpu_hours(inputs.demand.gpu_hours)
+    return delivered_gpu_hours(op.gpus, hours, u, served) / (op.gpus * hours)
 
 
 def _fleet_labels(inputs: SensitivityInputs, factor: Factor) -> tuple[str, str, str]:
@@ -171,18 +192,36 @@ def _fleet_labels(inputs: SensitivityInputs, factor: Factor) -> tuple[str, str, 
     labels: list[str] = []
     for setting in (factor.low, factor.high):
         u = min(1.0, op.utilization * setting)
-        at_floor = op.gpus * op.utilization / u < held
+        at_floor = op.gpus * busy_share(inputs) / busy_share(inputs, u) < held
         labels.append(
             f"{_label(factor.name, setting)}: {owned_fleet(inputs, u):,.0f} GPUs"
             + (" (no fewer: in use at once)" if at_floor else "")
         )
     need = _at_once(inputs)
     nodes = f", {held:,} in whole nodes" if need < held else ""
-    note = (
-        f"the owned fleet that delivers the same GPU-hours: {op.gpus:,} GPUs × "
-        f"{op.utilization:.0%} ÷ the utilization, never fewer than the {need:,} GPUs its "
-        f"work holds at once{nodes}"
-    )
+    # the share of its hours the planned work fills: where it is above an end's utilization,
+    # the fleet is that busy there whatever the stated utilization, and the note says so
+    floor = busy_share(inputs, 0.0)
+    low, high = (min(1.0, op.utilization * x) for x in (factor.low, factor.high))
+    if floor >= high:
+        note = (
+            f"the owned fleet that delivers the same GPU-hours: its {op.gpus:,} GPUs, whose "
+            f"planned work fills {floor:.0%} of their hours, more than the utilization at "
+            f"either end ({low:.0%}, {high:.0%}), never fewer than the {need:,} GPUs its work "
+            f"holds at once{nodes}"
+        )
+    else:
+        busy = (
+            f"the utilization, or the {floor:.0%} of its hours its planned work fills where "
+            "that is more"
+            if floor > low
+            else "the utilization"
+        )
+        note = (
+            f"the owned fleet that delivers the same GPU-hours: {op.gpus:,} GPUs × "
+            f"{busy_share(inputs):.0%} ÷ {busy}, never fewer than the {need:,} GPUs its "
+            f"work holds at once{nodes}"
+        )
     return labels[0], labels[1], note
 
 
