@@ -120,8 +120,9 @@ class PlanInferenceEntry(Spec):
     """A service: a model at a request rate within latency SLOs.
 
     The inference estimator sizes its replicas on each candidate accelerator (GPUs per
-    replica, replicas for the rate within the TTFT SLO; a MIG slice when one is enough)
-    and the simulation runs them as long-running services that hold their GPUs.
+    replica, replicas for the rate within its SLOs, queue wait included; a MIG slice when
+    one is enough) and the simulation runs them as long-running services that hold their
+    GPUs.
     """
 
     kind: Literal["inference"] = Field(description="inference.")
@@ -130,7 +131,9 @@ class PlanInferenceEntry(Spec):
     request_rate: PositiveFloat = Field(
         description="Requests per second at the daily peak (the whole day without diurnal)."
     )
-    slo: Slo = Field(default_factory=Slo, description="Latency targets (TTFT, TPOT).")
+    slo: Slo = Field(
+        default_factory=Slo, description="Latency targets (p99 TTFT, TPOT and end-to-end)."
+    )
     input_tokens: PositiveInt | TokenLength = Field(
         default=DEFAULT_INPUT_TOKENS, description="Prompt tokens. Default 1,024 (assumption)."
     )
