@@ -26,7 +26,7 @@ from typer.core import TyperGroup
 
 from gpufleet.cli.output import check_format, wide_console
 from gpufleet.cli.schedule import PROFILE_HELP
-from gpufleet.cli.simulate_files import check_out, undone_on_failure
+from gpufleet.cli.simulate_files import check_out, compare_context, undone_on_failure
 from gpufleet.cli.simulate_options import (
     CheckpointOpt,
     ClusterArg,
@@ -44,7 +44,7 @@ from gpufleet.cli.simulate_options import (
     WorkloadArg,
     check_jobs_out,
 )
-from gpufleet.cli.simulate_tables import print_compare, print_experiment, print_run
+from gpufleet.cli.simulate_tables import jobs_out_line, print_compare, print_experiment, print_run
 from gpufleet.errors import UnknownNameError, UserError
 from gpufleet.outputs import write_folder
 
@@ -466,7 +466,8 @@ def run(
     if out is not None:
         console.print(f"wrote {out / RESULT_FILE}", style="dim")
     if jobs_out is not None:
-        console.print(f"wrote {len(result.metrics.jobs):,} jobs to {jobs_out}", style="dim")
+        m = result.metrics
+        console.print(jobs_out_line(jobs_out, len(m.jobs), m.jobs_unfinished), style="dim")
 
 
 # -- gpufleet simulate compare -------------------------------------------------------------
@@ -544,8 +545,7 @@ def compare(
     # A trace with nothing random simulated gives the same run for every seed: run it once
     # and say so, rather than print "± 0" over identical copies (issue 29)
     deterministic = not inputs.source.varies_with_seed and inputs.config.failures.gpu_mtbf_h is None
-    if deterministic:
-        seeds = 1
+    asked, seeds = seeds, 1 if deterministic else seeds
     # Every seed's workload is drawn before anything runs (a generator is fast), so a
     # priority class or an unplaceable job that only one seed has is reported up front.
     seed_list = list(range(seeds))
@@ -575,7 +575,7 @@ def compare(
             on_run=lambda p, s: tick(f"{p}, seed {s}"),
             horizon_after_first_s=inputs.horizon_s,
         )
-    summary = summarize(runs, context=_context(inputs, drawn, warnings))
+    summary = summarize(runs, context=compare_context(inputs, drawn, warnings, asked))
     files = compare_files(summary)
     jobs_written = None
     if jobs_out is not None:  # first: the other output is undone if it fails
@@ -591,51 +591,9 @@ def compare(
         return
     print_compare(console, summary)
     console.print(f"wrote {', '.join(files)} to {out}/", style="dim")
-    if jobs_out is not None:
-        console.print(f"wrote {jobs_written:,} jobs ({len(runs)} runs) to {jobs_out}", style="dim")
-
-
-def _context(
-    inputs: _Inputs, workloads: Sequence[Workload], warnings: Sequence[str]
-) -> dict[str, Any]:
-    """What compare.json says about the setup (no wall-clock times: it stays reproducible)."""
-    c, cfg = inputs.cluster, inputs.config
-    return {
-        "cluster": {
-            "name": c.name,
-            "nodes": len(c.nodes),
-            "gpus": sum(n.gpus for n in c.nodes),
-            "accelerators": dict(sorted(c.gpus_by_accelerator.items())),
-        },
-        "workload": {
-            "source": inputs.source.name,
-            "kind": "generator: a new draw per seed"
-            if inputs.source.varies_with_seed
-            else "trace: the same jobs for every seed",
-            "jobs": [len(w.jobs) for w in workloads],
-        },
-        "teams": str(inputs.teams_path)
-        if inputs.teams_path is not None
-        else "none given: every team may use the whole cluster",
-        "config": {
-            "horizon_s": inputs.horizon_s,
-            # the clock it counts on (said only with a horizon: one clock for every time)
-            **(
-                {"horizon_from": "the first arrival of each seed's workload"}
-                if inputs.horizon_s is not None
-                else {}
-            ),
-            "gpu_mtbf_h": cfg.failures.gpu_mtbf_h,
-            "repair_mean_h": cfg.failures.repair_mean_h,
-            "cycle_interval_s": cfg.cycle_interval_s,
-            "restart_overhead_s": cfg.restart_overhead_s,
-            # training and batch jobs without an interval of their own (None: they keep none)
-            "checkpoint_every_s": None
-            if inputs.checkpoint_every is None
-            else inputs.checkpoint_every[1],
-        },
-        "warnings": list(warnings),
-    }
+    if jobs_out is not None and jobs_written is not None:
+        unfinished = sum(r.metrics.jobs_unfinished for r in runs)
+        console.print(jobs_out_line(jobs_out, jobs_written, unfinished, len(runs)), style="dim")
 
 
 # -- gpufleet simulate experiment ----------------------------------------------------------

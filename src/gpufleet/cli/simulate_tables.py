@@ -4,6 +4,7 @@ from the commands, which read inputs and write files, so each module keeps one j
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -38,8 +39,8 @@ def print_run(  # noqa: PLR0917 - what the run's header names
     )
     table = Table(
         title="Metrics",
-        caption=f"wait, JCT, slowdown and per size: {metrics['jct_jobs']:,} {HEADLINE_JOBS}"
-        + apart,
+        caption=f"wait, JCT, slowdown and per size: {metrics['jct_jobs']:,} {HEADLINE_JOBS} "
+        f"that completed{apart}{unfinished_note(metrics['jobs_unfinished'])}",
     )
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -74,6 +75,27 @@ def print_run(  # noqa: PLR0917 - what the run's header names
             ),
         )
     console.print(kinds)
+
+
+def unfinished_note(unfinished: int) -> str:
+    """What the wait, JCT and slowdown rows leave out: jobs unfinished at the end (a horizon
+    cut them, or they can never run) have no completion time, so a reader comparing the
+    mean with a paper's, which counts every job, must be told how many are missing."""
+    if not unfinished:
+        return ""
+    them = "it" if unfinished == 1 else "them"
+    return (
+        f"; {unfinished:,} job{'s' * (unfinished != 1)} unfinished at the end (never started "
+        f"or still running) {'is' if unfinished == 1 else 'are'} in none of {them}"
+    )
+
+
+def jobs_out_line(path: Path, rows: int, unfinished: int, runs: int | None = None) -> str:
+    """What `--jobs-out` wrote: completed jobs only, so averaging its rows leaves out the
+    jobs unfinished at the end; the line says how many, as the metrics table does."""
+    of = "" if runs is None else f" of {runs} run{'s' * (runs != 1)}"
+    left = f"; {unfinished:,} unfinished at the end are not in it" if unfinished else ""
+    return f"wrote {rows:,} completed job{'s' * (rows != 1)}{of} to {path}{left}"
 
 
 def print_compare(console: Console, summary: Mapping[str, Any]) -> None:

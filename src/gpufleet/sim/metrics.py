@@ -32,7 +32,10 @@ Definitions (the JSON field names are stable; docs/guide/simulate.md repeats the
 - `slowdown` — mean/p50/p95/p99 of JCT ÷ the job's uninterrupted run time (1 = it ran at
   once and was never stopped), over completed training, batch and interactive jobs (not
   inference replicas, which run for their serving window whenever they start). With speeds per
-  accelerator (`sim.speed`), the run time on the accelerator its last attempt ran on.
+  accelerator (`sim.speed`), the run time on the accelerator its last attempt ran on. Not
+  bounded (a 1-s job that waits an hour: 3,601); `--jobs-out` has what bounded slowdown needs.
+- Percentiles are numpy's default (linear between ranks, type 7), the mean arithmetic; only
+  completed jobs have them (`jobs_unfinished` says how many a horizon left out).
 - `makespan_s` — from the first arrival to the last completion (None when none completed).
 - `gpu_allocation_while_arriving` — `gpu_allocation_ratio` over the window jobs arrive in
   (first to last arrival, or to the end of the run when a horizon ends it first): the
@@ -125,7 +128,7 @@ HEADLINE_JOBS: Final = "training, batch and interactive jobs"
 
 
 def percentiles(values: Iterable[float] | FloatArray) -> dict[str, float | None]:
-    """Mean, p50, p95 and p99 of the values (None each when there are none)."""
+    """Mean, p50, p95 and p99 (linear between ranks) of the values (None each for none)."""
     arr = values if isinstance(values, np.ndarray) else np.fromiter(values, dtype=float)
     if arr.size == 0:
         return {"mean": None, "p50": None, "p95": None, "p99": None}
