@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -88,6 +89,17 @@ def admin_init(
     typer.echo(issued.token)
 
 
+def _check_budget(budget_gpu_h: float | None) -> None:
+    """Refuse a budget that is not a number of GPU-hours before it is stored: the API
+    refuses them, but `--budget-gpu-h inf` (or 1e400, or nan) was stored, and every later
+    `GET /teams`, the portal's overview and team pages then failed with 422 for everyone
+    (`budget_status` cannot compare GPU-hours with it)."""
+    if budget_gpu_h is not None and not math.isfinite(budget_gpu_h):
+        raise UserError(
+            f"--budget-gpu-h: a monthly budget is a finite number of GPU-hours, not {budget_gpu_h}"
+        )
+
+
 @team_app.command("create")
 def team_create(
     name: Annotated[str, typer.Argument(help="Team name (a DNS label).")],
@@ -112,6 +124,7 @@ def team_create(
     """Create a team."""
     from gpufleet.control import admin
 
+    _check_budget(budget_gpu_h)
     with _sessions(db).begin() as s:
         admin.create_team(
             s,
@@ -154,6 +167,7 @@ def team_update(
     """Change a team's settings (only the options given)."""
     from gpufleet.control import admin
 
+    _check_budget(budget_gpu_h)
     with _sessions(db).begin() as s:
         admin.update_team(
             s,

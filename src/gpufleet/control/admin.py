@@ -9,6 +9,7 @@ server can read the database anyway.
 from __future__ import annotations
 
 import getpass
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,6 +117,15 @@ def team_by_name(session: Session, name: str) -> Team:
     return team
 
 
+def check_budget(budget_gpu_h: float) -> None:
+    """A monthly budget is a finite, non-negative number of GPU-hours: an infinite one was
+    stored, and every later team listing and portal page failed (422) comparing use with it."""
+    if not math.isfinite(budget_gpu_h):
+        raise AdminError(f"a monthly budget is a finite number of GPU-hours, not {budget_gpu_h}")
+    if budget_gpu_h < 0:
+        raise AdminError("a monthly budget cannot be negative")
+
+
 def create_team(
     session: Session,
     actor: Principal,
@@ -137,8 +147,8 @@ def create_team(
         check_name("cohort", cohort)
     if not weight > 0:
         raise AdminError(f"fair-share weight must be > 0, got {weight}")
-    if monthly_budget_gpu_h is not None and monthly_budget_gpu_h < 0:
-        raise AdminError("a monthly budget cannot be negative")
+    if monthly_budget_gpu_h is not None:
+        check_budget(monthly_budget_gpu_h)
     if session.scalar(select(Team).where(Team.name == name)) is not None:
         raise AdminError(f"team {name!r} exists already")
     _check_idle_policy(idle_policy)
@@ -206,8 +216,7 @@ def update_team(
     if clear_budget:
         team.monthly_budget_gpu_h = changes["monthly_budget_gpu_h"] = None
     elif monthly_budget_gpu_h is not None:
-        if monthly_budget_gpu_h < 0:
-            raise AdminError("a monthly budget cannot be negative")
+        check_budget(monthly_budget_gpu_h)
         team.monthly_budget_gpu_h = changes["monthly_budget_gpu_h"] = monthly_budget_gpu_h
     if budget_gate is not None:
         team.budget_gate = changes["budget_gate"] = budget_gate

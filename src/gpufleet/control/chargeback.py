@@ -108,7 +108,8 @@ def chargeback(
     the rate in force when it was used, so a rate set today never re-prices a closed period
     (the report lists the rates it used, `rates`). GPU time when a flavor had no rate costs
     0 and the flavor is listed in `unpriced_flavors`, so a missing price shows up instead of
-    quietly zeroing a bill. `capacity_gpus` (GPUs per flavor in the cluster) is needed for
+    quietly zeroing a bill; so is a flavor of `capacity_gpus` with no rate all period, GPU
+    time or not. `capacity_gpus` (GPUs per flavor in the cluster) is needed for
     idle; a flavor missing from it has no idle. `capacity_spans`, when given, is the
     capacity each flavor really had (GPUs from when to when: each node counted from when it
     existed) and replaces capacity_gpus × the period for the flavors it names, so a cluster
@@ -386,6 +387,9 @@ def _flavor_idle(
             if spare > 0:
                 idle.rates.add(seg.micro)
             rates.add(seg.micro)
+    # a flavor of the cluster with no rate all period is unpriced even with no GPU time in
+    # it (nodes not joined yet): its missing price shows before the first bill needs it
+    unpriced = unpriced or (bool(gpus) and all(seg.micro is None for seg in segments))
     users = sorted(
         ((values, acc) for values, acc in mine if acc.alloc > 0),
         key=lambda item: _sort_key(item[0], keys),

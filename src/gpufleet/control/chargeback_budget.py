@@ -67,7 +67,7 @@ def budget_status(
         return BudgetStatus(used_gpu_h, 0.0, None, (message,), True, (1.0,))
     fraction = used_gpu_h / budget_gpu_h
     reached = tuple(sorted(t for t in set(thresholds) if used_gpu_h >= t * budget_gpu_h))
-    pct = math.floor(round(fraction * 100, 6))
+    pct = _percent(fraction, [t for t in thresholds if t not in reached])
     alerts: tuple[str, ...] = ()
     if reached:
         passed = "".join(f", past {_fmt_pct(t)} too" for t in reversed(reached[:-1]))
@@ -106,6 +106,17 @@ def gpu_hours_pair(used: float, budget: float) -> tuple[str, str]:
         if used == budget or pair[0] != pair[1]:
             return pair
     return pair
+
+
+def _percent(fraction: float, unreached: Sequence[float]) -> int:
+    """Whole percent used, rounded down, and below every threshold not reached. The
+    rounding to 6 decimals first keeps 0.29 of a budget at 29% (float reads 28.999…), but
+    read 999.9999999 of 1,000 as "used 100% … (alert at 80%)": a percentage at a threshold
+    that has not fired, beside a team still under its budget."""
+    pct = math.floor(round(fraction * 100, 6))
+    for t in unreached:
+        pct = min(pct, math.ceil(round(t * 100, 6)) - 1)
+    return pct
 
 
 def _fmt_pct(t: float) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from gpufleet.control.chargeback_report import (
     IDLE,
@@ -21,6 +23,8 @@ from gpufleet.control.chargeback_report import (
 )
 from gpufleet.errors import UserError
 
+_ZERO = Decimal(0)
+
 CSV_COLUMNS_AFTER_GROUPS: tuple[str, ...] = (
     "gpu_hours_allocated",
     "gpu_hours_used",
@@ -30,6 +34,11 @@ CSV_COLUMNS_AFTER_GROUPS: tuple[str, ...] = (
     "idle_cost_usd",
     "total_cost_usd",
 )
+# on the usage basis, after gpu_efficiency: the hours the cost is on (used where reported,
+# allocated elsewhere). Without it a row mixing both read 2.000000 allocated, 0.500000 used,
+# 2.50 a GPU-hour and 3.75 USD: neither hours x rate, since 1.5 hours were billed
+BILLED_COLUMN = "gpu_hours_billed"
+HOUR_DECIMALS = 6
 FOCUS_COLUMNS: tuple[str, ...] = (
     "BilledCost",
     "EffectiveCost",
@@ -60,40 +69,40 @@ def to_csv(report: ChargebackReport) -> str:
 
     The comments carry what a reader needs to trust the numbers (period, basis, idle
     method, the definition of a GPU-hour, the rates used and when, unpriced flavors),
-    because a CSV travels without the command that made it. Each row is rounded to the cent
-    on its own; where they do not add up to the TOTAL (rounded once) a `__rounding__` line
-    before it says by how much, so every column adds up.
+    because a CSV travels without the command that made it. Each row is rounded on its own
+    (money to the cent, hours to six decimals); where they do not add up to the TOTAL
+    (rounded once) a `__rounding__` line before it says by how much, column by column, so
+    every column adds up. On the usage basis a `gpu_hours_billed` column holds the hours
+    each cost is on, so every row reads as billed hours x rate.
     """
     buf = io.StringIO()
     for line in _header_lines(report):
         buf.write(f"# {_one_line(line)}\n")
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["period_start", "period_end", *report.group_by, *CSV_COLUMNS_AFTER_GROUPS])
+    usage = report.basis == "usage"
+    writer.writerow(["period_start", "period_end", *report.group_by, *_columns(usage)])
     start, end = _iso(report.period_start_s), _iso(report.period_end_s)
     lines = [*report.rows, *([report.idle] if report.idle else [])]
     for row in lines:
-        writer.writerow(_row_cells(row, start, end))
-        if row is lines[-1] and not report.rounding.is_zero:
-            writer.writerow(
-                [
-                    start,
-                    end,
-                    *(ROUNDING if i == 0 else "" for i in range(len(report.group_by))),
-                    "",
-                    "",
-                    "",
-                    "",
-                    str(report.rounding.cost_usd),
-                    str(report.rounding.idle_cost_usd),
-                    str(report.rounding.total_cost_usd),
-                ]
-            )
-    writer.writerow(_row_cells(report.totals, start, end))
+        writer.writerow(_row_cells(row, start, end, usage))
+    gaps = _rounding_cells(report, lines, usage)
+    if any(cell not in ("", "0", "0.00") for cell in gaps):
+        keys = (ROUNDING if i == 0 else "" for i in range(len(report.group_by)))
+        writer.writerow([start, end, *keys, *gaps])
+    writer.writerow(_row_cells(report.totals, start, end, usage))
     return buf.getvalue()
 
 
-def _row_cells(row: ChargebackRow, start: str, end: str) -> list[str]:
+def _columns(usage: bool) -> tuple[str, ...]:
+    if not usage:
+        return CSV_COLUMNS_AFTER_GROUPS
+    at = CSV_COLUMNS_AFTER_GROUPS.index("gpu_efficiency") + 1
+    return (*CSV_COLUMNS_AFTER_GROUPS[:at], BILLED_COLUMN, *CSV_COLUMNS_AFTER_GROUPS[at:])
+
+
+def _row_cells(row: ChargebackRow, start: str, end: str, usage: bool = False) -> list[str]:
     """One line of the report (a group, idle or the total) as CSV cells."""
+    billed = [_fmt_hours(row.gpu_hours_billed)] if usage else []
     return [
         start,
         end,
@@ -101,10 +110,39 @@ def _row_cells(row: ChargebackRow, start: str, end: str) -> list[str]:
         _fmt_hours(row.gpu_hours_allocated),
         "" if row.gpu_hours_used is None else _fmt_hours(row.gpu_hours_used),
         "" if row.gpu_efficiency is None else f"{row.gpu_efficiency:.4f}",
+        *billed,
         "" if row.rate_usd_per_gpu_h is None else str(row.rate_usd_per_gpu_h),
         str(row.cost_usd),
         str(row.idle_cost_usd),
         str(row.total_cost_usd),
+    ]
+
+
+def _rounding_cells(
+    report: ChargebackReport, lines: Sequence[ChargebackRow], usage: bool
+) -> list[str]:
+    """The `__rounding__` line's cells: the TOTAL less the lines above it as printed, hours
+    and money alike. Hours of each row are rounded to six decimals on their own, so three
+    rows of 0.333333 stood above a TOTAL of 1.000000 with nothing to say why."""
+
+    def hours(pick: Callable[[ChargebackRow], float | None]) -> str:
+        want = pick(report.totals)
+        if want is None:
+            return ""
+        got = sum((Decimal(_fmt_hours(h)) for x in lines if (h := pick(x)) is not None), _ZERO)
+        diff = Decimal(_fmt_hours(want)) - got
+        return f"{diff:.{HOUR_DECIMALS}f}" if diff else "0"
+
+    billed = [hours(lambda r: r.gpu_hours_billed)] if usage else []
+    return [
+        hours(lambda r: r.gpu_hours_allocated),
+        hours(lambda r: r.gpu_hours_used),
+        "",
+        *billed,
+        "",
+        str(report.rounding.cost_usd),
+        str(report.rounding.idle_cost_usd),
+        str(report.rounding.total_cost_usd),
     ]
 
 
@@ -130,8 +168,8 @@ def _header_lines(report: ChargebackReport) -> list[str]:
     basis = {
         "allocation": "allocation (cost = GPU-hours allocated x rate)",
         "usage": (
-            "usage (cost = GPU-hours used x rate; allocated where usage is not reported; "
-            "held-but-unused hours count as idle)"
+            "usage (cost = gpu_hours_billed x rate: GPU-hours used where usage is reported, "
+            "allocated where it is not; held-but-unused hours count as idle)"
         ),
     }[report.basis]
     idle = {
@@ -151,8 +189,9 @@ def _header_lines(report: ChargebackReport) -> list[str]:
         "GPU-hours allocated = GPUs held x hours held, clipped to the period",
         "gpu_efficiency = GPU-hours used / allocated, over the records that report usage",
         _capacity_line(report),
-        "rounding: each row's money is its exact amount rounded to the cent (half up); the "
-        "TOTAL is the exact sum rounded once; a __rounding__ line states any difference",
+        "rounding: each row's money is its exact amount rounded to the cent (half up), its "
+        f"GPU-hours to {HOUR_DECIMALS} decimals; the TOTAL is the exact sum rounded once; a "
+        "__rounding__ line states any difference, column by column",
     ]
     lines += [f"rate: {text}" for text in rates_text(report.rates)]
     if report.repriced:
@@ -286,7 +325,7 @@ def _iso(t_s: float) -> str:
 
 # not `formatting.fmt_num`: a CSV cell gets six decimals and no thousands separator
 def _fmt_hours(h: float) -> str:
-    return f"{h:.6f}"
+    return f"{h:.{HOUR_DECIMALS}f}"
 
 
 def _cell(text: str | None) -> str:

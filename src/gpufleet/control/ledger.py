@@ -82,12 +82,19 @@ def capacity_gpu_us(session: Session, start_s: float, end_s: float) -> dict[str,
 def capacity_spans(session: Session, until_s: float) -> dict[str, list[tuple[float, float, int]]]:
     """Each flavor's GPUs and when they existed, up to `until_s`: one (from_s, to_s, gpus)
     per node, from when it joined the cluster (`NodeRecord.created_s`), as `chargeback`
-    takes them to count capacity per stretch of a period (its rates may change inside)."""
+    takes them to count capacity per stretch of a period (its rates may change inside).
+
+    Every flavor the store has nodes of is named, with no spans where none of its nodes
+    had joined by `until_s`: `chargeback` counts a flavor it is not given spans for as
+    `capacity_gpus` × the whole period, so leaving it out billed a month before the
+    cluster existed 17,280 idle GPU-hours, and the month before an L4 node joined its
+    4 GPUs × 744 h of idle ($2,083.20 at $0.70)."""
     out: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
     for node in session.scalars(select(NodeRecord).order_by(NodeRecord.name)):
         since = node.created_s if node.created_s is not None else node.updated_s
+        spans = out[node.accelerator]  # named even when the node joined after until_s
         if until_s > since:
-            out[node.accelerator].append((since, until_s, node.gpus))
+            spans.append((since, until_s, node.gpus))
     return dict(out)
 
 

@@ -142,17 +142,15 @@ def compare(
         slurm_gpu_s = (job.elapsed_s or 0.0) * (job.gpus or 0) if job else None
         if attempt is None:
             assert job is not None
+            # a job Slurm never ran (BOOT_FAIL, NODE_FAIL or cancelled while pending) has no
+            # ledger row by design: the reconciler bills nothing for an attempt the engine
+            # never ran (`ledger.UNBILLED`); reading it as "Slurm ran it" failed the check
+            problem = (
+                "Slurm ran it; the ledger has no row (not yet observed, or lost)" if job.ran else ""
+            )
             checks.append(
                 UsageCheck(
-                    key,
-                    job.job_id,
-                    None,
-                    job.gpus,
-                    None,
-                    slurm_gpu_s,
-                    None,
-                    "Slurm ran it; the ledger has no row (not yet observed, or lost)",
-                    job.state,
+                    key, job.job_id, None, job.gpus, None, slurm_gpu_s, None, problem, job.state
                 )
             )
             continue

@@ -124,7 +124,16 @@ def chargeback_page(request: Request, me: Caller, ctx: Ctx, s: Db, c: Picked) ->
 
 
 def _download_name(p: Period, ext: str) -> str:
-    return f"chargeback-{day(p.start_s)}-to-{day(p.end_s)}.{ext}"
+    """The file's name by the first and the last day it covers, both inclusive as the
+    picker's dates are: a period that ends at midnight does not cover that day. May
+    (2026-05-01 to 2026-05-31 in the picker) was saved as "...-to-2026-06-01"."""
+    last = p.end_s - 1 if p.end_s == _midnight_of(p.end_s) else p.end_s
+    return f"chargeback-{day(p.start_s)}-to-{day(max(p.start_s, last))}.{ext}"
+
+
+def _midnight_of(t_s: float) -> float:
+    """The UTC midnight at or before `t_s`."""
+    return t_s - t_s % 86_400
 
 
 @router.get("/chargeback.csv", name="chargeback_csv")

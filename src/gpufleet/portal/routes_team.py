@@ -22,8 +22,10 @@ from gpufleet.api.deps import MAX_ID, JobId
 from gpufleet.api.views import job_out, queue_index
 from gpufleet.control import jobs, queue_moves
 from gpufleet.control.auth import NotFoundError
+from gpufleet.control.chargeback_budget import gpu_hours_pair
 from gpufleet.control.models import PriorityClass
 from gpufleet.errors import UserError
+from gpufleet.portal import fmt
 from gpufleet.portal.explain import fair_share_why
 from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, render, text
 
@@ -76,7 +78,17 @@ def team_page(
         can_move=queue_moves.moves_apply(ctx.profile),
         places=queue_moves.class_places(rows),
         moved=next((j for j in pending if j.id == moved), None),
+        month=_month_text(found.month_gpu_h, found.monthly_budget_gpu_h),
     )
+
+
+def _month_text(used_gpu_h: float, budget_gpu_h: float | None) -> tuple[str, str | None]:
+    """This month's GPU-hours and the budget as the budget alert beside them writes them
+    (`gpu_hours_pair`): to two decimals the page read "0.04 GPU-hours of a 0.04 GPU-hour
+    budget" above "used 87% (0.035 GPU-hours)", and 999.996 of 1,000 read "1,000.00"."""
+    if budget_gpu_h is None:
+        return fmt.hours(used_gpu_h), None
+    return gpu_hours_pair(used_gpu_h, budget_gpu_h)
 
 
 @router.post("/jobs/{job_id}/move", name="job_move")
