@@ -133,12 +133,12 @@ def test_the_next_fitting_job_is_the_first_a_walk_would_find(
 
 
 def test_a_promotion_due_at_the_cycles_very_time_is_made() -> None:
-    """A job served 150 GPU-s on one GPU (queue 1) that arrived at 0 has starved once it has
-    waited twice its 150 s run: at 450 s exactly `pending` says queue 0, and so must the
-    kept queues, whatever the rounding of the promotion time."""
+    """A job served 150 GPU-s on one GPU (queue 1), requeued at 150 s when that run stopped,
+    has starved once it has waited twice its 150 s run since: at 450 s exactly `pending`
+    says queue 0, and so must the kept queues, whatever the rounding of the promotion time."""
     queue = KeptLasQueue(team_index(TEAMS), QUEUES, active_at=1)
-    served = _job("served", 0.0, 150.0)
-    fresh = _job("fresh", 10.0, 0.0)
+    served = _job("served", 150.0, 150.0)
+    fresh = _job("fresh", 200.0, 0.0)
     for job in (served, fresh):
         queue.add(job)
     for early in (449.0, 450.0 - 5e-4):  # the second within the slack: `pending` decides
@@ -148,7 +148,7 @@ def test_a_promotion_due_at_the_cycles_very_time_is_made() -> None:
     assert QUEUES.pending(served, 450.0) == 0
     at = queue.view([served, fresh], 450.0)
     assert at is not None
-    assert _names(at) == ["served", "fresh"]  # both in queue 0: submission order
+    assert _names(at) == ["served", "fresh"]  # both in queue 0: queue-time order
 
 
 _RUNNING = st.lists(

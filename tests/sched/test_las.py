@@ -40,12 +40,14 @@ def test_queues_by_hand() -> None:
 
 
 def test_a_starving_job_is_promoted_by_its_waiting_not_its_age() -> None:
-    """32 GPU-hours on 8 GPUs is 4 hours of running. Waiting is time since arrival minus
-    that: it is promoted to queue 0 once it has waited 2 × 4 = 8 hours."""
-    arrived = NOW - 11 * 3600  # 11 h ago: 4 h running, 7 h waiting
-    waiting = served("w", 32.0, submitted_s=arrived)
+    """32 GPU-hours on 8 GPUs is 4 hours of running. Waiting is the time since it was last
+    queued (`submitted_s`: requeued when its run stopped), not since it first arrived: it is
+    promoted to queue 0 once it has waited 2 × 4 = 8 hours."""
+    requeued = NOW - 7 * 3600  # stopped and requeued 7 h ago
+    waiting = served("w", 32.0, submitted_s=requeued)
     assert QUEUES.pending(waiting, NOW) == 1
     assert QUEUES.pending(waiting, NOW + 3600) == 0  # 8 h waited
+    assert QUEUES.promoted_at_s(waiting) == pytest.approx(NOW + 3600)
 
 
 def test_a_less_served_job_evicts_a_more_served_one_of_its_own_team() -> None:

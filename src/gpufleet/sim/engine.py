@@ -1035,8 +1035,12 @@ class Simulation:
             run.spend()
             return
         las = self._las
+        # back in the queue as of now, as the control plane requeues (`Reconciler._requeue`):
+        # it waits behind the jobs that arrived while it ran, and LAS's starvation clock
+        # counts its wait from here
+        requeued = {"attained_gpu_s": run.attained_gpu_s, "submitted_s": self.now_s}
         for unit, spec in run.units.items():
-            waiting = spec.replaced({"attained_gpu_s": run.attained_gpu_s})
+            waiting = spec.replaced(requeued)
             self._enqueue(unit, waiting)
             promoted_s = None if las is None else las_clock.promotion_s(las, waiting)
             if promoted_s is not None and promoted_s > self.now_s:  # a cycle when it may evict
