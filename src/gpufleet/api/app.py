@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+from sqlalchemy.orm.exc import StaleDataError
 
 from gpufleet import __version__
 from gpufleet.api import routes_admin, routes_cluster, routes_jobs
@@ -43,6 +44,9 @@ STATUS: tuple[tuple[type[Exception], int], ...] = (
 
 log = logging.getLogger(__name__)
 SCHEMA_RECHECK_S = 60.0  # /readyz: how long a passed schema check stands
+# a write over a job changed since the request read it, on a path no `jobs.checked_writes`
+# covers: the same advice as its JobChangedError, without naming a job it cannot know
+JOB_CHANGED = "a job changed while the request ran; reload and retry"
 
 
 def validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
@@ -149,6 +153,14 @@ def create_api(ctx: AppContext) -> FastAPI:
     @app.exception_handler(IntegrityError)
     async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:
         return JSONResponse({"detail": "conflict with the current state; retry"}, 409)
+
+    @app.exception_handler(StaleDataError)
+    async def changed(request: Request, exc: StaleDataError) -> JSONResponse:
+        # the safety net under `jobs.checked_writes`: the write failed and wrote nothing
+        # (`Job.version`), so it is the caller's conflict to retry, not a server error. The
+        # log names the path, which should have said which job changed
+        log.warning("%s %s: %s (unwrapped: a 409)", request.method, request.url.path, exc)
+        return JSONResponse({"detail": JOB_CHANGED}, 409)
 
     @app.exception_handler(DataError)
     async def unstorable(_: Request, exc: DataError) -> JSONResponse:

@@ -20,8 +20,9 @@ Because the store is written before the executor is told anything, a crash at an
 point leaves either an order not yet given (given at the next cycle) or one given
 twice (ignored by the executor): never a job started twice or a GPU held twice. A
 transaction that finds a job changed under it (another writer committed between its read
-and its write: `Job.version`, SQLAlchemy's version counter) rolls back whole and is done
-again on fresh reads (`_retrying`); one that keeps losing gives the cycle up.
+and its write: `Job.version`, SQLAlchemy's version counter), or that PostgreSQL aborts to
+break a deadlock, rolls back whole and is done again on fresh reads (`_retrying`); one that
+keeps losing gives the cycle up.
 
 Why one file (about 970 lines): a cycle is one transaction over the six steps above, and
 every helper here reads or writes that transaction's rows, in that order. The store
@@ -61,6 +62,7 @@ from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_error, spec_
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import UNBILLED, close_allocations
 from gpufleet.control.models import Allocation, AuditEntry, Job, NodeRecord, QueueSnapshot, Team
+from gpufleet.control.periodic import RaceLostError, retrying
 from gpufleet.control.quota_room import NEVER_MARK, QuotaNever, never_under_quota
 from gpufleet.sched.apply import placement_spec
 from gpufleet.sched.decide import decide
@@ -75,9 +77,8 @@ log = logging.getLogger(__name__)
 DOWN = "node-down:"
 WAITING = "admitted:"  # placeholder holding an admitted job's free planned GPUs
 BACKOFF_S = (10.0, 30.0, 90.0, 270.0, 600.0)
-# tries of one of a cycle's transactions when a job it writes changed under it (another
-# writer committed between its read and its write); then the cycle gives up, and the next
-# one reads the store again
+# tries of one of a cycle's transactions when it loses a race (a job it writes changed under
+# it, a deadlock: `_retrying`); then the cycle gives up, and the next one reads the store again
 STALE_TRIES = 3
 T = TypeVar("T")
 
@@ -166,12 +167,11 @@ class Reconciler:
             self.leading = False
             report.leader = False
             return report
-        except StaleDataError as exc:
+        except RaceLostError as exc:
             log.warning(
-                "cycle %d gave up after %d tries: a job kept changing under it (%s); "
-                "nothing of it was written, the next cycle reads the store again",
+                "cycle %d gave up (%s); nothing of it was written, the next cycle reads the "
+                "store again",
                 self.cycles,
-                STALE_TRIES,
                 exc,
             )
             return report
@@ -194,7 +194,7 @@ class Reconciler:
             asked, kills = self._retrying(
                 "observe", lambda s: self._observe_step(s, known, events, now, report)
             )
-        except StaleDataError:
+        except RaceLostError:
             self._unrecorded = events
             raise
         for key, checkpoints in asked:
@@ -206,26 +206,18 @@ class Reconciler:
 
     def _retrying(self, step: str, work: Callable[[Session], T]) -> T:
         """`work` in a transaction of its own, done again (up to `STALE_TRIES` in all) on a
-        fresh read where a job it writes changed since it read it: another writer (the API,
-        the telemetry loop) committed in between, and the write, made at the version read,
-        matched no row (StaleDataError). PostgreSQL's READ COMMITTED lets that happen in any
-        of the cycle's transactions. A try that failed wrote nothing: its transaction rolled
-        back whole. Raises StaleDataError when the last try fails too."""
-        for tries in range(1, STALE_TRIES):
-            try:
-                with self.sessions.begin() as s:
-                    return work(s)
-            except StaleDataError as exc:
-                log.info(
-                    "cycle %d, %s: a job changed under it (%s); try %d of %d",
-                    self.cycles,
-                    step,
-                    exc,
-                    tries + 1,
-                    STALE_TRIES,
-                )
-        with self.sessions.begin() as s:
-            return work(s)
+        fresh read where it lost a race (`periodic.lost_race`): a job it writes changed since
+        it read it (another writer committed in between: StaleDataError, which PostgreSQL's
+        READ COMMITTED allows in any of the cycle's transactions), or PostgreSQL aborted it
+        to break a deadlock or a serialization conflict with another writer. A try that
+        failed wrote nothing: its transaction rolled back whole. Raises RaceLostError when
+        the last try fails too."""
+
+        def once() -> T:
+            with self.sessions.begin() as s:
+                return work(s)
+
+        return retrying(once, f"cycle {self.cycles}, {step}", tries=STALE_TRIES)
 
     def _observe_step(
         self,

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
     Insert,
@@ -58,6 +59,7 @@ from gpufleet.control.models import (
     JobUtilization,
     Team,
 )
+from gpufleet.control.periodic import retrying
 from gpufleet.telemetry.samples import GpuSample as Reading
 
 RAW_KEEP_S = 86_400.0
@@ -71,6 +73,7 @@ SEVERAL_TEAMS = "(several teams)"
 FRESH_S = 300.0
 IdlePolicy = Literal["off", "notify", "reclaim"]
 IDLE_POLICIES: tuple[IdlePolicy, ...] = ("off", "notify", "reclaim")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -219,12 +222,13 @@ def ingest(
                 mem[key] += round(r.mem_used_bytes * h.milli / 1000)
     round_ = _Round(busy, read_milli, mem)
     known = _read_meters(session, round_)
-    # the writes, from here to the commit (or, with `commit_every`, in pieces)
+    # the writes, from here to the commit (or, with `commit_every`, in pieces): each piece is
+    # written from rows computed above, so a piece rolled back is written again as it was
     step = commit_every or max(1, len(samples))
     for i in range(0, len(samples), step):
-        _write_samples(session, samples[i : i + step], now_s)
-        if commit_every:
-            session.commit()
+        _in_piece(
+            session, commit_every, partial(_write_samples, session, samples[i : i + step], now_s)
+        )
     team_rows = [
         {
             "time_s": now_s,
@@ -238,14 +242,37 @@ def ingest(
         for (whole, team), sums in sorted(per_team.items(), key=team_order)
     ]
     if team_rows:
-        session.connection().execute(insert(GpuTeamSample), team_rows)
-    _update_meters(
-        session, round_, known, now_s=now_s, config=config, report=report, commit_every=commit_every
-    )
+        team_insert = insert(GpuTeamSample)
+        _in_piece(
+            session, commit_every, lambda: session.connection().execute(team_insert, team_rows)
+        )
+    for piece in _metered(round_, known, now_s=now_s, config=config, per_piece=commit_every):
+        done = _in_piece(
+            session, commit_every, partial(_write_piece, session, piece, now_s=now_s, config=config)
+        )
+        report.busy_again += done.busy_again
+        report.notices += done.notices
     session.flush()
     if commit_every:
         session.commit()
     return report
+
+
+def _in_piece(session: Session, commit_every: int | None, write: Callable[[], T]) -> T:
+    """`write`, then, in pieces (`commit_every`), the commit ending its transaction, done
+    again where it lost a race to another writer (PostgreSQL aborted it to break a deadlock
+    over a job's row, which a reclaim locks: `periodic.retrying`). A try rolled back wrote
+    nothing, and `write` writes rows computed before the round's first write: nothing is
+    written twice. Without pieces the one transaction is the caller's, to commit and retry."""
+    if not commit_every:
+        return write()
+
+    def once() -> T:
+        out = write()
+        session.commit()
+        return out
+
+    return retrying(once, "telemetry round, one piece", undo=session.rollback)
 
 
 # the raw row's columns, in the order COPY writes them (`id` comes from its sequence)
@@ -439,30 +466,53 @@ def _read_meters(session: Session, round_: _Round) -> _Known:
     return _Known(meters, jobs, policies)
 
 
-def _update_meters(
-    session: Session,
+@dataclass
+class _Piece:
+    """One transaction's meters (`commit_every` attempts' rows) and the idle flags they set
+    or clear, computed once: a try rolled back is written again from these."""
+
+    updated: list[dict[str, Any]] = field(default_factory=list)  # same attempt: UPDATE
+    replaced: list[int] = field(default_factory=list)  # an earlier attempt's: DELETE first
+    fresh: list[dict[str, Any]] = field(default_factory=list)  # a new attempt's: INSERT
+    idle: list[_IdleChange] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _IdleChange:
+    """An attempt's idle flag set (`busy` False) or cleared by this round, recorded with its
+    meters (`_record_idle`)."""
+
+    job_id: int
+    busy: bool
+    util: float
+    low_since_s: float | None
+    policy: str
+
+
+def _metered(
     round_: _Round,
     known: _Known,
     *,
     now_s: float,
     config: TelemetryConfig,
-    report: IngestReport,
-    commit_every: int | None = None,
-) -> None:
-    """Each holder's meters after this round, written in bulk (`commit_every` attempts per
-    transaction when given); an idle flag set or cleared loads its job to record it."""
+    per_piece: int | None = None,
+) -> list[_Piece]:
+    """Each holder's meters after this round, in pieces of `per_piece` attempts (one piece
+    without it). Computed, not written: the meters add this round's time to what was read,
+    so a piece written twice (a retry) must not compute them twice."""
     busy, read_milli, mem = round_.busy, round_.read_milli, round_.mem
-    updated: list[dict[str, Any]] = []  # meters of the same attempt (UPDATE by job id)
-    replaced: list[int] = []  # jobs whose meters were an earlier attempt's (DELETE first)
-    fresh: list[dict[str, Any]] = []  # meters of a new attempt (INSERT)
-    for done, ((job_id, attempt), milli) in enumerate(sorted(read_milli.items()), start=1):
+    pieces: list[_Piece] = []
+    for done, ((job_id, attempt), milli) in enumerate(sorted(read_milli.items())):
+        if done % (per_piece or len(read_milli)) == 0:
+            pieces.append(_Piece())
+        piece = pieces[-1]
         util = busy[(job_id, attempt)] / milli  # milli-weighted mean busy % of its GPUs
         gpus = milli / 1000
         m = known.meters.get(job_id)
         same = m is not None and m.attempt == attempt
         if m is None or not same:  # a new attempt starts its meters afresh
             if m is not None:
-                replaced.append(job_id)
+                piece.replaced.append(job_id)
             m = _Meter(attempt)
             dt = config.interval_s
         else:
@@ -477,20 +527,28 @@ def _update_meters(
         state, team_id = known.jobs.get(job_id, ("", 0))
         if state == "running":
             policy = known.policies.get(team_id, "notify")
-            _detect_idle(
-                session, job_id, m, util, now_s=now_s, config=config, policy=policy, report=report
-            )
+            change = _idle_change(job_id, m, util, now_s=now_s, config=config, policy=policy)
+            if change is not None:
+                piece.idle.append(change)
         values = {name: getattr(m, name) for name in _METER_FIELDS}
         if same:
-            updated.append({"b_job_id": job_id} | {f"b_{k}": v for k, v in values.items()})
+            piece.updated.append({"b_job_id": job_id} | {f"b_{k}": v for k, v in values.items()})
         else:
-            fresh.append({"job_id": job_id} | values)
-        if (commit_every and done % commit_every == 0) or done == len(read_milli):
-            _write_meters(session, updated, replaced, fresh)
-            updated, replaced, fresh = [], [], []
-            if commit_every:
-                session.flush()  # the events of idle flags set or cleared in this piece
-                session.commit()
+            piece.fresh.append({"job_id": job_id} | values)
+    return pieces
+
+
+def _write_piece(
+    session: Session, piece: _Piece, *, now_s: float, config: TelemetryConfig
+) -> IngestReport:
+    """A piece's meters, and its idle flags' events (and reclaims); what it flagged, for the
+    round's report once the piece is committed (a try rolled back flagged nothing)."""
+    _write_meters(session, piece.updated, piece.replaced, piece.fresh)
+    done = IngestReport()
+    for change in piece.idle:
+        _record_idle(session, change, now_s=now_s, config=config, report=done)
+    session.flush()
+    return done
 
 
 def _write_meters(
@@ -520,8 +578,7 @@ def _low_since(
     return since_s if since_s is not None else covers_from_s
 
 
-def _detect_idle(
-    session: Session,
+def _idle_change(
     job_id: int,
     m: _Meter,
     util: float,
@@ -529,31 +586,47 @@ def _detect_idle(
     now_s: float,
     config: TelemetryConfig,
     policy: str,
-    report: IngestReport,
-) -> None:
+) -> _IdleChange | None:
     """Flag a job whose GPUs stayed under the threshold for `idle_after_s`, once; the flag
-    clears (with an event) when it gets busy again. `reclaim` stops it as a cancel would."""
+    clears (with an event) when it gets busy again. Sets the flag on `m`; the event (and a
+    reclaim, which stops it as a cancel would) is written with the meters."""
     if m.low_since_s is None:
-        if m.idle_flagged_s is not None:
-            m.idle_flagged_s = None
-            job = _job(session, job_id)
-            lifecycle.record(session, job, "busy", now_s, f"GPUs busy again ({util:.0f} %)")
-            report.busy_again.append(job.id)
-        return
+        if m.idle_flagged_s is None:
+            return None
+        m.idle_flagged_s = None
+        return _IdleChange(job_id, True, util, None, policy)
     if (
         m.idle_flagged_s is not None
         or policy == "off"
         or now_s - m.low_since_s < config.idle_after_s
     ):
-        return
+        return None
     m.idle_flagged_s = now_s
-    job = _job(session, job_id)
-    minutes = (now_s - m.low_since_s) / 60
+    return _IdleChange(job_id, False, util, m.low_since_s, policy)
+
+
+def _record_idle(
+    session: Session,
+    change: _IdleChange,
+    *,
+    now_s: float,
+    config: TelemetryConfig,
+    report: IngestReport,
+) -> None:
+    """The event of an idle flag set or cleared; `reclaim` stops the job as a cancel would."""
+    job = _job(session, change.job_id)
+    util = change.util
+    if change.busy:
+        lifecycle.record(session, job, "busy", now_s, f"GPUs busy again ({util:.0f} %)")
+        report.busy_again.append(job.id)
+        return
+    assert change.low_since_s is not None
+    minutes = (now_s - change.low_since_s) / 60
     text = (
         f"GPUs idle: under {config.idle_threshold_pct:g} % busy for {minutes:.0f} min "
         f"(now {util:.1f} %)"
     )
-    reclaim = policy == "reclaim" and job.preemptible
+    reclaim = change.policy == "reclaim" and job.preemptible
     if reclaim:  # a stop decides on the state as stored (the reconciler may have moved it)
         job = lifecycle.locked(session, job)
         reclaim = job.state in ("starting", "running")
