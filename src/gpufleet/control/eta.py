@@ -11,12 +11,24 @@ What the replay assumes, and so what an ETA means:
 - Runtimes are estimates: a running job ends at its `expected_end_s`, else at its start
   plus `runtime_estimate_s`, else `default_runtime_s` from now; a pending job runs for
   its `runtime_estimate_s`, else `default_runtime_s` (both capped by `max_runtime_s`,
-  when the job has one, and at least `MIN_REMAINING_S` for an overdue running job).
+  when the job has one). A running job with time left ends exactly then: only an
+  overdue one (past its expected end) is assumed to end `MIN_REMAINING_S` from now.
   Jobs whose runtime was assumed are listed in `EtaResult.assumed_runtime`, so the
   caller can say so ("assuming 1 h").
+- A job preempted in the replay restarts at once, with no restart overhead: the live
+  plane runs a restarted attempt for its runtime estimate, as it ran the first (the
+  simulator's default 300 s of reload and warm-up made every ETA behind a predicted
+  preemption 300 s late).
+- Nodes that take no new job (`unavailable`: down or drained in the store) stay so: the
+  GPUs free on them are held before every simulated cycle, as the reconciler's own
+  state holds them, and jobs already running there keep running to their ends.
 - Nothing else arrives, nothing fails, no spot node is reclaimed, and MIG re-layouts
   are not applied (unless `relayout_s` is given): ETAs can move later as work arrives
   and earlier as jobs end early.
+- A pending job that does not start in the replay although nothing runs at its end can
+  never start as things are (`EtaResult.never`: no node it may use is available, or its
+  team's quotas never let it); one still waiting behind running work at the horizon
+  just has no ETA within it.
 - The scheduler sees each job's own `JobSpec` (its declared estimate, topology
   constraint, submission time, ...) exactly as the live cycle does; only the simulated
   runtimes come from the rules above.
@@ -26,15 +38,15 @@ What the replay assumes, and so what an ETA means:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
-from gpufleet.cluster import Cluster, to_milli
+from gpufleet.cluster import Cluster, Whole, to_milli
 from gpufleet.sched.fairshare import DecayedUsage
 from gpufleet.sched.framework import InvalidPlacementError, Placement
-from gpufleet.sim.engine import FailureModel, InitialRun, SimConfig, SpotModel, simulate
+from gpufleet.sim.engine import FailureModel, InitialRun, SimConfig, Simulation, SpotModel
 from gpufleet.sim.workload import CleaningReport, TraceJob, Workload
 from gpufleet.specs.jobs import JobSpec
 from gpufleet.specs.teams import TeamsSpec
@@ -43,6 +55,8 @@ DEFAULT_RUNTIME_S: Final = 3600.0  # a job that declares no runtime is assumed t
 MIN_REMAINING_S: Final = 60.0  # an overdue running job is assumed to end within a minute
 HORIZON_S: Final = 30 * 86_400.0  # a job not started within 30 days has no ETA
 SEED: Final = 0  # nothing random runs (no failures, no reclaims); fixed all the same
+# holder of an unavailable node's free GPUs in the replay: no job name (those are ids)
+UNAVAILABLE: Final = "\x00unavailable:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +78,15 @@ class EtaResult:
     does not start within the horizon (it never fits, or the queue ahead is too long).
     `assumed_runtime`: jobs (running or pending) whose runtime is `default_runtime_s`
     because they declare none. `wall_s`: how long the estimate took to compute.
+    `never`: the pending jobs without a start that can never start as things are (the
+    replay ran out of work with them still waiting), so a page says "never" and why,
+    rather than "no estimate" as for a job merely beyond the horizon.
     """
 
     start_s: Mapping[str, float | None]
     assumed_runtime: frozenset[str]
     wall_s: float
+    never: frozenset[str] = field(default_factory=frozenset)
 
 
 def queue_cycle_s(pending: int) -> float:
@@ -90,6 +108,7 @@ def estimate_starts(
     cycle_interval_s: float = 10.0,
     history: DecayedUsage | None = None,
     relayout_s: float | None = None,
+    unavailable: Collection[str] = (),
 ) -> EtaResult:
     """When each of `pending` is expected to start, simulating forward from `now_s`.
 
@@ -99,6 +118,7 @@ def estimate_starts(
     past use (fair share), as of `now_s` or earlier; None: no past use. `cycle_interval_s`
     should be the reconciler's. `relayout_s`: apply the MIG re-layouts the scheduler
     proposes after that long (None: the control plane does not re-cut GPUs by itself).
+    `unavailable`: nodes that take no new job (down or drained).
 
     Raises `InvalidPlacementError` for a running job whose placement the cluster cannot
     hold, `ValueError` for repeated names, and what `decide()` raises (an unknown
@@ -115,13 +135,14 @@ def estimate_starts(
         profile=profile,
         seed=SEED,
         cycle_interval_s=cycle_interval_s,
+        restart_overhead_s=0.0,  # a live restart runs its runtime estimate, no more
         failures=FailureModel(gpu_mtbf_h=None),
         spot=SpotModel(reclaim_per_node_per_day=0.0),
         horizon_s=now_s + horizon_s,
         sample_interval_s=horizon_s,  # the ETA reads no samples: take as few as possible
         relayout_s=relayout_s,
     )
-    result = simulate(
+    replay = _Replay(
         cluster,
         teams,
         workload,
@@ -130,13 +151,38 @@ def estimate_starts(
         start_s=now_s,
         specs=specs,
         history=history,
+        unavailable=unavailable,
     )
+    result = replay.run()
     starts = {j.name: result.first_start_s.get(j.name) for j in pending}
+    stalled = len(replay.running) == 0  # nothing left to end: the waiting ones stay waiting
+    never = {n for n, at in starts.items() if at is None} if stalled else set()
     return EtaResult(
         start_s=MappingProxyType(starts),
         assumed_runtime=frozenset(assumed),
         wall_s=time.perf_counter() - t0,
+        never=frozenset(never),
     )
+
+
+class _Replay(Simulation):
+    """The simulator's engine with nodes that take no new job: before every scheduling
+    cycle the GPUs free on them are held, as the reconciler's `_state` holds a down or
+    drained node's free GPUs each cycle. Held per cycle, not once, so GPUs a job running on
+    a drained node frees are not handed out in the replay when they are not live."""
+
+    def __init__(self, *args: Any, unavailable: Collection[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unavailable = sorted(set(unavailable) & {n.name for n in self.cluster.nodes})
+        self._holds = 0
+
+    def _cycle(self, payload: str) -> None:
+        for node in self._unavailable:
+            free = self.state.free_gpu_ids(node)
+            if free:
+                self._holds += 1
+                self.state.allocate(f"{UNAVAILABLE}{node}#{self._holds}", Whole(node, free))
+        super()._cycle(payload)
 
 
 def _runtime_s(job: JobSpec, default_runtime_s: float, assumed: set[str]) -> float:
@@ -157,15 +203,15 @@ def _initial_run(
     job = r.spec
     elapsed_s = max(0.0, now_s - r.started_s)
     if r.expected_end_s is not None:
-        remaining_s = max(MIN_REMAINING_S, r.expected_end_s - now_s)
+        remaining_s = _left(r.expected_end_s - now_s)
     elif job.runtime_estimate_s is not None:
         runtime_s = _runtime_s(job, default_runtime_s, assumed)
-        remaining_s = max(MIN_REMAINING_S, runtime_s - elapsed_s)
+        remaining_s = _left(runtime_s - elapsed_s)
     else:  # nothing known: assume it runs the default from now (within its limit)
         assumed.add(job.name)
         remaining_s = default_runtime_s
         if job.max_runtime_s is not None:
-            remaining_s = max(MIN_REMAINING_S, min(remaining_s, job.max_runtime_s - elapsed_s))
+            remaining_s = _left(min(remaining_s, job.max_runtime_s - elapsed_s))
     submit_s = min(job.submitted_s, r.started_s)
     if job.kind == "inference":  # a replica ends at its window's end: make that now + remaining
         duration_s = now_s + remaining_s - submit_s
@@ -178,6 +224,13 @@ def _initial_run(
         started_s=r.started_s,
         remaining_s=remaining_s,
     )
+
+
+def _left(remaining_s: float) -> float:
+    """A running job's time left: exactly what its estimate leaves, else (overdue) a
+    minute. Floored only when overdue: a floor on every job put each ETA that waited on a
+    job in its last minute up to a minute late."""
+    return remaining_s if remaining_s > 0 else MIN_REMAINING_S
 
 
 def _pending_trace(

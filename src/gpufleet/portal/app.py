@@ -8,6 +8,7 @@ both see the same state and enforce the same rules.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from urllib.parse import quote
@@ -17,11 +18,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException
 
+from gpufleet.api.app import JOB_CHANGED
 from gpufleet.api.context import AppContext
 from gpufleet.api.deps import RateLimitedError, context
 from gpufleet.control.auth import AuthError, ForbiddenError, NotFoundError
+from gpufleet.control.jobs import JobChangedError
 from gpufleet.control.sessions import SESSION_COOKIE, resolve
 from gpufleet.errors import UserError
 from gpufleet.portal import (
@@ -37,6 +41,8 @@ from gpufleet.portal import (
     routes_whatif,
 )
 from gpufleet.portal.web import PREFIX, LoginRequiredError, Me, render
+
+log = logging.getLogger(__name__)
 
 # Scripts only from this origin (htmx and Chart.js are vendored; no inline script runs);
 # inline styles are allowed for the plan report, which carries its own stylesheet. Framing
@@ -116,6 +122,8 @@ def _errors(portal: FastAPI) -> None:
             return page(request, 403, "Not allowed", str(exc))
         if isinstance(exc, RateLimitedError):
             return page(request, 429, "Too many requests", str(exc))
+        if isinstance(exc, JobChangedError):  # the API's 409: reloading shows the change
+            return page(request, 409, "The job changed", str(exc))
         return page(request, 422, "That did not work", str(exc))
 
     @portal.exception_handler(HTTPException)
@@ -131,6 +139,14 @@ def _errors(portal: FastAPI) -> None:
     @portal.exception_handler(IntegrityError)
     async def conflict(request: Request, exc: IntegrityError) -> Response:
         return page(request, 409, "Conflict", "That conflicts with the current state; retry.")
+
+    @portal.exception_handler(StaleDataError)
+    async def changed(request: Request, exc: StaleDataError) -> Response:
+        # as the API's: a write over a job changed since it was read, on a path no
+        # `jobs.checked_writes` covers, wrote nothing; the person reloads and decides again
+        log.warning("%s %s: %s (unwrapped: a 409)", request.method, request.url.path, exc)
+        message = JOB_CHANGED[:1].upper() + JOB_CHANGED[1:] + "."
+        return page(request, 409, "The job changed", message)
 
     @portal.exception_handler(OperationalError)
     async def busy(request: Request, exc: OperationalError) -> Response:

@@ -19,8 +19,10 @@ from sqlalchemy.orm import Session
 
 from gpufleet.api.deps import JobId
 from gpufleet.api.schemas import JobOut
-from gpufleet.api.views import job_out, queue_index
+from gpufleet.api.views import QueueIndex, job_out, queue_index
 from gpufleet.control import jobs, lifecycle
+from gpufleet.control.eta import HORIZON_S
+from gpufleet.control.eta_refresh import EtaKind, eta_kind
 from gpufleet.control.executors.base import RunKey
 from gpufleet.control.models import Allocation, PriorityClass
 from gpufleet.portal.holders import holdings, quota_rooms
@@ -32,6 +34,7 @@ from gpufleet.portal.web import PREFIX, Caller, Ctx, Db, Form, local_next, rende
 router = APIRouter()
 LOG_TAIL_BYTES = 16 * 1024
 ACTIVE_STATES = ("admitted", "starting", "running", "stopping")
+HORIZON_DAYS = round(HORIZON_S / 86_400)  # how far the ETA simulation looks
 
 
 @router.get("/jobs", name="my_jobs", response_class=HTMLResponse)
@@ -77,7 +80,18 @@ def my_jobs(request: Request, me: Caller, ctx: Ctx, s: Db, mine: bool = False) -
         ahead=ahead_of(s, index, who, [j.id for j in pending]),
         mine=mine,
         eta_at_s=index.eta_at_s if index else None,
+        eta_kinds=eta_kinds(index, [j.id for j in pending]),
+        horizon_days=HORIZON_DAYS,
     )
+
+
+def eta_kinds(index: QueueIndex | None, job_ids: list[int]) -> dict[int, EtaKind]:
+    """What the last ETA refresh said of each pending job (`eta_refresh.eta_kind`): the
+    API's `eta_s` is None alike for a job that can never start, one beyond the horizon and
+    one newer than the refresh, and a page must not call the first two "no estimate yet"."""
+    if index is None:
+        return {}
+    return {j: eta_kind(index.etas, j) for j in job_ids}
 
 
 @dataclass
@@ -148,6 +162,9 @@ def job_detail(request: Request, job_id: JobId, me: Caller, ctx: Ctx, s: Db) -> 
         holders=holders,
         rooms=rooms,
         wait_rows=wait_rows(out.waits),
+        eta_at_s=index.eta_at_s if index else None,
+        eta_kinds=eta_kinds(index, [job.id] if job.state == "pending" else []),
+        horizon_days=HORIZON_DAYS,
     )
 
 
