@@ -171,3 +171,41 @@ def test_an_admitted_job_holds_its_gpus_in_the_replay(lite: Plane) -> None:
     assert started - t0 < 400  # it did start after n1, not after the victim's estimate
     assert predicted is not None
     assert abs(started - predicted) <= GRACE_S, (predicted, started)
+
+
+def test_the_whatif_baseline_replays_the_queue_as_the_etas_do(lite: Plane) -> None:
+    """The portal's what-if read the bare live queue: with h100-1 down its baseline put the
+    waiting job on the down node (a wait of one cycle) while the job's page said ~1,000 s.
+    It now reads the queue the ETAs replay (`replay_queue`), so the two agree."""
+    from gpufleet.control.eta_refresh import replay_queue
+    from gpufleet.portal.whatif import Scenario, run
+
+    r = lite.client.put(
+        "/api/v1/admin/nodes/h100-1", json={"state": "down", "reason": "maint"},
+        headers=lite.auth("admin"),
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    submit(lite, "vision-member", "busy", 8, 1000)
+    lite.cycle()
+    lite.cycle(CYCLE_S)
+    wait = submit(lite, "nlp-member", "wait", 8, 600)
+    lite.cycle(CYCLE_S)
+    predicted = etas(lite, {"wait": wait})["wait"]
+    assert predicted is not None
+    now = lite.clock()
+    cluster, profile = lite.reconciler.cluster, lite.reconciler.config.profile
+    with lite.sessions() as s:
+        replay = replay_queue(s, cluster, now)
+    result = run(
+        replay.queue,
+        cluster,
+        Scenario(profile=profile),
+        now_s=now,
+        baseline_profile=profile,
+        visible=lambda team: True,
+        unavailable=replay.unavailable,
+    )
+    row = next(r for r in result.rows if r.job_id == wait)
+    assert row.baseline_wait_s is not None
+    assert abs(row.queued_s + row.baseline_wait_s - predicted) <= CYCLE_S
+    assert row.baseline_wait_s > 900  # it waits for h100-0, not for the down node

@@ -20,6 +20,7 @@ the horizon); a job that can never start as things are also has the key
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import select, update
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpufleet.cluster import Cluster
 from gpufleet.control.eta import RunningJob, estimate_starts, queue_cycle_s
-from gpufleet.control.jobs import SPEC_COLUMNS, live_queue, spec_of
+from gpufleet.control.jobs import SPEC_COLUMNS, LiveQueue, live_queue, spec_of
 from gpufleet.control.models import Job, NodeRecord, QueueSnapshot, Team
 from gpufleet.sched.preempt import GRACE_PERIOD_S
 from gpufleet.specs.jobs import JobSpec, Placement
@@ -35,6 +36,43 @@ from gpufleet.specs.jobs import JobSpec, Placement
 NEVER_PREFIX = "never:"
 ENDS = ("cancel", "idle")  # a job stopped for these ends; for anything else it is requeued
 EtaKind = Literal["unknown", "never", "beyond", "at"]
+
+
+@dataclass(frozen=True)
+class ReplayQueue:
+    """The live queue in the form the replay must see it (the module's docstring says why):
+    running jobs with stopping ones cut at their deadline and admitted ones on their
+    planned GPUs, pending jobs with the preempted ones requeued, and the nodes that take no
+    new job. The leader's ETAs and the portal's what-if read it alike, so a what-if's
+    baseline is the ETA a job's page shows."""
+
+    queue: LiveQueue
+    unavailable: frozenset[str]
+
+
+def replay_queue(
+    s: Session, cluster: Cluster, now_s: float, grace_s: float = GRACE_PERIOD_S
+) -> ReplayQueue:
+    """Read the live queue for a replay from `now_s`. `grace_s`: a stopping job not yet
+    signalled is assumed gone that long from now (the reconciler's grace period)."""
+    queue = live_queue(s, cluster, now_s)
+    unavailable = frozenset(s.scalars(select(NodeRecord.name).where(NodeRecord.state != "up")))
+    stopping = {
+        str(i): (why, deadline)
+        for i, why, deadline in s.execute(
+            select(Job.id, Job.stop_for, Job.stop_deadline_s).where(Job.state == "stopping")
+        )
+    }
+    names: dict[int, str] = dict(s.execute(select(Team.id, Team.name)).all())
+    admitted = s.execute(
+        select(*SPEC_COLUMNS).where(Job.state == "admitted").order_by(Job.id)
+    ).all()
+    if queue.teams is None:
+        return ReplayQueue(queue, unavailable)
+    running, requeued, freed = _stopping_form(queue.running, stopping, now_s, grace_s)
+    running += [_admitted(cluster, row, names[row.team_id], freed, now_s) for row in admitted]
+    replayed = LiveQueue(queue.teams, tuple(running), (*queue.pending, *requeued))
+    return ReplayQueue(replayed, unavailable)
 
 
 def refresh_etas(
@@ -50,38 +88,24 @@ def refresh_etas(
 
     Reads the store in its own session, so it can run in another thread or process than
     the reconciler; coarser simulated cycles for long queues keep it cheap, at the price
-    of ETAs accurate to about one such cycle. `grace_s`: a stopping job not yet signalled
-    is assumed gone that long from now (the reconciler's grace period). Returns how many
-    pending jobs got an ETA."""
+    of ETAs accurate to about one such cycle. `grace_s`: as `replay_queue`'s. Returns how
+    many pending jobs got an ETA."""
     with sessions() as s:
-        queue = live_queue(s, cluster, now_s)
-        unavailable = set(s.scalars(select(NodeRecord.name).where(NodeRecord.state != "up")))
-        stopping = {
-            str(i): (why, deadline)
-            for i, why, deadline in s.execute(
-                select(Job.id, Job.stop_for, Job.stop_deadline_s).where(Job.state == "stopping")
-            )
-        }
-        names: dict[int, str] = dict(s.execute(select(Team.id, Team.name)).all())
-        admitted = s.execute(
-            select(*SPEC_COLUMNS).where(Job.state == "admitted").order_by(Job.id)
-        ).all()
+        replay = replay_queue(s, cluster, now_s, grace_s)
+    queue = replay.queue
     if queue.teams is None:
         return 0
-    running, requeued, freed = _stopping_form(queue.running, stopping, now_s, grace_s)
-    running += [_admitted(cluster, row, names[row.team_id], freed, now_s) for row in admitted]
-    pending = [*queue.pending, *requeued]
     etas: dict[str, float | None] = {}
-    if pending:
+    if queue.pending:
         result = estimate_starts(
             cluster,
             queue.teams,
-            running,
-            pending,
+            queue.running,
+            queue.pending,
             now_s=now_s,
             profile=profile,
-            cycle_interval_s=queue_cycle_s(len(pending)),
-            unavailable=unavailable,
+            cycle_interval_s=queue_cycle_s(len(queue.pending)),
+            unavailable=replay.unavailable,
         )
         etas = dict(result.start_s)
         etas.update({NEVER_PREFIX + name: None for name in result.never})
@@ -91,7 +115,7 @@ def refresh_etas(
             .where(QueueSnapshot.name == "main")
             .values(etas=etas, eta_at_s=now_s)
         )
-    return len(pending)
+    return len(queue.pending)
 
 
 def eta_kind(etas: Mapping[str, float | None], job_id: int) -> EtaKind:

@@ -613,7 +613,13 @@ class Reconciler:
     def estimate_etas(self) -> int:
         """Re-simulate the queue forward and store every pending job's estimated start
         (`eta_refresh.refresh_etas`; the server runs it in its own process, tests call it here)."""
-        return refresh_etas(self.sessions, self.cluster, self.config.profile, self.clock())
+        return refresh_etas(
+            self.sessions,
+            self.cluster,
+            self.config.profile,
+            self.clock(),
+            grace_s=self.config.grace_s,
+        )
 
     def _state(self, s: Session) -> State:
         """The allocation state rebuilt from the live allocation rows (and down nodes)."""

@@ -209,7 +209,7 @@ def eta_main(config: ChildConfig, ready: Callable[[], None]) -> None:
             wait_s = min(1.0, rc.eta_interval_s)
             continue
         try:
-            refresh_etas(maker, cluster, rc.profile, time.time())
+            refresh_etas(maker, cluster, rc.profile, time.time(), grace_s=rc.grace_s)
         except Exception:  # an ETA is a nicety: keep going, retry next time
             log.exception("queue ETA simulation failed")
         wait_s = rc.eta_interval_s

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpufleet.api.context import AppContext
-from gpufleet.control.jobs import live_queue
+from gpufleet.control.eta_refresh import replay_queue
 from gpufleet.control.models import Team
 from gpufleet.errors import UserError
 from gpufleet.portal.heavy import Heavy, HeavyError, heavy_of
@@ -99,15 +99,17 @@ def _whatif(v: _Visit) -> HTMLResponse:
         try:
             heavy.check(who.user)  # over budget: refused before the queue is read
             now = ctx.clock()
-            snap = live_queue(s, ctx.cluster, now)
+            # the queue as the live ETAs replay it: its baseline is what a job's page says
+            replay = replay_queue(s, ctx.cluster, now)
             s.rollback()  # ends the read: no connection is held while the simulation runs
             inputs = Inputs(
-                snap,
+                replay.queue,
                 PortableCluster.of(ctx.cluster),
                 chosen,
                 now,
                 ctx.profile,
                 Visible(who.is_admin, who.team),
+                replay.unavailable,
             )
             result = heavy.run(who.user, compute, inputs)
         except HeavyError as exc:

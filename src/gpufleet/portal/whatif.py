@@ -121,6 +121,7 @@ class Inputs:
     now_s: float
     baseline_profile: str
     visible: Visible
+    unavailable: frozenset[str] = frozenset()  # nodes down or drained (`replay_queue`)
 
 
 def compute(inputs: Inputs) -> WhatIf:
@@ -132,6 +133,7 @@ def compute(inputs: Inputs) -> WhatIf:
         now_s=inputs.now_s,
         baseline_profile=inputs.baseline_profile,
         visible=inputs.visible,
+        unavailable=inputs.unavailable,
     )
 
 
@@ -196,8 +198,11 @@ def run(
     now_s: float,
     baseline_profile: str,
     visible: Callable[[str], bool],
+    unavailable: frozenset[str] = frozenset(),
 ) -> WhatIf:
-    """Predicted waits of the jobs in `snap` the caller may see, now and in `scenario`."""
+    """Predicted waits of the jobs in `snap` the caller may see, now and in `scenario`
+    (`snap` in the replay's form, `control.eta_refresh.replay_queue`; `unavailable`: nodes
+    that take no new job in either)."""
     if scenario.profile not in PROFILES:
         raise UserError(f"no scheduling profile {scenario.profile!r}")
     accelerator = scenario.accelerator or (cluster.accelerators[0] if cluster.accelerators else "")
@@ -206,8 +211,8 @@ def run(
     if scenario.to_team and scenario.add_gpus and snap.teams is not None:
         teams = with_guarantee(snap.teams, scenario.to_team, accelerator, scenario.add_gpus)
         changed = dataclasses.replace(snap, teams=teams)
-    base = _estimate(snap, cluster, baseline_profile, now_s)
-    other = _estimate(changed, bigger, scenario.profile, now_s)
+    base = _estimate(snap, cluster, baseline_profile, now_s, unavailable)
+    other = _estimate(changed, bigger, scenario.profile, now_s, unavailable)
     rows = tuple(
         JobWait(
             job_id=int(j.name),
@@ -230,7 +235,9 @@ def run(
     )
 
 
-def _estimate(snap: LiveQueue, cluster: Cluster, profile: str, now_s: float) -> EtaResult | None:
+def _estimate(
+    snap: LiveQueue, cluster: Cluster, profile: str, now_s: float, unavailable: frozenset[str]
+) -> EtaResult | None:
     if snap.teams is None or not snap.pending:
         return None
     return estimate_starts(
@@ -241,6 +248,7 @@ def _estimate(snap: LiveQueue, cluster: Cluster, profile: str, now_s: float) -> 
         now_s=now_s,
         profile=profile,
         cycle_interval_s=queue_cycle_s(len(snap.pending)),
+        unavailable=unavailable,
     )
 
 
