@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gpufleet.control.admin import NAME_RE
+from gpufleet.control.eta import HORIZON_S
+from gpufleet.control.eta_refresh import EtaKind
 from gpufleet.sched.requests import FRACTION_STEPS, fraction_eighths
 
 # Strings in requests. Team, project, cohort and user names are DNS labels (`admin.NAME_RE`):
@@ -74,9 +76,27 @@ class JobOut(BaseModel):
     )
     queue_position: QueuePosition | None = None
     eta_s: float | None = Field(
-        default=None, description="Estimated start (Unix seconds) from a forward simulation."
+        default=None,
+        description="Estimated start (Unix seconds) from a forward simulation. None when "
+        "there is none: `eta_kind` says why.",
     )
     eta_is_estimate: bool = True
+    eta_kind: EtaKind | None = Field(
+        default=None,
+        description="What the last ETA refresh said of a waiting job: `at` (a start time, in "
+        "`eta_s`; admitted and starting jobs: now), `never` (it cannot start with the nodes "
+        "and quotas of now: `reason` says why), `beyond` (not within the simulation's horizon "
+        f"of {HORIZON_S / 86_400:g} days), or `unknown` (no estimate yet: submitted or "
+        "requeued since the last refresh). None for a job not waiting to start (running "
+        "or ended).",
+    )
+    eta_estimated_at_s: float | None = Field(
+        default=None,
+        description="When the estimate in `eta_kind` and `eta_s` was made (Unix seconds): "
+        "estimates are refreshed less often than queue positions, so one made before a "
+        "cancel, a move or a node going down is as old as this says. None when there is "
+        "none (`eta_kind` unknown or None).",
+    )
     gpu_hours: float = 0.0
     lost_gpu_hours: float = Field(
         default=0.0, description="GPU-hours redone after preemptions and crashes (no checkpoint)."

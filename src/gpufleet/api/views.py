@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from gpufleet.api.schemas import EventOut, JobOut, JobUtilizationOut, QueuePosition, WaitOut
 from gpufleet.control.auth import Principal
+from gpufleet.control.eta_refresh import EtaKind, eta_kind
 from gpufleet.control.jobs import Submitted, require_visible
 from gpufleet.control.lifecycle import FINAL, PREEMPTED_AUDIT
 from gpufleet.control.models import (
@@ -276,6 +277,7 @@ def submitted_out(job: Submitted) -> JobOut:
         flavor=None,
         placement=[],
         reason=v["reason"],
+        eta_kind="unknown",
         last_checkpoint_s=None,
         checkpoint_interval_s=v["checkpoint_interval_s"],
         runtime_estimate_s=v["runtime_estimate_s"],
@@ -346,13 +348,21 @@ def job_out(
     full: bool = False,
 ) -> JobOut:
     """A job's API body. Reasons and events name no other team's job or team unless `full`
-    (pass `who.is_admin`): the body a team member may read is the default."""
+    (pass `who.is_admin`): the body a team member may read is the default.
+
+    A waiting job's `eta_kind` and `eta_estimated_at_s` come from the same snapshot entry as
+    its `eta_s` (`eta_refresh.eta_kind`), so a client can tell "never" and "beyond the
+    horizon" from "not estimated yet", which a None `eta_s` leaves alike, and they agree
+    with what the portal says of the job."""
     team = _team_name(s, job.team_id)
     position = None
     reason = job.reason
     waits: list[WaitOut] = []
-    eta = None
+    eta: float | None = None
+    estimated_at: float | None = None
+    kind: EtaKind | None = None  # not waiting to start: no ETA to speak of
     if job.state == "pending":
+        kind = "unknown"
         index = index or queue_index(s)
         if index is not None and job.id in index.queue.cluster_pos:
             queue = index.queue
@@ -362,11 +372,14 @@ def job_out(
                 reason = public_reason(reason, team, index)
             waits = public_waits(queue.waits(job.id), team, index, full)
             eta = index.etas.get(str(job.id))
+            kind = eta_kind(index.etas, job.id)
+            estimated_at = None if kind == "unknown" else index.eta_at_s
         if job.not_before_s is not None and job.not_before_s > now_s:
             reason = f"restart backoff: eligible in {job.not_before_s - now_s:.0f} s"
             waits = []
     elif job.state in ("admitted", "starting") and job.started_s is None:
-        eta = now_s
+        eta = estimated_at = now_s  # its GPUs are chosen: it starts now, no replay needed
+        kind = "at"
     gpu_s = job.attained_gpu_s
     if job.state in ("starting", "running", "stopping"):
         rows = s.scalars(
@@ -397,6 +410,8 @@ def job_out(
         waits=waits,
         queue_position=position,
         eta_s=eta,
+        eta_kind=kind,
+        eta_estimated_at_s=estimated_at,
         gpu_hours=gpu_s / 3600,
         lost_gpu_hours=job.lost_gpu_s / 3600,
         last_checkpoint_s=job.last_checkpoint_s,
