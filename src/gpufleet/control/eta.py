@@ -15,10 +15,22 @@ What the replay assumes, and so what an ETA means:
   overdue one (past its expected end) is assumed to end `MIN_REMAINING_S` from now.
   Jobs whose runtime was assumed are listed in `EtaResult.assumed_runtime`, so the
   caller can say so ("assuming 1 h").
-- A job preempted in the replay restarts at once, with no restart overhead: the live
-  plane runs a restarted attempt for its runtime estimate, as it ran the first (the
+- Work saved by a job's earlier attempts (`done_s`: up to each one's last checkpoint) is
+  not done again: an attempt runs its runtime less that work, as the emulated executor
+  runs it and a real job resuming from its checkpoint does. Running jobs' times left and
+  pending jobs' runtimes both take it off (else a requeued job that had saved 310 s of a
+  1000 s run is replayed for 1000 s and runs 690 s: the ETAs behind it 310 s late).
+- A job preempted in the replay restarts at once, with no restart overhead (the
   simulator's default 300 s of reload and warm-up made every ETA behind a predicted
-  preemption 300 s late).
+  preemption 300 s late). One that checkpoints saves all its work in the grace period,
+  as the live plane asks it to; one that does not reruns its whole runtime (less `done_s`)
+  as it would live, including the part it ran before the replay began (the engine keeps
+  a running job's earlier work through a preemption: a job 400 s into a 1000 s run
+  came back for 600 s in the replay and 1000 s live; `_Replay._interrupt`).
+- A pending job in its restart backoff (`not_before`) arrives in the replay when the
+  backoff ends, as the reconciler leaves it out of every cycle until then; it arrived at
+  once and started up to the backoff (at most 600 s) early, taking GPUs another job
+  would have had.
 - Nodes that take no new job (`unavailable`: down or drained in the store) stay so: the
   GPUs free on them are held before every simulated cycle, as the reconciler's own
   state holds them, and jobs already running there keep running to their ends.
@@ -53,6 +65,7 @@ from gpufleet.specs.teams import TeamsSpec
 
 DEFAULT_RUNTIME_S: Final = 3600.0  # a job that declares no runtime is assumed to run 1 h
 MIN_REMAINING_S: Final = 60.0  # an overdue running job is assumed to end within a minute
+MIN_RUN_S: Final = 1.0  # an attempt whose work was all saved still starts, for a second
 HORIZON_S: Final = 30 * 86_400.0  # a job not started within 30 days has no ETA
 SEED: Final = 0  # nothing random runs (no failures, no reclaims); fixed all the same
 # holder of an unavailable node's free GPUs in the replay: no job name (those are ids)
@@ -109,6 +122,8 @@ def estimate_starts(
     history: DecayedUsage | None = None,
     relayout_s: float | None = None,
     unavailable: Collection[str] = (),
+    done_s: Mapping[str, float] = MappingProxyType({}),
+    not_before: Mapping[str, float] = MappingProxyType({}),
 ) -> EtaResult:
     """When each of `pending` is expected to start, simulating forward from `now_s`.
 
@@ -118,7 +133,9 @@ def estimate_starts(
     past use (fair share), as of `now_s` or earlier; None: no past use. `cycle_interval_s`
     should be the reconciler's. `relayout_s`: apply the MIG re-layouts the scheduler
     proposes after that long (None: the control plane does not re-cut GPUs by itself).
-    `unavailable`: nodes that take no new job (down or drained).
+    `unavailable`: nodes that take no new job (down or drained). `done_s`: job -> seconds
+    of its work that its earlier attempts saved (a running job's current attempt is not
+    one of them). `not_before`: pending job -> when its restart backoff ends.
 
     Raises `InvalidPlacementError` for a running job whose placement the cluster cannot
     hold, `ValueError` for repeated names, and what `decide()` raises (an unknown
@@ -126,8 +143,20 @@ def estimate_starts(
     """
     t0 = time.perf_counter()
     assumed: set[str] = set()
-    initial = [_initial_run(r, now_s, default_runtime_s, assumed) for r in running]
-    arrivals = [_pending_trace(j, now_s, default_runtime_s, assumed) for j in pending]
+    initial = [
+        _initial_run(r, now_s, default_runtime_s, assumed, done_s.get(r.spec.name, 0.0))
+        for r in running
+    ]
+    arrivals = [
+        _pending_trace(
+            j,
+            max(now_s, not_before.get(j.name, now_s)),
+            default_runtime_s,
+            assumed,
+            done_s.get(j.name, 0.0),
+        )
+        for j in pending
+    ]
     specs = {r.spec.name: _pending_form(r.spec) for r in running}
     specs.update({j.name: j for j in pending})
     workload = Workload(tuple(arrivals), CleaningReport("live queue", len(pending), len(pending)))
@@ -166,15 +195,46 @@ def estimate_starts(
 
 
 class _Replay(Simulation):
-    """The simulator's engine with nodes that take no new job: before every scheduling
-    cycle the GPUs free on them are held, as the reconciler's `_state` holds a down or
-    drained node's free GPUs each cycle. Held per cycle, not once, so GPUs a job running on
-    a drained node frees are not handed out in the replay when they are not live."""
+    """The simulator's engine with two live rules it lacks.
 
-    def __init__(self, *args: Any, unavailable: Collection[str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    Nodes that take no new job: before every scheduling cycle the GPUs free on them are
+    held, as the reconciler's `_state` holds a down or drained node's free GPUs each cycle.
+    Held per cycle, not once, so GPUs a job running on a drained node frees are not handed
+    out in the replay when they are not live.
+
+    A running job that does not checkpoint loses, when preempted in the replay, the work
+    it did before the replay began too: the engine keeps an initial run's earlier work
+    (`InitialRun.remaining_s` is all it has left to do, through any interruption), while
+    the live job restarts from nothing (`_interrupt`)."""
+
+    def __init__(
+        self, *args: Any, unavailable: Collection[str], initial: Sequence[InitialRun], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, initial=initial, **kwargs)
         self._unavailable = sorted(set(unavailable) & {n.name for n in self.cluster.nodes})
         self._holds = 0
+        self._unsaved = {
+            r.trace.name
+            for r in initial
+            if r.trace.kind != "inference"
+            and r.trace.checkpoint_interval_s is None
+            and r.remaining_s < r.trace.duration_s
+        }
+
+    def _interrupt(
+        self, name: str, *, notice_saves: bool, released: frozenset[str] = frozenset()
+    ) -> None:
+        """The engine's interruption; then a running job that had work from before the
+        replay and no checkpoint to keep it restarts its whole runtime (`trace.duration_s`,
+        see `_initial_run`), that work now lost before the replay (so not in its
+        accounts: `done_before_s` 0 keeps the conservation checks whole)."""
+        run = self.runs[name]
+        afresh = run.started and name in self._unsaved
+        super()._interrupt(name, notice_saves=notice_saves, released=released)
+        if afresh:
+            self._unsaved.discard(name)
+            run.remaining_s = run.trace.duration_s
+            run.done_before_s = 0.0
 
     def _cycle(self, payload: str) -> None:
         for node in self._unavailable:
@@ -185,30 +245,37 @@ class _Replay(Simulation):
         super()._cycle(payload)
 
 
-def _runtime_s(job: JobSpec, default_runtime_s: float, assumed: set[str]) -> float:
-    """Its declared runtime, else the default (noted as assumed); never past its limit."""
+def _runtime_s(
+    job: JobSpec, default_runtime_s: float, assumed: set[str], done_s: float = 0.0
+) -> float:
+    """Its declared runtime, else the default (noted as assumed); never past its limit;
+    less the work its earlier attempts saved (`done_s`), which no attempt does again."""
     runtime = job.runtime_estimate_s
     if runtime is None:
         assumed.add(job.name)
         runtime = default_runtime_s
     if job.max_runtime_s is not None:
         runtime = min(runtime, job.max_runtime_s)
-    return runtime
+    return max(MIN_RUN_S, runtime - done_s) if done_s > 0 else runtime
 
 
 def _initial_run(
-    r: RunningJob, now_s: float, default_runtime_s: float, assumed: set[str]
+    r: RunningJob, now_s: float, default_runtime_s: float, assumed: set[str], done_s: float
 ) -> InitialRun:
-    """A running job for the engine: its placement, and the time it has left."""
+    """A running job for the engine: its placement, the time it has left and, as its
+    trace's duration, what an attempt started afresh would run (its runtime less `done_s`,
+    at least the time it has left), which `_Replay._interrupt` restarts it with."""
     job = r.spec
     elapsed_s = max(0.0, now_s - r.started_s)
     if r.expected_end_s is not None:
         remaining_s = _left(r.expected_end_s - now_s)
+        rerun_s = _runtime_s(job, default_runtime_s, set(), done_s)
     elif job.runtime_estimate_s is not None:
-        runtime_s = _runtime_s(job, default_runtime_s, assumed)
-        remaining_s = _left(runtime_s - elapsed_s)
+        rerun_s = _runtime_s(job, default_runtime_s, assumed, done_s)
+        remaining_s = _left(rerun_s - elapsed_s)
     else:  # nothing known: assume it runs the default from now (within its limit)
         assumed.add(job.name)
+        rerun_s = _runtime_s(job, default_runtime_s, assumed, done_s)
         remaining_s = default_runtime_s
         if job.max_runtime_s is not None:
             remaining_s = _left(min(remaining_s, job.max_runtime_s - elapsed_s))
@@ -216,7 +283,7 @@ def _initial_run(
     if job.kind == "inference":  # a replica ends at its window's end: make that now + remaining
         duration_s = now_s + remaining_s - submit_s
     else:
-        duration_s = elapsed_s + remaining_s
+        duration_s = max(rerun_s, remaining_s)
     return InitialRun(
         trace=_trace(job, submit_s, duration_s),
         placements=_placements(job),
@@ -234,13 +301,14 @@ def _left(remaining_s: float) -> float:
 
 
 def _pending_trace(
-    job: JobSpec, now_s: float, default_runtime_s: float, assumed: set[str]
+    job: JobSpec, arrive_s: float, default_runtime_s: float, assumed: set[str], done_s: float
 ) -> TraceJob:
-    """A pending job arrives now, all at once, so the first cycle sees the whole queue; its
-    spec keeps its submission time, which orders the queue."""
+    """A pending job arrives now, all at once, so the first cycle sees the whole queue (one
+    in its restart backoff when that ends: `arrive_s`); its spec keeps its submission
+    time, which orders the queue. It runs its runtime less the work saved (`done_s`)."""
     if job.state != "pending" or job.placement:
         raise ValueError(f"pending job {job.name} is running or has a placement")
-    return _trace(job, now_s, _runtime_s(job, default_runtime_s, assumed))
+    return _trace(job, arrive_s, _runtime_s(job, default_runtime_s, assumed, done_s))
 
 
 def _trace(job: JobSpec, submit_s: float, duration_s: float) -> TraceJob:

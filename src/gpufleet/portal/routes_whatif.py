@@ -110,6 +110,8 @@ def _whatif(v: _Visit) -> HTMLResponse:
                 ctx.profile,
                 Visible(who.is_admin, who.team),
                 replay.unavailable,
+                dict(replay.done_s),
+                dict(replay.not_before),
             )
             result = heavy.run(who.user, compute, inputs)
         except HeavyError as exc:

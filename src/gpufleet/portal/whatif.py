@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +122,8 @@ class Inputs:
     baseline_profile: str
     visible: Visible
     unavailable: frozenset[str] = frozenset()  # nodes down or drained (`replay_queue`)
+    done_s: Mapping[str, float] = dataclasses.field(default_factory=dict)  # saved work
+    not_before: Mapping[str, float] = dataclasses.field(default_factory=dict)  # backoffs
 
 
 def compute(inputs: Inputs) -> WhatIf:
@@ -134,6 +136,8 @@ def compute(inputs: Inputs) -> WhatIf:
         baseline_profile=inputs.baseline_profile,
         visible=inputs.visible,
         unavailable=inputs.unavailable,
+        done_s=inputs.done_s,
+        not_before=inputs.not_before,
     )
 
 
@@ -199,10 +203,13 @@ def run(
     baseline_profile: str,
     visible: Callable[[str], bool],
     unavailable: frozenset[str] = frozenset(),
+    done_s: Mapping[str, float] | None = None,
+    not_before: Mapping[str, float] | None = None,
 ) -> WhatIf:
     """Predicted waits of the jobs in `snap` the caller may see, now and in `scenario`
-    (`snap` in the replay's form, `control.eta_refresh.replay_queue`; `unavailable`: nodes
-    that take no new job in either)."""
+    (`snap` in the replay's form, `control.eta_refresh.replay_queue`, with its nodes that
+    take no new job, saved work and restart backoffs: `estimate_starts` reads them)."""
+    replayed = Replayed(unavailable, done_s or {}, not_before or {})
     if scenario.profile not in PROFILES:
         raise UserError(f"no scheduling profile {scenario.profile!r}")
     accelerator = scenario.accelerator or (cluster.accelerators[0] if cluster.accelerators else "")
@@ -211,8 +218,8 @@ def run(
     if scenario.to_team and scenario.add_gpus and snap.teams is not None:
         teams = with_guarantee(snap.teams, scenario.to_team, accelerator, scenario.add_gpus)
         changed = dataclasses.replace(snap, teams=teams)
-    base = _estimate(snap, cluster, baseline_profile, now_s, unavailable)
-    other = _estimate(changed, bigger, scenario.profile, now_s, unavailable)
+    base = _estimate(snap, cluster, baseline_profile, now_s, replayed)
+    other = _estimate(changed, bigger, scenario.profile, now_s, replayed)
     rows = tuple(
         JobWait(
             job_id=int(j.name),
@@ -235,8 +242,17 @@ def run(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """What the replay reads beside the queue (`control.eta_refresh.ReplayQueue`)."""
+
+    unavailable: frozenset[str]
+    done_s: Mapping[str, float]
+    not_before: Mapping[str, float]
+
+
 def _estimate(
-    snap: LiveQueue, cluster: Cluster, profile: str, now_s: float, unavailable: frozenset[str]
+    snap: LiveQueue, cluster: Cluster, profile: str, now_s: float, replayed: Replayed
 ) -> EtaResult | None:
     if snap.teams is None or not snap.pending:
         return None
@@ -248,7 +264,9 @@ def _estimate(
         now_s=now_s,
         profile=profile,
         cycle_interval_s=queue_cycle_s(len(snap.pending)),
-        unavailable=unavailable,
+        unavailable=replayed.unavailable,
+        done_s=replayed.done_s,
+        not_before=replayed.not_before,
     )
 
 

@@ -1,22 +1,35 @@
 """A virtual cluster: attempts "run" for their duration without any process.
 
 Lets the whole control plane (store, reconciler, API, accounting) run end to end
-on a laptop or in CI, optionally faster than real time (`speed`). An attempt runs
-for ``Launch.duration_s`` (or `default_duration_s`) *emulated* seconds, that is
-``duration / speed`` real seconds from its start.
+on a laptop or in CI, optionally faster than real time (`speed`). A job's work is
+``Launch.duration_s`` (or `default_duration_s`) *emulated* seconds, and an attempt
+runs what is left of it, ``(duration - saved) / speed`` real seconds from its start.
 
-It keeps no files: everything follows from (launch, start time, speed), so after a
-server restart the reconciler calls `adopt` with the start time the store
-recorded, and the attempt ends exactly when it would have. The only state that
-cannot be derived (signals received, what was reported) is lost with the process,
-which is harmless: a restarted server re-adopts running attempts and nothing
-else.
+``saved`` is the work the job's earlier attempts saved: each attempt resumes from the
+job's last checkpoint, as a real job reloads it. An attempt that reported a checkpoint
+at emulated second t of its own run saved ``its resumed work + t``; one that reported
+none saved nothing more than it resumed from. So a job preempted (it answers the
+checkpoint request before it stops) reruns none of its work, and one that crashed or
+was killed reruns what it did after its last periodic checkpoint. This is the rule
+the simulator applies to an interrupted job and the queue ETAs replay
+(`control.eta`): without it a preempted job ran its whole estimate again, later than
+every ETA behind it said. Periodic checkpoints are counted from each attempt's start.
+
+It keeps no files: everything follows from (launch, start time, speed, the work saved
+by the job's earlier attempts), so after a server restart the reconciler calls `adopt`
+with the start time the store recorded, and the attempt ends exactly when it would
+have, for an attempt that resumed no saved work. The saved work is kept in memory
+(the `Launch` does not carry it): after a restart, an adopted attempt that had resumed
+from a checkpoint ends as if it had not, and later attempts resume only what attempts
+since the restart saved. The other state that cannot be derived (signals received,
+what was reported) is lost with the process, which is harmless: a restarted server
+re-adopts running attempts and nothing else.
 
 Test hooks, read from ``Launch.env``:
 
 * ``GPUFLEET_EMULATE_EXIT_CODE=N``: the attempt ends on time with code N;
-* ``GPUFLEET_EMULATE_FAIL_AFTER_S=T``: the attempt ends with code 1 after T emulated
-  seconds (if that is before its end).
+* ``GPUFLEET_EMULATE_FAIL_AFTER_S=T``: every attempt ends with code 1 after T emulated
+  seconds of its own run (if that is before its end).
 """
 
 from __future__ import annotations
@@ -61,6 +74,8 @@ class _Attempt:
     end_s: float  # real time it ends on its own
     exit_code: int  # the code it ends with on its own
     interval_s: float | None  # real seconds between checkpoints
+    resumed_s: float = 0.0  # emulated work saved by earlier attempts, done at its start
+    saved_s: float = 0.0  # emulated work saved so far: resumed, then at its last checkpoint
     checkpoints_reported: int = 0  # periodic checkpoints already reported (by index)
     started_reported: bool = False
     requested: list[float] = field(default_factory=list)  # checkpoint signals not yet answered
@@ -91,6 +106,7 @@ class EmulatedExecutor:
         self._checkpoint_signum = signal_number(checkpoint_signal)
         self._clock = clock
         self._attempts: dict[RunKey, _Attempt] = {}
+        self._latest: dict[int, _Attempt] = {}  # job id -> its latest attempt known
         self._lock = threading.Lock()
 
     # -- orders ---------------------------------------------------------------------------
@@ -99,17 +115,19 @@ class EmulatedExecutor:
         """Start the attempt now (by `clock`) unless it is already known."""
         with self._lock:
             if launch.key not in self._attempts:
-                self._attempts[launch.key] = self._plan(launch, self._clock(), reported=False)
+                self._add(self._plan(launch, self._clock(), reported=False))
 
     def adopt(
         self, launch: Launch, started_s: float, last_checkpoint_s: float | None = None
     ) -> None:
         """Take over an attempt that started at `started_s` before a restart.
 
-        It ends at ``started_s + duration / speed``, as if the server never died;
-        `started` is not reported again, nor are periodic checkpoints at or before
-        `last_checkpoint_s` (default: the latest one already due is reported, since
-        the old server may not have seen it). A no-op if the attempt is known.
+        It ends at ``started_s + (duration - saved) / speed``, as if the server never
+        died (``saved``: what earlier attempts this executor knows saved; none after a
+        restart, see the module doc); `started` is not reported again, nor are periodic
+        checkpoints at or before `last_checkpoint_s` (default: the latest one already
+        due is reported, since the old server may not have seen it). A no-op if the
+        attempt is known.
         """
         with self._lock:
             if launch.key in self._attempts:
@@ -119,7 +137,11 @@ class EmulatedExecutor:
                 attempt.checkpoints_reported = self._due(
                     attempt, min(last_checkpoint_s, attempt.end_s)
                 )
-            self._attempts[launch.key] = attempt
+            if last_checkpoint_s is not None and last_checkpoint_s >= started_s:
+                # this attempt's checkpoint the old server recorded: what a restart resumes
+                at_s = min(last_checkpoint_s, attempt.end_s)
+                attempt.saved_s = attempt.resumed_s + self._emulated_s(attempt, at_s)
+            self._add(attempt)
 
     def signal(self, key: RunKey, signal: str = CHECKPOINT_SIGNAL) -> None:
         """The checkpoint signal asks for a checkpoint; a terminating one ends the attempt.
@@ -176,8 +198,25 @@ class EmulatedExecutor:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _add(self, attempt: _Attempt) -> None:
+        key = attempt.launch.key
+        self._attempts[key] = attempt
+        latest = self._latest.get(key.job_id)
+        if latest is None or latest.launch.key.attempt < key.attempt:
+            self._latest[key.job_id] = attempt
+
+    def _resumed_s(self, key: RunKey) -> float:
+        """Emulated work the job's earlier attempts saved (the module doc's rule): what its
+        latest earlier attempt known had saved; 0 for a first attempt or none known."""
+        latest = self._latest.get(key.job_id)
+        if latest is None or latest.launch.key.attempt >= key.attempt:
+            return 0.0
+        return latest.saved_s
+
     def _plan(self, launch: Launch, started_s: float, reported: bool) -> _Attempt:
-        duration_s = self.default_duration_s if launch.duration_s is None else launch.duration_s
+        work_s = self.default_duration_s if launch.duration_s is None else launch.duration_s
+        resumed_s = min(self._resumed_s(launch.key), work_s)
+        duration_s = work_s - resumed_s
         exit_code = 0
         raw_code = launch.env.get(EXIT_CODE_ENV)
         if raw_code is not None:
@@ -200,12 +239,15 @@ class EmulatedExecutor:
             end_s=started_s + duration_s / self.speed,
             exit_code=exit_code,
             interval_s=interval / self.speed if interval and interval > 0 else None,
+            resumed_s=resumed_s,
+            saved_s=resumed_s,
             started_reported=reported,
         )
+        resumed = f", resumed at {resumed_s:g} s of {work_s:g} s" if resumed_s else ""
         attempt.log.append(
             f"[emulated t=0s] {'adopted' if reported else 'started'} {launch.job_name} "
             f"({launch.key.name}, world size {launch.world_size}, "
-            f"{duration_s:g} s at speed {self.speed:g})"
+            f"{duration_s:g} s at speed {self.speed:g}{resumed})"
         )
         return attempt
 
@@ -244,6 +286,7 @@ class EmulatedExecutor:
             checkpoint_s = max(checkpoint_s or -math.inf, horizon_s)
             attempt.requested.clear()
         if checkpoint_s is not None:
+            attempt.saved_s = attempt.resumed_s + self._emulated_s(attempt, checkpoint_s)
             events.append(ExecEvent(key, "checkpointed", checkpoint_s))
             attempt.log.append(
                 f"[emulated t={self._emulated_s(attempt, checkpoint_s):g}s] checkpoint saved"
