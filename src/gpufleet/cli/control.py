@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from pathlib import Path
@@ -93,11 +92,15 @@ def _check_budget(budget_gpu_h: float | None) -> None:
     """Refuse a budget that is not a number of GPU-hours before it is stored: the API
     refuses them, but `--budget-gpu-h inf` (or 1e400, or nan) was stored, and every later
     `GET /teams`, the portal's overview and team pages then failed with 422 for everyone
-    (`budget_status` cannot compare GPU-hours with it)."""
-    if budget_gpu_h is not None and not math.isfinite(budget_gpu_h):
-        raise UserError(
-            f"--budget-gpu-h: a monthly budget is a finite number of GPU-hours, not {budget_gpu_h}"
-        )
+    (`budget_status` cannot compare GPU-hours with it). The rule is the store's
+    (`admin.check_budget`); this names the option."""
+    from gpufleet.control import admin
+
+    if budget_gpu_h is not None:
+        try:
+            admin.check_budget(budget_gpu_h)
+        except admin.AdminError as exc:
+            raise UserError(f"--budget-gpu-h: {exc}") from None
 
 
 @team_app.command("create")

@@ -24,9 +24,9 @@ What the replay assumes, and so what an ETA means:
   simulator's default 300 s of reload and warm-up made every ETA behind a predicted
   preemption 300 s late). One that checkpoints saves all its work in the grace period,
   as the live plane asks it to; one that does not reruns its whole runtime (less `done_s`)
-  as it would live, including the part it ran before the replay began (the engine keeps
+  as it would live, including the part it ran before the replay began (the engine kept
   a running job's earlier work through a preemption: a job 400 s into a 1000 s run
-  came back for 600 s in the replay and 1000 s live; `_Replay._interrupt`).
+  came back for 600 s in the replay and 1000 s live; `sim.engine.InitialRun`).
 - A pending job in its restart backoff (`not_before`) arrives in the replay when the
   backoff ends, as the reconciler leaves it out of every cycle until then; it arrived at
   once and started up to the backoff (at most 600 s) early, taking GPUs another job
@@ -195,46 +195,15 @@ def estimate_starts(
 
 
 class _Replay(Simulation):
-    """The simulator's engine with two live rules it lacks.
+    """The simulator's engine with nodes that take no new job: before every scheduling
+    cycle the GPUs free on them are held, as the reconciler's `_state` holds a down or
+    drained node's free GPUs each cycle. Held per cycle, not once, so GPUs a job running on
+    a drained node frees are not handed out in the replay when they are not live."""
 
-    Nodes that take no new job: before every scheduling cycle the GPUs free on them are
-    held, as the reconciler's `_state` holds a down or drained node's free GPUs each cycle.
-    Held per cycle, not once, so GPUs a job running on a drained node frees are not handed
-    out in the replay when they are not live.
-
-    A running job that does not checkpoint loses, when preempted in the replay, the work
-    it did before the replay began too: the engine keeps an initial run's earlier work
-    (`InitialRun.remaining_s` is all it has left to do, through any interruption), while
-    the live job restarts from nothing (`_interrupt`)."""
-
-    def __init__(
-        self, *args: Any, unavailable: Collection[str], initial: Sequence[InitialRun], **kwargs: Any
-    ) -> None:
-        super().__init__(*args, initial=initial, **kwargs)
+    def __init__(self, *args: Any, unavailable: Collection[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._unavailable = sorted(set(unavailable) & {n.name for n in self.cluster.nodes})
         self._holds = 0
-        self._unsaved = {
-            r.trace.name
-            for r in initial
-            if r.trace.kind != "inference"
-            and r.trace.checkpoint_interval_s is None
-            and r.remaining_s < r.trace.duration_s
-        }
-
-    def _interrupt(
-        self, name: str, *, notice_saves: bool, released: frozenset[str] = frozenset()
-    ) -> None:
-        """The engine's interruption; then a running job that had work from before the
-        replay and no checkpoint to keep it restarts its whole runtime (`trace.duration_s`,
-        see `_initial_run`), that work now lost before the replay (so not in its
-        accounts: `done_before_s` 0 keeps the conservation checks whole)."""
-        run = self.runs[name]
-        afresh = run.started and name in self._unsaved
-        super()._interrupt(name, notice_saves=notice_saves, released=released)
-        if afresh:
-            self._unsaved.discard(name)
-            run.remaining_s = run.trace.duration_s
-            run.done_before_s = 0.0
 
     def _cycle(self, payload: str) -> None:
         for node in self._unavailable:
@@ -264,7 +233,8 @@ def _initial_run(
 ) -> InitialRun:
     """A running job for the engine: its placement, the time it has left and, as its
     trace's duration, what an attempt started afresh would run (its runtime less `done_s`,
-    at least the time it has left), which `_Replay._interrupt` restarts it with."""
+    at least the time it has left), which the engine restarts it with when it keeps no
+    checkpoints (`sim.engine.InitialRun`)."""
     job = r.spec
     elapsed_s = max(0.0, now_s - r.started_s)
     if r.expected_end_s is not None:

@@ -48,13 +48,11 @@ EtaKind = Literal["unknown", "never", "beyond", "at"]
 
 
 class Stopping(NamedTuple):
-    """A stopping job as the store has it: why it stops, its stop deadline (None: not
-    signalled yet) and its own runtime estimate (its running spec's is cut to the deadline
-    by `jobs.spec_of`, which a requeued job no longer has)."""
+    """A stopping job as the store has it: why it stops and its stop deadline (None: not
+    signalled yet)."""
 
     why: str | None
     deadline: float | None
-    estimate: float | None
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,9 @@ def replay_queue(
     queue = live_queue(s, cluster, now_s)
     unavailable = frozenset(s.scalars(select(NodeRecord.name).where(NodeRecord.state != "up")))
     stopping = {
-        str(i): Stopping(why, deadline, estimate)
-        for i, why, deadline, estimate in s.execute(
-            select(Job.id, Job.stop_for, Job.stop_deadline_s, Job.runtime_estimate_s).where(
-                Job.state == "stopping"
-            )
+        str(i): Stopping(why, deadline)
+        for i, why, deadline in s.execute(
+            select(Job.id, Job.stop_for, Job.stop_deadline_s).where(Job.state == "stopping")
         )
     }
     names: dict[int, str] = dict(s.execute(select(Team.id, Team.name)).all())
@@ -232,11 +228,10 @@ def _stopping_form(
     """The running jobs as the replay should see them: a cancelled (or idle-reclaimed)
     stopping job runs to its stop deadline; any other stopping job gives its GPUs up now
     (to the job admitted on them: the replay simulates no grace) and waits again, queued
-    from now, as the reconciler requeues it, with its own runtime estimate again (its
-    running spec's ends at the stop deadline: a preempted 1000 s job was replayed for the
-    340 s to its deadline once requeued, and the gang behind it read 310 s early). Also
-    returns, per node, when the last of those requeued jobs is gone from it (when a job
-    admitted there starts)."""
+    from now, as the reconciler requeues it, with its own runtime estimate (the
+    reconciler's view of a stopping job ends at its stop deadline, `_fresh_spec`; this
+    spec is the store's, `live_queue`'s). Also returns, per node, when the last of those
+    requeued jobs is gone from it (when a job admitted there starts)."""
     out: list[RunningJob] = []
     requeued: list[JobSpec] = []
     freed: dict[str, float] = {}
@@ -245,14 +240,13 @@ def _stopping_form(
         if name not in stopping:
             out.append(r)
             continue
-        why, deadline, estimate = stopping[name]
+        why, deadline = stopping[name]
         end_s = max(now_s, now_s + grace_s if deadline is None else deadline)
         if why in ENDS:
             out.append(RunningJob(r.spec, r.flavor, r.started_s, end_s))
             continue
         update_: dict[str, Any] = {"state": "pending", "placement": [], "started_s": None}
         update_.update(order_key_s=None, submitted_s=now_s)  # queued again from now
-        update_["runtime_estimate_s"] = estimate
         requeued.append(r.spec.model_copy(update=update_))
         for p in r.spec.placement:
             freed[p.node] = max(freed.get(p.node, now_s), end_s)

@@ -543,7 +543,7 @@ SPEC_COLUMNS = (
     Job.started_s,
     Job.placement,
     Job.not_before_s,
-    Job.stop_deadline_s,
+    Job.stop_deadline_s,  # the reconciler's view of a stopping job ends there (`_fresh_spec`)
 )
 
 
@@ -571,23 +571,7 @@ def spec_of(row: Any, team: str) -> JobSpec:
         data["state"] = "running"
         data["started_s"] = row.started_s
         data["placement"] = [Placement.model_validate(p) for p in row.placement]
-        gone_s = _stop_deadline_runtime_s(row)
-        if gone_s is not None:
-            data["runtime_estimate_s"] = gone_s
     return JobSpec.model_validate(data)
-
-
-def _stop_deadline_runtime_s(row: Any) -> float | None:
-    """A signalled stopping job's runtime as the scheduler should expect it: to its stop
-    deadline, when its GPUs are free whatever it does (the grace period ends in a kill),
-    if that is sooner than its estimate. Backfill reads a running job's end from its
-    runtime estimate: during a cancel's 30 s grace period the job waiting for those GPUs
-    was reserved others "from ~50 min" and its page said so."""
-    if row.state != "stopping" or row.stop_deadline_s is None or row.started_s is None:
-        return None
-    left_s = max(row.stop_deadline_s - row.started_s, 1e-3)
-    estimate = row.runtime_estimate_s
-    return left_s if estimate is None or left_s < estimate else None
 
 
 def spec_error(exc: ValueError) -> str:

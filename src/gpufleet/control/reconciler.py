@@ -24,7 +24,7 @@ and its write: `Job.version`, SQLAlchemy's version counter), or that PostgreSQL 
 break a deadlock, rolls back whole and is done again on fresh reads (`_retrying`); one that
 keeps losing gives the cycle up.
 
-Why one file (about 970 lines): a cycle is one transaction over the six steps above, and
+Why one file (about 980 lines): a cycle is one transaction over the six steps above, and
 every helper here reads or writes that transaction's rows, in that order. The store
 (`models`, `lifecycle`), the queue (`jobs`), ETAs (`eta`) and the executors live elsewhere.
 It shrinks when one applier replaces `_write` (design 0015, "What is left").
@@ -62,7 +62,7 @@ from gpufleet.control.jobs import SPEC_COLUMNS, in_lead_order, spec_error, spec_
 from gpufleet.control.leader import LeaseLost, renew
 from gpufleet.control.ledger import UNBILLED, close_allocations
 from gpufleet.control.models import Allocation, AuditEntry, Job, NodeRecord, QueueSnapshot, Team
-from gpufleet.control.periodic import RaceLostError, retrying
+from gpufleet.control.periodic import TRIES, RaceLostError, retrying
 from gpufleet.control.quota_room import NEVER_MARK, QuotaNever, never_under_quota
 from gpufleet.sched.apply import placement_spec
 from gpufleet.sched.decide import decide
@@ -78,8 +78,9 @@ DOWN = "node-down:"
 WAITING = "admitted:"  # placeholder holding an admitted job's free planned GPUs
 BACKOFF_S = (10.0, 30.0, 90.0, 270.0, 600.0)
 # tries of one of a cycle's transactions when it loses a race (a job it writes changed under
-# it, a deadlock: `_retrying`); then the cycle gives up, and the next one reads the store again
-STALE_TRIES = 3
+# it, a deadlock: `_retrying`), as every retried transaction; then the cycle gives up, and
+# the next one reads the store again
+STALE_TRIES = TRIES
 T = TypeVar("T")
 
 
@@ -832,10 +833,25 @@ def _fresh_spec(s: Session, row: Any, names: dict[int, str], now_s: float) -> Jo
     if row is None:
         return None
     try:
-        return spec_of(row, names[row.team_id])
+        spec = spec_of(row, names[row.team_id])
     except ValueError as exc:  # pydantic's ValidationError is one
         _quarantine(s, row.id, exc, now_s)
         return None
+    gone_s = _stop_deadline_runtime_s(row)
+    return spec if gone_s is None else spec.model_copy(update={"runtime_estimate_s": gone_s})
+
+
+def _stop_deadline_runtime_s(row: Any) -> float | None:
+    """A signalled stopping job's runtime as the scheduler should expect it: to its stop
+    deadline, when its GPUs are free whatever it does (the grace period ends in a kill),
+    if that is sooner than its estimate. Backfill reads a running job's end from its
+    runtime estimate: during a cancel's 30 s grace period the job waiting for those GPUs
+    was reserved others "from ~50 min" and its page said so."""
+    if row.state != "stopping" or row.stop_deadline_s is None or row.started_s is None:
+        return None
+    left_s = max(row.stop_deadline_s - row.started_s, 1e-3)
+    estimate = row.runtime_estimate_s
+    return left_s if estimate is None or left_s < estimate else None
 
 
 def _quarantine(s: Session, job_id: int, exc: ValueError, now_s: float) -> None:

@@ -319,7 +319,9 @@ class InitialRun:
     Training, batch and interactive jobs end after `remaining_s` more seconds unless
     interrupted; an inference replica ends at its window's end
     (`trace.submit_s + trace.duration_s`), as every replica does. When interrupted, the
-    work it lost is counted from the clock's start, not from `started_s`, and with a
+    work it lost is counted from the clock's start, not from `started_s` (one that keeps
+    no checkpoints then restarts its whole `trace.duration_s`: its work before the clock
+    is lost too, as a live job's would be), and with a
     profile that binds pods one by one (`gang` false) it still holds and requeues as
     one unit.
     """
@@ -1023,6 +1025,12 @@ class Simulation:
             run.remaining_s = max(0.0, run.remaining_s - saved / run.time_factor)
             if self._speeds is not None:
                 run.useful_s = (run.useful_s or 0.0) + saved
+            if every is None and run.done_before_s > 0:
+                # already running at the clock's start and keeping nothing: it restarts its
+                # whole runtime, as the live job does (its work before the clock is lost, and
+                # none of this run's accounts: it is no longer done before)
+                run.remaining_s = run.trace.duration_s
+                run.done_before_s = 0.0
         self._lose(run, gpus * lost)
         if started:
             run.attempt += 1
